@@ -1,0 +1,46 @@
+# paynotify: PGXS build.  `make`, `make install`, `make installcheck`;
+# the whole suite (as root on Debian 12) is `test/run-all.sh`.
+
+EXTENSION = paynotify
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = paynotify
+OBJS = \
+	src/paynotify.o \
+	src/gateway.o \
+	src/json.o \
+	src/crypto.o \
+	src/config.o \
+	src/lock.o \
+	src/state.o \
+	src/apply.o \
+	src/handle.o \
+	src/verify_wxpay.o \
+	src/verify_alipay.o \
+	src/verify_stripe.o \
+	src/form.o
+
+DATA = $(wildcard $(EXTENSION)--*.sql)
+PGFILEDESC = "paynotify - exactly-once payment notifications"
+
+PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+SHLIB_LINK = $(shell pkg-config --libs openssl)
+
+REGRESS = setup config crypto state wxpay vectors_wxpay pipeline hooks alipay stripe vectors_all refunds security
+REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf --load-extension=$(EXTENSION)
+
+ISOLATION = concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent
+ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/paynotify.conf --load-extension=$(EXTENSION)
+
+EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regression.out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+.PHONY: shim dist
+shim:
+	$(MAKE) -C shim
+
+dist:
+	git archive --format=tar.gz --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(EXTENSION)-$(EXTVERSION).tar.gz HEAD

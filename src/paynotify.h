@@ -1,0 +1,258 @@
+/*-------------------------------------------------------------------------
+ *
+ * paynotify.h
+ *	  Declarations shared by the files of the paynotify extension.
+ *
+ * The pipeline (handle.c) knows no gateway by name: each gateway is one
+ * PnGateway (verify_*.c) registered in gateway.c.  A gateway authenticates a
+ * request and turns it into a PnNotice; everything after that (lock, dedup,
+ * state machine, records, outbox, reply row) is gateway-agnostic.
+ *
+ * Only crypto.c includes OpenSSL headers; everything else sees key objects
+ * as opaque pointers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAYNOTIFY_H
+#define PAYNOTIFY_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#define PAYNOTIFY_EXTNAME "paynotify"
+
+/* ---------- settings (paynotify.c) ---------- */
+extern double paynotify_now;			/* paynotify.now: 0 = real clock */
+extern int	paynotify_lock_timeout;		/* paynotify.lock_timeout, ms */
+extern int	paynotify_max_body;			/* paynotify.max_body_size, bytes */
+
+/* The reply row's `outcome` column. */
+typedef enum PnOutcome
+{
+	PN_PROCESSED,
+	PN_DUPLICATE,
+	PN_IGNORED,
+	PN_PARKED,
+	PN_FAILED,
+	PN_BUSY,
+	PN_REJECTED,
+	PN_MALFORMED
+} PnOutcome;
+
+/*
+ * Why a request was not authenticated.  Finer than the outcome: it chooses
+ * the reply's message and status, never carries request or key bytes.
+ */
+typedef enum PnReason
+{
+	PN_OK = 0,
+	PN_R_MALFORMED,				/* missing/unparsable header, field, encoding */
+	PN_R_TOO_LARGE,				/* body over paynotify.max_body_size */
+	PN_R_UNSUPPORTED,			/* signature or encryption algorithm */
+	PN_R_STALE,					/* timestamp outside the channel's window */
+	PN_R_UNKNOWN_KEY,			/* no active key with that id */
+	PN_R_BAD_SIGNATURE,			/* signature does not verify */
+	PN_R_DECRYPT,				/* AEAD tag mismatch */
+	PN_R_MISMATCH,				/* authentic, but for another merchant/app */
+	PN_R_NO_CHANNEL				/* unknown channel */
+} PnReason;
+
+/* What an authentic notification asks the order to do. */
+typedef enum PnAction
+{
+	PN_ACT_NONE,				/* nothing: recorded and acknowledged (ignored) */
+	PN_ACT_PAY,					/* the order was paid */
+	PN_ACT_REFUND,				/* money went back to the payer */
+	PN_ACT_REFUND_FAILED,		/* a refund did not happen (abnormal, closed) */
+	PN_ACT_CLOSE				/* the trade closed unpaid */
+} PnAction;
+
+/*
+ * An authenticated notification, as the gateway module extracted it.
+ * Amounts are in the currency's minor unit (fen, cents); -1 = not given.
+ */
+typedef struct PnNotice
+{
+	char	   *notify_id;		/* dedup key: WeChat id, Alipay notify_id, evt_ */
+	char	   *event_type;		/* gateway's event name */
+	Jsonb	   *payload;		/* business payload (decrypted where encrypted) */
+	PnAction	action;
+	char	   *order_no;		/* merchant's order number */
+	char	   *trade_no;		/* gateway's payment id */
+	int64		order_amount;	/* order total as the gateway states it */
+	char	   *currency;
+	char	   *refund_id;		/* gateway's (or merchant's) refund id */
+	int64		refund_amount;	/* this refund alone */
+	int64		refunded_total; /* everything refunded so far, this one included */
+	const char *anomaly;		/* authentic but fails a business check: set to
+								 * a short static code; recorded, acknowledged,
+								 * not applied */
+} PnNotice;
+
+/* One key of a channel, parsed once per backend. */
+typedef struct PnKey
+{
+	char	   *key_id;
+	void	   *pkey;			/* EVP_PKEY * (public-key gateways) or NULL */
+	char	   *secret;			/* shared secret bytes (HMAC gateways) or NULL */
+	int			secret_len;
+	int64		not_before;		/* unix seconds, 0 = unbounded */
+	int64		not_after;		/* unix seconds, 0 = unbounded */
+} PnKey;
+
+struct PnGateway;
+
+/* A configured channel, cached per backend (config.c). */
+typedef struct PnChannel
+{
+	char	   *name;
+	const struct PnGateway *gw;
+	void	   *conf;			/* the gateway's parsed settings */
+	int			nkeys;
+	PnKey	   *keys;			/* every non-retired key */
+} PnChannel;
+
+/* One request as it reached paynotify_handle. */
+typedef struct PnRequest
+{
+	const PnChannel *channel;
+	Jsonb	   *headers;
+	const char *body;
+	int			body_len;
+	int64		now;			/* unix seconds (paynotify.now or the clock) */
+} PnRequest;
+
+/* The HTTP part of the reply row. */
+typedef struct PnReply
+{
+	int			status;
+	const char *content_type;
+	const char *body;
+} PnReply;
+
+/*
+ * One gateway.  Adding a gateway = one verify_<name>.c defining a PnGateway,
+ * plus one line in gateway.c.
+ */
+typedef struct PnGateway
+{
+	const char *name;			/* as given to paynotify_add_channel */
+	bool		public_keys;	/* keys are PEM public keys, else secrets */
+
+	/*
+	 * Parse and validate the channel's settings into an object allocated in
+	 * the current memory context.  ereport(ERROR) with a precise SQLSTATE on
+	 * bad settings; never puts a secret value into the message.
+	 */
+	void	   *(*load_settings) (Jsonb *settings);
+
+	/*
+	 * Check one key's id and material at configuration time (after the
+	 * generic PEM or secret checks); ereport on bad input.  May be NULL.
+	 */
+	void		(*check_key) (const char *key_id, const char *material);
+
+	/*
+	 * Authenticate the request and fill *notice.  Returns PN_OK or why not.
+	 * Must not raise for anything a request can contain.
+	 */
+	PnReason	(*authenticate) (const PnRequest *req, PnNotice *notice);
+
+	/* The HTTP reply for an outcome (and the reason when not authentic). */
+	void		(*reply) (PnOutcome outcome, PnReason reason, PnReply *reply);
+} PnGateway;
+
+/* ---------- gateway.c ---------- */
+extern const PnGateway *pn_gateway_lookup(const char *name);
+extern const char *pn_gateway_names(void);
+extern const char *pn_outcome_name(PnOutcome outcome);
+extern const char *pn_reason_message(PnReason reason);
+extern int	pn_reason_status(PnReason reason);
+extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
+								   int64 now);
+extern bool pn_key_active(const PnKey *key, int64 now);
+
+/* the gateways */
+extern const PnGateway pn_gateway_wxpay;
+extern const PnGateway pn_gateway_alipay;
+extern const PnGateway pn_gateway_stripe;
+
+/* ---------- json.c: request and payload access (never raise on input) ---------- */
+#define PAYNOTIFY_MAX_JSON_DEPTH 64
+
+/* Returns 1 found (value set, NUL-terminated palloc'd copy), 0 absent, -1 not a single string. */
+extern int	pn_header(Jsonb *headers, const char *name, char **value);
+/* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
+extern Jsonb *pn_parse_json(const char *text, int len);
+/* Dotted-path lookups; false when absent or of another type. */
+extern bool pn_json_string(Jsonb *doc, const char *path, char **value);
+extern bool pn_json_int64(Jsonb *doc, const char *path, int64 *value);
+extern bool pn_json_bool(Jsonb *doc, const char *path, bool *value);
+extern bool pn_json_present(Jsonb *doc, const char *path);
+/* Strict unsigned decimal parse; false on anything else or overflow. */
+extern bool pn_parse_int64(const char *s, int len, int64 *value);
+/* Exact "123", "123.4", "123.45" (scale digits at most) to minor units. */
+extern bool pn_parse_decimal(const char *s, int len, int scale, int64 *value);
+/* Settings helpers: ereport on wrong type. */
+extern char *pn_setting_text(Jsonb *settings, const char *key, bool required);
+extern int	pn_setting_int(Jsonb *settings, const char *key, int dflt,
+						   int min, int max);
+extern int	pn_setting_bool(Jsonb *settings, const char *key);	/* -1 absent */
+
+/* ---------- crypto.c: the only OpenSSL user ---------- */
+/* Strict standard base64 (padded); false when not base64. palloc'd result. */
+extern bool pn_base64_decode(const char *in, int inlen, unsigned char **out,
+							 int *outlen);
+extern char *pn_base64_encode(const unsigned char *in, int inlen);
+/* PEM public key or X.509 certificate; NULL and *err on failure. */
+extern void *pn_pkey_load(const char *pem, int len, const char **err);
+extern void pn_pkey_free(void *pkey);
+/* Serial of a PEM certificate as upper-case hex, or NULL when not a cert. */
+extern char *pn_cert_serial(const char *pem, int len);
+/* Returns 1 verified, 0 not, -1 unusable digest name. */
+extern int	pn_rsa_verify(void *pkey, const char *digest,
+						  const unsigned char *msg, size_t msglen,
+						  const unsigned char *sig, size_t siglen);
+/* AES-GCM (size by key length) with 16-byte tag at the end of ct. */
+extern bool pn_aead_open(const unsigned char *key, int keylen,
+						 const unsigned char *nonce, int noncelen,
+						 const unsigned char *aad, int aadlen,
+						 const unsigned char *ct, int ctlen,
+						 unsigned char **plain, int *plainlen);
+extern void pn_hmac_sha256(const unsigned char *key, int keylen,
+						   const unsigned char *msg1, size_t len1,
+						   const unsigned char *msg2, size_t len2,
+						   unsigned char out[32]);
+extern bool pn_ct_equal(const void *a, const void *b, size_t len);
+extern void pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32]);
+extern void pn_crypto_init(void);
+
+/* ---------- config.c: channel and binding caches ---------- */
+extern const PnChannel *pn_channel_get(const char *name);
+extern void pn_config_init(void);
+extern const char *pn_schema_name(void);		/* quoted extension schema */
+extern void pn_config_invalidate(void);
+
+/* ---------- lock.c ---------- */
+extern bool pn_lock_notification(const char *channel, const char *notify_id);
+
+/* ---------- state.c ---------- */
+extern bool pn_transition_allowed(const char *from, const char *to);
+extern void pn_state_init(void);
+
+/* ---------- apply.c: layer 4 ---------- */
+typedef struct PnApplied
+{
+	PnOutcome	outcome;		/* processed, ignored, parked */
+	const char *log_status;		/* succeeded, ignored, parked, anomaly */
+	const char *note;			/* why ignored / which anomaly (static) */
+} PnApplied;
+
+extern void pn_apply(const PnChannel *ch, const PnNotice *n, PnApplied *res);
+extern void pn_apply_parked(const char *order_no);
+extern void pn_record_anomaly(const char *channel, const char *notify_id,
+							  const char *order_no, const char *kind,
+							  Jsonb *detail);
+
+#endif							/* PAYNOTIFY_H */

@@ -1,0 +1,65 @@
+# Shared shell helpers for paynotify's scripts: a throwaway PostgreSQL
+# cluster on loopback, owned by an unprivileged user, stopped by pid.
+# Source it; it defines functions only.
+
+PN_PGBIN=${PN_PGBIN:-$(pg_config --bindir)}
+PN_RUNUSER=${PN_RUNUSER:-postgres}
+
+# pn_as_user CMD...: run a command as the cluster's owner (root cannot run postgres).
+pn_as_user() {
+    if [ "$(id -u)" = 0 ]; then
+        runuser -u "$PN_RUNUSER" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# pn_free_port: print a free TCP port on 127.0.0.1.
+pn_free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# pn_cluster_start DIR PORT [extra postgresql.conf lines...]
+# initdb in DIR/data, listen on 127.0.0.1:PORT and a socket in DIR, start.
+pn_cluster_start() {
+    local dir=$1 port=$2; shift 2
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown "$PN_RUNUSER" "$dir"
+    pn_as_user "$PN_PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log"; return 1; }
+    {
+        echo "listen_addresses = '127.0.0.1'"
+        echo "port = $port"
+        echo "unix_socket_directories = '$dir'"
+        echo "max_connections = 200"
+        echo "shared_buffers = 256MB"
+        echo "logging_collector = off"
+        for line in "$@"; do echo "$line"; done
+    } >>"$dir/data/postgresql.conf"
+    pn_as_user "$PN_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null \
+        || { cat "$dir/server.log"; return 1; }
+}
+
+# pn_cluster_pid DIR: the postmaster's pid.
+pn_cluster_pid() {
+    head -1 "$1/data/postmaster.pid" 2>/dev/null
+}
+
+# pn_cluster_stop DIR: fast shutdown of that cluster, by its pid.
+pn_cluster_stop() {
+    local dir=$1 pid
+    pid=$(pn_cluster_pid "$dir") || true
+    [ -n "${pid:-}" ] || return 0
+    kill -INT "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# pn_psql DIR PORT [psql args...]: psql as superuser to that cluster.
+pn_psql() {
+    local dir=$1 port=$2; shift 2
+    "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"
+}
