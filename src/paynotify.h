@@ -172,6 +172,10 @@ extern int	pn_reason_status(PnReason reason);
 extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
 								   int64 now);
 extern bool pn_key_active(const PnKey *key, int64 now);
+/* Shared by the gateways' reply builders. */
+extern bool pn_outcome_acknowledges(PnOutcome outcome);
+extern int	pn_failure_status(PnOutcome outcome, PnReason reason);
+extern const char *pn_failure_message(PnOutcome outcome, PnReason reason);
 
 /* the gateways */
 extern const PnGateway pn_gateway_wxpay;
@@ -199,6 +203,8 @@ extern char *pn_setting_text(Jsonb *settings, const char *key, bool required);
 extern int	pn_setting_int(Jsonb *settings, const char *key, int dflt,
 						   int min, int max);
 extern int	pn_setting_bool(Jsonb *settings, const char *key);	/* -1 absent */
+extern void pn_settings_only(Jsonb *settings, const char *gateway,
+							 const char *const *allowed);
 
 /* ---------- crypto.c: the only OpenSSL user ---------- */
 /* Strict standard base64 (padded); false when not base64. palloc'd result. */
@@ -228,19 +234,6 @@ extern bool pn_ct_equal(const void *a, const void *b, size_t len);
 extern void pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32]);
 extern void pn_crypto_init(void);
 
-/* ---------- config.c: channel and binding caches ---------- */
-extern const PnChannel *pn_channel_get(const char *name);
-extern void pn_config_init(void);
-extern const char *pn_schema_name(void);		/* quoted extension schema */
-extern void pn_config_invalidate(void);
-
-/* ---------- lock.c ---------- */
-extern bool pn_lock_notification(const char *channel, const char *notify_id);
-
-/* ---------- state.c ---------- */
-extern bool pn_transition_allowed(const char *from, const char *to);
-extern void pn_state_init(void);
-
 /* ---------- apply.c: layer 4 ---------- */
 typedef struct PnApplied
 {
@@ -249,10 +242,16 @@ typedef struct PnApplied
 	const char *note;			/* why ignored / which anomaly (static) */
 } PnApplied;
 
-extern void pn_apply(const PnChannel *ch, const PnNotice *n, PnApplied *res);
-extern void pn_apply_parked(const char *order_no);
-extern void pn_record_anomaly(const char *channel, const char *notify_id,
-							  const char *order_no, const char *kind,
-							  Jsonb *detail);
+/* ---------- lock.c ---------- */
+extern bool pn_lock_notification(const char *channel, const char *notify_id);
+
+/* ---------- state.c ---------- */
+extern void pn_state_init(void);
+
+/* ---------- config.c ---------- */
+extern void pn_config_init(void);
+
+/* ---------- handle.c ---------- */
+extern int64 pn_now(void);
 
 #endif							/* PAYNOTIFY_H */

@@ -1,0 +1,509 @@
+/*-------------------------------------------------------------------------
+ *
+ * apply.c
+ *	  Layer 4, the business step: move the order through the state
+ *	  machine, record the payment or refund, queue the outbox event and its
+ *	  NOTIFY, run the user's hooks; park what arrives before the order is
+ *	  ready for it, and apply it when the order gets there.
+ *
+ * The caller (handle.c) runs pn_apply inside a subtransaction with SPI
+ * connected: any error here rolls back everything this file did.  The
+ * order row is locked (FOR UPDATE, or by the conditional UPDATE itself)
+ * before anything is decided, so two different notifications about one
+ * order take turns and the second sees what the first committed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/json.h"
+
+#include "paynotify.h"
+#include "pnconfig.h"
+
+#define NOTIFY_CHANNEL "paynotify"
+
+typedef struct OrderRow
+{
+	char	   *status;
+	bool		has_amount;
+	int64		amount;
+} OrderRow;
+
+static void apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
+static bool insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						  int64 amount, const char *status);
+static int64 sum_query(PnConfig *cfg, PnPlanId id, const char *channel, const char *order_no,
+					   bool *isnull);
+static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
+				 const PnNotice *n, int64 amount);
+static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
+static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						   PnApplied *res, const char *kind);
+static PnNotice *notice_from_jsonb(Jsonb *j, const char *notify_id);
+
+/* Apply one authentic notification; res says how it went. */
+void
+pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	set_result(res, PN_PROCESSED, "succeeded", NULL);
+	if (n->anomaly != NULL)
+	{
+		anomaly_result(cfg, ch, n, res, n->anomaly);
+		return;
+	}
+	if (n->action != PN_ACT_NONE && n->order_no == NULL)
+	{
+		anomaly_result(cfg, ch, n, res, "no_order_number");
+		return;
+	}
+	switch (n->action)
+	{
+		case PN_ACT_NONE:
+			set_result(res, PN_IGNORED, "ignored", "event not applied");
+			break;
+		case PN_ACT_PAY:
+			apply_pay(cfg, ch, n, res);
+			break;
+		case PN_ACT_REFUND:
+			apply_refund(cfg, ch, n, res);
+			break;
+		case PN_ACT_REFUND_FAILED:
+			apply_refund_failed(cfg, ch, n, res);
+			break;
+		case PN_ACT_CLOSE:
+			apply_close(cfg, ch, n, res);
+			break;
+	}
+}
+
+/* The order was paid: pending → paid, once, for the right amount. */
+static void
+apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	OrderRow	row;
+
+	if (n->trade_no == NULL)
+	{
+		anomaly_result(cfg, ch, n, res, "no_trade_number");
+		return;
+	}
+	if (!pn_transition_allowed(cfg, "pending", "paid"))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the state machine has no transition from \"pending\" to \"paid\"")));
+
+	/* The common case in one statement: pending, right amount → paid. */
+	args[0] = CStringGetTextDatum(n->order_no);
+	args[1] = CStringGetTextDatum("pending");
+	args[2] = CStringGetTextDatum("paid");
+	args[3] = Int64GetDatum(n->order_amount);
+	if (strcmp(cfg->amount_expr, "NULL::bigint") == 0)
+		nulls[3] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_PAY), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "order update failed");
+	if (SPI_processed == 1)
+	{
+		(void) insert_payment(cfg, ch, n);
+		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_apply_parked(cfg, n->order_no);
+		return;
+	}
+
+	/* Not moved: find out why, holding the row. */
+	order_get(cfg, n->order_no, &row);
+	if (strcmp(row.status, "pending") == 0)
+	{
+		anomaly_result(cfg, ch, n, res, "amount_mismatch");
+		return;
+	}
+	if (!insert_payment(cfg, ch, n))
+	{
+		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
+		return;
+	}
+	/* A second, different payment: the money is real, someone must act. */
+	anomaly_result(cfg, ch, n, res,
+				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
+}
+
+/* Money went back: record it once; the order is refunded when all of it is. */
+static void
+apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	OrderRow	row;
+	int64		paid,
+				before,
+				amount;
+	bool		isnull;
+
+	order_get(cfg, n->order_no, &row);
+	if (strcmp(row.status, "pending") == 0)
+	{
+		set_result(res, PN_PARKED, "parked", "waiting for the payment");
+		return;
+	}
+	if (strcmp(row.status, "cancelled") == 0)
+	{
+		anomaly_result(cfg, ch, n, res, "refund_for_cancelled_order");
+		return;
+	}
+	if (row.has_amount && n->order_amount >= 0 && n->order_amount != row.amount)
+	{
+		anomaly_result(cfg, ch, n, res, "amount_mismatch");
+		return;
+	}
+	paid = row.has_amount ? row.amount : sum_query(cfg, PLAN_PAYMENT_SUM, ch->name, n->order_no, &isnull);
+	if (!row.has_amount && isnull)
+		paid = n->order_amount;
+	before = sum_query(cfg, PLAN_REFUND_SUM, ch->name, n->order_no, &isnull);
+	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
+	if (amount <= 0)
+	{
+		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
+		return;
+	}
+	if (!insert_refund(cfg, ch, n, amount, "succeeded"))
+	{
+		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
+		return;
+	}
+	if (paid > 0 && before + amount >= paid && strcmp(row.status, "refunded") != 0)
+	{
+		if (strcmp(row.status, "refunding") == 0 ||
+			(pn_transition_allowed(cfg, row.status, "refunding") &&
+			 pn_transit(cfg, n->order_no, row.status, "refunding")))
+			(void) pn_transit(cfg, n->order_no, "refunding", "refunded");
+		else
+			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
+	}
+	if (paid > 0 && before + amount > paid)
+		pn_anomaly(cfg, ch->name, n, "refunded_more_than_paid");
+	emit(cfg, "refunded", ch, n, amount);
+}
+
+/* A refund did not happen: record it; a refunding order is paid again. */
+static void
+apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	OrderRow	row;
+
+	order_get(cfg, n->order_no, &row);
+	if (!insert_refund(cfg, ch, n, Max(n->refund_amount, 0), "failed"))
+	{
+		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
+		return;
+	}
+	if (strcmp(row.status, "refunding") == 0)
+		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
+	emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
+}
+
+/* The trade closed unpaid: a pending order is cancelled. */
+static void
+apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	OrderRow	row;
+
+	order_get(cfg, n->order_no, &row);
+	if (strcmp(row.status, "pending") != 0)
+	{
+		set_result(res, PN_IGNORED, "ignored", "order is not pending");
+		return;
+	}
+	(void) pn_transit(cfg, n->order_no, "pending", "cancelled");
+	emit(cfg, "closed", ch, n, 0);
+}
+
+/* Lock and read the order; a missing order is an error (retried later). */
+static void
+order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	bool		isnull;
+	char	   *status;
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_GET), &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "order lookup failed");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("order \"%s\" not found", order_no)));
+	status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	row->status = status ? status : "";
+	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 2, &isnull));
+	row->has_amount = !isnull;
+}
+
+/* Record the payment; false when this trade was recorded before. */
+static bool
+insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->trade_no);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = Int64GetDatum(Max(n->order_amount, 0));
+	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
+	args[5] = CStringGetTextDatum(n->notify_id);
+	if (n->currency == NULL)
+		nulls[4] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "payment insert failed");
+	return SPI_processed == 1;
+}
+
+/* Record a refund; false when this refund id was recorded before. */
+static bool
+insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, int64 amount,
+			  const char *status)
+{
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = n->trade_no ? CStringGetTextDatum(n->trade_no) : (Datum) 0;
+	args[4] = Int64GetDatum(amount);
+	args[5] = CStringGetTextDatum(status);
+	args[6] = CStringGetTextDatum(n->notify_id);
+	if (n->trade_no == NULL)
+		nulls[3] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "refund insert failed");
+	return SPI_processed == 1;
+}
+
+/* A sum over the order's payments or refunds of this channel. */
+static int64
+sum_query(PnConfig *cfg, PnPlanId id, const char *channel, const char *order_no, bool *isnull)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(order_no);
+	if (SPI_execute_plan(pn_plan(cfg, id), args, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "sum query failed");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull));
+}
+
+/*
+ * Queue the event for after-commit work: an outbox row, a NOTIFY on channel
+ * "paynotify" (delivered only if the transaction commits), and the user's
+ * hooks for this event, which run here, inside the business step.
+ */
+static void
+emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
+{
+	Datum		args[5];
+	bool		isnull;
+	int64		id;
+	StringInfoData msg;
+
+	args[0] = CStringGetTextDatum(event);
+	args[1] = CStringGetTextDatum(ch->name);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = CStringGetTextDatum(n->notify_id);
+	args[4] = Int64GetDatum(amount);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+		elog(ERROR, "outbox insert failed");
+	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+	initStringInfo(&msg);
+	appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
+					 id, event, ch->name);
+	escape_json(&msg, n->order_no);
+	appendStringInfoChar(&msg, '}');
+	if (msg.len < NAMEDATALEN * 100)	/* NOTIFY payloads are bounded */
+		Async_Notify(NOTIFY_CHANNEL, msg.data);
+
+	for (int i = 0; i < cfg->nhooks; i++)
+	{
+		StringInfoData arg;
+		Jsonb	   *notice;
+
+		if (strcmp(cfg->hooks[i].event, event) != 0 || !OidIsValid(cfg->hooks[i].fn))
+			continue;
+		notice = pn_notice_to_jsonb(n);
+		initStringInfo(&arg);
+		appendStringInfo(&arg, "{\"event\": \"%s\", \"channel\": \"%s\", \"outbox_id\": " INT64_FORMAT
+						 ", \"amount\": " INT64_FORMAT ", \"notice\": %s}",
+						 event, ch->name, id, amount,
+						 JsonbToCString(NULL, &notice->root, VARSIZE(notice)));
+		OidFunctionCall1(cfg->hooks[i].fn,
+						 DirectFunctionCall1(jsonb_in, CStringGetDatum(arg.data)));
+	}
+}
+
+static void
+set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note)
+{
+	res->outcome = outcome;
+	res->log_status = status;
+	res->note = note;
+}
+
+/* Authentic but not applied: record the anomaly, acknowledge, move on. */
+static void
+anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res,
+			   const char *kind)
+{
+	pn_anomaly(cfg, ch->name, n, kind);
+	set_result(res, PN_IGNORED, "anomaly", kind);
+}
+
+/* Insert a paynotify_anomaly row and say so in the server log. */
+void
+pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *kind)
+{
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = n->order_no ? CStringGetTextDatum(n->order_no) : (Datum) 0;
+	args[3] = CStringGetTextDatum(kind);
+	args[4] = JsonbPGetDatum(pn_notice_to_jsonb(n));
+	if (n->order_no == NULL)
+		nulls[2] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "anomaly insert failed");
+	ereport(WARNING,
+			(errmsg("paynotify anomaly \"%s\" on channel \"%s\", notification \"%s\"",
+					kind, channel, n->notify_id)));
+}
+
+/* ---------------------------------------------------------------------
+ * The notice as stored (parked rows, anomalies, hook arguments)
+ * ---------------------------------------------------------------------
+ */
+
+static void
+add_text(StringInfo s, const char *key, const char *val)
+{
+	appendStringInfo(s, ", \"%s\": ", key);
+	if (val)
+		escape_json(s, val);
+	else
+		appendStringInfoString(s, "null");
+}
+
+/* The extracted fields of a notice (not its payload) as jsonb. */
+Jsonb *
+pn_notice_to_jsonb(const PnNotice *n)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "{\"action\": %d", (int) n->action);
+	add_text(&s, "notify_id", n->notify_id);
+	add_text(&s, "event_type", n->event_type);
+	add_text(&s, "order_no", n->order_no);
+	add_text(&s, "trade_no", n->trade_no);
+	add_text(&s, "currency", n->currency);
+	add_text(&s, "refund_id", n->refund_id);
+	appendStringInfo(&s, ", \"order_amount\": " INT64_FORMAT ", \"refund_amount\": " INT64_FORMAT
+					 ", \"refunded_total\": " INT64_FORMAT "}",
+					 n->order_amount, n->refund_amount, n->refunded_total);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+}
+
+/* The inverse of pn_notice_to_jsonb. */
+static PnNotice *
+notice_from_jsonb(Jsonb *j, const char *notify_id)
+{
+	PnNotice   *n = palloc0(sizeof(PnNotice));
+	int64		action = PN_ACT_NONE;
+
+	n->notify_id = pstrdup(notify_id);
+	(void) pn_json_int64(j, "action", &action);
+	n->action = (PnAction) action;
+	(void) pn_json_string(j, "event_type", &n->event_type);
+	(void) pn_json_string(j, "order_no", &n->order_no);
+	(void) pn_json_string(j, "trade_no", &n->trade_no);
+	(void) pn_json_string(j, "currency", &n->currency);
+	(void) pn_json_string(j, "refund_id", &n->refund_id);
+	if (!pn_json_int64(j, "order_amount", &n->order_amount))
+		n->order_amount = -1;
+	if (!pn_json_int64(j, "refund_amount", &n->refund_amount))
+		n->refund_amount = -1;
+	if (!pn_json_int64(j, "refunded_total", &n->refunded_total))
+		n->refunded_total = -1;
+	return n;
+}
+
+/*
+ * Apply every notification parked for this order, oldest first, now that
+ * the order moved.  Runs inside the caller's business step: if one fails,
+ * the move that released it fails too and is retried with it.
+ */
+void
+pn_apply_parked(PnConfig *cfg, const char *order_no)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	int			nparked;
+	char	  **channels;
+	char	  **ids;
+	Jsonb	  **notices;
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_LIST), &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "parked lookup failed");
+	nparked = SPI_processed;
+	if (nparked == 0)
+		return;
+	channels = palloc(sizeof(char *) * nparked);
+	ids = palloc(sizeof(char *) * nparked);
+	notices = palloc(sizeof(Jsonb *) * nparked);
+	for (int i = 0; i < nparked; i++)
+	{
+		bool		isnull;
+		Datum		d;
+
+		channels[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		ids[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull);
+		notices[i] = isnull ? NULL : DatumGetJsonbPCopy(d);
+	}
+	for (int i = 0; i < nparked; i++)
+	{
+		const PnChannel *ch = pn_channel_find(cfg, channels[i]);
+		PnNotice   *n;
+		PnApplied	res;
+		Datum		args[8];
+		char		nulls[8] = {' ', ' ', ' ', ' ', 'n', ' ', ' ', ' '};
+
+		if (ch == NULL || notices[i] == NULL)
+			continue;			/* channel removed: leave it parked, visibly */
+		n = notice_from_jsonb(notices[i], ids[i]);
+		pn_apply(cfg, ch, n, &res);
+		args[0] = CStringGetTextDatum(channels[i]);
+		args[1] = CStringGetTextDatum(ids[i]);
+		args[2] = CStringGetTextDatum(res.log_status);
+		args[3] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
+		args[5] = JsonbPGetDatum(notices[i]);
+		args[6] = Int32GetDatum(1);
+		args[7] = Int32GetDatum(0);
+		if (res.note == NULL)
+			nulls[3] = 'n';
+		if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "parked update failed");
+	}
+}

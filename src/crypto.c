@@ -1,0 +1,413 @@
+/*-------------------------------------------------------------------------
+ *
+ * crypto.c
+ *	  The only file that includes OpenSSL: base64, PEM/X.509 keys, RSA
+ *	  signature verification, AES-GCM opening, HMAC-SHA256, constant-time
+ *	  comparison, and the two SQL primitives built on them.
+ *
+ * Nothing here raises between allocating an OpenSSL object and freeing it:
+ * the helpers return verdicts and the SQL-callable functions raise only after
+ * every object is freed, so no PG_TRY is needed to avoid leaks.  Algorithms
+ * are fetched once per backend.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <openssl/core_names.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "fmgr.h"
+#include "utils/builtins.h"
+
+#include "paynotify.h"
+
+PG_FUNCTION_INFO_V1(paynotify_rsa_verify);
+PG_FUNCTION_INFO_V1(paynotify_aead_decrypt);
+
+#define MIN_RSA_BITS 2048
+
+static EVP_MD *md_sha1;
+static EVP_MD *md_sha256;
+static EVP_MD *md_sha384;
+static EVP_MD *md_sha512;
+static EVP_CIPHER *gcm[3];		/* AES-128/192/256-GCM */
+static EVP_MAC *hmac;
+
+static const EVP_MD *digest_by_name(const char *name);
+
+/* Fetch the algorithms once per backend. */
+void
+pn_crypto_init(void)
+{
+	md_sha1 = EVP_MD_fetch(NULL, "SHA1", NULL);
+	md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	md_sha384 = EVP_MD_fetch(NULL, "SHA384", NULL);
+	md_sha512 = EVP_MD_fetch(NULL, "SHA512", NULL);
+	gcm[0] = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
+	gcm[1] = EVP_CIPHER_fetch(NULL, "AES-192-GCM", NULL);
+	gcm[2] = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+	hmac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	if (!md_sha256 || !gcm[2] || !hmac)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_INVOCATION_EXCEPTION),
+				 errmsg("OpenSSL lacks SHA-256, AES-256-GCM or HMAC")));
+}
+
+/* sha1/sha256/sha384/sha512 (case-insensitive), or NULL. */
+static const EVP_MD *
+digest_by_name(const char *name)
+{
+	if (pg_strcasecmp(name, "sha256") == 0)
+		return md_sha256;
+	if (pg_strcasecmp(name, "sha384") == 0)
+		return md_sha384;
+	if (pg_strcasecmp(name, "sha512") == 0)
+		return md_sha512;
+	if (pg_strcasecmp(name, "sha1") == 0)
+		return md_sha1;
+	return NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * base64 (RFC 4648 standard alphabet, padded, no whitespace)
+ * ---------------------------------------------------------------------
+ */
+
+/* Decode strictly; false when in is not exactly canonical padded base64. */
+bool
+pn_base64_decode(const char *in, int inlen, unsigned char **out, int *outlen)
+{
+	int			pad = 0;
+	int			n;
+	unsigned char *buf;
+
+	if (inlen <= 0 || inlen % 4 != 0)
+		return false;
+	for (int i = 0; i < inlen; i++)
+	{
+		char		c = in[i];
+
+		if (c == '=')
+		{
+			if (i < inlen - 2)
+				return false;
+			pad++;
+		}
+		else if (pad > 0 ||
+				 !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+				   (c >= '0' && c <= '9') || c == '+' || c == '/'))
+			return false;
+	}
+	buf = palloc(inlen / 4 * 3 + 1);
+	n = EVP_DecodeBlock(buf, (const unsigned char *) in, inlen);
+	if (n < 0)
+	{
+		pfree(buf);
+		return false;
+	}
+	*out = buf;
+	*outlen = n - pad;
+	return true;
+}
+
+/* Standard padded base64 of in, palloc'd and NUL-terminated. */
+char *
+pn_base64_encode(const unsigned char *in, int inlen)
+{
+	char	   *out = palloc((inlen + 2) / 3 * 4 + 1);
+
+	EVP_EncodeBlock((unsigned char *) out, in, inlen);
+	return out;
+}
+
+/* ---------------------------------------------------------------------
+ * Keys
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * An RSA public key (at least 2048 bits) from a PEM "PUBLIC KEY" or an X.509
+ * certificate.  Returns an EVP_PKEY the caller frees with pn_pkey_free, or
+ * NULL with *err set to a fixed message.
+ */
+void *
+pn_pkey_load(const char *pem, int len, const char **err)
+{
+	BIO		   *bio = BIO_new_mem_buf(pem, len);
+	EVP_PKEY   *pkey = NULL;
+	X509	   *cert;
+
+	*err = "not a PEM public key or certificate";
+	if (bio == NULL)
+		return NULL;
+	pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+	if (pkey == NULL)
+	{
+		(void) BIO_reset(bio);
+		cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+		if (cert != NULL)
+		{
+			pkey = X509_get_pubkey(cert);
+			X509_free(cert);
+		}
+	}
+	BIO_free(bio);
+	ERR_clear_error();
+	if (pkey != NULL && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA)
+		*err = "not an RSA key";
+	else if (pkey != NULL && EVP_PKEY_get_bits(pkey) < MIN_RSA_BITS)
+		*err = "RSA key shorter than 2048 bits";
+	else if (pkey != NULL)
+	{
+		*err = NULL;
+		return pkey;
+	}
+	EVP_PKEY_free(pkey);
+	return NULL;
+}
+
+/* Free a key from pn_pkey_load (NULL is fine). */
+void
+pn_pkey_free(void *pkey)
+{
+	EVP_PKEY_free((EVP_PKEY *) pkey);
+}
+
+/* The serial number of a PEM certificate in upper-case hex, or NULL. */
+char *
+pn_cert_serial(const char *pem, int len)
+{
+	BIO		   *bio = BIO_new_mem_buf(pem, len);
+	X509	   *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+	BIGNUM	   *bn = NULL;
+	char	   *hex = NULL;
+	char	   *result = NULL;
+
+	if (cert != NULL)
+		bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+	if (bn != NULL)
+		hex = BN_bn2hex(bn);
+	if (hex != NULL)
+		result = pstrdup(hex);
+	OPENSSL_free(hex);
+	BN_free(bn);
+	X509_free(cert);
+	BIO_free(bio);
+	ERR_clear_error();
+	return result;
+}
+
+/* ---------------------------------------------------------------------
+ * Signatures, AEAD, MAC
+ * ---------------------------------------------------------------------
+ */
+
+/* RSASSA-PKCS1-v1_5: 1 verified, 0 not, -1 unknown digest name. */
+int
+pn_rsa_verify(void *pkey, const char *digest,
+			  const unsigned char *msg, size_t msglen,
+			  const unsigned char *sig, size_t siglen)
+{
+	const EVP_MD *md = digest_by_name(digest);
+	EVP_MD_CTX *ctx;
+	int			ok = 0;
+
+	if (md == NULL)
+		return -1;
+	ctx = EVP_MD_CTX_new();
+	if (ctx != NULL &&
+		EVP_DigestVerifyInit(ctx, NULL, md, NULL, (EVP_PKEY *) pkey) == 1)
+		ok = (EVP_DigestVerify(ctx, sig, siglen, msg, msglen) == 1);
+	EVP_MD_CTX_free(ctx);
+	ERR_clear_error();
+	return ok;
+}
+
+/*
+ * Open AES-GCM (128/192/256 chosen by key length) where ct ends with its
+ * 16-byte tag.  False on any failure, a wrong tag above all; the plaintext
+ * buffer is palloc'd and NUL-terminated, and never returned unverified.
+ */
+bool
+pn_aead_open(const unsigned char *key, int keylen,
+			 const unsigned char *nonce, int noncelen,
+			 const unsigned char *aad, int aadlen,
+			 const unsigned char *ct, int ctlen,
+			 unsigned char **plain, int *plainlen)
+{
+	EVP_CIPHER *cipher;
+	EVP_CIPHER_CTX *ctx;
+	unsigned char *out;
+	int			n = 0,
+				fin = 0;
+	int			datalen = ctlen - 16;
+	bool		ok;
+
+	if (keylen != 16 && keylen != 24 && keylen != 32)
+		return false;
+	cipher = gcm[keylen / 8 - 2];
+	if (cipher == NULL || datalen < 0 || noncelen < 1 || noncelen > 128)
+		return false;
+	out = palloc(datalen + 1);
+	ctx = EVP_CIPHER_CTX_new();
+	ok = ctx != NULL &&
+		EVP_DecryptInit_ex(ctx, cipher, NULL, NULL, NULL) == 1 &&
+		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, noncelen, NULL) == 1 &&
+		EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce) == 1 &&
+		(aadlen == 0 || EVP_DecryptUpdate(ctx, NULL, &n, aad, aadlen) == 1) &&
+		EVP_DecryptUpdate(ctx, out, &n, ct, datalen) == 1 &&
+		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16,
+							(void *) (ct + datalen)) == 1 &&
+		EVP_DecryptFinal_ex(ctx, out + n, &fin) == 1;
+	EVP_CIPHER_CTX_free(ctx);
+	ERR_clear_error();
+	if (!ok)
+	{
+		pfree(out);
+		return false;
+	}
+	out[n + fin] = '\0';
+	*plain = out;
+	*plainlen = n + fin;
+	return true;
+}
+
+/* HMAC-SHA256 over msg1 || msg2. */
+void
+pn_hmac_sha256(const unsigned char *key, int keylen,
+			   const unsigned char *msg1, size_t len1,
+			   const unsigned char *msg2, size_t len2,
+			   unsigned char out[32])
+{
+	EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac);
+	OSSL_PARAM	params[2];
+	size_t		outlen = 0;
+	bool		ok;
+
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+												 "SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	ok = ctx != NULL &&
+		EVP_MAC_init(ctx, key, keylen, params) == 1 &&
+		EVP_MAC_update(ctx, msg1, len1) == 1 &&
+		EVP_MAC_update(ctx, msg2, len2) == 1 &&
+		EVP_MAC_final(ctx, out, &outlen, 32) == 1 && outlen == 32;
+	EVP_MAC_CTX_free(ctx);
+	ERR_clear_error();
+	if (!ok)
+		memset(out, 0, 32);		/* never equals a real MAC of a caller */
+}
+
+/* Constant-time equality of two equally long buffers. */
+bool
+pn_ct_equal(const void *a, const void *b, size_t len)
+{
+	return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+/* SHA-256 of msg. */
+void
+pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32])
+{
+	unsigned int outlen = 0;
+
+	if (EVP_Digest(msg, len, out, &outlen, md_sha256, NULL) != 1 || outlen != 32)
+		elog(ERROR, "SHA-256 failed");
+}
+
+/* ---------------------------------------------------------------------
+ * SQL primitives
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * paynotify_rsa_verify(public_key text, message bytea, signature text,
+ *                      digest text DEFAULT 'sha256') returns boolean
+ */
+Datum
+paynotify_rsa_verify(PG_FUNCTION_ARGS)
+{
+	text	   *pem = PG_GETARG_TEXT_PP(0);
+	bytea	   *msg = PG_GETARG_BYTEA_PP(1);
+	text	   *sigtxt = PG_GETARG_TEXT_PP(2);
+	char	   *digest = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	const char *err;
+	unsigned char *sig;
+	int			siglen;
+	void	   *pkey;
+	int			ok;
+
+	if (digest_by_name(digest) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unsupported digest \"%s\"", digest),
+				 errhint("Use sha256, sha384, sha512 or sha1.")));
+	if (!pn_base64_decode(VARDATA_ANY(sigtxt), VARSIZE_ANY_EXHDR(sigtxt),
+						  &sig, &siglen))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("signature is not valid base64")));
+	pkey = pn_pkey_load(VARDATA_ANY(pem), VARSIZE_ANY_EXHDR(pem), &err);
+	if (pkey == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid public key: %s", err)));
+	ok = pn_rsa_verify(pkey, digest,
+					   (unsigned char *) VARDATA_ANY(msg), VARSIZE_ANY_EXHDR(msg),
+					   sig, siglen);
+	pn_pkey_free(pkey);
+	PG_RETURN_BOOL(ok == 1);
+}
+
+/*
+ * paynotify_aead_decrypt(key bytea, nonce bytea, aad bytea, ciphertext text)
+ *   returns bytea
+ */
+Datum
+paynotify_aead_decrypt(PG_FUNCTION_ARGS)
+{
+	bytea	   *key = PG_GETARG_BYTEA_PP(0);
+	bytea	   *nonce = PG_GETARG_BYTEA_PP(1);
+	bytea	   *aad = PG_GETARG_BYTEA_PP(2);
+	text	   *cttxt = PG_GETARG_TEXT_PP(3);
+	int			keylen = VARSIZE_ANY_EXHDR(key);
+	unsigned char *ct,
+			   *plain;
+	int			ctlen,
+				plainlen;
+	bytea	   *result;
+
+	if (keylen != 16 && keylen != 24 && keylen != 32)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("AES-GCM key must be 16, 24 or 32 bytes, not %d", keylen)));
+	if (VARSIZE_ANY_EXHDR(nonce) < 1 || VARSIZE_ANY_EXHDR(nonce) > 128)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("nonce must be 1 to 128 bytes")));
+	if (!pn_base64_decode(VARDATA_ANY(cttxt), VARSIZE_ANY_EXHDR(cttxt),
+						  &ct, &ctlen))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ciphertext is not valid base64")));
+	if (ctlen < 16)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ciphertext is shorter than its 16-byte tag")));
+	if (!pn_aead_open((unsigned char *) VARDATA_ANY(key), keylen,
+					  (unsigned char *) VARDATA_ANY(nonce), VARSIZE_ANY_EXHDR(nonce),
+					  (unsigned char *) VARDATA_ANY(aad), VARSIZE_ANY_EXHDR(aad),
+					  ct, ctlen, &plain, &plainlen))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("AES-GCM authentication failed"),
+				 errdetail("The key, nonce, associated data or ciphertext is wrong.")));
+	result = palloc(VARHDRSZ + plainlen);
+	SET_VARSIZE(result, VARHDRSZ + plainlen);
+	memcpy(VARDATA(result), plain, plainlen);
+	PG_RETURN_BYTEA_P(result);
+}

@@ -1,0 +1,354 @@
+/*-------------------------------------------------------------------------
+ *
+ * handle.c
+ *	  paynotify_handle: the four layers in one transaction, and the reply.
+ *
+ *	  1 authenticate  the channel's gateway module (verify_*.c)
+ *	  2 lock          pn_lock_notification (lock.c)
+ *	  3 dedup         payment_notify_log, UNIQUE (channel, notify_id)
+ *	  4 apply         pn_apply (apply.c) in a subtransaction
+ *
+ * Success is answered only for what is committed with this transaction or
+ * was committed before it: the lock makes a second delivery wait for the
+ * first, and its next statement (READ COMMITTED) sees what the first
+ * committed.  A failure of the business step is recorded on the log row and
+ * answered with a retryable failure; the transaction still commits.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <time.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "paynotify.h"
+#include "pnconfig.h"
+
+PG_FUNCTION_INFO_V1(paynotify_handle);
+
+#define MAX_ERROR_TEXT 1000
+
+typedef struct Existing
+{
+	bool		found;
+	char	   *status;
+	bool		same_payload;
+	Jsonb	   *notice;
+} Existing;
+
+static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
+static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								 const Existing *ex);
+static bool apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 PnApplied *res, char **error);
+static void log_get(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Existing *ex);
+static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
+					   PnOutcome outcome, PnReason reason);
+static void force_synchronous_commit(void);
+
+/* Unix seconds: paynotify.now when set, else the transaction's clock. */
+int64
+pn_now(void)
+{
+	if (paynotify_now > 0)
+		return (int64) paynotify_now;
+	return (int64) time(NULL);
+}
+
+/*
+ * paynotify_handle(channel text, headers jsonb, body bytea,
+ *   OUT status int, OUT content_type text, OUT body text, OUT outcome text)
+ */
+Datum
+paynotify_handle(PG_FUNCTION_ARGS)
+{
+	PnConfig   *cfg = pn_config(fcinfo->flinfo->fn_oid);
+	const PnChannel *ch = NULL;
+	PnRequest	req;
+	PnNotice	notice;
+	PnReason	reason;
+	bytea	   *body;
+
+	if (!PG_ARGISNULL(0))
+		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	if (ch == NULL)
+		return reply_row(fcinfo, NULL, PN_REJECTED, PN_R_NO_CHANNEL);
+	if (PG_ARGISNULL(2))
+		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+
+	body = PG_GETARG_BYTEA_PP(2);
+	if (VARSIZE_ANY_EXHDR(body) > (Size) paynotify_max_body)
+		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_TOO_LARGE);
+
+	memset(&req, 0, sizeof(req));
+	memset(&notice, 0, sizeof(notice));
+	notice.order_amount = notice.refund_amount = notice.refunded_total = -1;
+	req.channel = ch;
+	req.headers = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
+	req.body = VARDATA_ANY(body);
+	req.body_len = VARSIZE_ANY_EXHDR(body);
+	req.now = pn_now();
+
+	/* Layer 1 */
+	reason = ch->gw->authenticate(&req, &notice);
+	if (reason != PN_OK)
+	{
+		ereport(DEBUG1,
+				(errmsg("paynotify: channel \"%s\" refused a notification: %s",
+						ch->name, pn_reason_message(reason))));
+		return reply_row(fcinfo, ch->gw,
+						 (reason == PN_R_MALFORMED || reason == PN_R_TOO_LARGE)
+						 ? PN_MALFORMED : PN_REJECTED, reason);
+	}
+	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
+		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+
+	force_synchronous_commit();
+
+	/* Layer 2 */
+	if (!pn_lock_notification(ch->name, notice.notify_id))
+	{
+		ereport(LOG,
+				(errmsg("paynotify: channel \"%s\" notification \"%s\" is busy in another delivery",
+						ch->name, notice.notify_id)));
+		return reply_row(fcinfo, ch->gw, PN_BUSY, PN_OK);
+	}
+
+	/* Layers 3 and 4 */
+	return reply_row(fcinfo, ch->gw, dedup_and_apply(cfg, ch, &notice), PN_OK);
+}
+
+/* The log row decides: first delivery, repeat, or a retry of a failure. */
+static PnOutcome
+dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
+{
+	Existing	ex;
+	PnOutcome	outcome;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	log_get(cfg, ch, n, &ex);
+	if (!ex.found)
+		outcome = first_delivery(cfg, ch, n);
+	else
+		outcome = repeat_delivery(cfg, ch, n, &ex);
+	SPI_finish();
+	return outcome;
+}
+
+/* Apply, then write the log row with how it went. */
+static PnOutcome
+first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	PnApplied	res;
+	char	   *error = NULL;
+	Datum		args[9];
+	char		nulls[9];
+
+	(void) apply_in_subxact(cfg, ch, n, &res, &error);
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = n->order_no ? CStringGetTextDatum(n->order_no) : (Datum) 0;
+	args[3] = n->event_type ? CStringGetTextDatum(n->event_type) : (Datum) 0;
+	args[4] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
+	args[5] = CStringGetTextDatum(res.log_status);
+	args[6] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
+	args[7] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	args[8] = (res.outcome == PN_PARKED) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
+	for (int i = 2; i < 9; i++)
+		if (args[i] == (Datum) 0)
+			nulls[i] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "notification log insert failed");
+	return res.outcome;
+}
+
+/* A notification seen before: answer from what was committed. */
+static PnOutcome
+repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const Existing *ex)
+{
+	PnApplied	res;
+	char	   *error = NULL;
+	Datum		args[8];
+	char		nulls[8];
+
+	if (!ex->same_payload)
+	{
+		/* Same id, other content, valid signature: never apply it. */
+		pn_anomaly(cfg, ch->name, n, "payload_differs_for_same_id");
+		log_seen(cfg, ch, n);
+		return PN_IGNORED;
+	}
+	if (strcmp(ex->status, "failed") != 0)
+	{
+		ereport(DEBUG1,
+				(errmsg("paynotify: duplicate delivery of notification \"%s\" on channel \"%s\"",
+						n->notify_id, ch->name)));
+		log_seen(cfg, ch, n);
+		return strcmp(ex->status, "parked") == 0 ? PN_PARKED : PN_DUPLICATE;
+	}
+
+	/* It failed before: run the business step again. */
+	(void) apply_in_subxact(cfg, ch, n, &res, &error);
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = CStringGetTextDatum(res.log_status);
+	args[3] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
+	args[4] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	args[5] = (res.outcome == PN_PARKED) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
+	args[6] = Int32GetDatum(1);
+	args[7] = Int32GetDatum(1);
+	for (int i = 3; i < 6; i++)
+		if (args[i] == (Datum) 0)
+			nulls[i] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "notification log update failed");
+	return res.outcome;
+}
+
+/*
+ * Run pn_apply in an internal subtransaction.  On error everything it did is
+ * rolled back, *error gets the message, res says failed, and false is
+ * returned; cancellation and shutdown are re-thrown, never recorded.
+ */
+static bool
+apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+				 PnApplied *res, char **error)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	bool		ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		pn_apply(cfg, ch, n, res);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
+			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+			edata->sqlerrcode == ERRCODE_CRASH_SHUTDOWN ||
+			edata->sqlerrcode == ERRCODE_IN_FAILED_SQL_TRANSACTION)
+			ReThrowError(edata);
+		*error = pnstrdup(edata->message ? edata->message : "error",
+						  MAX_ERROR_TEXT);
+		ereport(WARNING,
+				(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
+						n->notify_id, ch->name),
+				 errdetail("%s", *error)));
+		FreeErrorData(edata);
+		res->outcome = PN_FAILED;
+		res->log_status = "failed";
+		res->note = NULL;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/* Read the log row of this notification, if any. */
+static void
+log_get(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Existing *ex)
+{
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		isnull;
+	Datum		same;
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
+	if (n->payload == NULL)
+		nulls[2] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_GET), args, nulls, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "notification log lookup failed");
+	ex->found = (SPI_processed == 1);
+	if (!ex->found)
+		return;
+	ex->status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	same = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	/* both payloads absent counts as the same */
+	ex->same_payload = isnull ? (n->payload == NULL) : DatumGetBool(same);
+}
+
+/* Count one more delivery of a known notification. */
+static void
+log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_SEEN), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "notification log update failed");
+}
+
+/*
+ * paynotify's transactions commit synchronously whatever the server default:
+ * an acknowledged notification must survive a crash.  SET LOCAL semantics:
+ * it holds until this transaction ends.
+ */
+static void
+force_synchronous_commit(void)
+{
+	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
+		(void) set_config_option("synchronous_commit", "on",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+}
+
+/* The one reply builder: the gateway's HTTP reply plus the outcome. */
+static Datum
+reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
+{
+	TupleDesc	desc;
+	PnReply		reply;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (gw != NULL)
+		gw->reply(outcome, reason, &reply);
+	else
+	{
+		reply.status = pn_reason_status(reason);
+		reply.content_type = "text/plain";
+		reply.body = pn_reason_message(reason);
+	}
+	values[0] = Int32GetDatum(reply.status);
+	values[1] = reply.content_type ? CStringGetTextDatum(reply.content_type) : (Datum) 0;
+	values[2] = reply.body ? CStringGetTextDatum(reply.body) : (Datum) 0;
+	values[3] = CStringGetTextDatum(pn_outcome_name(outcome));
+	nulls[1] = (reply.content_type == NULL);
+	nulls[2] = (reply.body == NULL);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+}

@@ -1,0 +1,400 @@
+/*-------------------------------------------------------------------------
+ *
+ * json.c
+ *	  Reading requests: header lookup, JSON bodies into jsonb, dotted-path
+ *	  field access, exact number parsing, and channel settings.
+ *
+ * Everything a request reaches in this file returns a verdict instead of
+ * raising: a malformed notification must be answered, never abort the
+ * transaction.  PostgreSQL's own JSON parser does the parsing; the only
+ * hand-written scanner bounds the nesting depth, because the parser's
+ * recursion would otherwise end in a stack-depth ERROR.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+
+#include "paynotify.h"
+
+#define MAX_NUMBER_TOKEN 40		/* longer numbers are not ours to take */
+
+typedef struct NumberCheck
+{
+	bool		bad;
+} NumberCheck;
+
+static bool json_depth_ok(const char *text, int len, int max_depth);
+static void check_scalar(void *state, char *token, JsonTokenType type);
+static JsonbValue *path_value(Jsonb *doc, const char *path, JsonbValue *buf);
+
+/* ---------------------------------------------------------------------
+ * Headers
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Find a header by name, case-insensitively, in a jsonb object of
+ * name → string.  Returns 1 and a NUL-terminated copy when found once as a
+ * string without NUL bytes, 0 when absent, -1 when ambiguous (two spellings),
+ * not a string, or headers is not an object.
+ */
+int
+pn_header(Jsonb *headers, const char *name, char **value)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			found = 0;
+	size_t		namelen = strlen(name);
+	bool		match = false;
+
+	*value = NULL;
+	if (headers == NULL)
+		return 0;
+	if (!JB_ROOT_IS_OBJECT(headers))
+		return -1;
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			match = ((size_t) v.val.string.len == namelen &&
+					 pg_strncasecmp(v.val.string.val, name, namelen) == 0);
+		else if (tok == WJB_VALUE && match)
+		{
+			if (found || v.type != jbvString ||
+				memchr(v.val.string.val, '\0', v.val.string.len) != NULL)
+				return -1;
+			*value = pnstrdup(v.val.string.val, v.val.string.len);
+			found = 1;
+		}
+	}
+	return found;
+}
+
+/* ---------------------------------------------------------------------
+ * JSON bodies
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Parse UTF-8 JSON text into jsonb.  NULL when the text is not valid UTF-8,
+ * not valid JSON, nested deeper than PAYNOTIFY_MAX_JSON_DEPTH, or holds a
+ * number jsonb could not store.
+ */
+Jsonb *
+pn_parse_json(const char *text, int len)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+	NumberCheck numbers = {false};
+	char	   *copy;
+
+	if (len <= 0 || memchr(text, '\0', len) != NULL)
+		return NULL;
+	if (!json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH))
+		return NULL;
+	if (!pg_verify_mbstr(PG_UTF8, text, len, true))
+		return NULL;
+
+	copy = pnstrdup(text, len);
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &numbers;
+	sem.scalar = check_scalar;
+	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || numbers.bad)
+		return NULL;
+
+	/* Known valid: jsonb_in cannot fail on it now. */
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+}
+
+/*
+ * Whether brackets nest at most max_depth deep, counting only outside
+ * strings.  Bounds the recursion of the real parser that runs next.
+ */
+static bool
+json_depth_ok(const char *text, int len, int max_depth)
+{
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (int i = 0; i < len; i++)
+	{
+		char		c = text[i];
+
+		if (in_string)
+		{
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > max_depth)
+				return false;
+		}
+		else if ((c == '}' || c == ']') && depth > 0)
+			depth--;
+	}
+	return true;
+}
+
+/* Flags number tokens that numeric_in could refuse (huge exponents). */
+static void
+check_scalar(void *state, char *token, JsonTokenType type)
+{
+	NumberCheck *nc = (NumberCheck *) state;
+
+	if (type == JSON_TOKEN_NUMBER && strlen(token) > MAX_NUMBER_TOKEN)
+		nc->bad = true;
+}
+
+/* ---------------------------------------------------------------------
+ * Field access
+ * ---------------------------------------------------------------------
+ */
+
+/* Follow a dotted path of object keys; NULL when any step is missing. */
+static JsonbValue *
+path_value(Jsonb *doc, const char *path, JsonbValue *buf)
+{
+	JsonbContainer *cont;
+	const char *seg = path;
+
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
+		return NULL;
+	cont = &doc->root;
+	for (;;)
+	{
+		const char *dot = strchr(seg, '.');
+		int			seglen = dot ? (int) (dot - seg) : (int) strlen(seg);
+
+		if (getKeyJsonValueFromContainer(cont, seg, seglen, buf) == NULL)
+			return NULL;
+		if (dot == NULL)
+			return buf;
+		if (buf->type != jbvBinary || !JsonContainerIsObject(buf->val.binary.data))
+			return NULL;
+		cont = buf->val.binary.data;
+		seg = dot + 1;
+	}
+}
+
+/* A string field (without NUL bytes) as a palloc'd C string. */
+bool
+pn_json_string(Jsonb *doc, const char *path, char **value)
+{
+	JsonbValue	buf;
+	JsonbValue *v = path_value(doc, path, &buf);
+
+	if (v == NULL || v->type != jbvString ||
+		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
+		return false;
+	*value = pnstrdup(v->val.string.val, v->val.string.len);
+	return true;
+}
+
+/* An integral number field that fits in int64. */
+bool
+pn_json_int64(Jsonb *doc, const char *path, int64 *value)
+{
+	JsonbValue	buf;
+	JsonbValue *v = path_value(doc, path, &buf);
+	char	   *s;
+	bool		neg;
+
+	if (v == NULL || v->type != jbvNumeric)
+		return false;
+	s = DatumGetCString(DirectFunctionCall1(numeric_out,
+											NumericGetDatum(v->val.numeric)));
+	neg = (s[0] == '-');
+	if (!pn_parse_int64(s + neg, strlen(s + neg), value))
+		return false;
+	if (neg)
+		*value = -*value;
+	return true;
+}
+
+/* A boolean field. */
+bool
+pn_json_bool(Jsonb *doc, const char *path, bool *value)
+{
+	JsonbValue	buf;
+	JsonbValue *v = path_value(doc, path, &buf);
+
+	if (v == NULL || v->type != jbvBool)
+		return false;
+	*value = v->val.boolean;
+	return true;
+}
+
+/* Whether the path exists at all (any type, null included). */
+bool
+pn_json_present(Jsonb *doc, const char *path)
+{
+	JsonbValue	buf;
+
+	return path_value(doc, path, &buf) != NULL;
+}
+
+/* ---------------------------------------------------------------------
+ * Numbers
+ * ---------------------------------------------------------------------
+ */
+
+/* Unsigned decimal digits only (1..18 of them), no sign, no spaces. */
+bool
+pn_parse_int64(const char *s, int len, int64 *value)
+{
+	int64		v = 0;
+
+	if (len <= 0 || len > 18)
+		return false;
+	for (int i = 0; i < len; i++)
+	{
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	*value = v;
+	return true;
+}
+
+/*
+ * An exact decimal amount ("20", "88.8", "88.88" for scale 2) in minor
+ * units.  No sign, exponent, spaces or leading '.'; at most scale decimals.
+ */
+bool
+pn_parse_decimal(const char *s, int len, int scale, int64 *value)
+{
+	const char *dot = memchr(s, '.', len);
+	int			intlen = dot ? dot - s : len;
+	int			fraclen = dot ? len - intlen - 1 : 0;
+	int64		whole,
+				frac = 0;
+
+	if (intlen == 0 || (dot && (fraclen == 0 || fraclen > scale)))
+		return false;
+	if (intlen > 1 && s[0] == '0')
+		return false;			/* "01.00" is not how gateways write amounts */
+	if (intlen > 18 - scale || !pn_parse_int64(s, intlen, &whole))
+		return false;
+	if (dot && !pn_parse_int64(dot + 1, fraclen, &frac))
+		return false;
+	for (int i = fraclen; i < scale; i++)
+		frac *= 10;
+	for (int i = 0; i < scale; i++)
+		whole *= 10;
+	*value = whole + frac;
+	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * Channel settings (configuration time and cache load: these may raise)
+ * ---------------------------------------------------------------------
+ */
+
+/* A text setting; NULL when absent and not required. */
+char *
+pn_setting_text(Jsonb *settings, const char *key, bool required)
+{
+	JsonbValue	buf;
+	JsonbValue *v = path_value(settings, key, &buf);
+
+	if (v == NULL || v->type == jbvNull)
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("setting \"%s\" is required", key)));
+		return NULL;
+	}
+	if (v->type != jbvString || v->val.string.len == 0 ||
+		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" must be a non-empty string", key)));
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* An integer setting within [min, max], dflt when absent. */
+int
+pn_setting_int(Jsonb *settings, const char *key, int dflt, int min, int max)
+{
+	int64		v;
+
+	if (!pn_json_present(settings, key))
+		return dflt;
+	if (!pn_json_int64(settings, key, &v) || v < min || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" must be an integer between %d and %d",
+						key, min, max)));
+	return (int) v;
+}
+
+/* A boolean setting: 1 true, 0 false, -1 absent. */
+int
+pn_setting_bool(Jsonb *settings, const char *key)
+{
+	bool		b;
+
+	if (!pn_json_present(settings, key))
+		return -1;
+	if (!pn_json_bool(settings, key, &b))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" must be true or false", key)));
+	return b ? 1 : 0;
+}
+
+/*
+ * Refuse any settings key not in allowed (NULL-terminated): a typo such as
+ * "mch_id" must not silently disable a check.
+ */
+void
+pn_settings_only(Jsonb *settings, const char *gateway, const char *const *allowed)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (!JB_ROOT_IS_OBJECT(settings))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s settings must be a JSON object", gateway)));
+	it = JsonbIteratorInit(&settings->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		known = false;
+		StringInfoData list;
+
+		if (tok != WJB_KEY)
+			continue;
+		for (int i = 0; allowed[i]; i++)
+			if (strlen(allowed[i]) == (size_t) v.val.string.len &&
+				memcmp(allowed[i], v.val.string.val, v.val.string.len) == 0)
+				known = true;
+		if (known)
+			continue;
+		initStringInfo(&list);
+		for (int i = 0; allowed[i]; i++)
+			appendStringInfo(&list, "%s%s", i ? ", " : "", allowed[i]);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown %s setting \"%.*s\"", gateway,
+						Min(v.val.string.len, 64), v.val.string.val),
+				 errhint("Settings for %s are %s.", gateway, list.data)));
+	}
+}

@@ -1,0 +1,104 @@
+/*-------------------------------------------------------------------------
+ *
+ * lock.c
+ *	  Layer 2: a transaction-scoped advisory lock per (channel, notify_id).
+ *
+ * The lock lives in the advisory lock space with its own class (field4 =
+ * PAYNOTIFY_LOCK_CLASS), so it never collides with the application's
+ * pg_advisory_lock keys; pg_locks shows it as locktype "advisory" with
+ * objsubid 3.  The key is a 64-bit hash: two notifications whose hashes
+ * collide merely take turns, the unique log row still decides.
+ *
+ * An uncontended lock costs one non-blocking acquire.  Only when another
+ * delivery holds it do we wait, at most paynotify.lock_timeout, inside an
+ * internal subtransaction so the timeout error can be caught and answered
+ * "busy" rather than aborting the caller's transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "paynotify.h"
+
+#define PAYNOTIFY_LOCK_CLASS 3
+
+static bool wait_for_lock(const LOCKTAG *tag);
+
+/*
+ * Take the notification's lock until the end of the transaction.  False
+ * when another delivery kept it longer than paynotify.lock_timeout.
+ */
+bool
+pn_lock_notification(const char *channel, const char *notify_id)
+{
+	LOCKTAG		tag;
+	uint64		h;
+	size_t		clen = strlen(channel);
+	size_t		nlen = strlen(notify_id);
+	char	   *key = palloc(clen + 1 + nlen);
+
+	memcpy(key, channel, clen);
+	key[clen] = '\0';
+	memcpy(key + clen + 1, notify_id, nlen);
+	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + nlen, 0);
+	pfree(key);
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 PAYNOTIFY_LOCK_CLASS);
+	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	if (paynotify_lock_timeout <= 0)
+		return false;
+	return wait_for_lock(&tag);
+}
+
+/* Wait for the lock with lock_timeout set to paynotify.lock_timeout. */
+static bool
+wait_for_lock(const LOCKTAG *tag)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool acquired = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcxt);
+	PG_TRY();
+	{
+		int			nestlevel = NewGUCNestLevel();
+		char		buf[32];
+
+		snprintf(buf, sizeof(buf), "%d", paynotify_lock_timeout);
+		(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		(void) LockAcquire(tag, ExclusiveLock, false, false);
+		AtEOXact_GUC(true, nestlevel);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		acquired = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcxt);
+		CurrentResourceOwner = oldowner;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return acquired;
+}

@@ -1,0 +1,60 @@
+/*-------------------------------------------------------------------------
+ *
+ * paynotify.c
+ *	  Module magic, _PG_init and every paynotify.* setting.
+ *
+ * paynotify needs no shared_preload_libraries: the library loads on the
+ * first call of any of its functions, and each subsystem initialises its
+ * per-backend caches from here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "paynotify.h"
+
+PG_MODULE_MAGIC;
+
+double		paynotify_now = 0;
+int			paynotify_lock_timeout = 3000;
+int			paynotify_max_body = 1024 * 1024;
+
+void		_PG_init(void);
+
+/* Define the settings, then let each subsystem register its callbacks. */
+void
+_PG_init(void)
+{
+	DefineCustomRealVariable("paynotify.now",
+							 "Unix time paynotify uses as \"now\"; 0 means the real clock.",
+							 "Lets tests replay signed notifications at the moment they were signed.",
+							 &paynotify_now,
+							 0, 0, 253402300799.0,	/* up to 9999-12-31 */
+							 PGC_SUSET, GUC_UNIT_S | GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paynotify.lock_timeout",
+							"How long a delivery waits for another delivery of the same notification.",
+							"On timeout the reply is \"busy\" and asks the gateway to retry; 0 means do not wait.",
+							&paynotify_lock_timeout,
+							3000, 0, 60 * 1000,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paynotify.max_body_size",
+							"Largest notification body paynotify_handle accepts.",
+							NULL,
+							&paynotify_max_body,
+							1024 * 1024, 1024, 64 * 1024 * 1024,
+							PGC_SUSET, GUC_UNIT_BYTE,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("paynotify");
+
+	pn_crypto_init();
+	pn_config_init();
+	pn_state_init();
+}

@@ -1,0 +1,89 @@
+/*-------------------------------------------------------------------------
+ *
+ * pnconfig.h
+ *	  The per-backend configuration generation and its prepared plans
+ *	  (config.c), used by the pipeline, the state machine and the business
+ *	  step.  Gateway modules never need this header.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PNCONFIG_H
+#define PNCONFIG_H
+
+#include "executor/spi.h"
+#include "nodes/pg_list.h"
+
+#include "paynotify.h"
+
+typedef enum PnPlanId
+{
+	PLAN_LOG_GET,
+	PLAN_LOG_INSERT,
+	PLAN_LOG_SEEN,
+	PLAN_LOG_RETRY,
+	PLAN_PARKED_LIST,
+	PLAN_PAYMENT_INSERT,
+	PLAN_PAYMENT_SUM,
+	PLAN_REFUND_INSERT,
+	PLAN_REFUND_SUM,
+	PLAN_OUTBOX_INSERT,
+	PLAN_ANOMALY_INSERT,
+	PLAN_ORDER_GET,
+	PLAN_ORDER_MOVE,
+	PLAN_ORDER_PAY,
+	PN_NPLANS
+} PnPlanId;
+
+typedef struct PnHook
+{
+	char	   *event;
+	Oid			fn;
+} PnHook;
+
+typedef struct PnConfig
+{
+	MemoryContext cxt;			/* everything below lives here */
+	Oid			nsp;			/* extension schema */
+	char	   *schema;			/* its quoted name */
+	Oid			config_relids[5];
+
+	int			nchannels;
+	PnChannel  *channels;
+	List	   *pkeys;			/* PnKey * with an EVP_PKEY to free */
+
+	bool		bound;			/* an orders table is bound */
+	char	   *orders;			/* quoted qualified name */
+	char	   *key_col;
+	char	   *key_type;
+	char	   *status_col;
+	char	   *status_col_name;
+	char	   *status_type;
+	char	   *amount_expr;	/* "amount"::bigint or NULL::bigint */
+
+	int			ntransitions;
+	char	  **transitions;	/* from, to pairs */
+
+	int			nhooks;
+	PnHook	   *hooks;
+
+	SPIPlanPtr	plans[PN_NPLANS];
+} PnConfig;
+
+extern PnConfig *pn_config(Oid fn_oid);
+extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
+extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
+
+/* state.c */
+extern bool pn_transition_allowed(PnConfig *cfg, const char *from, const char *to);
+extern bool pn_transit(PnConfig *cfg, const char *order_no, const char *from,
+					   const char *to);
+
+/* apply.c */
+extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+					 PnApplied *res);
+extern void pn_apply_parked(PnConfig *cfg, const char *order_no);
+extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
+extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
+					   const char *kind);
+
+#endif							/* PNCONFIG_H */

@@ -1,0 +1,284 @@
+/*-------------------------------------------------------------------------
+ *
+ * verify_wxpay.c
+ *	  The WeChat Pay API v3 gateway, see GATEWAYS.md §1.
+ *
+ * Order of checks (GATEWAYS.md §0): required headers → signature type →
+ * timestamp window → key by Wechatpay-Serial → signature probe → base64 →
+ * RSA-SHA256 over "timestamp\nnonce\nbody\n" → envelope JSON →
+ * resource.algorithm → AES-256-GCM with the APIv3 key → payload JSON →
+ * merchant checks.  Nothing a request contains raises an error here.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "paynotify.h"
+
+#define SIGNATURE_TYPE "WECHATPAY2-SHA256-RSA2048"
+#define PROBE_PREFIX "WECHATPAY/SIGNTEST/"
+#define APIV3_KEY_LEN 32
+
+/* The channel's parsed settings. */
+typedef struct WxConf
+{
+	unsigned char apiv3_key[APIV3_KEY_LEN];
+	char	   *mchid;			/* NULL: not checked */
+	char	   *appid;			/* NULL: not checked */
+	int			tolerance_s;
+} WxConf;
+
+/* The signed part of a request. */
+typedef struct WxHeaders
+{
+	char	   *timestamp;
+	char	   *nonce;
+	char	   *signature;
+	char	   *serial;
+	char	   *type;
+} WxHeaders;
+
+static void *wx_load_settings(Jsonb *settings);
+static PnReason wx_authenticate(const PnRequest *req, PnNotice *notice);
+static void wx_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
+
+static PnReason read_headers(Jsonb *headers, WxHeaders *h);
+static PnReason check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h);
+static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload);
+static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
+static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
+static PnReason extract_refund(PnNotice *n);
+
+const PnGateway pn_gateway_wxpay = {
+	.name = "wxpay",
+	.public_keys = true,
+	.load_settings = wx_load_settings,
+	.check_key = NULL,
+	.authenticate = wx_authenticate,
+	.reply = wx_reply,
+};
+
+/* apiv3_key (exactly 32 bytes), optional mchid and appid, tolerance_s. */
+static void *
+wx_load_settings(Jsonb *settings)
+{
+	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s", NULL};
+	WxConf	   *conf = palloc0(sizeof(WxConf));
+	char	   *key;
+
+	pn_settings_only(settings, "wxpay", allowed);
+	key = pn_setting_text(settings, "apiv3_key", true);
+	if (strlen(key) != APIV3_KEY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"apiv3_key\" must be exactly 32 bytes, not %d",
+						(int) strlen(key)),
+				 errhint("Use the APIv3 key from the merchant console as is: 32 characters, not hex or base64.")));
+	memcpy(conf->apiv3_key, key, APIV3_KEY_LEN);
+	explicit_bzero(key, APIV3_KEY_LEN);
+	conf->mchid = pn_setting_text(settings, "mchid", false);
+	conf->appid = pn_setting_text(settings, "appid", false);
+	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
+	return conf;
+}
+
+/* Layer 1 for WeChat: authenticate, decrypt, extract. */
+static PnReason
+wx_authenticate(const PnRequest *req, PnNotice *notice)
+{
+	const WxConf *conf = req->channel->conf;
+	WxHeaders	h;
+	Jsonb	   *envelope;
+	PnReason	r;
+
+	if ((r = read_headers(req->headers, &h)) != PN_OK)
+		return r;
+	if ((r = check_signature(req, conf, &h)) != PN_OK)
+		return r;
+	envelope = pn_parse_json(req->body, req->body_len);
+	if (envelope == NULL || !JB_ROOT_IS_OBJECT(envelope))
+		return PN_R_MALFORMED;
+	if ((r = open_resource(conf, envelope, &notice->payload)) != PN_OK)
+		return r;
+	return extract(conf, envelope, notice);
+}
+
+/* The four required headers (and the optional signature type). */
+static PnReason
+read_headers(Jsonb *headers, WxHeaders *h)
+{
+	int64		ts;
+
+	if (pn_header(headers, "Wechatpay-Timestamp", &h->timestamp) != 1 ||
+		pn_header(headers, "Wechatpay-Nonce", &h->nonce) != 1 ||
+		pn_header(headers, "Wechatpay-Signature", &h->signature) != 1 ||
+		pn_header(headers, "Wechatpay-Serial", &h->serial) != 1 ||
+		pn_header(headers, "Wechatpay-Signature-Type", &h->type) < 0)
+		return PN_R_MALFORMED;
+	if (h->type != NULL && strcmp(h->type, SIGNATURE_TYPE) != 0)
+		return PN_R_UNSUPPORTED;
+	if (!pn_parse_int64(h->timestamp, strlen(h->timestamp), &ts))
+		return PN_R_MALFORMED;
+	return PN_OK;
+}
+
+/* Window, key by serial, probe, then RSA-SHA256 over the exact bytes. */
+static PnReason
+check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h)
+{
+	const PnKey *key;
+	int64		ts;
+	unsigned char *sig;
+	int			siglen;
+	StringInfoData msg;
+	int			ok;
+
+	(void) pn_parse_int64(h->timestamp, strlen(h->timestamp), &ts);
+	if (ts > req->now + conf->tolerance_s || ts < req->now - conf->tolerance_s)
+		return PN_R_STALE;
+	key = pn_channel_key(req->channel, h->serial, req->now);
+	if (key == NULL || key->pkey == NULL)
+		return PN_R_UNKNOWN_KEY;
+	if (strncmp(h->signature, PROBE_PREFIX, strlen(PROBE_PREFIX)) == 0)
+		return PN_R_BAD_SIGNATURE;	/* WeChat's verification probe */
+	if (!pn_base64_decode(h->signature, strlen(h->signature), &sig, &siglen))
+		return PN_R_MALFORMED;
+
+	initStringInfo(&msg);
+	appendStringInfo(&msg, "%s\n%s\n", h->timestamp, h->nonce);
+	appendBinaryStringInfo(&msg, req->body, req->body_len);
+	appendStringInfoChar(&msg, '\n');
+	ok = pn_rsa_verify(key->pkey, "sha256", (unsigned char *) msg.data, msg.len, sig, siglen);
+	pfree(msg.data);
+	return ok == 1 ? PN_OK : PN_R_BAD_SIGNATURE;
+}
+
+/* AEAD_AES_256_GCM of resource with the APIv3 key; the payload is JSON. */
+static PnReason
+open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload)
+{
+	char	   *algorithm,
+			   *ciphertext,
+			   *nonce,
+			   *aad = "";
+	unsigned char *ct,
+			   *plain;
+	int			ctlen,
+				plainlen;
+
+	if (!pn_json_string(envelope, "resource.algorithm", &algorithm) ||
+		!pn_json_string(envelope, "resource.ciphertext", &ciphertext) ||
+		!pn_json_string(envelope, "resource.nonce", &nonce))
+		return PN_R_MALFORMED;
+	if (strcmp(algorithm, "AEAD_AES_256_GCM") != 0)
+		return PN_R_UNSUPPORTED;
+	if (pn_json_present(envelope, "resource.associated_data") &&
+		!pn_json_string(envelope, "resource.associated_data", &aad))
+		return PN_R_MALFORMED;
+	if (!pn_base64_decode(ciphertext, strlen(ciphertext), &ct, &ctlen) || ctlen < 16 ||
+		nonce[0] == '\0')
+		return PN_R_MALFORMED;
+	if (!pn_aead_open(conf->apiv3_key, APIV3_KEY_LEN,
+					  (unsigned char *) nonce, strlen(nonce),
+					  (unsigned char *) aad, strlen(aad),
+					  ct, ctlen, &plain, &plainlen))
+		return PN_R_DECRYPT;
+	*payload = pn_parse_json((char *) plain, plainlen);
+	if (*payload == NULL || !JB_ROOT_IS_OBJECT(*payload))
+		return PN_R_MALFORMED;
+	return PN_OK;
+}
+
+/* Envelope id and type, merchant check, then what the event asks for. */
+static PnReason
+extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
+{
+	char	   *mchid = NULL;
+
+	if (!pn_json_string(envelope, "id", &n->notify_id) ||
+		!pn_json_string(envelope, "event_type", &n->event_type) ||
+		n->notify_id[0] == '\0' || strlen(n->notify_id) > 255)
+		return PN_R_MALFORMED;
+
+	if (conf->mchid != NULL &&
+		!((pn_json_string(n->payload, "mchid", &mchid) ||
+		   pn_json_string(n->payload, "sp_mchid", &mchid)) &&
+		  strcmp(mchid, conf->mchid) == 0))
+		n->anomaly = "merchant_mismatch";
+
+	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0)
+		return extract_transaction(conf, n);
+	if (strncmp(n->event_type, "REFUND.", 7) == 0)
+		return extract_refund(n);
+	n->action = PN_ACT_NONE;
+	(void) pn_json_string(n->payload, "out_trade_no", &n->order_no);
+	return PN_OK;
+}
+
+/* A payment: out_trade_no, transaction_id, amount.total (fen). */
+static PnReason
+extract_transaction(const WxConf *conf, PnNotice *n)
+{
+	char	   *state,
+			   *appid = NULL;
+
+	if (!pn_json_string(n->payload, "out_trade_no", &n->order_no) ||
+		!pn_json_string(n->payload, "transaction_id", &n->trade_no) ||
+		!pn_json_string(n->payload, "trade_state", &state) ||
+		!pn_json_int64(n->payload, "amount.total", &n->order_amount) ||
+		n->order_amount < 0)
+		return PN_R_MALFORMED;
+	if (!pn_json_string(n->payload, "amount.currency", &n->currency))
+		n->currency = "CNY";
+	if (conf->appid != NULL && n->anomaly == NULL &&
+		!((pn_json_string(n->payload, "appid", &appid) ||
+		   pn_json_string(n->payload, "sp_appid", &appid)) &&
+		  strcmp(appid, conf->appid) == 0))
+		n->anomaly = "app_mismatch";
+	n->action = strcmp(state, "SUCCESS") == 0 ? PN_ACT_PAY : PN_ACT_NONE;
+	return PN_OK;
+}
+
+/* A refund result: SUCCESS refunds, ABNORMAL and CLOSED did not. */
+static PnReason
+extract_refund(PnNotice *n)
+{
+	if (!pn_json_string(n->payload, "out_trade_no", &n->order_no) ||
+		!pn_json_string(n->payload, "refund_id", &n->refund_id) ||
+		!pn_json_int64(n->payload, "amount.refund", &n->refund_amount) ||
+		n->refund_amount < 0)
+		return PN_R_MALFORMED;
+	(void) pn_json_string(n->payload, "transaction_id", &n->trade_no);
+	if (!pn_json_int64(n->payload, "amount.total", &n->order_amount))
+		n->order_amount = -1;
+	n->currency = "CNY";
+	if (strcmp(n->event_type, "REFUND.SUCCESS") == 0)
+		n->action = PN_ACT_REFUND;
+	else if (strcmp(n->event_type, "REFUND.ABNORMAL") == 0 ||
+			 strcmp(n->event_type, "REFUND.CLOSED") == 0)
+		n->action = PN_ACT_REFUND_FAILED;
+	else
+		n->action = PN_ACT_NONE;
+	return PN_OK;
+}
+
+/*
+ * Success is the status code (200); a failure is 4xx/5xx with a FAIL body,
+ * which WeChat retries on its schedule (GATEWAYS.md §1.10).
+ */
+static void
+wx_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
+{
+	reply->content_type = "application/json";
+	if (pn_outcome_acknowledges(outcome))
+	{
+		reply->status = 200;
+		reply->body = "{\"code\":\"SUCCESS\",\"message\":\"OK\"}";
+		return;
+	}
+	reply->status = pn_failure_status(outcome, reason);
+	reply->body = psprintf("{\"code\":\"FAIL\",\"message\":\"%s\"}",
+						   pn_failure_message(outcome, reason));
+}
