@@ -28,6 +28,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pnconfig.h"
@@ -129,6 +130,7 @@ static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
 
 static void config_inval_callback(Datum arg, Oid relid);
+static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
 static PnConfig *config_load(Oid nsp);
 static void load_channels(PnConfig *cfg);
@@ -147,6 +149,7 @@ void
 pn_config_init(void)
 {
 	CacheRegisterRelcacheCallback(config_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, proc_inval_callback, (Datum) 0);
 	RegisterXactCallback(config_xact_callback, NULL);
 }
 
@@ -161,6 +164,17 @@ config_inval_callback(Datum arg, Oid relid)
 	}
 	for (int i = 0; i < (int) lengthof(current->config_relids); i++)
 		if (current->config_relids[i] == relid)
+			stale = true;
+}
+
+/* A hook function changed or was dropped: resolve the hooks again. */
+static void
+proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (current == NULL)
+		return;
+	for (int i = 0; i < current->nhooks; i++)
+		if (hashvalue == 0 || hashvalue == current->hooks[i].hash)
 			stale = true;
 }
 
@@ -429,6 +443,8 @@ load_hooks(PnConfig *cfg)
 
 		cfg->hooks[i].event = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
 		cfg->hooks[i].fn = fn ? atooid(fn) : InvalidOid;
+		cfg->hooks[i].hash = GetSysCacheHashValue1(PROCOID,
+												   ObjectIdGetDatum(cfg->hooks[i].fn));
 		if (!OidIsValid(cfg->hooks[i].fn))
 			ereport(WARNING,
 					(errcode(ERRCODE_UNDEFINED_FUNCTION),

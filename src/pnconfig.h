@@ -38,6 +38,7 @@ typedef struct PnHook
 {
 	char	   *event;
 	Oid			fn;
+	uint32		hash;			/* of fn in the PROCOID syscache */
 } PnHook;
 
 typedef struct PnConfig

@@ -41,6 +41,7 @@ typedef struct WxHeaders
 } WxHeaders;
 
 static void *wx_load_settings(Jsonb *settings);
+static void wx_check_key(const char *key_id, const char *material);
 static PnReason wx_authenticate(const PnRequest *req, PnNotice *notice);
 static void wx_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
 
@@ -55,7 +56,7 @@ const PnGateway pn_gateway_wxpay = {
 	.name = "wxpay",
 	.public_keys = true,
 	.load_settings = wx_load_settings,
-	.check_key = NULL,
+	.check_key = wx_check_key,
 	.authenticate = wx_authenticate,
 	.reply = wx_reply,
 };
@@ -82,6 +83,23 @@ wx_load_settings(Jsonb *settings)
 	conf->appid = pn_setting_text(settings, "appid", false);
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
 	return conf;
+}
+
+/*
+ * A platform certificate must be filed under its own serial (the value
+ * Wechatpay-Serial will carry); a bare public key under any id, typically
+ * PUB_KEY_ID_....
+ */
+static void
+wx_check_key(const char *key_id, const char *material)
+{
+	char	   *serial = pn_cert_serial(material, strlen(material));
+
+	if (serial != NULL && strcmp(serial, key_id) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("certificate serial %s does not match key id \"%s\"", serial, key_id),
+				 errhint("File a platform certificate under its serial number, as Wechatpay-Serial sends it.")));
 }
 
 /* Layer 1 for WeChat: authenticate, decrypt, extract. */

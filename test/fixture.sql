@@ -1,0 +1,149 @@
+-- The fixture every pg_regress test and isolation spec starts from:
+-- paynotify in its own schema (any schema works), an orders table guarded
+-- by the state machine, and helpers that replay the signed test vectors.
+-- Plain SQL, so that isolation specs can run it too.  The vectors' folder
+-- is paynotify_test.vdir when set, else test/vectors next to the temporary
+-- instance's data directory (pg_regress puts it in tmp_check*/data).
+CREATE SCHEMA pay;
+CREATE EXTENSION paynotify SCHEMA pay;
+
+CREATE TABLE public.orders (
+	order_no	varchar(32) PRIMARY KEY,
+	status		text NOT NULL DEFAULT 'pending',
+	amount_fen	bigint NOT NULL
+);
+CREATE TRIGGER orders_guard BEFORE UPDATE ON public.orders
+	FOR EACH ROW EXECUTE FUNCTION pay.paynotify_guard_transition();
+SELECT pay.paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+
+CREATE SCHEMA t;
+CREATE TABLE t.vdir AS SELECT COALESCE(NULLIF(current_setting('paynotify_test.vdir', true), ''),
+	current_setting('data_directory') || '/../../test/vectors/') AS dir;
+CREATE TABLE t.manifest AS
+	SELECT c->>'case' AS name, c
+	FROM jsonb_array_elements(pg_read_file((SELECT dir FROM t.vdir) || 'manifest.json')::jsonb) c;
+
+-- Read a vector file as text (keys) or bytes (bodies).
+CREATE FUNCTION t.vtext(path text) RETURNS text LANGUAGE sql AS
+	$$ SELECT pg_read_file((SELECT dir FROM t.vdir) || path) $$;
+CREATE FUNCTION t.vbytes(path text) RETURNS bytea LANGUAGE sql AS
+	$$ SELECT pg_read_binary_file((SELECT dir FROM t.vdir) || path) $$;
+
+-- A request header of a case.
+CREATE FUNCTION t.header(case_name text, hname text) RETURNS text LANGUAGE sql AS $$
+	SELECT h->>1 FROM t.manifest, jsonb_array_elements(c->'headers') h
+	WHERE name = case_name AND lower(h->>0) = lower(hname)
+$$;
+
+-- One channel per case, named after it, configured as the manifest says.
+CREATE FUNCTION t.configure(case_name text, chan text DEFAULT NULL) RETURNS void
+	LANGUAGE plpgsql AS $$
+DECLARE
+	m jsonb := (SELECT c FROM t.manifest WHERE name = case_name);
+	cfg jsonb := m->'config';
+	k record;
+	f text;
+BEGIN
+	chan := COALESCE(chan, case_name);
+	IF EXISTS (SELECT FROM pay.paynotify_channel WHERE name = chan) THEN
+		RETURN;
+	END IF;
+	CASE m->>'gateway'
+	WHEN 'wxpay' THEN
+		PERFORM pay.paynotify_add_channel(chan, 'wxpay', jsonb_build_object(
+			'apiv3_key', btrim(t.vtext(cfg->>'apiv3_key_file'), E'\n'),
+			'mchid', cfg->>'mchid', 'appid', cfg->>'appid',
+			'tolerance_s', (cfg->>'tolerance_s')::int));
+		FOR k IN SELECT * FROM jsonb_each_text(cfg->'trusted') LOOP
+			PERFORM pay.paynotify_add_key(chan, k.key, t.vtext(k.value));
+		END LOOP;
+	WHEN 'alipay' THEN
+		PERFORM pay.paynotify_add_channel(chan, 'alipay',
+			jsonb_build_object('app_id', cfg->>'app_id'));
+		FOR f IN SELECT jsonb_array_elements_text(cfg->'alipay_public_keys') LOOP
+			PERFORM pay.paynotify_add_key(chan, f, t.vtext(f));
+		END LOOP;
+	WHEN 'stripe' THEN
+		PERFORM pay.paynotify_add_channel(chan, 'stripe',
+			jsonb_build_object('tolerance_s', (cfg->>'tolerance_s')::int));
+		FOR f IN SELECT jsonb_array_elements_text(cfg->'secret_files') LOOP
+			PERFORM pay.paynotify_add_key(chan, f, btrim(t.vtext(f), E'\n'));
+		END LOOP;
+	END CASE;
+END
+$$;
+
+-- Put an order in a given state and amount, bypassing the guard.
+CREATE FUNCTION t.set_order(ord text, st text, amt bigint DEFAULT 8888) RETURNS void
+	LANGUAGE plpgsql AS $$
+BEGIN
+	ALTER TABLE public.orders DISABLE TRIGGER orders_guard;
+	INSERT INTO public.orders VALUES (ord, st, amt)
+		ON CONFLICT (order_no) DO UPDATE SET status = st, amount_fen = amt;
+	ALTER TABLE public.orders ENABLE TRIGGER orders_guard;
+END
+$$;
+
+-- Put the case's order in the state the case needs: paid for refunds.
+CREATE FUNCTION t.prepare_order(case_name text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	d jsonb := (SELECT c->'decrypted_fields' FROM t.manifest WHERE name = case_name);
+	ord text := COALESCE(d->>'out_trade_no', d->>'data.object.metadata.order_id');
+	want text := CASE WHEN d ? 'refund_id' OR d ? 'refund_fee'
+						OR d->>'type' = 'charge.refunded' THEN 'paid' ELSE 'pending' END;
+BEGIN
+	IF ord IS NOT NULL THEN
+		PERFORM t.set_order(ord, want);
+	END IF;
+END
+$$;
+
+-- Deliver a case as the shim would, on channel chan, at the case's now_unix.
+CREATE FUNCTION t.deliver(case_name text, chan text,
+		OUT status int, OUT content_type text, OUT body text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	m jsonb := (SELECT c FROM t.manifest WHERE name = case_name);
+	headers jsonb := (SELECT jsonb_object_agg(lower(h->>0), h->>1)
+					  FROM jsonb_array_elements(m->'headers') h);
+BEGIN
+	PERFORM set_config('paynotify.now', m->>'now_unix', false);
+	SELECT * INTO status, content_type, body, outcome
+		FROM pay.paynotify_handle(chan, headers, t.vbytes(m->'files'->>'body'));
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
+
+-- Whether a reply acknowledges, by each gateway's own rule.
+CREATE FUNCTION t.acked(gateway text, status int, body text) RETURNS boolean
+	LANGUAGE sql AS $$
+	SELECT CASE gateway
+		WHEN 'wxpay' THEN status IN (200, 204)
+		WHEN 'alipay' THEN body = 'success'
+		ELSE status BETWEEN 200 AND 299 END
+$$;
+
+-- Replay one case on a fresh channel (and its original first, for a
+-- re-delivery), then deliver it once more.
+CREATE FUNCTION t.replay(case_name text,
+		OUT outcome text, OUT acked boolean, OUT again text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	m jsonb := (SELECT c FROM t.manifest WHERE name = case_name);
+	chan text := COALESCE(m->>'duplicate_of', case_name);
+	r record;
+BEGIN
+	PERFORM t.configure(chan);
+	IF m ? 'duplicate_of' THEN
+		PERFORM t.prepare_order(chan);
+		PERFORM t.deliver(chan, chan);
+	ELSE
+		PERFORM t.prepare_order(case_name);
+	END IF;
+	SELECT * INTO r FROM t.deliver(case_name, chan);
+	outcome := r.outcome;
+	acked := t.acked(m->>'gateway', r.status, r.body);
+	SELECT d.outcome INTO again FROM t.deliver(case_name, chan) d;
+END
+$$;
+

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Signed Alipay notification bodies for sql/alipay.sql.
+
+Prints the INSERT that fills t.ali_form: each row is a urlencoded body
+signed exactly as Alipay signs (RSA2 over the sorted, skip-empty content
+without sign/sign_type), with the TEST-ONLY private keys of test/vectors/keys.
+PKCS#1 v1.5 signatures are deterministic, so the output is byte-identical on
+every run.  Needs python3 and the openssl CLI.
+
+    test/unit/make_alipay_forms.py [VECTORS_DIR] > /tmp/forms.sql
+"""
+import os
+import subprocess
+import sys
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VECTORS = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, '..', 'vectors')
+KEYS = {1: 'alipay_1.key.pem', 2: 'alipay_2.key.pem'}
+
+BASE = [
+    ('notify_time', '2026-01-02 10:00:00'), ('notify_type', 'trade_status_sync'),
+    ('charset', 'utf-8'), ('version', '1.0'), ('sign_type', 'RSA2'),
+    ('app_id', '2021000000000001'), ('auth_app_id', '2021000000000001'),
+    ('seller_id', '2088000000000002'), ('buyer_id', '2088000000000001'),
+    ('subject', '回归测试 order'), ('gmt_payment', '2026-01-02 09:59:58'),
+]
+
+# name, key, overrides (None drops a parameter); bytes values are sent as is
+FORMS = [
+    ('pay_yuan0', 1, dict(notify_id='ali-n-01', out_trade_no='ALI-1', trade_no='ALI-T1', total_amount='20', trade_status='TRADE_SUCCESS')),
+    ('pay_yuan1', 1, dict(notify_id='ali-n-02', out_trade_no='ALI-2', trade_no='ALI-T2', total_amount='88.8', trade_status='TRADE_SUCCESS')),
+    ('pay_yuan2', 1, dict(notify_id='ali-n-03', out_trade_no='ALI-3', trade_no='ALI-T3', total_amount='0.01', trade_status='TRADE_SUCCESS')),
+    ('amt_3dec', 1, dict(notify_id='ali-n-04', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount='88.888', trade_status='TRADE_SUCCESS')),
+    ('amt_comma', 1, dict(notify_id='ali-n-05', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount='1,000.00', trade_status='TRADE_SUCCESS')),
+    ('amt_negative', 1, dict(notify_id='ali-n-06', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount='-1.00', trade_status='TRADE_SUCCESS')),
+    ('amt_exponent', 1, dict(notify_id='ali-n-07', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount='1e2', trade_status='TRADE_SUCCESS')),
+    ('amt_bare_point', 1, dict(notify_id='ali-n-08', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount='.50', trade_status='TRADE_SUCCESS')),
+    ('amt_space', 1, dict(notify_id='ali-n-09', out_trade_no='ALI-4', trade_no='ALI-T4', total_amount=' 1.00', trade_status='TRADE_SUCCESS')),
+    ('success_5', 1, dict(notify_id='ali-n-10', out_trade_no='ALI-5', trade_no='ALI-T5', total_amount='66.00', trade_status='TRADE_SUCCESS')),
+    ('finished_5', 1, dict(notify_id='ali-n-11', out_trade_no='ALI-5', trade_no='ALI-T5', total_amount='66.00', trade_status='TRADE_FINISHED')),
+    ('closed_6', 1, dict(notify_id='ali-n-12', out_trade_no='ALI-6', trade_no='ALI-T6', total_amount='10.00', trade_status='TRADE_CLOSED')),
+    ('refund_part_1', 1, dict(notify_id='ali-n-13', out_trade_no='ALI-1', trade_no='ALI-T1', total_amount='20', trade_status='TRADE_SUCCESS',
+                              refund_fee='5.00', out_biz_no='ALI-R1', gmt_refund='2026-01-02 10:00:00.123')),
+    ('refund_full_1', 1, dict(notify_id='ali-n-14', out_trade_no='ALI-1', trade_no='ALI-T1', total_amount='20', trade_status='TRADE_CLOSED',
+                              refund_fee='20.00', out_biz_no='ALI-R2', gmt_refund='2026-01-02 11:00:00.456')),
+    ('wait_7', 1, dict(notify_id='ali-n-15', out_trade_no='ALI-7', trade_no='ALI-T7', total_amount='1.00', trade_status='WAIT_BUYER_PAY')),
+    ('seller_other', 1, dict(notify_id='ali-n-16', out_trade_no='ALI-7', trade_no='ALI-T7', total_amount='1.00', trade_status='TRADE_SUCCESS',
+                             seller_id='2088000000009999')),
+    ('no_sign_type', 1, dict(notify_id='ali-n-17', out_trade_no='ALI-7', trade_no='ALI-T7', total_amount='1.00', trade_status='TRADE_SUCCESS',
+                             sign_type=None)),
+    ('no_order_no', 1, dict(notify_id='ali-n-18', trade_no='ALI-T7', total_amount='1.00', trade_status='TRADE_SUCCESS')),
+    ('key2_8', 2, dict(notify_id='ali-n-20', out_trade_no='ALI-8', trade_no='ALI-T8', total_amount='30.00', trade_status='TRADE_SUCCESS')),
+    ('key1_9', 1, dict(notify_id='ali-n-21', out_trade_no='ALI-9', trade_no='ALI-T9', total_amount='40.00', trade_status='TRADE_SUCCESS')),
+    ('key2_9', 2, dict(notify_id='ali-n-22', out_trade_no='ALI-9', trade_no='ALI-T9', total_amount='40.00', trade_status='TRADE_SUCCESS')),
+    ('gbk_invalid', 1, dict(notify_id='ali-n-23', out_trade_no='ALI-7', trade_no='ALI-T7', total_amount='1.00', trade_status='TRADE_SUCCESS',
+                            charset='GBK', subject=b'\x81\x20bad')),
+]
+
+
+def sign(content, key):
+    """Base64 SHA256withRSA signature of content with test key #key."""
+    out = subprocess.run(['openssl', 'dgst', '-sha256', '-sign', os.path.join(VECTORS, 'keys', KEYS[key])],
+                         input=content, capture_output=True, check=True).stdout
+    return subprocess.run(['openssl', 'base64', '-A'], input=out, capture_output=True, check=True).stdout
+
+
+def body(key, overrides):
+    """The urlencoded, signed body."""
+    params = dict(BASE)
+    params.update(overrides)
+    enc = 'gbk' if params.get('charset') == 'GBK' else 'utf-8'
+    items = [(k, v if isinstance(v, bytes) else v.encode(enc)) for k, v in params.items() if v is not None]
+    content = b'&'.join(k.encode() + b'=' + v for k, v in sorted(items)
+                        if k not in ('sign', 'sign_type') and v)
+    items.append(('sign', sign(content, key)))
+    return '&'.join(k + '=' + urllib.parse.quote_plus(v) for k, v in items), params.get('charset')
+
+
+def main():
+    rows = []
+    for name, key, overrides in FORMS:
+        text, charset = body(key, overrides)
+        rows.append("\t('%s', '%s',\n\t '%s')" % (name, charset, text))
+    print('INSERT INTO t.ali_form (name, charset, body) VALUES')
+    print(',\n'.join(rows) + ';')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build and run the PostgreSQL-free unit test of src/form.c, with ASan and
+# UBSan when the compiler has them.  usage: test/unit/run.sh [VECTORS_DIR]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+vectors=${1:-${PAYNOTIFY_VECTORS:-$root/test/vectors}}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+cc=${CC:-cc}
+flags=(-std=c99 -g -O1 -Wall -Wextra -Werror -I"$root/src")
+if "$cc" -fsanitize=address,undefined -x c -o "$out/probe" - <<<'int main(void){return 0;}' 2>/dev/null; then
+    flags+=(-fsanitize=address,undefined -fno-sanitize-recover=all)
+fi
+"$cc" "${flags[@]}" -o "$out/form_test" "$here/form_test.c" "$root/src/form.c"
+if [ -d "$vectors/cases" ]; then
+    "$out/form_test" "$vectors"
+else
+    echo "form_test: no vectors at $vectors, vector checks skipped" >&2
+    "$out/form_test"
+fi
