@@ -454,6 +454,8 @@ COMMENT ON FUNCTION @extschema@.paynotify_handle(text, jsonb, text) IS
 REVOKE ALL ON ALL TABLES IN SCHEMA @extschema@ FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_config_changed(),
+	@extschema@.paynotify_rsa_verify(text, bytea, text, text),
+	@extschema@.paynotify_aead_decrypt(bytea, bytea, bytea, text),
 	@extschema@.paynotify_check_settings(text, jsonb),
 	@extschema@.paynotify_check_key(text, text, text),
 	@extschema@.paynotify_add_channel(text, text, jsonb),
@@ -475,6 +477,8 @@ GRANT EXECUTE ON FUNCTION
 	TO paynotify_handler;
 
 GRANT EXECUTE ON FUNCTION
+	@extschema@.paynotify_rsa_verify(text, bytea, text, text),
+	@extschema@.paynotify_aead_decrypt(bytea, bytea, bytea, text),
 	@extschema@.paynotify_add_channel(text, text, jsonb),
 	@extschema@.paynotify_alter_channel(text, jsonb),
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
