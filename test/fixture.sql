@@ -123,22 +123,21 @@ CREATE FUNCTION t.acked(gateway text, status int, body text) RETURNS boolean
 		ELSE status BETWEEN 200 AND 299 END
 $$;
 
--- Replay one case on a fresh channel (and its original first, for a
--- re-delivery), then deliver it once more.
-CREATE FUNCTION t.replay(case_name text,
+-- Replay one case on a fresh channel named prefix || case (its original
+-- first, for a re-delivery), then deliver it once more.
+CREATE FUNCTION t.replay(case_name text, prefix text DEFAULT '',
 		OUT outcome text, OUT acked boolean, OUT again text)
 	LANGUAGE plpgsql AS $$
 DECLARE
 	m jsonb := (SELECT c FROM t.manifest WHERE name = case_name);
-	chan text := COALESCE(m->>'duplicate_of', case_name);
+	orig text := COALESCE(m->>'duplicate_of', case_name);
+	chan text := prefix || orig;
 	r record;
 BEGIN
-	PERFORM t.configure(chan);
-	IF m ? 'duplicate_of' THEN
-		PERFORM t.prepare_order(chan);
-		PERFORM t.deliver(chan, chan);
-	ELSE
-		PERFORM t.prepare_order(case_name);
+	PERFORM t.configure(orig, chan);
+	PERFORM t.prepare_order(orig);
+	IF orig <> case_name THEN
+		PERFORM t.deliver(orig, chan);
 	END IF;
 	SELECT * INTO r FROM t.deliver(case_name, chan);
 	outcome := r.outcome;

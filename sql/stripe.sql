@@ -1,0 +1,243 @@
+-- Stripe (GATEWAYS.md §3): events signed with HMAC-SHA256 in the
+-- Stripe-Signature header.  Vector cases come from test/vectors; other
+-- events are built and signed right here with the vectors' TEST-ONLY
+-- secrets, by an HMAC written in SQL (checked against a vector first).
+
+-- HMAC-SHA256 (RFC 2104) as lower-case hex, from the built-in sha256().
+CREATE FUNCTION t.hmac_sha256(key bytea, msg bytea) RETURNS text
+	LANGUAGE sql IMMUTABLE STRICT AS $$
+	WITH k AS (
+		SELECT CASE WHEN length(key) > 64 THEN sha256(key) ELSE key END AS k
+	), pad AS (
+		SELECT k || decode(repeat('00', 64 - length(k)), 'hex') AS k FROM k
+	), x AS (
+		SELECT (SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 54), 2, '0'), '' ORDER BY i), 'hex')
+				FROM generate_series(0, 63) i) AS ipad,
+			   (SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 92), 2, '0'), '' ORDER BY i), 'hex')
+				FROM generate_series(0, 63) i) AS opad
+		FROM pad
+	)
+	SELECT encode(sha256(opad || sha256(ipad || msg)), 'hex') FROM x
+$$;
+CREATE FUNCTION t.secret(n int) RETURNS text LANGUAGE sql AS
+	$$ SELECT btrim(t.vtext('keys/stripe_secret_' || n || '.txt'), E'\n') $$;
+-- The key is the whole whsec_ string; the SQL HMAC agrees with the vector.
+SELECT t.hmac_sha256(convert_to(t.secret(1), 'UTF8'),
+		t.vbytes('cases/stripe_payment_intent_succeeded_valid/signed_payload.bin'))
+	= substring(c->'headers'->1->>1 FROM 'v1=([0-9a-f]{64})') AS sql_hmac_matches_vector
+FROM t.manifest WHERE name = 'stripe_payment_intent_succeeded_valid';
+
+-- Settings and secrets are checked when they are added.
+SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"tolerance": 300}');
+SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"tolerance_s": 0}');
+SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"tolerance_s": 86401}');
+SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"order_ref_path": "data..order"}');
+SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"livemode": "yes"}');
+SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
+SELECT pay.paynotify_add_key('st', 'plain', 'signing_0123456789abcdef');
+SELECT pay.paynotify_add_key('st', 'short', 'whsec_abc');
+SELECT pay.paynotify_add_key('st', 'spaced', 'whsec_0123456789 abcdef');
+SELECT pay.paynotify_add_key('st', 'secret_1', t.secret(1));
+
+-- ---------------------------------------------------------------------------
+-- Vector cases, each on a channel of its own ("my_" + case, configured as
+-- the manifest says), so later tests can still replay them fresh
+-- ---------------------------------------------------------------------------
+
+SELECT name, r.* FROM unnest(ARRAY[
+		'stripe_payment_intent_succeeded_valid', 'stripe_retry_duplicate_valid',
+		'stripe_two_v1_second_matches', 'stripe_rotated_secret_configured_valid',
+		'stripe_v1_and_v0_valid', 'stripe_only_v0', 'stripe_charge_refunded_valid',
+		'stripe_timestamp_minus299_valid', 'stripe_timestamp_future',
+		'stripe_missing_timestamp', 'stripe_key_is_base64_decoded_secret']) name,
+	t.replay(name, 'my_') r;
+-- The event is logged as sent; the notice's fields as extracted.
+SELECT notify_id, order_no, event_type, status, payload->'data'->'object'->>'id' AS object
+FROM pay.payment_notify_log WHERE channel = 'my_stripe_payment_intent_succeeded_valid';
+SELECT trade_no, order_no, amount, currency FROM pay.payment_record
+WHERE channel = 'my_stripe_payment_intent_succeeded_valid';
+SELECT refund_id, trade_no, amount FROM pay.paynotify_refund
+WHERE channel = 'my_stripe_charge_refunded_valid';
+
+-- ---------------------------------------------------------------------------
+-- Own channel: events signed here
+-- ---------------------------------------------------------------------------
+-- An event as Stripe sends it.
+CREATE FUNCTION t.evt(id text, type text, object jsonb, livemode boolean DEFAULT false)
+	RETURNS text LANGUAGE sql AS $$
+	SELECT jsonb_pretty(jsonb_build_object('id', id, 'object', 'event',
+		'api_version', '2025-03-31.basil', 'created', 1767300000, 'type', type,
+		'livemode', livemode, 'pending_webhooks', 1,
+		'data', jsonb_build_object('object', object)))
+$$;
+-- Deliver body with a Stripe-Signature of t=ts and one v1 per secret, at
+-- unix time now (default: ts + 2).
+CREATE FUNCTION t.stripe(chan text, body text, secrets text[],
+		ts bigint DEFAULT 1767300000, now bigint DEFAULT NULL,
+		OUT status int, OUT content_type text, OUT reply text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	hdr text := 't=' || ts;
+	s text;
+BEGIN
+	FOREACH s IN ARRAY secrets LOOP
+		hdr := hdr || ',v1=' || t.hmac_sha256(convert_to(s, 'UTF8'),
+											  convert_to(ts || '.' || body, 'UTF8'));
+	END LOOP;
+	PERFORM set_config('paynotify.now', COALESCE(now, ts + 2)::text, false);
+	SELECT * INTO status, content_type, reply, outcome
+		FROM pay.paynotify_handle(chan, jsonb_build_object(
+			'Content-Type', 'application/json; charset=utf-8',
+			'Stripe-Signature', hdr), body);
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
+-- Deliver body with the Stripe-Signature header given as is.
+CREATE FUNCTION t.stripe_raw(chan text, body text, hdr text,
+		OUT status int, OUT reply text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM set_config('paynotify.now', '1767300002', false);
+	SELECT h.status, h.body, h.outcome INTO status, reply, outcome
+		FROM pay.paynotify_handle(chan, jsonb_build_object('stripe-signature', hdr), body) h;
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
+
+INSERT INTO public.orders VALUES
+	('STR-1', 'pending', 1250), ('STR-2', 'pending', 990), ('STR-3', 'pending', 4200),
+	('STR-4', 'pending', 700), ('STR-5', 'pending', 300), ('STR-6', 'pending', 100),
+	('STR-7', 'pending', 100), ('STR-8', 'pending', 800);
+CREATE TABLE t.ev AS SELECT * FROM (VALUES
+	('pi_1', t.evt('evt_st_1', 'payment_intent.succeeded',
+		'{"id": "pi_st_1", "object": "payment_intent", "amount": 1250, "amount_received": 1250,
+		  "currency": "usd", "metadata": {"order_id": "STR-1"}}')),
+	('pi_2', t.evt('evt_st_2', 'payment_intent.succeeded',
+		'{"id": "pi_st_2", "object": "payment_intent", "amount": 990, "amount_received": 990,
+		  "currency": "eur", "metadata": {"order_id": "STR-2"}}')),
+	('refund_part', t.evt('evt_st_3', 'charge.refunded',
+		'{"id": "ch_st_1", "object": "charge", "amount": 1250, "amount_refunded": 250,
+		  "payment_intent": "pi_st_1", "refunded": false, "currency": "usd",
+		  "metadata": {"order_id": "STR-1"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_1", "amount": 250}]}}')),
+	('refund_full', t.evt('evt_st_4', 'charge.refunded',
+		'{"id": "ch_st_1", "object": "charge", "amount": 1250, "amount_refunded": 1250,
+		  "payment_intent": "pi_st_1", "refunded": true, "currency": "usd",
+		  "metadata": {"order_id": "STR-1"}}')),
+	('checkout_paid', t.evt('evt_st_5', 'checkout.session.completed',
+		'{"id": "cs_st_1", "object": "checkout.session", "payment_status": "paid",
+		  "payment_intent": "pi_st_3", "amount_total": 4200, "currency": "usd",
+		  "metadata": {"order_id": "STR-3"}, "client_reference_id": "STR-4"}')),
+	('checkout_unpaid', t.evt('evt_st_6', 'checkout.session.completed',
+		'{"id": "cs_st_2", "object": "checkout.session", "payment_status": "unpaid",
+		  "payment_intent": null, "amount_total": 700, "metadata": {"order_id": "STR-4"}}')),
+	('no_order', t.evt('evt_st_7', 'payment_intent.succeeded',
+		'{"id": "pi_st_7", "object": "payment_intent", "amount": 500, "amount_received": 500,
+		  "currency": "usd", "metadata": {}}')),
+	('customer', t.evt('evt_st_8', 'customer.created', '{"id": "cus_st_1", "object": "customer"}')),
+	('pi_5', t.evt('evt_st_9', 'payment_intent.succeeded',
+		'{"id": "pi_st_5", "amount_received": 300, "currency": "usd", "metadata": {"order_id": "STR-5"}}')),
+	('pi_6', t.evt('evt_st_10', 'payment_intent.succeeded',
+		'{"id": "pi_st_6", "amount_received": 100, "currency": "usd", "metadata": {"order_id": "STR-6"}}')),
+	('pi_7_live', t.evt('evt_st_11', 'payment_intent.succeeded',
+		'{"id": "pi_st_71", "amount_received": 100, "currency": "usd", "metadata": {"order_id": "STR-7"}}',
+		true)),
+	('pi_7_test', t.evt('evt_st_12', 'payment_intent.succeeded',
+		'{"id": "pi_st_72", "amount_received": 100, "currency": "usd", "metadata": {"order_id": "STR-7"}}')),
+	('pi_8', t.evt('evt_st_14', 'payment_intent.succeeded',
+		'{"id": "pi_st_8", "amount_received": 800, "currency": "usd", "metadata": {"order_id": "STR-8"}}')),
+	('checkout_ref', t.evt('evt_st_13', 'checkout.session.completed',
+		'{"id": "cs_st_3", "object": "checkout.session", "payment_status": "paid",
+		  "payment_intent": "pi_st_4", "amount_total": 700, "client_reference_id": "STR-4"}'))
+) v(name, body);
+CREATE FUNCTION t.ev(n text) RETURNS text LANGUAGE sql AS $$ SELECT body FROM t.ev WHERE name = n $$;
+
+-- A payment, acknowledged with {"received":true}; its repeat is a duplicate.
+SELECT * FROM t.stripe('st', t.ev('pi_1'), ARRAY[t.secret(1)]);
+SELECT * FROM t.stripe('st', t.ev('pi_1'), ARRAY[t.secret(1)], ts => 1767300100);
+SELECT trade_no, order_no, amount, currency FROM pay.payment_record WHERE channel = 'st';
+SELECT notify_id, delivery_count FROM pay.payment_notify_log WHERE channel = 'st';
+
+-- Two v1 (an unknown secret's first): one match is enough.
+SELECT * FROM t.stripe('st', t.ev('pi_2'), ARRAY['whsec_not_our_secret_0000000000', t.secret(1)]);
+
+-- Refunds: charge.refunded carries the running total (also for partial
+-- refunds) and the newest refund id when the list is expanded.
+SELECT name, r.* FROM unnest(ARRAY['refund_part', 'refund_full']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+SELECT refund_id, order_no, trade_no, amount FROM pay.paynotify_refund
+WHERE channel = 'st' ORDER BY amount;
+SELECT status FROM public.orders WHERE order_no = 'STR-1';
+
+-- Checkout: paid sessions pay (trade = the payment intent); unpaid ones wait.
+SELECT name, r.* FROM unnest(ARRAY['checkout_paid', 'checkout_unpaid']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+SELECT trade_no, order_no, amount FROM pay.payment_record
+WHERE channel = 'st' AND order_no IN ('STR-3', 'STR-4');
+
+-- Authentic but not applied: no order reference (an anomaly), other types.
+SELECT name, r.* FROM unnest(ARRAY['no_order', 'customer']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+SELECT notify_id, event_type, status, note FROM pay.payment_notify_log
+WHERE channel = 'st' AND notify_id IN ('evt_st_7', 'evt_st_8') ORDER BY notify_id;
+
+-- The window is symmetric (stricter than the SDKs for future timestamps),
+-- and is checked only after the signature.
+SELECT * FROM t.stripe('st', t.ev('pi_8'), ARRAY[t.secret(1)], now => 1767300301);
+SELECT * FROM t.stripe('st', t.ev('pi_8'), ARRAY[t.secret(1)], now => 1767299699);
+SELECT * FROM t.stripe('st', t.ev('pi_8'), ARRAY['whsec_not_our_secret_0000000000'], now => 1767300301);
+SELECT * FROM t.stripe('st', t.ev('pi_8'), ARRAY[t.secret(1)], now => 1767299701);
+
+-- Header shapes.
+SELECT name, r.* FROM (VALUES
+	('no header', NULL),
+	('no t', 'v1=' || repeat('0', 64)),
+	('t twice', 't=1767300000,t=1767300000,v1=' || repeat('0', 64)),
+	('item without =', 't=1767300000,v1'),
+	('only v0', 't=1767300000,v0=' || t.hmac_sha256(convert_to(t.secret(1), 'UTF8'),
+		convert_to('1767300000.' || t.ev('pi_6'), 'UTF8'))),
+	('upper-case v1', 't=1767300000,v1=' || upper(t.hmac_sha256(convert_to(t.secret(1), 'UTF8'),
+		convert_to('1767300000.' || t.ev('pi_6'), 'UTF8')))),
+	('space before v1', 't=1767300000, v1=' || t.hmac_sha256(convert_to(t.secret(1), 'UTF8'),
+		convert_to('1767300000.' || t.ev('pi_6'), 'UTF8')))
+) h(name, hdr), t.stripe_raw('st', t.ev('pi_6'), hdr) r;
+
+-- Signed but not an event: malformed.
+SELECT name, r.* FROM (VALUES
+	('not json', '{"id": "evt_st_x", '),
+	('thin event', '{"id": "evt_st_y", "object": "v2.core.event", "type": "x"}'),
+	('no id', '{"object": "event", "type": "customer.created"}')
+) b(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT count(*) AS logged FROM pay.payment_notify_log
+WHERE channel = 'st' AND order_no IN ('STR-5', 'STR-6');
+
+-- ---------------------------------------------------------------------------
+-- Secret rotation: during the overlap Stripe signs with both secrets
+-- ---------------------------------------------------------------------------
+SELECT * FROM t.stripe('st', t.ev('pi_5'), ARRAY[t.secret(2)]);
+SELECT pay.paynotify_add_key('st', 'secret_2', t.secret(2));
+SELECT * FROM t.stripe('st', t.ev('pi_5'), ARRAY[t.secret(2)]);
+SELECT pay.paynotify_retire_key('st', 'secret_1');
+SELECT * FROM t.stripe('st', t.ev('pi_6'), ARRAY[t.secret(1)]);
+SELECT * FROM t.stripe('st', t.ev('pi_6'), ARRAY[t.secret(1), t.secret(2)]);
+SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-5', 'STR-6') ORDER BY 1;
+
+-- ---------------------------------------------------------------------------
+-- livemode: a live channel refuses test events, and the other way round
+-- ---------------------------------------------------------------------------
+SELECT pay.paynotify_add_channel('st_live', 'stripe', '{"livemode": true}');
+SELECT pay.paynotify_add_key('st_live', 'secret_1', t.secret(1));
+SELECT * FROM t.stripe('st_live', t.ev('pi_7_test'), ARRAY[t.secret(1)]);
+SELECT * FROM t.stripe('st_live', t.ev('pi_7_live'), ARRAY[t.secret(1)]);
+SELECT pay.paynotify_add_channel('st_test', 'stripe', '{"livemode": false}');
+SELECT pay.paynotify_add_key('st_test', 'secret_1', t.secret(1));
+SELECT * FROM t.stripe('st_test', t.ev('pi_7_live'), ARRAY[t.secret(1)]);
+
+-- ---------------------------------------------------------------------------
+-- order_ref_path: where the order number sits in the event
+-- ---------------------------------------------------------------------------
+SELECT pay.paynotify_add_channel('st_ref', 'stripe',
+	'{"order_ref_path": "data.object.client_reference_id", "tolerance_s": 600}');
+SELECT pay.paynotify_add_key('st_ref', 'secret_1', t.secret(1));
+SELECT * FROM t.stripe('st_ref', t.ev('checkout_ref'), ARRAY[t.secret(1)], now => 1767300550);
+SELECT trade_no, order_no, amount FROM pay.payment_record WHERE channel = 'st_ref';

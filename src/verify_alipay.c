@@ -1,0 +1,535 @@
+/*-------------------------------------------------------------------------
+ *
+ * verify_alipay.c
+ *	  The Alipay gateway: asynchronous trade notifications (urlencoded form,
+ *	  RSA2 signature over the sorted parameters), see GATEWAYS.md §2.
+ *
+ * Order of checks (GATEWAYS.md §0): form decode and charset → sign_type →
+ * base64 of sign → RSA-SHA256 with every active key over the skip-empty
+ * content, then over the keep-empty content when an empty value exists →
+ * app_id / seller_id → fields of the notice.  Alipay sends no key id and no
+ * timestamp: every key is tried and no freshness window applies (§2.6).
+ *
+ * The signature covers the percent-decoded octets in the notification's own
+ * charset; they are never transcoded for verification.  Only after the
+ * signature holds are the values converted (GBK → database encoding) for
+ * the log's payload and the notice.
+ *
+ * Nothing a request contains raises an error here: every failure is a
+ * PnReason.  All memory is palloc'd in the caller's context.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "mb/pg_wchar.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+
+#include "form.h"
+#include "paynotify.h"
+
+#define MAX_NOTIFY_ID_LEN 255
+
+/* The channel's parsed settings. */
+typedef struct AlipayConf
+{
+	char	   *app_id;
+	char	   *seller_id;		/* NULL: not checked */
+} AlipayConf;
+
+/* A decoded notification, its values in the database encoding. */
+typedef struct AlipayForm
+{
+	PnForm	   *form;
+	int			charset;		/* PG_UTF8 or PG_GBK: how the octets read */
+	char	  **names;			/* converted, parallel to form->params */
+	char	  **values;
+} AlipayForm;
+
+static void *alipay_load_settings(Jsonb *settings);
+static PnReason alipay_authenticate(const PnRequest *req, PnNotice *notice);
+static void alipay_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
+
+static char *trim(char *s);
+static int	charset_encoding(const char *name, size_t len);
+static bool content_type_charset(const PnRequest *req, int *encoding);
+static PnReason decode_form(const PnRequest *req, AlipayForm *af);
+static PnReason check_sign_type(const PnForm *form);
+static PnReason verify_signature(const PnRequest *req, const PnForm *form);
+static PnReason verify_content(const PnRequest *req, const char *content,
+							   size_t len, const unsigned char *sig,
+							   int siglen);
+static bool to_server(const char *s, size_t len, int from, char **out);
+static bool convert_form(AlipayForm *af);
+static const char *field(const AlipayForm *af, const char *name);
+static bool per_delivery(const PnFormParam *p);
+static Jsonb *form_payload(const AlipayForm *af);
+static PnReason check_merchant(const AlipayConf *conf, const AlipayForm *af);
+static PnReason amount_field(const AlipayForm *af, const char *name,
+							 int64 *fen);
+static PnReason fill_notice(const AlipayForm *af, PnNotice *n);
+static void choose_action(const AlipayForm *af, PnNotice *n);
+
+const PnGateway pn_gateway_alipay = {
+	.name = "alipay",
+	.public_keys = true,
+	.load_settings = alipay_load_settings,
+	.check_key = NULL,			/* the core's PEM and RSA >= 2048 checks suffice */
+	.authenticate = alipay_authenticate,
+	.reply = alipay_reply,
+};
+
+/* ---------------------------------------------------------------------
+ * Settings
+ * ---------------------------------------------------------------------
+ */
+
+/* app_id (required) and seller_id (optional), both non-empty text. */
+static void *
+alipay_load_settings(Jsonb *settings)
+{
+	static const char *const allowed[] = {"app_id", "seller_id", NULL};
+	AlipayConf *conf = palloc0(sizeof(AlipayConf));
+
+	pn_settings_only(settings, "alipay", allowed);
+	conf->app_id = pn_setting_text(settings, "app_id", true);
+	conf->seller_id = pn_setting_text(settings, "seller_id", false);
+	return conf;
+}
+
+/* ---------------------------------------------------------------------
+ * Authentication
+ * ---------------------------------------------------------------------
+ */
+
+/* PG_UTF8 or PG_GBK for an Alipay charset name (any case), else -1. */
+static int
+charset_encoding(const char *name, size_t len)
+{
+	if (len == 5 && pg_strncasecmp(name, "utf-8", 5) == 0)
+		return PG_UTF8;
+	/* GBK is a superset of GB2312, so one decoder serves both */
+	if ((len == 3 && pg_strncasecmp(name, "gbk", 3) == 0) ||
+		(len == 6 && pg_strncasecmp(name, "gb2312", 6) == 0))
+		return PG_GBK;
+	return -1;
+}
+
+/* s without leading and trailing blanks (in place). */
+static char *
+trim(char *s)
+{
+	char	   *end;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return s;
+}
+
+/*
+ * Check Content-Type, when given: the media type must be
+ * application/x-www-form-urlencoded; *encoding is its charset parameter's
+ * encoding, or -1 when it has none.  False when unacceptable.
+ */
+static bool
+content_type_charset(const PnRequest *req, int *encoding)
+{
+	static const char form_type[] = "application/x-www-form-urlencoded";
+	char	   *ct;
+	char	   *param;
+	int			found = pn_header(req->headers, "Content-Type", &ct);
+
+	*encoding = -1;
+	if (found == 0)
+		return true;
+	if (found < 0)
+		return false;
+	param = strchr(ct, ';');
+	if (param)
+		*param++ = '\0';
+	if (pg_strcasecmp(trim(ct), form_type) != 0)
+		return false;
+	while (param != NULL)
+	{
+		char	   *next = strchr(param, ';');
+		char	   *val;
+		size_t		vlen;
+
+		if (next)
+			*next++ = '\0';
+		param = trim(param);
+		if (pg_strncasecmp(param, "charset=", 8) == 0)
+		{
+			val = param + 8;
+			vlen = strlen(val);
+			if (vlen >= 2 && val[0] == '"' && val[vlen - 1] == '"')
+				val++, vlen -= 2;
+			*encoding = charset_encoding(val, vlen);
+			if (*encoding < 0)
+				return false;
+		}
+		param = next;
+	}
+	return true;
+}
+
+/*
+ * Decode the body and settle its charset: the signed `charset` parameter,
+ * else Content-Type's, else UTF-8.  Both given and different: malformed.
+ */
+static PnReason
+decode_form(const PnRequest *req, AlipayForm *af)
+{
+	const PnFormParam *cs;
+	char	   *buf;
+	int			header_enc;
+	PnFormStatus st;
+
+	if (!content_type_charset(req, &header_enc))
+		return PN_R_MALFORMED;
+	if (req->body_len <= 0)
+		return PN_R_MALFORMED;
+	af->form = palloc(sizeof(PnForm));
+	buf = palloc(PN_FORM_BUFSIZE(req->body_len));
+	st = pn_form_decode(req->body, req->body_len, af->form, buf,
+						PN_FORM_BUFSIZE(req->body_len));
+	if (st != PN_FORM_OK)
+	{
+		elog(DEBUG1, "paynotify: alipay form refused: %s",
+			 pn_form_status_message(st));
+		return PN_R_MALFORMED;
+	}
+	cs = pn_form_get(af->form, "charset");
+	af->charset = cs ? charset_encoding(cs->value, cs->value_len) :
+		(header_enc >= 0 ? header_enc : PG_UTF8);
+	if (af->charset < 0 || (header_enc >= 0 && header_enc != af->charset))
+		return PN_R_MALFORMED;
+	return PN_OK;
+}
+
+/* RSA2 is the only algorithm taken; legacy RSA (SHA-1) is unsupported. */
+static PnReason
+check_sign_type(const PnForm *form)
+{
+	const PnFormParam *st = pn_form_get(form, "sign_type");
+
+	if (st == NULL || st->value_len == 0)
+		return PN_R_MALFORMED;
+	if (strcmp(st->value, "RSA2") != 0)
+		return PN_R_UNSUPPORTED;
+	return PN_OK;
+}
+
+/*
+ * Verify content with every active key of the channel.  PN_R_UNKNOWN_KEY
+ * when the channel has no active key at all.
+ */
+static PnReason
+verify_content(const PnRequest *req, const char *content, size_t len,
+			   const unsigned char *sig, int siglen)
+{
+	const PnChannel *ch = req->channel;
+	int			usable = 0;
+
+	for (int i = 0; i < ch->nkeys; i++)
+	{
+		const PnKey *key = &ch->keys[i];
+
+		if (key->pkey == NULL || !pn_key_active(key, req->now))
+			continue;
+		usable++;
+		if (pn_rsa_verify(key->pkey, "sha256", (const unsigned char *) content,
+						  len, sig, siglen) == 1)
+			return PN_OK;
+	}
+	return usable ? PN_R_BAD_SIGNATURE : PN_R_UNKNOWN_KEY;
+}
+
+/*
+ * sign must be strict base64 (a raw '+' turned into a space is not), and
+ * must verify over the skip-empty content or, only when some value is
+ * empty, over the keep-empty content (the SDKs disagree, §2.3).
+ */
+static PnReason
+verify_signature(const PnRequest *req, const PnForm *form)
+{
+	const PnFormParam *sign = pn_form_get(form, "sign");
+	unsigned char *sig;
+	int			siglen;
+	char	   *content;
+	size_t		len;
+	PnReason	r;
+
+	if (sign == NULL ||
+		!pn_base64_decode(sign->value, (int) sign->value_len, &sig, &siglen))
+		return PN_R_MALFORMED;
+
+	/* the content is never longer than the body (form.h) */
+	content = palloc(req->body_len + 1);
+	len = pn_form_canonical(form, false, content, req->body_len + 1);
+	if (len == (size_t) -1)
+		return PN_R_MALFORMED;	/* cannot happen, see above */
+	r = verify_content(req, content, len, sig, siglen);
+	if (r != PN_R_BAD_SIGNATURE || !pn_form_has_empty(form))
+		return r;
+	len = pn_form_canonical(form, true, content, req->body_len + 1);
+	if (len == (size_t) -1)
+		return PN_R_MALFORMED;
+	return verify_content(req, content, len, sig, siglen);
+}
+
+/* The gateway's authenticate: see the file header for the order. */
+static PnReason
+alipay_authenticate(const PnRequest *req, PnNotice *notice)
+{
+	const AlipayConf *conf = (const AlipayConf *) req->channel->conf;
+	AlipayForm	af;
+	PnReason	r;
+
+	memset(&af, 0, sizeof(af));
+	if ((r = decode_form(req, &af)) != PN_OK)
+		return r;
+	if ((r = check_sign_type(af.form)) != PN_OK)
+		return r;
+	if ((r = verify_signature(req, af.form)) != PN_OK)
+		return r;
+
+	/* authentic from here on */
+	if (!convert_form(&af))
+		return PN_R_MALFORMED;
+	if ((r = check_merchant(conf, &af)) != PN_OK)
+		return r;
+	return fill_notice(&af, notice);
+}
+
+/* ---------------------------------------------------------------------
+ * The authenticated notification
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * s (len bytes, no NUL) in encoding from, as a NUL-terminated string in the
+ * database encoding.  False when it is not valid in from or has no
+ * equivalent in the database encoding; never raises.
+ */
+static bool
+to_server(const char *s, size_t len, int from, char **out)
+{
+	int			to = GetDatabaseEncoding();
+	bool		ascii = true;
+	Oid			proc;
+	int			dstlen;
+
+	for (size_t i = 0; i < len && ascii; i++)
+		ascii = !IS_HIGHBIT_SET(s[i]);
+	if (ascii || to == PG_SQL_ASCII)
+	{
+		*out = pnstrdup(s, len);
+		return true;
+	}
+	if (from == to)
+	{
+		if (!pg_verify_mbstr(to, s, (int) len, true))
+			return false;
+		*out = pnstrdup(s, len);
+		return true;
+	}
+	proc = FindDefaultConversionProc(from, to);
+	if (!OidIsValid(proc) || len > (MaxAllocSize - 1) / MAX_CONVERSION_GROWTH)
+		return false;
+	dstlen = (int) len * MAX_CONVERSION_GROWTH + 1;
+	*out = palloc(dstlen);
+	/* with noError, the conversion stops short at the first bad character */
+	return pg_do_encoding_conversion_buf(proc, from, to,
+										 (unsigned char *) s, (int) len,
+										 (unsigned char *) *out, dstlen,
+										 true) == (int) len;
+}
+
+/* Convert every name and value into the database encoding. */
+static bool
+convert_form(AlipayForm *af)
+{
+	const PnForm *form = af->form;
+
+	af->names = palloc(sizeof(char *) * form->nparams);
+	af->values = palloc(sizeof(char *) * form->nparams);
+	for (int i = 0; i < form->nparams; i++)
+	{
+		const PnFormParam *p = &form->params[i];
+
+		if (!to_server(p->name, p->name_len, af->charset, &af->names[i]) ||
+			!to_server(p->value, p->value_len, af->charset, &af->values[i]))
+			return false;
+	}
+	return true;
+}
+
+/* A converted value by name, or NULL when absent. */
+static const char *
+field(const AlipayForm *af, const char *name)
+{
+	const PnFormParam *p = pn_form_get(af->form, name);
+
+	return p ? af->values[p - af->form->params] : NULL;
+}
+
+/*
+ * Whether a parameter describes the delivery rather than the notification:
+ * a re-delivery of the same notify_id carries a new notify_time and so a new
+ * sign (or one from a rotated key).  They stay out of the payload, which
+ * the pipeline compares across deliveries of one id.
+ */
+static bool
+per_delivery(const PnFormParam *p)
+{
+	return strcmp(p->name, "sign") == 0 || strcmp(p->name, "sign_type") == 0 ||
+		strcmp(p->name, "notify_time") == 0;
+}
+
+/* Every other parameter as a jsonb object of strings. */
+static Jsonb *
+form_payload(const AlipayForm *af)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	k,
+				v;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < af->form->nparams; i++)
+	{
+		if (per_delivery(&af->form->params[i]))
+			continue;
+		k.type = jbvString;
+		k.val.string.val = af->names[i];
+		k.val.string.len = strlen(af->names[i]);
+		pushJsonbValue(&state, WJB_KEY, &k);
+		v.type = jbvString;
+		v.val.string.val = af->values[i];
+		v.val.string.len = strlen(af->values[i]);
+		pushJsonbValue(&state, WJB_VALUE, &v);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/* app_id must be ours, and seller_id too when configured (§2.7). */
+static PnReason
+check_merchant(const AlipayConf *conf, const AlipayForm *af)
+{
+	const char *app_id = field(af, "app_id");
+	const char *seller_id = field(af, "seller_id");
+
+	if (app_id == NULL || strcmp(app_id, conf->app_id) != 0)
+		return PN_R_MISMATCH;
+	if (conf->seller_id != NULL &&
+		(seller_id == NULL || strcmp(seller_id, conf->seller_id) != 0))
+		return PN_R_MISMATCH;
+	return PN_OK;
+}
+
+/* A yuan amount field in fen: -1 when absent, malformed when not exact. */
+static PnReason
+amount_field(const AlipayForm *af, const char *name, int64 *fen)
+{
+	const char *s = field(af, name);
+
+	*fen = -1;
+	if (s == NULL)
+		return PN_OK;
+	return pn_parse_decimal(s, strlen(s), 2, fen) ? PN_OK : PN_R_MALFORMED;
+}
+
+/*
+ * What the notification asks (§2.8): TRADE_SUCCESS / TRADE_FINISHED pay,
+ * unless refund_fee says a refund (partial: TRADE_SUCCESS, full:
+ * TRADE_CLOSED); TRADE_CLOSED without it closes; anything else is recorded
+ * only.  A second "paid" (TRADE_FINISHED after TRADE_SUCCESS) is harmless:
+ * the state machine and payment_record's unique trade_no absorb it.  A
+ * signed notification without out_trade_no / trade_no is left to the
+ * pipeline, which records it as an anomaly instead of applying it.
+ */
+static void
+choose_action(const AlipayForm *af, PnNotice *n)
+{
+	const char *status = field(af, "trade_status");
+	const char *refund_id = field(af, "out_biz_no");
+	bool		refund = (n->refunded_total >= 0);
+
+	n->action = PN_ACT_NONE;
+	if (status == NULL)
+		return;
+	if (refund && (strcmp(status, "TRADE_SUCCESS") == 0 ||
+				   strcmp(status, "TRADE_CLOSED") == 0))
+	{
+		n->action = PN_ACT_REFUND;
+		/* refund_fee is cumulative; this refund alone is not stated */
+		n->refund_amount = -1;
+		n->refund_id = pstrdup(refund_id && *refund_id ? refund_id : n->notify_id);
+	}
+	else if (strcmp(status, "TRADE_SUCCESS") == 0 ||
+			 strcmp(status, "TRADE_FINISHED") == 0)
+		n->action = PN_ACT_PAY;
+	else if (strcmp(status, "TRADE_CLOSED") == 0)
+		n->action = PN_ACT_CLOSE;
+}
+
+/* Fill the notice from the converted form. */
+static PnReason
+fill_notice(const AlipayForm *af, PnNotice *n)
+{
+	const char *notify_id = field(af, "notify_id");
+	const char *status = field(af, "trade_status");
+	const char *type = field(af, "notify_type");
+	const char *order_no = field(af, "out_trade_no");
+	const char *trade_no = field(af, "trade_no");
+	PnReason	r;
+
+	if (notify_id == NULL || *notify_id == '\0' ||
+		strlen(notify_id) > MAX_NOTIFY_ID_LEN)
+		return PN_R_MALFORMED;
+	n->notify_id = pstrdup(notify_id);
+	n->event_type = pstrdup(status && *status ? status :
+							(type && *type ? type : "unknown"));
+	n->order_no = order_no && *order_no ? pstrdup(order_no) : NULL;
+	n->trade_no = trade_no && *trade_no ? pstrdup(trade_no) : NULL;
+	n->currency = pstrdup("CNY");
+	n->refund_id = NULL;
+	n->refund_amount = -1;
+	n->anomaly = NULL;
+	if ((r = amount_field(af, "total_amount", &n->order_amount)) != PN_OK)
+		return r;
+	if ((r = amount_field(af, "refund_fee", &n->refunded_total)) != PN_OK)
+		return r;
+	choose_action(af, n);
+	n->payload = form_payload(af);
+	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Reply
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Alipay stops retrying only on the exact body "success" (§2.9): that is
+ * given for every settled outcome; anything else answers "fail" with the
+ * shared failure status (the body is what Alipay reads).
+ */
+static void
+alipay_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
+{
+	reply->content_type = "text/plain";
+	if (pn_outcome_acknowledges(outcome))
+	{
+		reply->status = 200;
+		reply->body = "success";
+		return;
+	}
+	reply->status = pn_failure_status(outcome, reason);
+	reply->body = "fail";
+}

@@ -1,0 +1,393 @@
+/*-------------------------------------------------------------------------
+ *
+ * verify_stripe.c
+ *	  The Stripe gateway: webhook events signed with HMAC-SHA256 in the
+ *	  Stripe-Signature header, see GATEWAYS.md §3.
+ *
+ * Order of checks (GATEWAYS.md §0): parse the header (form.c) → HMAC of
+ * "t.body" with every active secret against every v1 → symmetric time
+ * window → parse the event → object/id/type → livemode.  The key of the
+ * HMAC is the whole whsec_… string as ASCII bytes (§3.3); v0 never counts.
+ * The window is symmetric (a future t is stale too), a documented
+ * deviation from the SDKs, which only refuse old timestamps (§3.4).
+ *
+ * Nothing a request contains raises an error here: every failure is a
+ * PnReason.  All memory is palloc'd in the caller's context; no secret or
+ * computed MAC ever reaches a message.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+
+#include "form.h"
+#include "paynotify.h"
+
+#define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"
+#define MAX_PATH_LEN 256
+#define MAX_EVENT_ID_LEN 255
+#define MIN_SECRET_LEN 16
+#define MAX_SECRET_LEN 256
+
+/* The channel's parsed settings. */
+typedef struct StripeConf
+{
+	int			tolerance_s;
+	char	   *order_ref_path;
+	int			livemode;		/* 1 live, 0 test, -1 not checked */
+} StripeConf;
+
+static void *stripe_load_settings(Jsonb *settings);
+static void stripe_check_key(const char *key_id, const char *material);
+static PnReason stripe_authenticate(const PnRequest *req, PnNotice *notice);
+static void stripe_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
+
+static void check_path(const char *path);
+static PnReason verify_hmac(const PnRequest *req, const PnStripeSig *sig);
+static PnReason check_event(const StripeConf *conf, Jsonb *doc,
+							PnNotice *n);
+static char *json_text(Jsonb *doc, const char *path);
+static char *first_refund_id(Jsonb *doc);
+static void fill_payment_intent(Jsonb *doc, PnNotice *n);
+static void fill_checkout_session(Jsonb *doc, PnNotice *n);
+static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
+static PnReason fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n);
+
+const PnGateway pn_gateway_stripe = {
+	.name = "stripe",
+	.public_keys = false,
+	.load_settings = stripe_load_settings,
+	.check_key = stripe_check_key,
+	.authenticate = stripe_authenticate,
+	.reply = stripe_reply,
+};
+
+/* ---------------------------------------------------------------------
+ * Settings and keys
+ * ---------------------------------------------------------------------
+ */
+
+/* A dotted path of non-empty keys, printable ASCII, bounded length. */
+static void
+check_path(const char *path)
+{
+	size_t		len = strlen(path);
+	bool		ok = len > 0 && len <= MAX_PATH_LEN &&
+		path[0] != '.' && path[len - 1] != '.' && strstr(path, "..") == NULL;
+
+	for (size_t i = 0; ok && i < len; i++)
+		ok = path[i] > ' ' && path[i] < 0x7f;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"order_ref_path\" must be a dotted path of object keys"),
+				 errdetail("Example: \"%s\".", DEFAULT_ORDER_REF_PATH)));
+}
+
+/* tolerance_s (1..86400, default 300), order_ref_path, livemode. */
+static void *
+stripe_load_settings(Jsonb *settings)
+{
+	static const char *const allowed[] = {"tolerance_s", "order_ref_path", "livemode", NULL};
+	StripeConf *conf = palloc0(sizeof(StripeConf));
+
+	pn_settings_only(settings, "stripe", allowed);
+	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
+	conf->order_ref_path = pn_setting_text(settings, "order_ref_path", false);
+	if (conf->order_ref_path == NULL)
+		conf->order_ref_path = pstrdup(DEFAULT_ORDER_REF_PATH);
+	check_path(conf->order_ref_path);
+	conf->livemode = pn_setting_bool(settings, "livemode");
+	return conf;
+}
+
+/*
+ * A signing secret is "whsec_" and printable ASCII, 16..256 characters.
+ * The messages never echo the material.
+ */
+static void
+stripe_check_key(const char *key_id, const char *material)
+{
+	size_t		len = strlen(material);
+	bool		printable = true;
+
+	for (size_t i = 0; i < len; i++)
+		printable &= (material[i] > ' ' && material[i] < 0x7f);
+	if (strncmp(material, "whsec_", 6) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stripe key \"%s\" is not a webhook signing secret", key_id),
+				 errhint("Give the endpoint's secret as shown by Stripe, whsec_ prefix included.")));
+	if (!printable || len < MIN_SECRET_LEN || len > MAX_SECRET_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stripe key \"%s\" must be %d to %d printable ASCII characters",
+						key_id, MIN_SECRET_LEN, MAX_SECRET_LEN)));
+}
+
+/* ---------------------------------------------------------------------
+ * Authentication
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * HMAC-SHA256(secret, t "." body) of every active secret against every
+ * usable v1, each comparison in constant time.  No v1 at all (only v0, or
+ * none of the right shape) is a bad signature.
+ */
+static PnReason
+verify_hmac(const PnRequest *req, const PnStripeSig *sig)
+{
+	const PnChannel *ch = req->channel;
+	char	   *prefix;
+	unsigned char mac[32];
+	bool		match = false;
+	int			usable = 0;
+
+	if (sig->nv1 == 0)
+		return PN_R_BAD_SIGNATURE;
+	prefix = palloc(sig->t_len + 1);
+	memcpy(prefix, sig->t, sig->t_len);
+	prefix[sig->t_len] = '.';
+	for (int k = 0; k < ch->nkeys && !match; k++)
+	{
+		const PnKey *key = &ch->keys[k];
+
+		if (key->secret == NULL || !pn_key_active(key, req->now))
+			continue;
+		usable++;
+		pn_hmac_sha256((const unsigned char *) key->secret, key->secret_len,
+					   (const unsigned char *) prefix, sig->t_len + 1,
+					   (const unsigned char *) req->body, req->body_len, mac);
+		for (int i = 0; i < sig->nv1; i++)
+			match |= pn_ct_equal(mac, sig->v1[i], sizeof(mac));
+	}
+	explicit_bzero(mac, sizeof(mac));
+	if (match)
+		return PN_OK;
+	return usable ? PN_R_BAD_SIGNATURE : PN_R_UNKNOWN_KEY;
+}
+
+/*
+ * The event envelope: object "event" (thin v2 events are another format),
+ * an id (the dedup key), a type, and the configured livemode.
+ */
+static PnReason
+check_event(const StripeConf *conf, Jsonb *doc, PnNotice *n)
+{
+	char	   *object;
+	bool		livemode;
+
+	if (!pn_json_string(doc, "object", &object) || strcmp(object, "event") != 0)
+		return PN_R_MALFORMED;
+	if (!pn_json_string(doc, "id", &n->notify_id) ||
+		n->notify_id[0] == '\0' || strlen(n->notify_id) > MAX_EVENT_ID_LEN)
+		return PN_R_MALFORMED;
+	if (!pn_json_string(doc, "type", &n->event_type) || n->event_type[0] == '\0')
+		return PN_R_MALFORMED;
+	if (conf->livemode >= 0)
+	{
+		if (!pn_json_bool(doc, "livemode", &livemode))
+			return PN_R_MALFORMED;
+		if (livemode != (conf->livemode == 1))
+			return PN_R_MISMATCH;
+	}
+	return PN_OK;
+}
+
+/* The gateway's authenticate: see the file header for the order. */
+static PnReason
+stripe_authenticate(const PnRequest *req, PnNotice *notice)
+{
+	const StripeConf *conf = (const StripeConf *) req->channel->conf;
+	PnStripeSig sig;
+	PnSigStatus st;
+	char	   *hdr;
+	Jsonb	   *doc;
+	int64		skew;
+	PnReason	r;
+
+	if (pn_header(req->headers, "Stripe-Signature", &hdr) != 1)
+		return PN_R_MALFORMED;
+	st = pn_stripe_sig_parse(hdr, strlen(hdr), &sig);
+	if (st != PN_SIG_OK)
+	{
+		elog(DEBUG1, "paynotify: stripe header refused: %s",
+			 pn_sig_status_message(st));
+		return PN_R_MALFORMED;
+	}
+	if ((r = verify_hmac(req, &sig)) != PN_OK)
+		return r;
+	skew = req->now - sig.t_value;
+	if (skew > conf->tolerance_s || skew < -conf->tolerance_s)
+		return PN_R_STALE;
+	doc = pn_parse_json(req->body, req->body_len);
+	if (doc == NULL)
+		return PN_R_MALFORMED;
+	if ((r = check_event(conf, doc, notice)) != PN_OK)
+		return r;
+	return fill_notice(conf, doc, notice);
+}
+
+/* ---------------------------------------------------------------------
+ * The authenticated event
+ * ---------------------------------------------------------------------
+ */
+
+/* A non-empty string at path, or NULL. */
+static char *
+json_text(Jsonb *doc, const char *path)
+{
+	char	   *s;
+
+	return pn_json_string(doc, path, &s) && s[0] != '\0' ? s : NULL;
+}
+
+/* data.object.refunds.data[0].id (the newest refund), or NULL. */
+static char *
+first_refund_id(Jsonb *doc)
+{
+	static const char *const steps[] = {"data", "object", "refunds", "data"};
+	JsonbContainer *c = &doc->root;
+	JsonbValue	buf;
+	JsonbValue *v;
+
+	for (size_t i = 0; i < lengthof(steps); i++)
+	{
+		if (!JsonContainerIsObject(c))
+			return NULL;
+		v = getKeyJsonValueFromContainer(c, steps[i], strlen(steps[i]), &buf);
+		if (v == NULL || v->type != jbvBinary)
+			return NULL;
+		c = v->val.binary.data;
+	}
+	if (!JsonContainerIsArray(c) ||
+		(v = getIthJsonbValueFromContainer(c, 0)) == NULL ||
+		v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+		return NULL;
+	c = v->val.binary.data;
+	v = getKeyJsonValueFromContainer(c, "id", 2, &buf);
+	if (v == NULL || v->type != jbvString || v->val.string.len == 0 ||
+		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
+		return NULL;
+	return pnstrdup(v->val.string.val, v->val.string.len);
+}
+
+/* payment_intent.succeeded: the intent is the payment. */
+static void
+fill_payment_intent(Jsonb *doc, PnNotice *n)
+{
+	n->action = PN_ACT_PAY;
+	n->trade_no = json_text(doc, "data.object.id");
+	if (!pn_json_int64(doc, "data.object.amount_received", &n->order_amount) &&
+		!pn_json_int64(doc, "data.object.amount", &n->order_amount))
+		n->order_amount = -1;
+}
+
+/* checkout.session.completed / async_payment_succeeded, once paid. */
+static void
+fill_checkout_session(Jsonb *doc, PnNotice *n)
+{
+	char	   *paid = json_text(doc, "data.object.payment_status");
+
+	if (paid == NULL || strcmp(paid, "paid") != 0)
+		return;					/* unpaid async methods settle later */
+	n->action = PN_ACT_PAY;
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.id");
+	if (!pn_json_int64(doc, "data.object.amount_total", &n->order_amount))
+		n->order_amount = -1;
+}
+
+/*
+ * charge.refunded, also sent for partial refunds (§3.6): amount_refunded
+ * is the cumulative total; this refund alone is not stated.
+ */
+static void
+fill_charge_refunded(Jsonb *doc, PnNotice *n)
+{
+	n->action = PN_ACT_REFUND;
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.id");
+	if (!pn_json_int64(doc, "data.object.amount", &n->order_amount))
+		n->order_amount = -1;
+	if (!pn_json_int64(doc, "data.object.amount_refunded", &n->refunded_total))
+		n->refunded_total = -1;
+	n->refund_id = first_refund_id(doc);
+	if (n->refund_id == NULL)
+		n->refund_id = pstrdup(n->notify_id);
+}
+
+/*
+ * Fill the notice by event type; every other type is recorded only.  A
+ * payment or refund that names no order (nothing at order_ref_path) keeps
+ * its action: the pipeline records it as the anomaly "no_order_number",
+ * acknowledged (a retry would carry the same event) but never applied.
+ */
+static PnReason
+fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
+{
+	const char *type = n->event_type;
+	char	   *currency = json_text(doc, "data.object.currency");
+
+	n->payload = doc;
+	n->action = PN_ACT_NONE;
+	n->order_no = json_text(doc, conf->order_ref_path);
+	n->trade_no = NULL;
+	n->order_amount = -1;
+	n->refund_id = NULL;
+	n->refund_amount = -1;
+	n->refunded_total = -1;
+	n->anomaly = NULL;
+	if (currency != NULL)
+	{
+		/* Stripe writes ISO 4217 codes in lower case */
+		for (char *c = currency; *c; c++)
+			*c = pg_ascii_toupper((unsigned char) *c);
+	}
+	n->currency = currency;
+
+	if (strcmp(type, "payment_intent.succeeded") == 0)
+		fill_payment_intent(doc, n);
+	else if (strcmp(type, "checkout.session.completed") == 0 ||
+			 strcmp(type, "checkout.session.async_payment_succeeded") == 0)
+		fill_checkout_session(doc, n);
+	else if (strcmp(type, "charge.refunded") == 0)
+		fill_charge_refunded(doc, n);
+	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Reply
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Any 2xx acknowledges (§3.7): settled outcomes get {"received":true};
+ * everything else the shared failure status and a fixed JSON error, so
+ * Stripe retries.
+ */
+static void
+stripe_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
+{
+	StringInfoData body;
+
+	reply->content_type = "application/json";
+	if (pn_outcome_acknowledges(outcome))
+	{
+		reply->status = 200;
+		reply->body = "{\"received\":true}";
+		return;
+	}
+	reply->status = pn_failure_status(outcome, reason);
+	initStringInfo(&body);
+	appendStringInfoString(&body, "{\"error\":");
+	escape_json(&body, pn_failure_message(outcome, reason));
+	appendStringInfoChar(&body, '}');
+	reply->body = body.data;
+}
