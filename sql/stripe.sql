@@ -1,27 +1,9 @@
 -- Stripe (GATEWAYS.md §3): events signed with HMAC-SHA256 in the
 -- Stripe-Signature header.  Vector cases come from test/vectors; other
--- events are built and signed right here with the vectors' TEST-ONLY
--- secrets, by an HMAC written in SQL (checked against a vector first).
+-- events are built here and signed with the vectors' TEST-ONLY secrets by
+-- t.stripe (test/fixture.sql, pgcrypto's HMAC; checked against a vector).
 
--- HMAC-SHA256 (RFC 2104) as lower-case hex, from the built-in sha256().
-CREATE FUNCTION t.hmac_sha256(key bytea, msg bytea) RETURNS text
-	LANGUAGE sql IMMUTABLE STRICT AS $$
-	WITH k AS (
-		SELECT CASE WHEN length(key) > 64 THEN sha256(key) ELSE key END AS k
-	), pad AS (
-		SELECT k || decode(repeat('00', 64 - length(k)), 'hex') AS k FROM k
-	), x AS (
-		SELECT (SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 54), 2, '0'), '' ORDER BY i), 'hex')
-				FROM generate_series(0, 63) i) AS ipad,
-			   (SELECT decode(string_agg(lpad(to_hex(get_byte(k, i) # 92), 2, '0'), '' ORDER BY i), 'hex')
-				FROM generate_series(0, 63) i) AS opad
-		FROM pad
-	)
-	SELECT encode(sha256(opad || sha256(ipad || msg)), 'hex') FROM x
-$$;
-CREATE FUNCTION t.secret(n int) RETURNS text LANGUAGE sql AS
-	$$ SELECT btrim(t.vtext('keys/stripe_secret_' || n || '.txt'), E'\n') $$;
--- The key is the whole whsec_ string; the SQL HMAC agrees with the vector.
+-- The key is the whole whsec_ string; the fixture's HMAC agrees with the vector.
 SELECT t.hmac_sha256(convert_to(t.secret(1), 'UTF8'),
 		t.vbytes('cases/stripe_payment_intent_succeeded_valid/signed_payload.bin'))
 	= substring(c->'headers'->1->>1 FROM 'v1=([0-9a-f]{64})') AS sql_hmac_matches_vector
@@ -72,26 +54,6 @@ CREATE FUNCTION t.evt(id text, type text, object jsonb, livemode boolean DEFAULT
 $$;
 -- Deliver body with a Stripe-Signature of t=ts and one v1 per secret, at
 -- unix time now (default: ts + 2).
-CREATE FUNCTION t.stripe(chan text, body text, secrets text[],
-		ts bigint DEFAULT 1767300000, now bigint DEFAULT NULL,
-		OUT status int, OUT content_type text, OUT reply text, OUT outcome text)
-	LANGUAGE plpgsql AS $$
-DECLARE
-	hdr text := 't=' || ts;
-	s text;
-BEGIN
-	FOREACH s IN ARRAY secrets LOOP
-		hdr := hdr || ',v1=' || t.hmac_sha256(convert_to(s, 'UTF8'),
-											  convert_to(ts || '.' || body, 'UTF8'));
-	END LOOP;
-	PERFORM set_config('paynotify.now', COALESCE(now, ts + 2)::text, false);
-	SELECT * INTO status, content_type, reply, outcome
-		FROM pay.paynotify_handle(chan, jsonb_build_object(
-			'Content-Type', 'application/json; charset=utf-8',
-			'Stripe-Signature', hdr), body);
-	PERFORM set_config('paynotify.now', '0', false);
-END
-$$;
 -- Deliver body with the Stripe-Signature header given as is.
 CREATE FUNCTION t.stripe_raw(chan text, body text, hdr text,
 		OUT status int, OUT reply text, OUT outcome text)

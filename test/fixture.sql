@@ -146,3 +146,32 @@ BEGIN
 END
 $$;
 
+-- Stripe events are signed here, as Stripe does: HMAC-SHA256 keyed by the
+-- whole whsec_ secret over "t.body", from pgcrypto.
+CREATE EXTENSION pgcrypto SCHEMA t;
+CREATE FUNCTION t.hmac_sha256(key bytea, msg bytea) RETURNS text
+	LANGUAGE sql IMMUTABLE STRICT AS
+	$$ SELECT encode(t.hmac(msg, key, 'sha256'), 'hex') $$;
+CREATE FUNCTION t.secret(n int) RETURNS text LANGUAGE sql AS
+	$$ SELECT btrim(t.vtext('keys/stripe_secret_' || n || '.txt'), E'\n') $$;
+-- Sign body with each secret at ts and deliver it on chan at now (ts + 2).
+CREATE FUNCTION t.stripe(chan text, body text, secrets text[],
+		ts bigint DEFAULT 1767300000, now bigint DEFAULT NULL,
+		OUT status int, OUT content_type text, OUT reply text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	hdr text := 't=' || ts;
+	s text;
+BEGIN
+	FOREACH s IN ARRAY secrets LOOP
+		hdr := hdr || ',v1=' || t.hmac_sha256(convert_to(s, 'UTF8'),
+											  convert_to(ts || '.' || body, 'UTF8'));
+	END LOOP;
+	PERFORM set_config('paynotify.now', COALESCE(now, ts + 2)::text, false);
+	SELECT * INTO status, content_type, reply, outcome
+		FROM pay.paynotify_handle(chan, jsonb_build_object(
+			'Content-Type', 'application/json; charset=utf-8',
+			'Stripe-Signature', hdr), body);
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
