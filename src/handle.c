@@ -57,6 +57,7 @@ static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 					   PnOutcome outcome, PnReason reason);
 static void force_synchronous_commit(void);
+static void relax_synchronous_commit(void);
 
 /* Unix seconds: paynotify.now when set, else the transaction's clock. */
 int64
@@ -115,22 +116,15 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
 		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
-	force_synchronous_commit();
-
-	/* Layer 2 */
-	if (!pn_lock_notification(ch->name, notice.notify_id))
-	{
-		ereport(LOG,
-				(errmsg("paynotify: channel \"%s\" notification \"%s\" is busy in another delivery",
-						ch->name, notice.notify_id)));
-		return reply_row(fcinfo, ch->gw, PN_BUSY, PN_OK);
-	}
-
-	/* Layers 3 and 4 */
 	return reply_row(fcinfo, ch->gw, dedup_and_apply(cfg, ch, &notice), PN_OK);
 }
 
-/* The log row decides: first delivery, repeat, or a retry of a failure. */
+/*
+ * Layers 2 to 4.  A notification already settled (any status but failed)
+ * is answered from its committed log row without the lock: nothing can
+ * change that answer.  Everything else takes the lock first, then reads the
+ * log row again, which now shows whatever the previous holder committed.
+ */
 static PnOutcome
 dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 {
@@ -139,6 +133,24 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	log_get(cfg, ch, n, &ex);
+	if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
+	{
+		relax_synchronous_commit();
+		outcome = repeat_delivery(cfg, ch, n, &ex);
+		SPI_finish();
+		return outcome;
+	}
+
+	force_synchronous_commit();
+	if (!pn_lock_notification(ch->name, n->notify_id))
+	{
+		SPI_finish();
+		ereport(LOG,
+				(errmsg("paynotify: channel \"%s\" notification \"%s\" is busy in another delivery",
+						ch->name, n->notify_id)));
+		return PN_BUSY;
+	}
 	log_get(cfg, ch, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
@@ -321,6 +333,22 @@ force_synchronous_commit(void)
 {
 	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
 		(void) set_config_option("synchronous_commit", "on",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+}
+
+/*
+ * A repeat of a settled notification writes only its delivery counter, which
+ * no acknowledgement depends on: when paynotify owns the transaction (no
+ * explicit transaction block around the call) it need not wait for the WAL
+ * flush.  This keeps storms of duplicates from queueing behind fsyncs on the
+ * log row.
+ */
+static void
+relax_synchronous_commit(void)
+{
+	if (!IsTransactionBlock() && synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
+		(void) set_config_option("synchronous_commit", "off",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
 }
