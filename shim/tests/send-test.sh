@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# Tests of shim/paynotify-send, the gateway in a box.  Run from the repo root:
+#     shim/tests/send-test.sh
+# 1. Signing, without any server: --dump-dir output of every gateway, event
+#    and bad kind is verified independently with the openssl CLI (and the
+#    WeChat resource decrypted with vectors/tools/gcm.py); --dump-sql is
+#    checked against the dump and, when PostgreSQL 15 is installed, run
+#    through psql against a stub paynotify_handle.
+# 2. Delivery: a loopback responder (send_responder.py) that verifies each
+#    request, answers per gateway rules and can fail the first k deliveries
+#    of every notification id; storm/distinct/retry/bad counts are checked
+#    through --json.
+# Needs: cc, libcurl and OpenSSL headers, python3, openssl; optional:
+# valgrind (SEND_TEST_VALGRIND=0 skips it), PostgreSQL 15 binaries.
+# Environment: PN_VECTORS (default test/vectors in the repo).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TESTS=$ROOT/shim/tests
+SEND=$ROOT/shim/paynotify-send
+VECTORS=${PN_VECTORS:-$ROOT/test/vectors}
+KEYS=$VECTORS/keys
+export PN_GCM_PY=$VECTORS/tools/gcm.py
+NOW=1767225606
+TMP=$(mktemp -d /tmp/send-test.XXXXXX)
+chmod 755 "$TMP"
+RESP_PID=
+PG_DIR=
+
+pass=0
+fail=0
+skip=0
+
+cleanup() {
+	if [ -n "$RESP_PID" ]; then
+		kill "$RESP_PID" 2>/dev/null
+		wait "$RESP_PID" 2>/dev/null
+	fi
+	if [ -n "$PG_DIR" ]; then
+		pn_cluster_stop "$PG_DIR"
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+skipped() { skip=$((skip + 1)); echo "skip - $1"; }
+not_ok() {
+	fail=$((fail + 1))
+	echo "FAIL - $1"
+	[ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 25 | sed 's/^/       /'
+}
+
+# check DESC CMD...: CMD must exit 0.
+check() {
+	local desc=$1
+	shift
+	if "$@" >"$TMP/out" 2>&1; then ok "$desc"; else not_ok "$desc" "$(cat "$TMP/out")"; fi
+}
+
+# check_rc DESC RC CMD...: CMD must exit with RC.
+check_rc() {
+	local desc=$1 want=$2 rc
+	shift 2
+	"$@" >"$TMP/out" 2>&1
+	rc=$?
+	if [ "$rc" = "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$(cat "$TMP/out")"; fi
+}
+
+# expect_json DESC FILE PYEXPR: PYEXPR over d (the parsed JSON) must hold.
+expect_json() {
+	local desc=$1 file=$2 expr=$3
+	if python3 - "$file" "$expr" <<'EOF' 2>"$TMP/jerr"; then ok "$desc"; else not_ok "$desc" "$(cat "$TMP/jerr" "$file")"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)
+EOF
+}
+
+# send_json OUT ARGS...: run paynotify-send --json --quiet, stdout to OUT; sets RC.
+send_json() {
+	local out=$1
+	shift
+	"$SEND" --keys "$KEYS" --json --quiet "$@" >"$out" 2>"$out.err"
+	RC=$?
+}
+
+# ------------------------------------------------------------------ build
+echo "# build"
+if [ ! -d "$KEYS" ]; then
+	echo "no key folder at $KEYS (set PN_VECTORS)" >&2
+	exit 2
+fi
+if make -B -C "$ROOT/shim" paynotify-send >"$TMP/build.log" 2>&1; then
+	if grep -qi "warning" "$TMP/build.log"; then
+		not_ok "builds without warnings" "$(cat "$TMP/build.log")"
+	else
+		ok "builds without warnings (-Wall -Wextra -pedantic -std=c11)"
+	fi
+else
+	not_ok "builds" "$(cat "$TMP/build.log")"
+	echo "$pass passed, $((fail)) failed"
+	exit 1
+fi
+
+# ------------------------------------------------------------------ command line
+echo "# command line"
+"$SEND" --help >"$TMP/help" 2>&1
+check "--help exits 0" test $? = 0
+missing=
+for f in $(grep -o '{"[a-z0-9-]*", [a-z_]*_argument' "$ROOT/shim/paynotify-send.c" | sed 's/{"\([^"]*\)".*/\1/'); do
+	grep -q -- "--$f" "$TMP/help" || missing="$missing --$f"
+done
+for f in -n -c; do grep -q -- "^  $f " "$TMP/help" || missing="$missing $f"; done
+check "--help documents every flag${missing:+ (missing:$missing)}" test -z "$missing"
+check_rc "no --gateway is a usage error" 2 "$SEND" --url http://127.0.0.1:1/
+check_rc "unknown gateway is a usage error" 2 "$SEND" --gateway paypal --url http://127.0.0.1:1/
+check_rc "no --url (and no dump) is a usage error" 2 "$SEND" --gateway wxpay --keys "$KEYS"
+check_rc "-n 0 is a usage error" 2 "$SEND" --gateway wxpay --keys "$KEYS" --mode storm -n 0 --url http://127.0.0.1:1/
+check_rc "--bad probe for alipay is a usage error" 2 "$SEND" --gateway alipay --keys "$KEYS" --mode bad --bad probe --url http://127.0.0.1:1/
+check_rc "--order-format with two conversions is a usage error" 2 "$SEND" --gateway stripe --keys "$KEYS" --order-format 'A%dB%d' --dump-sql /dev/null
+check_rc "unknown option is a usage error" 2 "$SEND" --gateway stripe --frobnicate
+check_rc "missing key file is exit 2" 2 "$SEND" --gateway wxpay --keys "$TMP/nokeys" --url http://127.0.0.1:1/
+
+# ------------------------------------------------------------------ signing
+echo "# signing, verified with the openssl CLI (no server)"
+verify() { python3 "$TESTS/send_verify.py" "$@"; }
+for gw in wxpay alipay stripe; do
+	for ev in pay refund; do
+		d=$TMP/dump-$gw-$ev
+		"$SEND" --gateway "$gw" --keys "$KEYS" --event "$ev" --mode distinct -n 3 --now $NOW --seed 11 \
+			--dump-dir "$d" --quiet >/dev/null 2>&1
+		check "$gw $ev: 3 dumped notifications verify" verify "$gw" "$d" "$KEYS" --event "$ev" --now $NOW
+	done
+	d=$TMP/bad-$gw
+	"$SEND" --gateway "$gw" --keys "$KEYS" --mode bad -n 2 --now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
+	check "$gw --mode bad: each kind has exactly its defect" verify "$gw" "$d" "$KEYS" --now $NOW
+done
+d=$TMP/dump-ali-full
+"$SEND" --gateway alipay --keys "$KEYS" --event refund --amount 500 --refund-amount 500 --mode distinct -n 2 \
+	--now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
+check "alipay full refund verifies (TRADE_CLOSED)" verify alipay "$d" "$KEYS" --event refund --amount 500 --refund-amount 500
+d=$TMP/dump-pubkey
+"$SEND" --gateway wxpay --keys "$KEYS" --wx-key wechat_pubkey_3.key.pem --serial "$(cat "$KEYS/wechat_pubkey_3.id")" \
+	-n 2 --mode distinct --now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
+check "wxpay public-key-id mode verifies" verify wxpay "$d" "$KEYS" --now $NOW \
+	--wx-pub wechat_pubkey_3.pub.pem --serial "$(cat "$KEYS/wechat_pubkey_3.id")"
+check "serial is the certificate's, upper-case hex" grep -q "^Wechatpay-Serial: $(openssl x509 -in "$KEYS/wechat_platform_1.cert.pem" -noout -serial | cut -d= -f2)$" "$TMP/dump-wxpay-pay/000001/headers.txt"
+
+# the verifier must notice a changed byte (it is not vacuous)
+mutate() { # FILE FROM TO: replace one byte sequence (same length) once
+	python3 -c 'import sys; p,a,b=sys.argv[1:]; d=open(p,"rb").read(); assert a.encode() in d; open(p,"wb").write(d.replace(a.encode(),b.encode(),1))' "$@"
+}
+for gw in wxpay alipay stripe; do
+	cp -r "$TMP/dump-$gw-pay" "$TMP/mut-$gw"
+	f=$(ls "$TMP/mut-$gw/000002/"body.*)
+	case $gw in
+		wxpay) mutate "$f" encrypt-resource Encrypt-resource ;;
+		alipay) mutate "$f" trade_status_sync trade_status_sYnc ;;
+		stripe) mutate "$f" '"pending_webhooks": 1' '"pending_webhooks": 2' ;;
+	esac
+	verify "$gw" "$TMP/mut-$gw" "$KEYS" --now $NOW >"$TMP/mut.out" 2>&1
+	check "$gw: verifier rejects a body changed by one byte" \
+		grep -Eq '^FAIL 000002 .*(Verification failure|does not match)' "$TMP/mut.out"
+done
+
+# storm = re-deliveries: same id and body, fresh nonce and signature
+d=$TMP/storm-wx
+"$SEND" --gateway wxpay --keys "$KEYS" --mode storm -n 3 --now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
+check "wxpay re-deliveries verify" verify wxpay "$d" "$KEYS" --now $NOW
+check "wxpay re-deliveries keep id and body" sh -c "cmp -s '$d/000001/body.json' '$d/000002/body.json' && cmp -s '$d/000001/body.json' '$d/000003/body.json' && [ \$(cut -f6 '$d/index.tsv' | sort -u | wc -l) = 2 ]"
+check "wxpay re-deliveries get fresh nonce and signature" sh -c "[ \$(grep -h -e '^Wechatpay-Nonce' -e '^Wechatpay-Signature:' '$d'/0*/headers.txt | sort -u | wc -l) = 6 ]"
+
+# reproducibility
+"$SEND" --gateway wxpay --keys "$KEYS" --mode distinct -n 4 --now $NOW --seed 5 --threads 1 --dump-dir "$TMP/r1" --quiet >/dev/null 2>&1
+"$SEND" --gateway wxpay --keys "$KEYS" --mode distinct -n 4 --now $NOW --seed 5 --threads 3 --dump-dir "$TMP/r2" --quiet >/dev/null 2>&1
+"$SEND" --gateway wxpay --keys "$KEYS" --mode distinct -n 4 --now $NOW --seed 6 --dump-dir "$TMP/r3" --quiet >/dev/null 2>&1
+check "same --seed and --now give identical bytes (1 or 3 threads)" diff -r "$TMP/r1" "$TMP/r2"
+check_rc "another --seed gives other ids" 1 cmp -s "$TMP/r1/index.tsv" "$TMP/r3/index.tsv"
+"$SEND" --gateway stripe --keys "$KEYS" --mode distinct -n 2 --start 42 --order-format 'ORD-%06d-X' --dump-dir "$TMP/fmt" --quiet >/dev/null 2>&1
+check "--order-format and --start name the orders" sh -c "cut -f5 '$TMP/fmt/index.tsv' | tr '\n' ' ' | grep -q 'order_no ORD-000042-X ORD-000043-X'"
+
+# --dump-sql: the same requests as --dump-dir, quoted for SQL
+for gw in wxpay alipay stripe; do
+	"$SEND" --gateway "$gw" --keys "$KEYS" --mode distinct -n 3 --now $NOW --seed 9 --channel "shop'1" \
+		--dump-sql "$TMP/$gw.sql" --dump-dir "$TMP/sqldir-$gw" --quiet >/dev/null 2>&1
+	check "$gw --dump-sql lines match the dumped requests" python3 - "$TMP/$gw.sql" "$TMP/sqldir-$gw" <<'EOF'
+import json, os, re, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+rows = open(os.path.join(sys.argv[2], "index.tsv")).read().splitlines()[1:]
+assert len(lines) == len(rows) == 3, (len(lines), len(rows))
+pat = re.compile(r"^SELECT outcome FROM paynotify_handle\('((?:[^']|'')*)', '((?:[^']|'')*)'::jsonb, '\\x([0-9a-f]*)'::bytea\);$")
+for line, row in zip(lines, rows):
+    m = pat.match(line)
+    assert m, line[:120]
+    assert m.group(1).replace("''", "'") == "shop'1"
+    hs = json.loads(m.group(2).replace("''", "'"))
+    d = os.path.join(sys.argv[2], row.split("\t")[0])
+    want = dict(l.split(": ", 1) for l in open(os.path.join(d, "headers.txt"), encoding="utf-8").read().splitlines())
+    assert hs == want, (hs, want)
+    body = [f for f in os.listdir(d) if f.startswith("body.")][0]
+    assert bytes.fromhex(m.group(3)) == open(os.path.join(d, body), "rb").read()
+EOF
+done
+
+# the SQL really parses: run it through PostgreSQL against a stub
+PGBIN=$(pg_config --bindir 2>/dev/null || true)
+if [ -x "$PGBIN/initdb" ] && [ "$(id -u)" = 0 ] && id postgres >/dev/null 2>&1; then
+	# shellcheck source=../../test/lib.sh
+	. "$ROOT/test/lib.sh"
+	PG_DIR=$TMP/pg
+	PG_PORT=$(pn_free_port)
+	if pn_cluster_start "$PG_DIR" "$PG_PORT" "fsync = off" >"$TMP/pg.log" 2>&1; then
+		pn_psql "$PG_DIR" "$PG_PORT" -d postgres -c "
+			CREATE FUNCTION paynotify_handle(channel text, headers jsonb, body bytea,
+				OUT status int, OUT content_type text, OUT reply text, OUT outcome text)
+			LANGUAGE sql AS \$\$ SELECT 200, 'text/plain', '',
+				format('%s %s %s %s', channel, (SELECT count(*) FROM jsonb_object_keys(headers)),
+				       coalesce(headers->>'Wechatpay-Signature', headers->>'Stripe-Signature', '-'), md5(body)) \$\$;" \
+			>>"$TMP/pg.log" 2>&1
+		for gw in wxpay alipay stripe; do
+			pn_psql "$PG_DIR" "$PG_PORT" -d postgres -At -f "$TMP/$gw.sql" >"$TMP/$gw.sqlout" 2>&1
+			check "$gw --dump-sql runs in psql and passes exact headers and bytes" python3 - "$TMP/$gw.sqlout" "$TMP/sqldir-$gw" <<'EOF'
+import hashlib, os, sys
+got = open(sys.argv[1], encoding="utf-8").read().splitlines()
+want = []
+for row in open(os.path.join(sys.argv[2], "index.tsv")).read().splitlines()[1:]:
+    d = os.path.join(sys.argv[2], row.split("\t")[0])
+    hs = dict(l.split(": ", 1) for l in open(os.path.join(d, "headers.txt"), encoding="utf-8").read().splitlines())
+    body = open(os.path.join(d, [f for f in os.listdir(d) if f.startswith("body.")][0]), "rb").read()
+    sig = hs.get("Wechatpay-Signature", hs.get("Stripe-Signature", "-"))
+    want.append("shop'1 %d %s %s" % (len(hs), sig, hashlib.md5(body).hexdigest()))
+assert got == want, (got, want)
+EOF
+		done
+	else
+		not_ok "PostgreSQL test cluster starts" "$(cat "$TMP/pg.log")"
+	fi
+	pn_cluster_stop "$PG_DIR"
+	PG_DIR=
+else
+	skipped "--dump-sql through psql (no PostgreSQL binaries or not root)"
+fi
+
+# ------------------------------------------------------------------ delivery
+echo "# delivery to a loopback responder"
+python3 "$TESTS/send_responder.py" --keys "$KEYS" --port-file "$TMP/port" >"$TMP/responder.log" 2>&1 &
+RESP_PID=$!
+for _ in $(seq 1 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
+if [ ! -s "$TMP/port" ]; then
+	not_ok "responder starts" "$(cat "$TMP/responder.log")"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+BASE=http://127.0.0.1:$(cat "$TMP/port")
+reset() { curl -s -X POST "$BASE/reset?fail_first=$1" >/dev/null; }
+stats() { curl -s "$BASE/stats" >"$1"; }
+
+reset 0
+send_json "$TMP/one.json" --gateway wxpay --url "$BASE/notify/wxpay"
+expect_json "one: wxpay answered 204 processed, acknowledged" "$TMP/one.json" \
+	'd["reply"]["status"]==204 and d["reply"]["outcome"]=="processed" and d["reply"]["acked"] and d["deliveries"]==1'
+"$SEND" --keys "$KEYS" --gateway alipay --url "$BASE/notify/alipay" >"$TMP/one.txt" 2>&1
+check "one (text): prints reply headers and body" sh -c "grep -q '^Paynotify-Outcome: processed' '$TMP/one.txt' && grep -qx 'success' '$TMP/one.txt'"
+
+for gw in wxpay alipay stripe; do
+	reset 0
+	send_json "$TMP/storm-$gw.json" --gateway "$gw" --url "$BASE/notify/$gw" --mode storm -n 200 -c 20
+	expect_json "storm $gw: 200 deliveries of one notification = 1 processed + 199 duplicate, all acked" "$TMP/storm-$gw.json" \
+		'd["deliveries"]==200 and d["replies"]==200 and d["acked"]==200 and d["outcome"]=={"processed":1,"duplicate":199} and d["transport_errors"]==0'
+	stats "$TMP/stats.json"
+	expect_json "storm $gw: the responder saw one id, 200 times, all verified" "$TMP/stats.json" \
+		'len(d["ids"])==1 and list(d["ids"].values())[0]["deliveries"]==200 and d["requests"]==200'
+done
+reset 0
+send_json "$TMP/same.json" --gateway stripe --url "$BASE/notify/stripe" --mode storm --same-signature -n 100 -c 10
+expect_json "storm --same-signature: identical bytes accepted once, then duplicates" "$TMP/same.json" \
+	'd["outcome"]=={"processed":1,"duplicate":99}'
+
+for gw in wxpay alipay stripe; do
+	reset 0
+	send_json "$TMP/distinct-$gw.json" --gateway "$gw" --url "$BASE/notify/$gw" --mode distinct -n 300 -c 30 --start 1000
+	expect_json "distinct $gw: 300 notifications, 300 processed" "$TMP/distinct-$gw.json" \
+		'd["deliveries"]==300 and d["outcome"]=={"processed":300} and d["acked"]==300 and d["notifications"]==300 and d["rps"]>0 and d["latency_ms"]["p99"]>=d["latency_ms"]["p50"]>0'
+	stats "$TMP/stats.json"
+	expect_json "distinct $gw: 300 different ids at the responder" "$TMP/stats.json" \
+		'len(d["ids"])==300 and all(v["deliveries"]==1 for v in d["ids"].values())'
+done
+reset 0
+send_json "$TMP/refund.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode distinct -n 20 --event refund
+expect_json "distinct wxpay refunds: 20 processed" "$TMP/refund.json" 'd["outcome"]=={"processed":20}'
+
+reset 2
+send_json "$TMP/retry-wx.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 100 -c 20 \
+	--time-scale 0.001 --extra-deliveries 1
+check "retry wxpay: exit 0 when all acknowledged" test "$RC" = 0
+expect_json "retry wxpay: 2 failures, ack on the 3rd delivery, 1 extra duplicate each" "$TMP/retry-wx.json" \
+	'd["retry"]["acknowledged"]==100 and d["retry"]["unacknowledged"]==0 and d["retry"]["deliveries_to_ack"]=={"3":100} and d["retry"]["extra_deliveries"]==100 and d["deliveries"]==400 and d["outcome"]=={"failed":200,"processed":100,"duplicate":100}'
+stats "$TMP/stats.json"
+expect_json "retry wxpay: responder saw 4 deliveries of each id" "$TMP/stats.json" \
+	'len(d["ids"])==100 and all(v["deliveries"]==4 for v in d["ids"].values())'
+
+reset 2
+send_json "$TMP/retry-ali.json" --gateway alipay --url "$BASE/notify/alipay" --mode retry -n 50 --time-scale 0.00001
+expect_json "retry alipay: a 200 whose body is \"fail\" is not an ack" "$TMP/retry-ali.json" \
+	'd["retry"]["deliveries_to_ack"]=={"3":50} and d["status"]=={"200":150} and d["acked"]==50'
+
+reset 1000
+send_json "$TMP/giveup.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 10 --time-scale 0.00001
+check "retry wxpay never acknowledged: exit 1" test "$RC" = 1
+expect_json "retry wxpay gives up after the schedule: 16 deliveries each" "$TMP/giveup.json" \
+	'd["retry"]["unacknowledged"]==10 and d["deliveries"]==160 and d["acked"]==0'
+
+reset 1000
+"$SEND" --keys "$KEYS" --json --gateway stripe --url "$BASE/notify/stripe" --mode retry -n 5 \
+	--schedule 0.5,0.5,0.5,0.5,0.5 --time-scale 1 >"$TMP/sched.json" 2>"$TMP/sched.json.err"
+check "retry stripe --schedule: exit 1" test $? = 1
+expect_json "retry stripe --schedule of 5 intervals: 6 deliveries each" "$TMP/sched.json" \
+	'd["deliveries"]==30 and d["retry"]["unacknowledged"]==5 and d["elapsed_s"]>=2.4'
+check "progress line on stderr for a run over 2 s" grep -q '^\[ *2\.[0-9] s\] ' "$TMP/sched.json.err"
+
+reset 0
+send_json "$TMP/bad-wx.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode bad -n 3
+expect_json "bad wxpay: tampered, stale, probe, unknown-serial all rejected (401)" "$TMP/bad-wx.json" \
+	'sorted(d["by_kind"])==["probe","stale","tampered","unknown-serial"] and all(k["outcome"]=={"rejected":3} and k["status"]=={"401":3} for k in d["by_kind"].values()) and d["acked"]==0'
+send_json "$TMP/bad-ali.json" --gateway alipay --url "$BASE/notify/alipay" --mode bad -n 3
+expect_json "bad alipay: tampered and unknown key rejected; stale notify_time still valid" "$TMP/bad-ali.json" \
+	'd["by_kind"]["tampered"]["outcome"]=={"rejected":3} and d["by_kind"]["unknown-serial"]["outcome"]=={"rejected":3} and d["by_kind"]["stale"]["outcome"]=={"processed":3} and "probe" not in d["by_kind"]'
+send_json "$TMP/bad-st.json" --gateway stripe --url "$BASE/notify/stripe" --mode bad --bad stale -n 4
+expect_json "bad stripe --bad stale: 4 rejected" "$TMP/bad-st.json" \
+	'list(d["by_kind"])==["stale"] and d["outcome"]=={"rejected":4} and d["status"]=={"400":4}'
+
+send_json "$TMP/refused.json" --gateway wxpay --url "http://127.0.0.1:1/notify/wxpay" --mode storm -n 5
+check "transport errors: the run completes with exit 0" test "$RC" = 0
+expect_json "transport errors are counted, not replies" "$TMP/refused.json" \
+	'd["transport_errors"]==5 and d["replies"]==0 and d["outcome"]=={} and sum(d["errors"].values())==5'
+
+# ------------------------------------------------------------------ valgrind
+if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
+	reset 1
+	check "valgrind: retry run with re-deliveries, no leaks or errors" valgrind -q --leak-check=full \
+		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+		"$SEND" --keys "$KEYS" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 3 -c 2 \
+		--time-scale 0.001 --extra-deliveries 1 --quiet
+	check "valgrind: alipay bad run and SQL dump, no leaks or errors" sh -c "
+		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+			'$SEND' --keys '$KEYS' --gateway alipay --url '$BASE/notify/alipay' --mode bad --bad tampered -n 1 --quiet &&
+		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+			'$SEND' --keys '$KEYS' --gateway stripe --mode storm -n 2 --dump-sql /dev/null --quiet"
+else
+	skipped "valgrind"
+fi
+
+[ "$skip" = 0 ] || echo "($skip skipped)"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Independent check of a paynotify-send --dump-dir folder.
+
+Every signature is checked with the openssl command-line tool, the WeChat
+resource is decrypted with test/vectors/tools/gcm.py (AES-GCM built from
+openssl AES-ECB/CTR plus a Python GHASH), and the decoded fields are compared
+with what was asked for.  Rows whose `bad` column names a broken variant are
+checked for exactly that defect (e.g. a tampered body must NOT verify).
+
+usage: send_verify.py GATEWAY DUMPDIR KEYSDIR [--event pay|refund] [--amount A]
+                      [--refund-amount R] [--now T] [--serial S] [--wx-pub FILE]
+Prints one line per request and exits 1 if any check failed.
+"""
+import argparse
+import base64
+import hmac
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from urllib.parse import unquote_to_bytes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GCM_PATH = os.environ.get("PN_GCM_PY", os.path.join(HERE, "..", "..", "test", "vectors", "tools", "gcm.py"))
+
+
+def load_gcm():
+    sys.dont_write_bytecode = True  # never leave a cache next to the shared helper
+    spec = importlib.util.spec_from_file_location("gcm", GCM_PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def openssl_verify(pub, msg, sig):
+    """True when openssl says the RSA-SHA256 PKCS#1 v1.5 signature is good."""
+    with tempfile.TemporaryDirectory() as d:
+        m, s = os.path.join(d, "msg"), os.path.join(d, "sig")
+        open(m, "wb").write(msg)
+        open(s, "wb").write(sig)
+        p = subprocess.run(["openssl", "dgst", "-sha256", "-verify", pub, "-signature", s, m],
+                           capture_output=True)
+        return p.returncode == 0 and b"Verified OK" in p.stdout
+
+
+def openssl_hmac(secret, msg):
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(msg)
+        f.flush()
+        out = subprocess.run(["openssl", "dgst", "-sha256", "-hmac", secret, f.name],
+                             capture_output=True, check=True).stdout.decode()
+    return out.strip().rsplit(" ", 1)[-1]
+
+
+def cert_serial(path):
+    out = subprocess.run(["openssl", "x509", "-in", path, "-noout", "-serial"],
+                         capture_output=True, check=True).stdout.decode()
+    return out.strip().split("=", 1)[1]
+
+
+def read_headers(path):
+    hs = {}
+    for line in open(path, encoding="utf-8").read().splitlines():
+        k, _, v = line.partition(": ")
+        hs[k.lower()] = v
+    return hs
+
+
+def yuan(minor):
+    return "%d.%02d" % (minor // 100, minor % 100)
+
+
+class Checker:
+    def __init__(self, a):
+        self.a = a
+        self.k = lambda n: os.path.join(a.keys, n)
+        self.gcm = load_gcm() if a.gateway == "wxpay" else None
+        self.serial = a.serial or (cert_serial(self.k("wechat_platform_1.cert.pem"))
+                                   if a.gateway == "wxpay" else None)
+
+    def check(self, row, hs, body):
+        return getattr(self, "check_" + self.a.gateway)(row, hs, body)
+
+    # WeChat: signature over ts\nnonce\nbody\n, then the AES-256-GCM resource
+    def check_wxpay(self, row, hs, body):
+        a, bad, errs = self.a, row["bad"], []
+        for h in ("wechatpay-timestamp", "wechatpay-nonce", "wechatpay-serial", "wechatpay-signature"):
+            if h not in hs:
+                return ["missing header " + h]
+        if hs.get("wechatpay-signature-type") != "WECHATPAY2-SHA256-RSA2048":
+            errs.append("signature type")
+        if len(hs["wechatpay-nonce"]) != 32:
+            errs.append("nonce is not 32 chars")
+        ts = int(hs["wechatpay-timestamp"])
+        if a.now and ts != a.now - (3600 if bad == "stale" else 0):
+            errs.append("timestamp %d" % ts)
+        sig = hs["wechatpay-signature"]
+        if bad == "probe":
+            if not sig.startswith("WECHATPAY/SIGNTEST/"):
+                errs.append("probe prefix missing")
+            sig = sig[len("WECHATPAY/SIGNTEST/"):]
+        if (hs["wechatpay-serial"] == self.serial) == (bad == "unknown-serial"):
+            errs.append("serial %s" % hs["wechatpay-serial"])
+        msg = hs["wechatpay-timestamp"].encode() + b"\n" + hs["wechatpay-nonce"].encode() + b"\n" + body + b"\n"
+        good = openssl_verify(self.k(a.wx_pub), msg, base64.b64decode(sig))
+        if good != (bad != "tampered"):
+            errs.append("openssl verify says %s" % ("Verified OK" if good else "Verification failure"))
+        env = json.loads(body)
+        if env["id"] != row["notify_id"]:
+            errs.append("envelope id")
+        res = env["resource"]
+        refund = a.event == "refund"
+        want = ("REFUND.SUCCESS", "refund") if refund else ("TRANSACTION.SUCCESS", "transaction")
+        if (env["event_type"], res["original_type"]) != want or env["resource_type"] != "encrypt-resource":
+            errs.append("event/original type")
+        if res["algorithm"] != "AEAD_AES_256_GCM" or len(res["nonce"]) != 12:
+            errs.append("algorithm/nonce")
+        apiv3 = open(self.k("wechat_apiv3.key"), "rb").read().strip()
+        pt = self.gcm.decrypt(apiv3, res["nonce"].encode(), res["associated_data"].encode(),
+                              base64.b64decode(res["ciphertext"]))
+        if pt is None:
+            return errs + ["GCM tag does not verify"]
+        t = json.loads(pt)
+        if t["out_trade_no"] != row["order_no"] or t["mchid"] != "1900000109":
+            errs.append("decrypted out_trade_no/mchid")
+        if t["amount"]["total"] != a.amount:
+            errs.append("amount.total %s" % t["amount"]["total"])
+        if refund:
+            if t["amount"]["refund"] != a.refund_amount or t["refund_status"] != "SUCCESS" \
+                    or not t["out_refund_no"] or not t["refund_id"]:
+                errs.append("refund fields")
+        elif t["trade_state"] != "SUCCESS" or t["appid"] != "wx0000000000test01" \
+                or t["amount"]["currency"] != "CNY":
+            errs.append("transaction fields")
+        return errs
+
+    # Alipay: form decode once, drop sign/sign_type/empty, sort, verify
+    def check_alipay(self, row, hs, body):
+        a, bad, errs = self.a, row["bad"], []
+        if hs.get("content-type") != "application/x-www-form-urlencoded; charset=utf-8":
+            errs.append("content type")
+        params = {}
+        for part in body.split(b"&"):
+            k, _, v = part.partition(b"=")
+            params[k.decode()] = unquote_to_bytes(v.replace(b"+", b" "))
+        content = b"&".join(k.encode() + b"=" + v for k, v in sorted(params.items())
+                            if k not in ("sign", "sign_type") and v != b"")
+        good = openssl_verify(self.k("alipay_1.pub.pem"), content, base64.b64decode(params["sign"]))
+        if good != (bad not in ("tampered", "unknown-serial")):
+            errs.append("openssl verify says %s" % ("Verified OK" if good else "Verification failure"))
+        p = {k: v.decode() for k, v in params.items()}
+        want_amount = yuan(a.amount + (1 if bad == "tampered" else 0))
+        if p["total_amount"] != want_amount:
+            errs.append("total_amount %s" % p["total_amount"])
+        if p["out_trade_no"] != row["order_no"] or p["notify_id"] != row["notify_id"]:
+            errs.append("out_trade_no/notify_id")
+        if p["sign_type"] != "RSA2" or p["charset"] != "utf-8" or p["app_id"] != "2021000000000001":
+            errs.append("sign_type/charset/app_id")
+        if a.event == "refund":
+            full = a.refund_amount >= a.amount
+            if p.get("refund_fee") != yuan(a.refund_amount) or not p.get("out_biz_no") \
+                    or not p.get("gmt_refund") or p["trade_status"] != ("TRADE_CLOSED" if full else "TRADE_SUCCESS"):
+                errs.append("refund fields")
+        elif p["trade_status"] != "TRADE_SUCCESS":
+            errs.append("trade_status")
+        return errs
+
+    # Stripe: v1 = hex HMAC-SHA256(whole whsec_ secret, "t.body")
+    def check_stripe(self, row, hs, body):
+        a, bad, errs = self.a, row["bad"], []
+        items = dict(x.split("=", 1) for x in hs["stripe-signature"].split(","))
+        t = items["t"]
+        if a.now and int(t) != a.now - (3600 if bad == "stale" else 0):
+            errs.append("t %s" % t)
+        secret = open(self.k("stripe_secret_1.txt")).read().strip()
+        mac = openssl_hmac(secret, t.encode() + b"." + body)
+        good = hmac.compare_digest(mac, items["v1"])
+        if good != (bad not in ("tampered", "unknown-serial")):
+            errs.append("HMAC %s" % ("matches" if good else "does not match"))
+        ev = json.loads(body)
+        if body != json.dumps(ev, indent=2, ensure_ascii=False).encode():
+            errs.append("body is not 2-space pretty JSON")
+        obj = ev["data"]["object"]
+        want_amount = a.amount + (1 if bad == "tampered" else 0)
+        if ev["id"] != row["notify_id"] or not ev["id"].startswith("evt_") or ev["object"] != "event":
+            errs.append("event id")
+        if obj["metadata"]["order_id"] != row["order_no"] or obj["amount"] != want_amount \
+                or ev["livemode"] is not False:
+            errs.append("object fields")
+        if a.event == "refund":
+            if ev["type"] != "charge.refunded" or obj["amount_refunded"] != a.refund_amount \
+                    or obj["refunded"] != (a.refund_amount >= a.amount):
+                errs.append("refund fields")
+        elif ev["type"] != "payment_intent.succeeded" or not obj["id"].startswith("pi_"):
+            errs.append("type")
+        return errs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("gateway")
+    ap.add_argument("dump")
+    ap.add_argument("keys")
+    ap.add_argument("--event", default="pay")
+    ap.add_argument("--amount", type=int, default=8888)
+    ap.add_argument("--refund-amount", type=int, default=1000)
+    ap.add_argument("--now", type=int, default=0)
+    ap.add_argument("--serial")
+    ap.add_argument("--wx-pub", default="wechat_platform_1.pub.pem")
+    a = ap.parse_args()
+    c = Checker(a)
+    lines = open(os.path.join(a.dump, "index.tsv"), encoding="utf-8").read().splitlines()
+    cols = lines[0].split("\t")
+    failed = 0
+    for line in lines[1:]:
+        row = dict(zip(cols, line.split("\t")))
+        d = os.path.join(a.dump, row["seq"])
+        body = open(os.path.join(d, "body.form" if a.gateway == "alipay" else "body.json"), "rb").read()
+        try:
+            errs = c.check(row, read_headers(os.path.join(d, "headers.txt")), body)
+        except Exception as e:  # a crash in a check is a failed check
+            errs = ["exception %r" % e]
+        print("%s %s %s %s %s%s" % ("ok  " if not errs else "FAIL", row["seq"], row["bad"], row["order_no"],
+                                     row["notify_id"], "" if not errs else ": " + "; ".join(errs)))
+        failed += bool(errs)
+    print("checked %d, failed %d" % (len(lines) - 1, failed))
+    sys.exit(1 if failed or len(lines) < 2 else 0)
+
+
+if __name__ == "__main__":
+    main()

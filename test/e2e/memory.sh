@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Memory stays flat: MEMORY_CALLS (default 20000; the full check is 100000)
+# calls of paynotify_handle in ONE backend, one transaction each, cycling
+# through every outcome (processed, duplicate, ignored, parked, failed, rejected,
+# malformed).  Compares the backend's private memory (RssAnon) and its memory
+# contexts after a warm-up with the same at the end: no OpenSSL object or
+# palloc'd buffer may outlive its call.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+
+calls=${MEMORY_CALLS:-20000}
+warmup=$((calls / 10))
+limit_kb=${MEMORY_LIMIT_KB:-1024}
+dir=$(mktemp -d /tmp/paynotify-mem.XXXXXX)
+chmod 755 "$dir"
+port=$(pn_free_port)
+trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
+
+pn_cluster_start "$dir" "$port" "fsync = off" "synchronous_commit = off"
+cp -r test/vectors "$dir/vectors"
+chmod -R a+rX "$dir/vectors"
+sql() { pn_psql "$dir" "$port" "$@"; }
+sql -q -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+sql -q >/dev/null <<'SQL'
+SELECT t.configure('wx_transaction_success_valid', 'm_wx');
+SELECT t.configure('ali_trade_success_valid', 'm_ali');
+SELECT pay.paynotify_add_channel('m_st', 'stripe', '{}');
+SELECT pay.paynotify_add_key('m_st', 's1', t.secret(1));
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT t.set_order('PN20260101000002', 'pending');
+CREATE FUNCTION t.flaky(ev jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF ev->'notice'->>'order_no' LIKE 'MF%' THEN
+		RAISE EXCEPTION 'hook refuses %', ev->'notice'->>'order_no';
+	END IF;
+END $$;
+SELECT pay.paynotify_on('paid', 't.flaky(jsonb)');
+
+-- one Stripe event: a payment of order o, or a refund of it
+CREATE FUNCTION t.evt(id text, o text, kind text) RETURNS text LANGUAGE sql AS $$
+	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
+		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' WHEN 'refund' THEN 'charge.refunded'
+			ELSE 'customer.created' END,
+		'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object(
+			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
+			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
+	)::text
+$$;
+CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
+	$$ SELECT outcome FROM t.stripe('m_st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+CREATE FUNCTION t.vec(case_name text, chan text) RETURNS text LANGUAGE sql AS
+	$$ SELECT outcome FROM t.deliver(case_name, chan) $$;
+
+-- call i: every outcome in turn
+CREATE FUNCTION t.mem_call(i int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	CASE i % 9
+	WHEN 0 THEN
+		PERFORM t.set_order('M' || i, 'pending');
+		RETURN t.st('evt_p' || i, 'M' || i);                  -- processed
+	WHEN 1 THEN RETURN t.st('evt_p' || (i - 1), 'M' || (i - 1)); -- duplicate
+	WHEN 2 THEN
+		PERFORM t.set_order('MR' || i, 'pending');
+		RETURN t.st('evt_r' || i, 'MR' || i, 'refund');       -- parked
+	WHEN 3 THEN
+		PERFORM t.set_order('MF' || i, 'pending');
+		RETURN t.st('evt_f' || i, 'MF' || i);                 -- failed (hook)
+	WHEN 4 THEN RETURN t.st('evt_i' || i, 'nobody', 'other'); -- ignored: unknown type
+	WHEN 5 THEN RETURN t.vec('wx_body_tampered', 'm_wx');     -- rejected
+	WHEN 6 THEN RETURN (SELECT outcome FROM pay.paynotify_handle('m_wx', '{}', '\x00ff'::bytea)); -- malformed
+	WHEN 7 THEN RETURN t.vec('wx_transaction_success_valid', 'm_wx');
+	ELSE RETURN t.vec('ali_trade_success_valid', 'm_ali');
+	END CASE;
+END $$;
+
+CREATE FUNCTION t.rss_kb() RETURNS bigint LANGUAGE sql AS $$
+	SELECT substring(pg_read_file('/proc/self/status') FROM 'RssAnon:\s+(\d+) kB')::bigint
+$$;
+CREATE FUNCTION t.context_bytes() RETURNS bigint LANGUAGE sql AS
+	$$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
+SQL
+echo "memory: $calls calls in one backend (warm-up $warmup)"
+start=$(date +%s)
+{
+    echo "\\pset tuples_only on"
+    echo "\\pset format unaligned"
+    for ((i = 1; i <= calls; i++)); do
+        echo "SELECT t.mem_call($i);"
+        if [ "$i" -eq "$warmup" ]; then
+            echo "SELECT 'mark ' || t.rss_kb() || ' ' || t.context_bytes();"
+        fi
+    done
+    echo "SELECT 'mark ' || t.rss_kb() || ' ' || t.context_bytes();"
+} | sql -q 2>&1 >"$dir/out" | grep -v 'paynotify anomaly\|business step failed\|DETAIL\|hook refuses\|CONTEXT\|PL/pgSQL\|SQL statement' || true
+elapsed=$(( $(date +%s) - start ))
+
+grep -v '^mark' "$dir/out" | sort | uniq -c | sort -rn
+read -r _ rss1 ctx1 < <(grep '^mark' "$dir/out" | head -1)
+read -r _ rss2 ctx2 < <(grep '^mark' "$dir/out" | tail -1)
+growth=$((rss2 - rss1))
+echo "RssAnon after warm-up ${rss1} kB, at the end ${rss2} kB: growth ${growth} kB over $((calls - warmup)) calls (${elapsed} s)"
+echo "memory contexts after warm-up ${ctx1} B, at the end ${ctx2} B"
+
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); echo "ok: $1"; else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+for o in processed duplicate ignored parked failed rejected malformed; do
+    check "outcome $o seen" "grep -qx $o '$dir/out'"
+done
+check "every call answered" "[ \$(grep -cv '^mark' '$dir/out') -eq $calls ]"
+check "private memory growth ${growth} kB <= ${limit_kb} kB" "[ $growth -le $limit_kb ]"
+check "memory contexts do not grow (${ctx1} -> ${ctx2})" "[ $ctx2 -le $((ctx1 + 65536)) ]"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
