@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End to end through nginx, in both modes (FastCGI: paynotify-cgi --listen;
+# CGI: fcgiwrap), with paynotify-send as the gateway:
+#   - the blog's storm: 1000 deliveries of one notification at concurrency 50
+#     -> one processed, one payment, the order paid;
+#   - 2,000 distinct notifications -> 2,000 orders paid, 2,000 payment_records;
+#   - the database stopped in the middle of a retry-until-acknowledged run:
+#     only 503s while it is down; after it is back the run ends with every
+#     notification applied exactly once.
+# Prints "N passed, M failed" last; non-zero exit on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+. test/e2e/stack.sh
+
+make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || exit 1
+distinct=${E2E_DISTINCT:-2000}
+pass=0
+fail=0
+check() {	# check DESC EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then pass=$((pass + 1)); echo "ok: $1"
+    else fail=$((fail + 1)); echo "FAILED: $1: expected [$2], got [$3]"; fi
+}
+q() { stack_sql -tA -c "$1"; }
+# field of paynotify-send's --json summary
+jf() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+
+stack_init e2e
+stack_pg
+stack_schema 0 $((distinct * 2 + 2000))
+
+for mode in fastcgi cgi; do
+    echo "== $mode mode"
+    stack_http "$mode" 8 || { check "$mode: stack started" 0 1; continue; }
+    base=$([ "$mode" = fastcgi ] && echo 0 || echo $((distinct + 1000)))
+
+    # the storm: one notification, 1000 deliveries at concurrency 50
+    order=$((base + 1))
+    stack_send wxpay --mode storm -n 1000 -c 50 --start "$order" --quiet --json >"$STACK_DIR/storm.json"
+    check "$mode storm: every reply 200" "{'200': 1000}" "$(jf "$STACK_DIR/storm.json" 'r["status"]')"
+    check "$mode storm: one processed, 999 duplicates" "{'processed': 1, 'duplicate': 999}" \
+        "$(jf "$STACK_DIR/storm.json" 'dict(sorted(r["outcome"].items(), key=lambda kv: kv[0] != "processed"))')"
+    ord=$(printf 'PN%08d' "$order")
+    check "$mode storm: one log row with 1000 deliveries, applied once" "succeeded|1000|1" \
+        "$(q "SELECT status, delivery_count, attempts FROM payment_notify_log WHERE order_no = '$ord'")"
+    check "$mode storm: one payment record" 1 "$(q "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
+    check "$mode storm: order paid" paid "$(q "SELECT status FROM orders WHERE order_no = '$ord'")"
+
+    # distinct notifications
+    start=$((base + 2))
+    end=$((start + distinct - 1))
+    stack_send wxpay --mode distinct -n "$distinct" -c 32 --start "$start" --quiet --json >"$STACK_DIR/distinct.json"
+    check "$mode distinct: $distinct processed" "{'processed': $distinct}" "$(jf "$STACK_DIR/distinct.json" 'r["outcome"]')"
+    range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $end)'"
+    check "$mode distinct: $distinct orders paid" "$distinct" "$(q "SELECT count(*) FROM orders WHERE $range AND status = 'paid'")"
+    check "$mode distinct: $distinct payment records" "$distinct" "$(q "SELECT count(*) FROM payment_record WHERE $range")"
+    stack_nginx_stop
+    [ "$mode" = fastcgi ] && stack_shim_stop
+done
+
+echo "== the database stopped in the middle of a retry-until-acknowledged run (FastCGI)"
+stack_http fastcgi 8
+n_retry=300
+start=$((distinct * 2 + 1200))
+# retries compressed: WeChat's 15 s, 15 s, 30 s, 3 min ... become 15 ms, 15 ms, 30 ms, 180 ms ...
+stack_send wxpay --mode retry -n "$n_retry" -c 16 --start "$start" --time-scale 0.001 \
+    --extra-deliveries 1 --quiet --json >"$STACK_DIR/retry.json" 2>"$STACK_DIR/retry.err" &
+sender=$!
+sleep 0.3
+pn_cluster_stop "$STACK_DIR/pg"
+stack_send wxpay --mode distinct -n 50 -c 10 --start $((start + n_retry + 10)) --quiet --json >"$STACK_DIR/down.json"
+check "database down: only 503s" "{'503': 50}" "$(jf "$STACK_DIR/down.json" 'r["status"]')"
+sleep 2
+pn_as_user "$PN_PGBIN/pg_ctl" -D "$STACK_DIR/pg/data" -l "$STACK_DIR/pg/server.log" -w start >/dev/null
+wait "$sender"
+rc=$?
+check "retry run: every notification acknowledged (exit 0)" 0 "$rc"
+check "retry run: nothing left unacknowledged" 0 "$(jf "$STACK_DIR/retry.json" 'r.get("unacknowledged", 0)')"
+check "retry run: some deliveries failed while the database was down" yes \
+    "$(jf "$STACK_DIR/retry.json" '"yes" if any(k != "200" for k in r["status"]) else "no: " + str(r["status"])')"
+range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $((start + n_retry - 1)))'"
+check "retry run: $n_retry orders paid" "$n_retry" "$(q "SELECT count(*) FROM orders WHERE $range AND status = 'paid'")"
+check "retry run: $n_retry payments, none twice" "$n_retry|$n_retry" \
+    "$(q "SELECT count(*), count(DISTINCT order_no) FROM payment_record WHERE $range")"
+check "retry run: every log row succeeded and applied once" "$n_retry|$n_retry|0" \
+    "$(q "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE attempts > 1 AND status <> 'succeeded') FROM payment_notify_log WHERE $range")"
+check "down requests wrote nothing" 0 \
+    "$(q "SELECT count(*) FROM payment_notify_log WHERE order_no > '$(printf 'PN%08d' $((start + n_retry)))'")"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,191 @@
+# The whole stack on loopback, for demo.sh, test/e2e, test/bench and
+# test/chaos: a throwaway PostgreSQL cluster with paynotify configured for
+# all three gateways with the test-only keys, nginx, and paynotify-cgi in
+# FastCGI (--listen) or CGI (fcgiwrap) mode.  Everything lives in one
+# temporary directory and is stopped by pid.  Source after test/lib.sh.
+
+STACK_PIDS=()
+STACK_NGINX_PID=""
+
+# stack_init NAME: a private directory, removed with everything in it on exit.
+stack_init() {
+    STACK_ROOT=$(pwd)
+    STACK_DIR=$(mktemp -d "/tmp/paynotify-$1.XXXXXX")
+    chmod 711 "$STACK_DIR"
+    mkdir -p "$STACK_DIR/run" "$STACK_DIR/log"
+    chmod 777 "$STACK_DIR/run"
+    trap stack_stop EXIT
+}
+
+# stack_pg [postgresql.conf lines...]: the cluster, on a free port.
+stack_pg() {
+    STACK_PGPORT=$(pn_free_port)
+    pn_cluster_start "$STACK_DIR/pg" "$STACK_PGPORT" "$@"
+    STACK_DSN="host=$STACK_DIR/pg port=$STACK_PGPORT dbname=postgres user=notify_shim"
+}
+
+stack_sql() { pn_psql "$STACK_DIR/pg" "$STACK_PGPORT" "$@"; }
+
+# stack_schema HOOK_FAIL_PERCENT ORDERS: the extension, channels wxpay,
+# alipay and stripe (keys from test/vectors/keys), ORDERS pending orders
+# PN00000001... of 88.88, the guard trigger, the shim's login role, and an
+# ERP hook that fails HOOK_FAIL_PERCENT % of the time while
+# paynotify_test.hook_fail_until (unix time) is in the future.
+stack_schema() {
+    local fail_pct=$1 orders=$2 keys=$STACK_ROOT/test/vectors/keys
+    stack_sql -q \
+        -v wxcert="$(cat "$keys/wechat_platform_1.cert.pem")" \
+        -v wxserial="$(openssl x509 -noout -serial -in "$keys/wechat_platform_1.cert.pem" | cut -d= -f2)" \
+        -v wxpub3="$(cat "$keys/wechat_pubkey_3.pub.pem")" \
+        -v wxpub3id="$(cat "$keys/wechat_pubkey_3.id")" \
+        -v apiv3="$(tr -d '\n' <"$keys/wechat_apiv3.key")" \
+        -v alipub="$(cat "$keys/alipay_1.pub.pem")" \
+        -v whsec="$(tr -d '\n' <"$keys/stripe_secret_1.txt")" \
+        -v orders="$orders" -v fail_pct="$fail_pct" >/dev/null <<'SQL'
+CREATE EXTENSION paynotify;
+SELECT paynotify_add_channel('wxpay', 'wxpay', jsonb_build_object('apiv3_key', :'apiv3',
+	'mchid', '1900000109', 'appid', 'wx0000000000test01'));
+SELECT paynotify_add_key('wxpay', :'wxserial', :'wxcert');
+SELECT paynotify_add_key('wxpay', :'wxpub3id', :'wxpub3');
+SELECT paynotify_add_channel('alipay', 'alipay', '{"app_id": "2021000000000001"}');
+SELECT paynotify_add_key('alipay', 'alipay_1', :'alipub');
+SELECT paynotify_add_channel('stripe', 'stripe', '{}');
+SELECT paynotify_add_key('stripe', 'whsec_1', :'whsec');
+
+CREATE TABLE orders (
+	order_no	text PRIMARY KEY,
+	status		text NOT NULL DEFAULT 'pending',
+	amount_fen	bigint NOT NULL
+);
+INSERT INTO orders SELECT 'PN' || lpad(i::text, 8, '0'), 'pending', 8888
+	FROM generate_series(1, :orders) i;
+CREATE TRIGGER orders_guard BEFORE UPDATE ON orders
+	FOR EACH ROW EXECUTE FUNCTION paynotify_guard_transition();
+SELECT paynotify_bind_orders('orders', 'order_no', 'status', 'amount_fen');
+
+CREATE TABLE erp_calls (order_no text, event text, at timestamptz DEFAULT clock_timestamp());
+CREATE TABLE hook_faults (fail_pct int, until_unix bigint);
+INSERT INTO hook_faults VALUES (:fail_pct, 0);
+CREATE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
+	SET search_path = public AS $$
+BEGIN
+	IF random() * 100 < (SELECT fail_pct FROM hook_faults)
+	   AND extract(epoch FROM clock_timestamp()) < (SELECT until_unix FROM hook_faults) THEN
+		RAISE EXCEPTION 'ERP unavailable (injected)';
+	END IF;
+	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
+END $$;
+SELECT paynotify_on('paid', 'erp_hook(jsonb)');
+SELECT paynotify_on('refunded', 'erp_hook(jsonb)');
+
+CREATE ROLE notify_shim LOGIN IN ROLE paynotify_handler;
+SQL
+}
+
+# stack_wait_port PORT: until something listens there (10 s at most).
+stack_wait_port() {
+    for _ in $(seq 1 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "nothing listens on port $1" >&2
+    return 1
+}
+
+# stack_shim [WORKERS]: paynotify-cgi in FastCGI mode on a unix socket, as nobody.
+stack_shim() {
+    local workers=${1:-8}
+    rm -f "$STACK_DIR/run/shim.sock"
+    runuser -u nobody -- env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
+        "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/shim.sock" --workers "$workers" \
+        >>"$STACK_DIR/log/shim.out" 2>>"$STACK_DIR/log/shim.err" &
+    STACK_SHIM_PID=$!
+    STACK_PIDS+=("$STACK_SHIM_PID")
+    for _ in $(seq 1 200); do [ -S "$STACK_DIR/run/shim.sock" ] && return 0; sleep 0.05; done
+    echo "the shim did not start: $(cat "$STACK_DIR/log/shim.err")" >&2
+    return 1
+}
+
+# stack_shim_stop [SIGNAL]: stop the FastCGI shim (SIGTERM: finish in-flight requests).
+stack_shim_stop() {
+    local sig=${1:-TERM}
+    [ -n "${STACK_SHIM_PID:-}" ] || return 0
+    kill -"$sig" "$STACK_SHIM_PID" 2>/dev/null
+    wait "$STACK_SHIM_PID" 2>/dev/null
+    STACK_SHIM_PID=""
+}
+
+# stack_fcgiwrap: fcgiwrap (for CGI mode) on a unix socket, as nobody.
+stack_fcgiwrap() {
+    rm -f "$STACK_DIR/run/fcgiwrap.sock"
+    env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
+        spawn-fcgi -n -s "$STACK_DIR/run/fcgiwrap.sock" -M 0600 -U nobody -G nogroup \
+        -u nobody -g nogroup -F 1 -- /usr/sbin/fcgiwrap -c 8 \
+        >>"$STACK_DIR/log/fcgiwrap.out" 2>>"$STACK_DIR/log/fcgiwrap.err" &
+    STACK_PIDS+=("$!")
+    for _ in $(seq 1 200); do [ -S "$STACK_DIR/run/fcgiwrap.sock" ] && return 0; sleep 0.05; done
+    echo "fcgiwrap did not start" >&2
+    return 1
+}
+
+# stack_nginx fastcgi|cgi: nginx from the deploy/ templates; sets STACK_URL.
+stack_nginx() {
+    local mode=$1 prefix=$STACK_DIR/nginx-$1
+    STACK_HTTPPORT=$(pn_free_port)
+    mkdir -p "$prefix/tmp"
+    if [ "$mode" = fastcgi ]; then
+        sed -e "s|@SHIM_ADDRESS@|unix:$STACK_DIR/run/shim.sock|g" \
+            "$STACK_ROOT/deploy/nginx-fastcgi.conf.in" >"$prefix/location.conf"
+    else
+        sed -e "s|@FCGIWRAP_SOCKET@|$STACK_DIR/run/fcgiwrap.sock|g" \
+            -e "s|@SHIM@|$STACK_ROOT/shim/paynotify-cgi|g" \
+            "$STACK_ROOT/deploy/nginx-cgi.conf.in" >"$prefix/location.conf"
+    fi
+    sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$STACK_HTTPPORT|g" -e "s|@USER@|nobody nogroup|g" \
+        -e "s|@LOCATION@|$prefix/location.conf|g" \
+        "$STACK_ROOT/deploy/nginx-standalone.conf.in" >"$prefix/nginx.conf"
+    nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" || return 1
+    stack_wait_port "$STACK_HTTPPORT" || return 1
+    STACK_NGINX_PID=$(cat "$prefix/nginx.pid")
+    STACK_URL=http://127.0.0.1:$STACK_HTTPPORT/notify
+}
+
+# stack_nginx_stop: stop nginx (by its pid file's pid).
+stack_nginx_stop() {
+    [ -n "$STACK_NGINX_PID" ] || return 0
+    kill -QUIT "$STACK_NGINX_PID" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$STACK_NGINX_PID" 2>/dev/null || break; sleep 0.05; done
+    kill -KILL "$STACK_NGINX_PID" 2>/dev/null
+    STACK_NGINX_PID=""
+}
+
+# stack_http fastcgi|cgi: the shim (or fcgiwrap) and nginx in front of it.
+stack_http() {
+    if [ "$1" = fastcgi ]; then stack_shim "${2:-8}"; else stack_fcgiwrap; fi
+    stack_nginx "$1"
+}
+
+# stack_send GATEWAY [paynotify-send args...]: paynotify-send to this stack.
+stack_send() {
+    local gw=$1
+    shift
+    "$STACK_ROOT/shim/paynotify-send" --gateway "$gw" --keys "$STACK_ROOT/test/vectors/keys" \
+        --url "$STACK_URL/$gw" "$@"
+}
+
+# stack_stop: everything started, in reverse order, by pid; then the directory.
+stack_stop() {
+    stack_nginx_stop
+    local i
+    for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
+        kill -TERM "${STACK_PIDS[i]}" 2>/dev/null
+    done
+    for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
+        wait "${STACK_PIDS[i]}" 2>/dev/null
+    done
+    STACK_PIDS=()
+    [ -n "${STACK_DIR:-}" ] && pn_cluster_stop "$STACK_DIR/pg"
+    if [ -n "${STACK_DIR:-}" ] && [ -z "${KEEP_STACK:-}" ]; then
+        rm -rf "$STACK_DIR"
+    fi
+}
