@@ -415,7 +415,9 @@ CREATE FUNCTION @extschema@.paynotify_transit(order_no text, from_state text, to
 	RETURNS boolean
 	AS 'MODULE_PATHNAME', 'paynotify_transit'
 	LANGUAGE C STRICT VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp;
+	SET search_path = pg_catalog, pg_temp
+	SET enable_seqscan = off
+	SET jit = off;
 COMMENT ON FUNCTION @extschema@.paynotify_transit(text, text, text) IS
 	'moves an order from one state to another if that is legal and it is in from_state; true when this call made the move';
 
@@ -434,7 +436,12 @@ CREATE FUNCTION @extschema@.paynotify_handle(channel text, headers jsonb, body b
 	RETURNS record
 	AS 'MODULE_PATHNAME', 'paynotify_handle'
 	LANGUAGE C VOLATILE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp;
+	SET search_path = pg_catalog, pg_temp
+	-- every query inside is a keyed lookup: never let a plan cached while a
+	-- table was empty (fresh install, just truncated) scan it once it is
+	-- large, and never spend time compiling such small statements
+	SET enable_seqscan = off
+	SET jit = off;
 COMMENT ON FUNCTION @extschema@.paynotify_handle(text, jsonb, bytea) IS
 	'applies one gateway notification exactly once and returns the HTTP reply';
 

@@ -327,13 +327,16 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 		elog(ERROR, "outbox insert failed");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 
-	initStringInfo(&msg);
-	appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
-					 id, event, ch->name);
-	escape_json(&msg, n->order_no);
-	appendStringInfoChar(&msg, '}');
-	if (msg.len < NAMEDATALEN * 100)	/* NOTIFY payloads are bounded */
-		Async_Notify(NOTIFY_CHANNEL, msg.data);
+	if (paynotify_notify)
+	{
+		initStringInfo(&msg);
+		appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
+						 id, event, ch->name);
+		escape_json(&msg, n->order_no);
+		appendStringInfoChar(&msg, '}');
+		if (msg.len < NAMEDATALEN * 100)	/* NOTIFY payloads are bounded */
+			Async_Notify(NOTIFY_CHANNEL, msg.data);
+	}
 
 	for (int i = 0; i < cfg->nhooks; i++)
 	{

@@ -21,6 +21,7 @@ PG_MODULE_MAGIC;
 double		paynotify_now = 0;
 int			paynotify_lock_timeout = 3000;
 int			paynotify_max_body = 1024 * 1024;
+bool		paynotify_notify = true;
 
 void		_PG_init(void);
 
@@ -51,6 +52,16 @@ _PG_init(void)
 							1024 * 1024, 1024, 64 * 1024 * 1024,
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("paynotify.notify",
+							 "Send NOTIFY paynotify for each applied event.",
+							 "Every transaction that sends a NOTIFY takes the server-wide notification "
+							 "queue lock through its commit; turn this off when workers poll "
+							 "paynotify_outbox instead, to let concurrent commits share WAL flushes.",
+							 &paynotify_notify,
+							 true,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paynotify");
 

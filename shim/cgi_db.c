@@ -1,0 +1,300 @@
+/*
+ * cgi_db.c
+ *	  The shim's database session: connect from PAYNOTIFY_DSN with keyword
+ *	  arrays, set the session up, and run the one statement.
+ *
+ * In CGI mode (reuse = false) a session connects once and runs the statement
+ * with PQexecParams.  In FastCGI mode (reuse = true) each worker keeps its
+ * session: the statement is prepared once per connection, a lost connection
+ * is noticed before the next request and replaced, and failed connection
+ * attempts back off exponentially (100 ms doubling up to
+ * PAYNOTIFY_RECONNECT_MAX) while requests are answered 503 at once.
+ *
+ * The statement runs in autocommit, so a row coming back means its
+ * transaction committed; any other outcome is PN_UNAVAILABLE.  The DSN is
+ * never logged, and libpq's messages never contain the password.
+ */
+#include "cgi.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define STMT_NAME "paynotify_handle"
+#define BACKOFF_MIN_MS 100
+
+/* Parameter types: channel text, headers jsonb, body bytea (binary). */
+#define TEXTOID 25
+#define JSONBOID 3802
+#define BYTEAOID 17
+static const Oid param_types[3] = {TEXTOID, JSONBOID, BYTEAOID};
+static const int param_formats[3] = {0, 0, 1};
+
+static bool db_ready(pn_db *db);
+static bool db_connect(pn_db *db);
+static bool db_setup(pn_db *db, PGconn *conn);
+static bool db_idle_and_quiet(pn_db *db);
+static void db_drop(pn_db *db);
+static void db_after_error(pn_db *db, const PGresult *res);
+static void log_result(const char *what, const PGresult *res, PGconn *conn);
+static void notice_receiver(void *arg, const PGresult *res);
+static long long now_ms(void);
+
+/* A closed session; nothing is connected until first needed. */
+void
+pn_db_init(pn_db *db, const pn_config *cfg, bool reuse)
+{
+	memset(db, 0, sizeof(*db));
+	db->cfg = cfg;
+	db->reuse = reuse;
+}
+
+/* Connects now if not yet connected (a FastCGI worker does so at start). */
+bool
+pn_db_open(pn_db *db)
+{
+	return db_ready(db);
+}
+
+/* Closes the session's connection, if any. */
+void
+pn_db_close(pn_db *db)
+{
+	db_drop(db);
+}
+
+/*
+ * Runs the statement for req.  On PN_OK *result holds the tuples (the
+ * caller clears it); on PN_UNAVAILABLE the reason has been logged, unless
+ * the database is merely still backing off.
+ */
+pn_status
+pn_db_call(pn_db *db, const pn_request *req, PGresult **result)
+{
+	const char *values[3];
+	int			lengths[3];
+	PGresult   *res;
+
+	*result = NULL;
+	if (!db_ready(db))
+		return PN_UNAVAILABLE;
+	values[0] = req->channel;
+	values[1] = req->headers.data;
+	values[2] = req->body.data ? req->body.data : "";
+	lengths[0] = lengths[1] = 0;	/* ignored for text parameters */
+	lengths[2] = (int) req->body.len;
+
+	if (db->reuse)
+		res = PQexecPrepared(db->conn, STMT_NAME, 3, values, lengths,
+							 param_formats, 0);
+	else
+		res = PQexecParams(db->conn, db->cfg->sql, 3, param_types, values,
+						   lengths, param_formats, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		log_result("the call failed", res, db->conn);
+		db_after_error(db, res);
+		PQclear(res);
+		return PN_UNAVAILABLE;
+	}
+	*result = res;
+	return PN_OK;
+}
+
+/*
+ * True when the session can take a statement now, connecting if needed.
+ * FastCGI sessions honour the back-off so that, while the database is down,
+ * requests are refused at once instead of each waiting for a connect.
+ */
+static bool
+db_ready(pn_db *db)
+{
+	if (db->conn != NULL && db_idle_and_quiet(db))
+		return true;
+	if (db->conn != NULL)
+	{
+		pn_log("the database closed the connection; reconnecting");
+		db_drop(db);
+	}
+	if (db->reuse && now_ms() < db->retry_at_ms)
+		return false;
+	if (db_connect(db))
+	{
+		db->backoff_ms = 0;
+		return true;
+	}
+	if (db->backoff_ms == 0)
+		db->backoff_ms = BACKOFF_MIN_MS;
+	else if (db->backoff_ms < db->cfg->reconnect_max_ms)
+		db->backoff_ms *= 2;
+	if (db->backoff_ms > db->cfg->reconnect_max_ms)
+		db->backoff_ms = db->cfg->reconnect_max_ms;
+	db->retry_at_ms = now_ms() + db->backoff_ms;
+	return false;
+}
+
+/*
+ * An idle connection has nothing to say until asked.  Anything readable
+ * (in practice the FATAL message of a server shutting down, then EOF) means
+ * it is going away: report it false so it is replaced before a request is
+ * lost on it.
+ */
+static bool
+db_idle_and_quiet(pn_db *db)
+{
+	struct pollfd pfd = {.fd = PQsocket(db->conn), .events = POLLIN};
+
+	if (PQstatus(db->conn) != CONNECTION_OK ||
+		PQtransactionStatus(db->conn) != PQTRANS_IDLE || pfd.fd < 0)
+		return false;
+	if (poll(&pfd, 1, 0) == 0)
+		return true;
+	/* let libpq read it, so the server's reason reaches the log */
+	if (PQconsumeInput(db->conn))
+		(void) PQisBusy(db->conn);
+	return false;
+}
+
+/*
+ * Connects with keyword arrays: connect_timeout and application_name first,
+ * so the DSN (expanded from dbname) may override them, then client_encoding
+ * last, because headers are sent as UTF-8 whatever the DSN says.
+ */
+static bool
+db_connect(pn_db *db)
+{
+	char		timeout[24];
+	const char *keys[] = {"connect_timeout", "application_name", "dbname",
+	"client_encoding", NULL};
+	const char *values[] = {timeout, PN_PROGRAM, db->cfg->dsn, "UTF8", NULL};
+	PGconn	   *conn;
+
+	snprintf(timeout, sizeof(timeout), "%lld", db->cfg->connect_timeout_s);
+	conn = PQconnectdbParams(keys, values, 1);
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+	{
+		char		msg[512];
+
+		pn_log_text(msg, sizeof(msg), conn ? PQerrorMessage(conn) : "out of memory");
+		pn_log("cannot connect to the database: %s", msg);
+		PQfinish(conn);
+		return false;
+	}
+	PQsetNoticeReceiver(conn, notice_receiver, NULL);
+	if (!db_setup(db, conn))
+	{
+		PQfinish(conn);
+		return false;
+	}
+	db->conn = conn;
+	return true;
+}
+
+/* Session settings, then (FastCGI) the prepared statement. */
+static bool
+db_setup(pn_db *db, PGconn *conn)
+{
+	PGresult   *res;
+
+	if (db->cfg->statement_timeout_ms > 0)
+	{
+		char		ms[24];
+		const char *values[1] = {ms};
+
+		snprintf(ms, sizeof(ms), "%lld", db->cfg->statement_timeout_ms);
+		res = PQexecParams(conn,
+						   "SELECT pg_catalog.set_config('statement_timeout', $1, false)",
+						   1, NULL, values, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			log_result("setting statement_timeout failed", res, conn);
+			PQclear(res);
+			return false;
+		}
+		PQclear(res);
+	}
+	if (!db->reuse)
+		return true;
+	res = PQprepare(conn, STMT_NAME, db->cfg->sql, 3, param_types);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		log_result("preparing the call failed", res, conn);
+		PQclear(res);
+		return false;
+	}
+	PQclear(res);
+	return true;
+}
+
+/* Closes the connection; the next request connects anew. */
+static void
+db_drop(pn_db *db)
+{
+	PQfinish(db->conn);
+	db->conn = NULL;
+}
+
+/*
+ * After a failed call: a broken connection, one left inside a transaction,
+ * or a prepared statement the server no longer accepts (26000 gone,
+ * 0A000 "cached plan must not change result type") is dropped, so the next
+ * request reconnects and prepares afresh.  Other SQL errors keep it.
+ */
+static void
+db_after_error(pn_db *db, const PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (PQstatus(db->conn) != CONNECTION_OK ||
+		PQtransactionStatus(db->conn) != PQTRANS_IDLE ||
+		(state && (strcmp(state, "26000") == 0 || strcmp(state, "0A000") == 0)))
+		db_drop(db);
+}
+
+/*
+ * Logs a failed result in one line: SQLSTATE and the primary message only.
+ * Detail and context are left out, as they may quote the request.
+ */
+static void
+log_result(const char *what, const PGresult *res, PGconn *conn)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	char		msg[256];
+
+	if (primary == NULL)
+		primary = PQerrorMessage(conn);
+	pn_log_text(msg, sizeof(msg), primary);
+	pn_log("%s: %s%s%s", what, state ? state : "", state ? " " : "", msg);
+}
+
+/*
+ * Server messages outside a statement's result: warnings and worse are
+ * logged in one line, notices are dropped (libpq would print them raw).
+ */
+static void
+notice_receiver(void *arg, const PGresult *res)
+{
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	char		msg[256];
+
+	(void) arg;
+	if (severity == NULL || primary == NULL ||
+		strcmp(severity, "NOTICE") == 0 || strcmp(severity, "INFO") == 0 ||
+		strcmp(severity, "LOG") == 0 || strcmp(severity, "DEBUG") == 0)
+		return;
+	pn_log_text(msg, sizeof(msg), primary);
+	pn_log("server %s: %s", severity, msg);
+}
+
+/* Milliseconds on the monotonic clock. */
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

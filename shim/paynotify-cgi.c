@@ -1,0 +1,360 @@
+/*
+ * paynotify-cgi.c
+ *	  Entry point of the paynotify shim: parses the command line, decides
+ *	  between CGI mode (serve the one request in the environment and on
+ *	  stdin, then exit) and FastCGI mode (serve requests on a listening
+ *	  socket until SIGTERM), and provides the one-line logger.
+ *
+ * Modes are chosen in this order: --listen ADDR opens its own socket;
+ * systemd socket activation (LISTEN_PID/LISTEN_FDS) uses fd 3; a set
+ * GATEWAY_INTERFACE means CGI; a listening socket on stdin (spawn-fcgi,
+ * systemd StandardInput=socket) means FastCGI on fd 0.  Anything else is a
+ * usage error, so the program does nothing surprising when run by hand.
+ */
+#include "cgi.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#ifndef PAYNOTIFY_VERSION
+#define PAYNOTIFY_VERSION "unknown"
+#endif
+
+#define LISTEN_BACKLOG 1024
+#define SD_LISTEN_FDS_START 3
+
+/* What the command line asked for. */
+typedef struct options
+{
+	const char *listen;			/* --listen ADDR, or NULL */
+	const char *workers;		/* --workers N, or NULL */
+} options;
+
+static _Thread_local int log_worker;
+
+static int	parse_options(int argc, char **argv, options *opts);
+static void usage(FILE *out);
+static int	run_cgi(void);
+static int	run_fcgi(const options *opts);
+static int	open_listen_socket(const options *opts, bool *is_path);
+static bool stdin_is_listening(void);
+static long cgi_read(pn_io *io, char *buf, size_t n);
+static int	cgi_write(pn_io *io, const char *buf, size_t n);
+
+int
+main(int argc, char **argv)
+{
+	options		opts = {0};
+	int			rc = parse_options(argc, argv, &opts);
+
+	if (rc >= 0)
+		return rc;
+	if (opts.listen == NULL && getenv("LISTEN_FDS") == NULL &&
+		getenv("GATEWAY_INTERFACE") != NULL)
+		return run_cgi();
+	if (opts.listen != NULL || getenv("LISTEN_FDS") != NULL || stdin_is_listening())
+		return run_fcgi(&opts);
+	fprintf(stderr, "%s: not started as CGI (GATEWAY_INTERFACE is unset) nor as "
+			"FastCGI (stdin is not a listening socket and --listen is not given)\n"
+			"Try '%s --help'.\n", PN_PROGRAM, PN_PROGRAM);
+	return 2;
+}
+
+/*
+ * Reads the options.  Returns -1 to go on, else the exit status for --help,
+ * --version or a usage error.
+ */
+static int
+parse_options(int argc, char **argv, options *opts)
+{
+	static const struct option longopts[] = {
+		{"listen", required_argument, NULL, 'l'},
+		{"workers", required_argument, NULL, 'w'},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0}
+	};
+	int			c;
+
+	while ((c = getopt_long(argc, argv, "l:w:hV", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'l':
+				opts->listen = optarg;
+				break;
+			case 'w':
+				opts->workers = optarg;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			case 'V':
+				printf("%s %s\n", PN_PROGRAM, PAYNOTIFY_VERSION);
+				return 0;
+			default:
+				usage(stderr);
+				return 2;
+		}
+	}
+	if (optind < argc)
+	{
+		fprintf(stderr, "%s: unexpected argument \"%s\"\n", PN_PROGRAM, argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"Usage: %s [--listen ADDR] [--workers N]\n"
+			"       %s --help | --version\n"
+			"\n"
+			"Answers payment-gateway notifications, POST .../notify/<channel>, by calling\n"
+			"paynotify_handle(channel, headers, body) in PostgreSQL and sending back the\n"
+			"status, content type and body it returns, plus a Paynotify-Outcome header.\n"
+			"\n"
+			"Modes:\n"
+			"  CGI      run by a web server or fcgiwrap with GATEWAY_INTERFACE set: serves\n"
+			"           the one request in the environment and on stdin, then exits.\n"
+			"  FastCGI  stdin is a listening socket (spawn-fcgi), or systemd socket\n"
+			"           activation (LISTEN_FDS=1), or --listen ADDR: N worker threads,\n"
+			"           each keeping one connection and one prepared statement.\n"
+			"           SIGTERM or SIGINT: finish requests in flight, exit 0.\n"
+			"\n"
+			"Options:\n"
+			"  -l, --listen ADDR   FastCGI on ADDR: HOST:PORT, :PORT (all addresses), or\n"
+			"                      an absolute unix socket path (created with the umask,\n"
+			"                      removed at exit)\n"
+			"  -w, --workers N     FastCGI worker threads (overrides PAYNOTIFY_WORKERS)\n"
+			"  -h, --help          show this help and exit\n"
+			"  -V, --version       show the version and exit\n"
+			"\n"
+			"Environment (read once at start):\n",
+			PN_PROGRAM, PN_PROGRAM);
+	if (out == stdout)
+		pn_config_help();
+	fprintf(out,
+			"\n"
+			"Replies: the function's status and body, or 503 {\"code\":\"FAIL\",...} with\n"
+			"Paynotify-Outcome: unavailable when the database cannot be reached or the\n"
+			"call fails; 404 (bad channel), 405 (not POST), 413 (body too large) and 400\n"
+			"(unreadable length, short body, header not UTF-8) with outcome \"refused\".\n");
+}
+
+/* CGI mode: one request from environ and stdin, reply on stdout. */
+static int
+run_cgi(void)
+{
+	pn_io		io = {.read = cgi_read, .write = cgi_write, .drain = true};
+	pn_config	cfg;
+	pn_db		db;
+	int			rc;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!pn_config_load(&cfg))
+	{
+		pn_reply_error(&io, PN_UNAVAILABLE);
+		return 2;
+	}
+	pn_db_init(&db, &cfg, false);
+	rc = pn_serve(&io, environ, &cfg, &db);
+	pn_db_close(&db);
+	return rc == 0 ? 0 : 1;
+}
+
+/* FastCGI mode: settings, socket, then the workers until a signal. */
+static int
+run_fcgi(const options *opts)
+{
+	pn_config	cfg;
+	bool		is_path = false;
+	int			fd;
+	int			rc;
+
+	if (!pn_config_load(&cfg))
+		return 2;
+	if (opts->workers != NULL &&
+		pn_parse_number(opts->workers, 1, 256, &cfg.workers) != PN_NUMBER_OK)
+	{
+		pn_log("--workers must be a whole number from 1 to 256");
+		return 2;
+	}
+	fd = open_listen_socket(opts, &is_path);
+	if (fd < 0)
+		return 2;
+	rc = pn_fcgi_run(&cfg, fd);
+	if (opts->listen != NULL)
+	{
+		close(fd);
+		if (is_path)
+			unlink(opts->listen);
+	}
+	return rc;
+}
+
+/*
+ * The listening socket: our own for --listen, fd 3 under systemd socket
+ * activation, else stdin.  -1 (logged) when there is none to use.
+ */
+static int
+open_listen_socket(const options *opts, bool *is_path)
+{
+	const char *fds = getenv("LISTEN_FDS");
+	const char *pid = getenv("LISTEN_PID");
+	long long	n;
+	long long	for_pid;
+
+	if (opts->listen != NULL)
+	{
+		int			fd;
+
+		*is_path = opts->listen[0] == '/';
+		if ((*is_path && strchr(opts->listen, ':') != NULL) ||
+			(!*is_path && strchr(opts->listen, ':') == NULL))
+		{
+			pn_log("--listen takes HOST:PORT, :PORT or an absolute socket path");
+			return -1;
+		}
+		/* libfcgi exits with a message of its own if it cannot bind */
+		if (FCGX_Init() != 0 || (fd = FCGX_OpenSocket(opts->listen, LISTEN_BACKLOG)) < 0)
+		{
+			pn_log("cannot listen on %s", opts->listen);
+			return -1;
+		}
+		return fd;
+	}
+	if (fds != NULL)
+	{
+		if (pn_parse_number(fds, 1, 1, &n) != PN_NUMBER_OK ||
+			pid == NULL || pn_parse_number(pid, 1, 1LL << 30, &for_pid) != PN_NUMBER_OK ||
+			for_pid != (long long) getpid())
+		{
+			pn_log("socket activation must pass exactly one socket to this process");
+			return -1;
+		}
+		unsetenv("LISTEN_FDS");
+		unsetenv("LISTEN_PID");
+		unsetenv("LISTEN_FDNAMES");
+		return SD_LISTEN_FDS_START;
+	}
+	return 0;
+}
+
+/* True when fd 0 is a socket in the listening state. */
+static bool
+stdin_is_listening(void)
+{
+	int			listening = 0;
+	socklen_t	len = sizeof(listening);
+
+	return getsockopt(0, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) == 0 &&
+		listening != 0;
+}
+
+/* pn_io over stdin, for CGI mode. */
+static long
+cgi_read(pn_io *io, char *buf, size_t n)
+{
+	ssize_t		got;
+
+	(void) io;
+	do
+		got = read(STDIN_FILENO, buf, n);
+	while (got < 0 && errno == EINTR);
+	return (long) got;
+}
+
+/* pn_io over stdout, for CGI mode. */
+static int
+cgi_write(pn_io *io, const char *buf, size_t n)
+{
+	(void) io;
+	while (n > 0)
+	{
+		ssize_t		put = write(STDOUT_FILENO, buf, n);
+
+		if (put < 0 && errno == EINTR)
+			continue;
+		if (put <= 0)
+			return -1;
+		buf += put;
+		n -= (size_t) put;
+	}
+	return 0;
+}
+
+/* Names the calling thread's worker in its log lines (0: none). */
+void
+pn_log_set_worker(int worker)
+{
+	log_worker = worker;
+}
+
+/*
+ * Writes one line to stderr with a single write(), so lines of concurrent
+ * workers never interleave.  Callers pass only text that is safe to log.
+ */
+void
+pn_log(const char *fmt,...)
+{
+	char		line[1024];
+	size_t		len;
+	va_list		ap;
+
+	if (log_worker > 0)
+		snprintf(line, sizeof(line), "%s[%d]: worker %d: ", PN_PROGRAM,
+				 (int) getpid(), log_worker);
+	else
+		snprintf(line, sizeof(line), "%s[%d]: ", PN_PROGRAM, (int) getpid());
+	len = strlen(line);
+	va_start(ap, fmt);
+	vsnprintf(line + len, sizeof(line) - len - 1, fmt, ap);
+	va_end(ap);
+	len = strlen(line);
+	line[len++] = '\n';
+	if (write(STDERR_FILENO, line, len) < 0)
+	{
+		/* nowhere left to report it */
+	}
+}
+
+/*
+ * Copies a message from libpq or the server into dst as one line: runs of
+ * whitespace become one space, other control bytes '?', and the end is cut
+ * to fit.
+ */
+void
+pn_log_text(char *dst, size_t size, const char *src)
+{
+	size_t		n = 0;
+	bool		space = false;
+
+	for (; *src && n + 1 < size; src++)
+	{
+		unsigned char c = (unsigned char) *src;
+
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+		{
+			space = n > 0;
+			continue;
+		}
+		if (space && n + 2 < size)
+			dst[n++] = ' ';
+		space = false;
+		dst[n++] = (c < 0x20 || c == 0x7F) ? '?' : (char) c;
+	}
+	dst[n] = '\0';
+}

@@ -1,0 +1,683 @@
+#!/usr/bin/env bash
+# shim/tests/cgi-test.sh: tests paynotify-cgi.
+#
+#   1. As a plain CGI process: environment and stdin in, stdout checked, no
+#      web server.  Every reply path: the row relayed, each outcome, 204,
+#      404, 405, 413 (declared and actual), 400, 503 (database unreachable,
+#      SQL error, no row, unusable row), exact binary body, header naming.
+#   2. Through nginx: CGI mode (fcgiwrap, started by spawn-fcgi) and FastCGI
+#      mode (--listen; systemd-style socket activation; spawn-fcgi), with a
+#      database outage and restart, and a graceful stop on SIGTERM.
+#   3. Under valgrind: the CGI request path and a short FastCGI run.
+#
+# Run as root from the repository root:   shim/tests/cgi-test.sh
+# Needs postgresql-15, nginx, fcgiwrap, spawn-fcgi, curl, valgrind, python3.
+# PN_KEEP_TMP=1 keeps the temporary directory (logs, cluster) for inspection.
+# Everything started here is stopped by pid on exit.  The last line printed
+# is "N passed, M failed"; the exit status is non-zero when M > 0.
+set -uo pipefail
+
+cd "$(dirname "$0")/../.." || exit 2
+ROOT=$(pwd)
+# shellcheck source=test/lib.sh
+. test/lib.sh
+
+SHIM=$ROOT/shim/paynotify-cgi
+TMP=$(mktemp -d /tmp/pn-cgi-test.XXXXXX)
+chmod 711 "$TMP"                # nginx and fcgiwrap workers (nobody) pass through
+PGDIR=$TMP/pg
+PGPORT=$(pn_free_port)
+SHIM_ROLE=pn_shim
+SHIM_PASSWORD="pw-$RANDOM$RANDOM-never-logged"
+DSN="host=127.0.0.1 port=$PGPORT dbname=postgres user=$SHIM_ROLE password=$SHIM_PASSWORD sslmode=disable"
+BAD_DSN="host=127.0.0.1 port=$(pn_free_port) dbname=postgres user=$SHIM_ROLE password=$SHIM_PASSWORD sslmode=disable"
+STARTED=()                      # pids of processes we started, stopped on exit
+NGINX_PIDFILES=()
+pass=0
+fail=0
+
+# ---- reporting --------------------------------------------------------------
+
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+not_ok() {
+    fail=$((fail + 1))
+    echo "FAIL - $1"
+    [ -n "${2:-}" ] && printf '       %s\n' "$2"
+    return 0
+}
+# check DESC EXPECTED ACTUAL
+check() {
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
+}
+
+# ---- processes ----------------------------------------------------------------
+
+# stop_pid PID [SIGNAL]: signal a process we started and wait until it is gone.
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -"$sig" "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local pid f
+    for f in "${NGINX_PIDFILES[@]}"; do
+        [ -s "$f" ] && stop_pid "$(cat "$f")" QUIT
+    done
+    for pid in "${STARTED[@]}"; do stop_pid "$pid"; done
+    pn_cluster_stop "$PGDIR" 2>/dev/null
+    if [ "${PN_KEEP_TMP:-0}" = 1 ]; then
+        echo "kept $TMP"
+    else
+        rm -rf "$TMP"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_port PORT: wait until something listens on 127.0.0.1:PORT.
+wait_port() {
+    for _ in $(seq 1 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# ---- the database -------------------------------------------------------------
+
+psql_su() { pn_psql "$PGDIR" "$PGPORT" -d postgres "$@"; }
+
+# setup_database: everything paynotify-cgi needs inside the database.
+#
+# >>> THE ONE PLACE TO SWAP FOR THE REAL EXTENSION <<<
+# Today it creates a stand-in with the contract's signature and role:
+#   paynotify_handle(text, jsonb, bytea) -> (status, content_type, body, outcome)
+#   and the NOLOGIN role paynotify_handler that may only EXECUTE it.
+# Its behaviour is driven by request headers, so the shim's reply paths can be
+# reached on demand:
+#   x-test-status: N          reply status (default 200)
+#   x-test-outcome: WORD      reply outcome (default processed)
+#   x-test-body: TEXT         reply body as text/plain (default: JSON echo of
+#                             channel, md5 and length of the body, headers)
+#   x-test-content-type: T    reply content type
+#   x-test-error: any         raise an error (SQL error path)
+#   x-test-sleep: SECONDS     sleep first
+#   x-test-norow: any         return no row
+# Every answered call is counted in stub_calls (the stand-in is SECURITY
+# DEFINER, so the shim's role needs no rights on that table).
+# With the real extension: CREATE EXTENSION paynotify; add channels; and
+# replace the stub-specific checks below.
+setup_database() {
+    psql_su <<'SQL'
+CREATE ROLE paynotify_handler NOLOGIN;
+CREATE TABLE public.stub_calls (
+    id bigserial PRIMARY KEY,
+    channel text NOT NULL,
+    body_md5 text NOT NULL
+);
+CREATE FUNCTION public.paynotify_handle(p_channel text, p_headers jsonb, p_body bytea)
+RETURNS TABLE (status int, content_type text, body text, outcome text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public
+AS $$
+DECLARE
+    h jsonb := coalesce(p_headers, '{}');
+BEGIN
+    IF h ? 'x-test-error' THEN
+        RAISE EXCEPTION 'stub: error requested';
+    END IF;
+    IF h ? 'x-test-sleep' THEN
+        PERFORM pg_sleep((h->>'x-test-sleep')::float8);
+    END IF;
+    IF h ? 'x-test-norow' THEN
+        RETURN;
+    END IF;
+    INSERT INTO public.stub_calls (channel, body_md5) VALUES (p_channel, md5(p_body));
+    status := coalesce((h->>'x-test-status')::int, 200);
+    outcome := coalesce(h->>'x-test-outcome', 'processed');
+    IF h ? 'x-test-body' THEN
+        content_type := 'text/plain';
+        body := h->>'x-test-body';
+    ELSE
+        content_type := 'application/json';
+        body := jsonb_build_object('channel', p_channel, 'md5', md5(p_body),
+                                   'length', length(p_body), 'headers', h)::text;
+    END IF;
+    IF h ? 'x-test-content-type' THEN
+        content_type := h->>'x-test-content-type';
+    END IF;
+    RETURN NEXT;
+END
+$$;
+REVOKE ALL ON FUNCTION public.paynotify_handle(text, jsonb, bytea) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.paynotify_handle(text, jsonb, bytea) TO paynotify_handler;
+SQL
+}
+
+# setup_login_role: the DBA's one line, and password authentication for it.
+setup_login_role() {
+    psql_su -c "CREATE ROLE $SHIM_ROLE LOGIN PASSWORD '$SHIM_PASSWORD' IN ROLE paynotify_handler;" &&
+    { echo "host all $SHIM_ROLE 127.0.0.1/32 scram-sha-256"; cat "$PGDIR/data/pg_hba.conf"; } \
+        >"$PGDIR/pg_hba.new" &&
+    cp "$PGDIR/pg_hba.new" "$PGDIR/data/pg_hba.conf" &&
+    psql_su -Atc "SELECT pg_reload_conf()" >/dev/null
+}
+
+calls() { psql_su -Atc "SELECT count(*) FROM public.stub_calls"; }
+
+db_restart() {
+    pn_as_user "$PN_PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w -t 60 start >/dev/null
+}
+
+# ---- the shim as a CGI process ----------------------------------------------
+
+# cgi NAME BODYFILE [VAR=value...]: run the shim as CGI with a clean
+# environment (a POST to /notify/wxpay unless overridden), BODYFILE on stdin
+# and CONTENT_LENGTH set to its size (CONTENT_LENGTH=- leaves it unset).
+# Reply in $TMP/NAME.out, stderr in $TMP/NAME.err, exit status in $TMP/NAME.rc.
+cgi() {
+    local name=$1 body=$2 length
+    shift 2
+    length=CONTENT_LENGTH=$(stat -c %s "$body")
+    local args=()
+    for a in "$@"; do
+        if [ "$a" = CONTENT_LENGTH=- ]; then length=; else args+=("$a"); fi
+    done
+    # shellcheck disable=SC2086
+    env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=POST \
+        PATH_INFO=/notify/wxpay PAYNOTIFY_DSN="$DSN" $length "${args[@]}" \
+        ${VALGRIND:-} "$SHIM" <"$body" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    echo $? >"$TMP/$name.rc"
+}
+
+status_of() { head -n1 "$1" | sed -n 's/^Status: \([0-9]*\).*/\1/p'; }
+# header_of FILE NAME: the value of a reply header (name case-insensitive).
+header_of() {
+    awk -v n="$(printf '%s' "$2" | tr '[:upper:]' '[:lower:]')" 'BEGIN { RS = "\r\n" }
+        /^$/ { exit }
+        { i = index($0, ": "); if (tolower(substr($0, 1, i - 1)) == n) { print substr($0, i + 2); exit } }' "$1"
+}
+# body_of FILE: the reply body, byte for byte.
+body_of() {
+    python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); sys.stdout.buffer.write(d.partition(b"\r\n\r\n")[2])' "$1"
+}
+# json_true FILE EXPR: evaluate a Python expression over the JSON body b.
+json_true() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+data = open(sys.argv[1], "rb").read().partition(b"\r\n\r\n")[2]
+try:
+    b = json.loads(data)
+    ok = eval(sys.argv[2], {"b": b})
+except Exception as e:
+    print("error: %s" % e); sys.exit(1)
+print("yes" if ok else "no: %s" % data[:400].decode("utf-8", "replace"))
+PY
+}
+
+# expect NAME STATUS OUTCOME [DESC]: the run's status, outcome and exit 0.
+expect() {
+    local name=$1 st=$2 oc=$3 desc=${4:-$1} got
+    got="$(status_of "$TMP/$name.out") $(header_of "$TMP/$name.out" Paynotify-Outcome) rc=$(cat "$TMP/$name.rc")"
+    if [ "$got" = "$st $oc rc=0" ]; then
+        ok "$desc: $st $oc"
+    else
+        not_ok "$desc" "expected [$st $oc rc=0], got [$got]; stderr: $(head -c 400 "$TMP/$name.err")"
+    fi
+}
+
+# ---- through nginx ------------------------------------------------------------
+
+# nginx_start NAME PORT LOCATION_TEMPLATE SED_EXPR...: instantiate the deploy/
+# templates into $TMP/NAME and start nginx there.
+nginx_start() {
+    local name=$1 port=$2 location=$3
+    shift 3
+    local prefix=$TMP/$name
+    mkdir -p "$prefix/tmp"
+    sed "$@" "$ROOT/deploy/$location" >"$prefix/location.conf"
+    sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$port|g" -e "s|@USER@|nobody nogroup|g" \
+        -e "s|@LOCATION@|$prefix/location.conf|g" \
+        "$ROOT/deploy/nginx-standalone.conf.in" >"$prefix/nginx.conf"
+    NGINX_PIDFILES+=("$prefix/nginx.pid")
+    nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" 2>"$prefix/start.err" &&
+        wait_port "$port"
+}
+
+# burst NAME URL COUNT [curl args...]: COUNT POSTs, 8 at a time, to
+# URL/notify/chN; one "status outcome" line each in $TMP/NAME.codes.
+burst() {
+    local name=$1 url=$2 count=$3
+    shift 3
+    curl -s -Z --parallel-max 8 -o /dev/null \
+        -w '%{http_code} %header{paynotify-outcome}\n' \
+        -H 'Content-Type: application/json' --data-binary @"$TMP/small.json" \
+        "$@" "$url/notify/ch[1-$count]" >"$TMP/$name.codes" 2>/dev/null
+}
+# expect_burst NAME COUNT "STATUS OUTCOME" DESC
+expect_burst() {
+    local summary
+    summary=$(sort "$TMP/$1.codes" | uniq -c | awk '{ $1 = $1; print }' | paste -sd, -)
+    check "$4" "$2 $3" "$summary"
+}
+
+# one NAME URL [curl args...]: a single POST of $ONE_BODY (default
+# small.json); prints "status outcome", keeps the body in $TMP/NAME.body.
+one() {
+    local name=$1 url=$2
+    shift 2
+    curl -s -o "$TMP/$name.body" -w '%{http_code} %header{paynotify-outcome}' \
+        -H 'Content-Type: application/json' --data-binary @"${ONE_BODY:-$TMP/small.json}" \
+        "$@" "$url" >"$TMP/$name.code" 2>/dev/null
+    cat "$TMP/$name.code"
+}
+
+shim_connections() {
+    psql_su -Atc "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'paynotify-cgi'"
+}
+
+###############################################################################
+
+echo "# building"
+if ! make -s -C shim paynotify-cgi >"$TMP/build.log" 2>&1 || grep -q 'warning' "$TMP/build.log"; then
+    cat "$TMP/build.log"
+    not_ok "shim builds without warnings"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+ok "shim builds without warnings"
+
+echo "# database on port $PGPORT"
+if ! pn_cluster_start "$PGDIR" "$PGPORT" || ! setup_database >/dev/null || ! setup_login_role; then
+    not_ok "throwaway cluster with the handler function and login role"
+    echo "$pass passed, $fail failed"
+    exit 1
+fi
+ok "throwaway cluster with the handler function and login role"
+
+# bodies
+printf '{"id":"evt_1","amount":100}' >"$TMP/small.json"
+printf '\x00\x01binary\xff\xfe\x80\xc3\x28 and NUL \x00 end\x0a\x0d' >"$TMP/binary.bin"
+: >"$TMP/empty.bin"
+head -c 1048576 /dev/urandom >"$TMP/max.bin"
+head -c 1048577 /dev/urandom >"$TMP/over.bin"
+head -c 10 /dev/urandom >"$TMP/ten.bin"
+head -c 500000 /dev/urandom >"$TMP/half.bin"
+
+echo "# command line"
+"$SHIM" --version >"$TMP/version.out" 2>&1
+check "--version" "paynotify-cgi $(sed -n "s/^default_version = '\(.*\)'/\1/p" paynotify.control)" "$(cat "$TMP/version.out")"
+"$SHIM" --help >"$TMP/help.out" 2>&1
+missing=
+for word in PAYNOTIFY_DSN PAYNOTIFY_FUNCTION PAYNOTIFY_MAX_BODY PAYNOTIFY_WORKERS \
+    PAYNOTIFY_STATEMENT_TIMEOUT PAYNOTIFY_CONNECT_TIMEOUT PAYNOTIFY_RECONNECT_MAX \
+    'CGI ' FastCGI --listen --workers 'default: 1048576' 'default: paynotify_handle'; do
+    grep -q -- "$word" "$TMP/help.out" || missing="$missing [$word]"
+done
+check "--help names every variable, default and mode" "" "$missing"
+env -i PATH="$PATH" "$SHIM" </dev/null >/dev/null 2>&1
+check "neither CGI nor FastCGI: usage error" 2 $?
+env -i PATH="$PATH" "$SHIM" --workers 3 --bogus </dev/null >/dev/null 2>&1
+check "unknown option: usage error" 2 $?
+
+echo "# CGI: the row relayed"
+before=$(calls)
+cgi ok "$TMP/small.json"
+expect ok 200 processed "success row"
+check "content type from the row" "application/json" "$(header_of "$TMP/ok.out" Content-Type)"
+check "Content-Length matches the body" "$(body_of "$TMP/ok.out" | wc -c)" "$(header_of "$TMP/ok.out" Content-Length)"
+check "body reached the function byte-exact" yes \
+    "$(json_true "$TMP/ok.out" "b['md5'] == '$(md5sum <"$TMP/small.json" | cut -d' ' -f1)' and b['channel'] == 'wxpay'")"
+check "one committed call" "$((before + 1))" "$(calls)"
+
+for pair in processed:200 duplicate:200 ignored:200 parked:200 failed:500 busy:503 rejected:401 malformed:400; do
+    oc=${pair%%:*} st=${pair##*:}
+    cgi "outcome_$oc" "$TMP/small.json" HTTP_X_TEST_OUTCOME="$oc" HTTP_X_TEST_STATUS="$st"
+    expect "outcome_$oc" "$st" "$oc" "outcome $oc passed through"
+done
+
+cgi alipay "$TMP/small.json" PATH_INFO=/notify/alipay HTTP_X_TEST_BODY=success
+expect alipay 200 processed "text body"
+check "body is exactly 'success'" success "$(body_of "$TMP/alipay.out")"
+check "text body content type" text/plain "$(header_of "$TMP/alipay.out" Content-Type)"
+
+cgi no_content "$TMP/small.json" HTTP_X_TEST_STATUS=204
+expect no_content 204 processed "204 reply"
+check "204 has no body" "" "$(body_of "$TMP/no_content.out" | od -An -c | tr -d ' \n')"
+check "204 has no Content-Length" "" "$(header_of "$TMP/no_content.out" Content-Length)"
+
+cgi binary "$TMP/binary.bin" HTTP_X_TEST_OUTCOME=processed
+expect binary 200 processed "binary body"
+check "NUL and non-UTF-8 bytes arrive byte-exact" yes \
+    "$(json_true "$TMP/binary.out" "b['md5'] == '$(md5sum <"$TMP/binary.bin" | cut -d' ' -f1)' and b['length'] == $(stat -c %s "$TMP/binary.bin")")"
+cgi empty "$TMP/empty.bin"
+expect empty 200 processed "empty body"
+check "empty body arrives empty" yes "$(json_true "$TMP/empty.out" "b['length'] == 0")"
+cgi max_nolength "$TMP/max.bin" CONTENT_LENGTH=-
+expect max_nolength 200 processed "1 MiB body without CONTENT_LENGTH, read to the end"
+check "1 MiB body byte-exact" yes \
+    "$(json_true "$TMP/max_nolength.out" "b['md5'] == '$(md5sum <"$TMP/max.bin" | cut -d' ' -f1)'")"
+
+echo "# CGI: headers"
+cgi headers "$TMP/small.json" \
+    HTTP_WECHATPAY_SIGNATURE='AbC+/dEf==' \
+    HTTP_WECHATPAY_SERIAL='PUB_KEY_ID_0114' \
+    HTTP_X_MIXED='MiXeD "quoted" \back\slash' \
+    HTTP_X_UTF8='支付成功' \
+    HTTP_X_CONTROL=$'tab\there\x01' \
+    HTTP_X_EMPTY= \
+    CONTENT_TYPE='application/json; charset=utf-8'
+expect headers 200 processed "headers request"
+check "header names lower-cased with '-', values kept exactly, nothing else" yes \
+    "$(json_true "$TMP/headers.out" "b['headers'] == {'wechatpay-signature': 'AbC+/dEf==', 'wechatpay-serial': 'PUB_KEY_ID_0114', 'x-mixed': 'MiXeD \"quoted\" \\\\back\\\\slash', 'x-utf8': '\u652f\u4ed8\u6210\u529f', 'x-control': 'tab\there\x01', 'x-empty': '', 'content-type': 'application/json; charset=utf-8'}")"
+before=$(calls)
+cgi bad_utf8 "$TMP/small.json" HTTP_X_LATIN1=$'caf\xe9'
+expect bad_utf8 400 refused "header value not UTF-8"
+check "not UTF-8: function not called" "$before" "$(calls)"
+
+echo "# CGI: refusals"
+before=$(calls)
+cgi get "$TMP/empty.bin" REQUEST_METHOD=GET
+expect get 405 refused "GET"
+check "405 says Allow: POST" POST "$(header_of "$TMP/get.out" Allow)"
+cgi put "$TMP/small.json" REQUEST_METHOD=PUT
+expect put 405 refused "PUT"
+cgi dash "$TMP/small.json" PATH_INFO=/notify/bad-channel
+expect dash 404 refused "channel with '-'"
+cgi trailing "$TMP/small.json" PATH_INFO=/notify/
+expect trailing 404 refused "empty channel"
+cgi long "$TMP/small.json" PATH_INFO="/notify/$(printf 'a%.0s' $(seq 1 64))"
+expect long 404 refused "64-character channel"
+cgi nopath "$TMP/small.json" PATH_INFO=
+expect nopath 404 refused "no path at all"
+cgi dot "$TMP/small.json" PATH_INFO=/notify/..
+expect dot 404 refused "channel '..'"
+cgi too_big_declared /dev/null CONTENT_LENGTH=1048577
+expect too_big_declared 413 refused "CONTENT_LENGTH over the cap"
+cgi too_big_huge /dev/null CONTENT_LENGTH=99999999999999999999999999
+expect too_big_huge 413 refused "CONTENT_LENGTH beyond any integer"
+cgi too_big_actual "$TMP/over.bin" CONTENT_LENGTH=-
+expect too_big_actual 413 refused "body over the cap without CONTENT_LENGTH"
+cgi small_cap "$TMP/ten.bin" PAYNOTIFY_MAX_BODY=9
+expect small_cap 413 refused "PAYNOTIFY_MAX_BODY=9, 10 bytes declared"
+cgi small_cap_actual "$TMP/ten.bin" PAYNOTIFY_MAX_BODY=9 CONTENT_LENGTH=-
+expect small_cap_actual 413 refused "PAYNOTIFY_MAX_BODY=9, 10 bytes sent"
+cgi bad_length "$TMP/small.json" CONTENT_LENGTH=12abc
+expect bad_length 400 refused "CONTENT_LENGTH not a number"
+cgi negative_length "$TMP/small.json" CONTENT_LENGTH=-5
+expect negative_length 400 refused "negative CONTENT_LENGTH"
+cgi short_body "$TMP/ten.bin" CONTENT_LENGTH=100
+expect short_body 400 refused "body shorter than CONTENT_LENGTH"
+check "refusals never reach the function" "$before" "$(calls)"
+check "refusal body is JSON FAIL" yes "$(json_true "$TMP/get.out" "b['code'] == 'FAIL'")"
+cgi at_cap "$TMP/ten.bin" PAYNOTIFY_MAX_BODY=10 CONTENT_LENGTH=-
+expect at_cap 200 processed "PAYNOTIFY_MAX_BODY=10, 10 bytes sent"
+
+echo "# CGI: channel from other variables"
+cgi by_uri "$TMP/small.json" PATH_INFO= REQUEST_URI='/notify/stripe_2?x=1'
+expect by_uri 200 processed "channel from REQUEST_URI"
+check "channel from REQUEST_URI" yes "$(json_true "$TMP/by_uri.out" "b['channel'] == 'stripe_2'")"
+cgi by_script "$TMP/small.json" PATH_INFO= SCRIPT_NAME=/notify/alipay
+check "channel from SCRIPT_NAME" yes "$(json_true "$TMP/by_script.out" "b['channel'] == 'alipay'")"
+cgi max_channel "$TMP/small.json" PATH_INFO="/hooks/notify/$(printf 'Z%.0s' $(seq 1 63))"
+expect max_channel 200 processed "63-character channel"
+
+echo "# CGI: failures are 503"
+cgi unreachable "$TMP/small.json" PAYNOTIFY_DSN="$BAD_DSN"
+expect unreachable 503 unavailable "database unreachable"
+check "503 body" '{"code":"FAIL","message":"service unavailable"}' "$(body_of "$TMP/unreachable.out")"
+check "503 content type" application/json "$(header_of "$TMP/unreachable.out" Content-Type)"
+check "unreachable: one log line" 1 "$(wc -l <"$TMP/unreachable.err")"
+cgi sql_error "$TMP/small.json" HTTP_X_TEST_ERROR=1
+expect sql_error 503 unavailable "SQL error"
+check "SQL error logged with its SQLSTATE" 1 "$(grep -c 'P0001' "$TMP/sql_error.err")"
+cgi no_row "$TMP/small.json" HTTP_X_TEST_NOROW=1
+expect no_row 503 unavailable "no row"
+cgi bad_status "$TMP/small.json" HTTP_X_TEST_STATUS=700
+expect bad_status 503 unavailable "status out of range"
+cgi injected "$TMP/small.json" HTTP_X_TEST_CONTENT_TYPE=$'text/plain\r\nX-Injected: 1'
+expect injected 503 unavailable "content type with CR LF"
+check "nothing injected" "" "$(header_of "$TMP/injected.out" X-Injected)"
+cgi odd_outcome "$TMP/small.json" HTTP_X_TEST_OUTCOME='Odd Outcome!'
+expect odd_outcome 200 unknown "unexpected outcome relayed as unknown"
+cgi timeout "$TMP/small.json" HTTP_X_TEST_SLEEP=2 PAYNOTIFY_STATEMENT_TIMEOUT=200
+expect timeout 503 unavailable "PAYNOTIFY_STATEMENT_TIMEOUT"
+check "timeout logged as 57014" 1 "$(grep -c '57014' "$TMP/timeout.err")"
+cgi qualified "$TMP/small.json" PAYNOTIFY_FUNCTION=public.paynotify_handle
+expect qualified 200 processed "PAYNOTIFY_FUNCTION=public.paynotify_handle"
+cgi missing_fn "$TMP/small.json" PAYNOTIFY_FUNCTION=public.no_such_function
+expect missing_fn 503 unavailable "PAYNOTIFY_FUNCTION naming no function"
+cgi bad_fn "$TMP/small.json" PAYNOTIFY_FUNCTION='paynotify_handle(); DROP TABLE x; --'
+check "PAYNOTIFY_FUNCTION not an identifier: 503, exit 2" "503 2" \
+    "$(status_of "$TMP/bad_fn.out") $(cat "$TMP/bad_fn.rc")"
+cgi bad_max "$TMP/small.json" PAYNOTIFY_MAX_BODY=1e6
+check "PAYNOTIFY_MAX_BODY not a number: 503, exit 2" "503 2" \
+    "$(status_of "$TMP/bad_max.out") $(cat "$TMP/bad_max.rc")"
+PGPASSWORD=$SHIM_PASSWORD "$PN_PGBIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U "$SHIM_ROLE" -d postgres \
+    -Atc "SELECT count(*) FROM public.stub_calls" >/dev/null 2>&1
+check "the login role can only call the function" 1 $?
+
+###############################################################################
+echo "# nginx, CGI mode (fcgiwrap)"
+mkdir -p "$TMP/run"
+# start_fcgiwrap [VAR=value...]: fcgiwrap on a unix socket, as nobody, with the
+# shim's settings in its environment (it passes them on to the shim).
+start_fcgiwrap() {
+    rm -f "$TMP/run/fcgiwrap.sock"
+    env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" "$@" \
+        spawn-fcgi -n -s "$TMP/run/fcgiwrap.sock" -M 0600 -U nobody -G nogroup -u nobody -g nogroup \
+        -- /usr/sbin/fcgiwrap >>"$TMP/fcgiwrap.out" 2>>"$TMP/fcgiwrap.err" &
+    FCGIWRAP_PID=$!
+    STARTED+=("$FCGIWRAP_PID")
+    for _ in $(seq 1 100); do [ -S "$TMP/run/fcgiwrap.sock" ] && break; sleep 0.05; done
+}
+start_fcgiwrap
+CGI_PORT=$(pn_free_port)
+if nginx_start nginx-cgi "$CGI_PORT" nginx-cgi.conf.in \
+    -e "s|@FCGIWRAP_SOCKET@|$TMP/run/fcgiwrap.sock|g" -e "s|@SHIM@|$SHIM|g"; then
+    ok "nginx (CGI mode) started from the templates"
+else
+    not_ok "nginx (CGI mode) started from the templates" "$(cat "$TMP/nginx-cgi/start.err" "$TMP/nginx-cgi/error.log" 2>/dev/null)"
+fi
+URL=http://127.0.0.1:$CGI_PORT
+before=$(calls)
+burst cgi_burst "$URL" 200
+expect_burst cgi_burst 200 "200 processed" "CGI mode: 200 requests all answered 200"
+check "CGI mode: 200 committed calls" "$((before + 200))" "$(calls)"
+check "CGI mode: GET is 405" "405 refused" "$(one cgi_get "$URL/notify/wxpay" -G)"
+check "CGI mode: bad channel is nginx's 404" 404 "$(one cgi_404 "$URL/notify/bad-name" | cut -d' ' -f1)"
+check "CGI mode: Alipay-style body" "200 processed/success" \
+    "$(one cgi_alipay "$URL/notify/alipay" -H 'X-Test-Body: success')/$(cat "$TMP/cgi_alipay.body")"
+check "CGI mode: SQL error is 503" "503 unavailable" "$(one cgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
+check "CGI mode: 204 passes" "204 processed" "$(one cgi_204 "$URL/notify/wxpay" -H 'X-Test-Status: 204')"
+pn_cluster_stop "$PGDIR"
+burst cgi_down "$URL" 20
+expect_burst cgi_down 20 "503 unavailable" "CGI mode, database stopped: only 503"
+db_restart
+burst cgi_up "$URL" 20
+expect_burst cgi_up 20 "200 processed" "CGI mode, database restarted: 200 again"
+check "CGI mode: PUT with a 500 kB body is 405" "405 refused" \
+    "$(ONE_BODY=$TMP/half.bin one cgi_put "$URL/notify/wxpay" -X PUT)"
+stop_pid "$FCGIWRAP_PID"
+start_fcgiwrap PAYNOTIFY_MAX_BODY=1000
+check "CGI mode: the shim's own 413 (cap below nginx's)" "413 refused" \
+    "$(ONE_BODY=$TMP/half.bin one cgi_413 "$URL/notify/wxpay")"
+check "CGI mode: within that cap still 200" "200 processed" "$(one cgi_small "$URL/notify/wxpay")"
+check "CGI mode: nginx's own 413 over client_max_body_size" 413 \
+    "$(ONE_BODY=$TMP/over.bin one cgi_nginx_413 "$URL/notify/wxpay" | cut -d' ' -f1)"
+
+###############################################################################
+echo "# nginx, FastCGI mode"
+FCGI_PORT=$(pn_free_port)
+FASTCGI_NGINX_PORT=$(pn_free_port)
+if nginx_start nginx-fastcgi "$FASTCGI_NGINX_PORT" nginx-fastcgi.conf.in \
+    -e "s|@SHIM_ADDRESS@|127.0.0.1:$FCGI_PORT|g"; then
+    ok "nginx (FastCGI mode) started from the templates"
+else
+    not_ok "nginx (FastCGI mode) started from the templates" "$(cat "$TMP/nginx-fastcgi/start.err" "$TMP/nginx-fastcgi/error.log" 2>/dev/null)"
+fi
+URL=http://127.0.0.1:$FASTCGI_NGINX_PORT
+SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" PAYNOTIFY_RECONNECT_MAX=1000)
+
+# start_fastcgi LOG COMMAND...: start a FastCGI shim in the background.
+start_fastcgi() {
+    local log=$1
+    shift
+    "${SHIM_ENV[@]}" "$@" >"$TMP/$log.out" 2>"$TMP/$log.err" &
+    SHIM_PID=$!
+    STARTED+=("$SHIM_PID")
+    wait_port "$FCGI_PORT"
+}
+# stop_fastcgi: SIGTERM, and the shim's exit status.
+stop_fastcgi() {
+    kill -TERM "$SHIM_PID"
+    wait "$SHIM_PID"
+}
+
+start_fastcgi listen "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 4
+before=$(calls)
+burst fcgi_burst "$URL" 300
+expect_burst fcgi_burst 300 "200 processed" "--listen: 300 requests all answered 200"
+check "--listen: 300 committed calls" "$((before + 300))" "$(calls)"
+check "--listen: one connection per worker, kept" 4 "$(shim_connections)"
+check "--listen: GET is 405" "405 refused" "$(one fcgi_get "$URL/notify/wxpay" -G)"
+check "--listen: SQL error is 503" "503 unavailable" "$(one fcgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
+check "--listen: statement still usable after an SQL error" "200 processed" "$(one fcgi_after "$URL/notify/wxpay")"
+check "--listen: Alipay-style body" "200 processed/success" \
+    "$(one fcgi_alipay "$URL/notify/alipay" -H 'X-Test-Body: success')/$(cat "$TMP/fcgi_alipay.body")"
+one fcgi_dup "$URL/notify/wxpay" -H 'X-Dup: one' -H 'X-Dup: two' >/dev/null
+check "--listen: repeated header joined with ', '" "one, two" \
+    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["headers"].get("x-dup"))' "$TMP/fcgi_dup.body")"
+ONE_BODY=$TMP/binary.bin one fcgi_bin "$URL/notify/wxpay" >/dev/null
+check "--listen: binary body byte-exact" "$(md5sum <"$TMP/binary.bin" | cut -d' ' -f1)" \
+    "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["md5"])' "$TMP/fcgi_bin.body")"
+check "--listen: 204 passes" "204 processed" "$(one fcgi_204 "$URL/notify/wxpay" -H 'X-Test-Status: 204')"
+
+pn_cluster_stop "$PGDIR"
+t0=$(date +%s%N)
+burst fcgi_down "$URL" 40
+t1=$(date +%s%N)
+expect_burst fcgi_down 40 "503 unavailable" "--listen, database stopped: only 503"
+check "--listen, database stopped: answered at once (40 in < 5 s)" yes \
+    "$([ $(((t1 - t0) / 1000000)) -lt 5000 ] && echo yes || echo "no: $(((t1 - t0) / 1000000)) ms")"
+db_restart
+recovered=no
+for _ in $(seq 1 100); do
+    if [ "$(one fcgi_probe "$URL/notify/wxpay")" = "200 processed" ]; then recovered=yes; break; fi
+    sleep 0.2
+done
+check "--listen, database restarted: recovers without a restart" yes "$recovered"
+sleep 1.2                       # longer than PAYNOTIFY_RECONNECT_MAX: every worker retries
+burst fcgi_up "$URL" 60
+expect_burst fcgi_up 60 "200 processed" "--listen, after recovery: all 200"
+check "--listen, after recovery: one connection per worker" 4 "$(shim_connections)"
+
+curl -s -o "$TMP/slow.body" -w '%{http_code} %header{paynotify-outcome}' \
+    -H 'X-Test-Sleep: 1' --data-binary @"$TMP/small.json" "$URL/notify/wxpay" >"$TMP/slow.code" 2>/dev/null &
+CURL_PID=$!
+for _ in $(seq 1 100); do      # until the request is inside the function
+    [ "$(psql_su -Atc "SELECT count(*) FROM pg_stat_activity
+        WHERE application_name = 'paynotify-cgi' AND state = 'active'")" -ge 1 ] && break
+    sleep 0.05
+done
+stop_fastcgi
+check "SIGTERM: exit status 0" 0 $?
+wait "$CURL_PID"
+check "SIGTERM: the request in flight is finished" "200 processed" "$(cat "$TMP/slow.code")"
+check "SIGTERM: connections closed" 0 "$(shim_connections)"
+check "SIGTERM: no accept errors logged" 0 "$(grep -c 'accepting a connection failed' "$TMP/listen.err")"
+
+start_fastcgi capped env PAYNOTIFY_MAX_BODY=1000 "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 2
+check "FastCGI: the shim's own 413 (cap below nginx's)" "413 refused" \
+    "$(ONE_BODY=$TMP/half.bin one fcgi_413 "$URL/notify/wxpay")"
+check "FastCGI: within that cap still 200" "200 processed" "$(one fcgi_small "$URL/notify/wxpay")"
+stop_fastcgi
+check "FastCGI: SIGTERM exits 0" 0 $?
+
+if command -v cgi-fcgi >/dev/null; then
+    echo "# FastCGI on a unix socket (--listen PATH), driven by cgi-fcgi"
+    SOCK=$TMP/run/shim.sock
+    "${SHIM_ENV[@]}" "$SHIM" --listen "$SOCK" --workers 2 >"$TMP/unix.out" 2>"$TMP/unix.err" &
+    SHIM_PID=$!
+    STARTED+=("$SHIM_PID")
+    for _ in $(seq 1 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+    length=$(stat -c %s "$TMP/binary.bin")
+    env -i REQUEST_METHOD=POST PATH_INFO=/notify/unix_ch CONTENT_LENGTH="$length" \
+        cgi-fcgi -bind -connect "$SOCK" <"$TMP/binary.bin" | tr -d '\r' >"$TMP/unix.reply"
+    check "--listen PATH: reply" "200 OK" "$(sed -n 's/^Status: //p' "$TMP/unix.reply")"
+    check "--listen PATH: channel and body" "unix_ch $(md5sum <"$TMP/binary.bin" | cut -d' ' -f1)" \
+        "$(sed '1,/^$/d' "$TMP/unix.reply" | python3 -c 'import json,sys; b=json.load(sys.stdin); print(b["channel"], b["md5"])' 2>&1)"
+    stop_fastcgi
+    check "--listen PATH: SIGTERM exits 0" 0 $?
+    check "--listen PATH: socket removed at exit" no "$([ -e "$SOCK" ] && echo yes || echo no)"
+else
+    echo "# skipped: --listen PATH (cgi-fcgi from libfcgi-bin is not installed)"
+fi
+
+echo "# FastCGI under socket activation (LISTEN_FDS)"
+start_fastcgi activated systemd-socket-activate -l "127.0.0.1:$FCGI_PORT" \
+    -E PAYNOTIFY_DSN="$DSN" -E PAYNOTIFY_WORKERS=2 "$SHIM"
+burst act_burst "$URL" 50
+expect_burst act_burst 50 "200 processed" "socket activation: 50 requests all 200"
+check "socket activation: PAYNOTIFY_WORKERS=2 connections" 2 "$(shim_connections)"
+stop_fastcgi
+check "socket activation: SIGTERM exits 0" 0 $?
+
+echo "# FastCGI under spawn-fcgi (listening socket on stdin)"
+start_fastcgi spawned spawn-fcgi -n -a 127.0.0.1 -p "$FCGI_PORT" -- "$SHIM" --workers 3
+burst spawn_burst "$URL" 50
+expect_burst spawn_burst 50 "200 processed" "spawn-fcgi: 50 requests all 200"
+check "spawn-fcgi: --workers 3 connections" 3 "$(shim_connections)"
+stop_fastcgi
+check "spawn-fcgi: SIGTERM exits 0" 0 $?
+
+###############################################################################
+echo "# valgrind"
+VALGRIND="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible"
+# SCRAM authentication is slow under valgrind: allow more than the default 2 s
+DSN="$DSN connect_timeout=20"
+SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN")
+for run in "ok:$TMP/small.json" "binary:$TMP/binary.bin" "headers:$TMP/small.json"; do
+    name=${run%%:*} body=${run#*:}
+    if [ "$name" = headers ]; then
+        cgi "vg_$name" "$body" HTTP_X_A=1 HTTP_X_A_B='two words' CONTENT_TYPE=text/plain
+    else
+        cgi "vg_$name" "$body"
+    fi
+    expect "vg_$name" 200 processed "valgrind: $name"
+done
+cgi vg_unreachable "$TMP/small.json" PAYNOTIFY_DSN="$BAD_DSN"
+expect vg_unreachable 503 unavailable "valgrind: database unreachable"
+cgi vg_sql_error "$TMP/small.json" HTTP_X_TEST_ERROR=1
+expect vg_sql_error 503 unavailable "valgrind: SQL error"
+cgi vg_too_big "$TMP/over.bin" CONTENT_LENGTH=-
+expect vg_too_big 413 refused "valgrind: body over the cap"
+cgi vg_not_found "$TMP/small.json" PATH_INFO=/notify/x-y
+expect vg_not_found 404 refused "valgrind: bad channel"
+cgi vg_bad_utf8 "$TMP/small.json" HTTP_X_LATIN1=$'caf\xe9'
+expect vg_bad_utf8 400 refused "valgrind: header not UTF-8"
+cgi vg_bad_fn "$TMP/small.json" PAYNOTIFY_FUNCTION='x y'
+check "valgrind: bad setting" "503 2" "$(status_of "$TMP/vg_bad_fn.out") $(cat "$TMP/vg_bad_fn.rc")"
+
+# shellcheck disable=SC2086
+start_fastcgi vg_fastcgi $VALGRIND --log-file="$TMP/vg_fastcgi.vg" "$SHIM" \
+    --listen "127.0.0.1:$FCGI_PORT" --workers 2
+burst vg_fcgi_burst "$URL" 30
+expect_burst vg_fcgi_burst 30 "200 processed" "valgrind, FastCGI: 30 requests all 200"
+check "valgrind, FastCGI: SQL error is 503" "503 unavailable" "$(one vg_fcgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
+stop_fastcgi
+rc=$?
+check "valgrind, FastCGI: clean after SIGTERM" "0" "$rc$(grep -v '^==[0-9]*== *$' "$TMP/vg_fastcgi.vg" | head -c 600)"
+unset VALGRIND
+
+###############################################################################
+leaks=$(grep -l -F -- "$SHIM_PASSWORD" "$TMP"/*.err "$TMP"/*/error.log "$TMP"/*.vg 2>/dev/null | wc -l)
+check "the DSN password appears in no log" 0 "$leaks"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
