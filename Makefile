@@ -18,7 +18,8 @@ OBJS = \
 	src/verify_wxpay.o \
 	src/verify_alipay.o \
 	src/verify_stripe.o \
-	src/form.o
+	src/form.o \
+	src/scan.o
 
 DATA = $(wildcard $(EXTENSION)--*.sql)
 PGFILEDESC = "paynotify - exactly-once payment notifications"

@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * crypto.c
- *	  The only file that includes OpenSSL: base64, PEM/X.509 keys, RSA
- *	  signature verification, AES-GCM opening, HMAC-SHA256, constant-time
- *	  comparison, and the two SQL primitives built on them.
+ *	  The backend's cryptography: base64, PEM/X.509 keys, RSA signature
+ *	  verification, AES-GCM opening, HMAC-SHA256, constant-time comparison,
+ *	  and the two SQL primitives built on them.  With scan.c (the strict
+ *	  base64 decoder and the PEM loaders, free of PostgreSQL so that they can
+ *	  be fuzzed) it is the only code that includes OpenSSL.
  *
  * Nothing here raises between allocating an OpenSSL object and freeing it:
  * the helpers return verdicts and the SQL-callable functions raise only after
@@ -17,18 +19,15 @@
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "fmgr.h"
 #include "utils/builtins.h"
 
 #include "paynotify.h"
+#include "scan.h"
 
 PG_FUNCTION_INFO_V1(paynotify_rsa_verify);
 PG_FUNCTION_INFO_V1(paynotify_aead_decrypt);
-
-#define MIN_RSA_BITS 2048
 
 static EVP_MD *md_sha1;
 static EVP_MD *md_sha256;
@@ -77,40 +76,26 @@ digest_by_name(const char *name)
  * ---------------------------------------------------------------------
  */
 
-/* Decode strictly; false when in is not exactly canonical padded base64. */
+/*
+ * Decode strictly (scan.c); false when in is not exactly canonical padded
+ * base64.  The result is palloc'd.
+ */
 bool
 pn_base64_decode(const char *in, int inlen, unsigned char **out, int *outlen)
 {
-	int			pad = 0;
-	int			n;
 	unsigned char *buf;
+	size_t		n;
 
-	if (inlen <= 0 || inlen % 4 != 0)
+	if (inlen <= 0)
 		return false;
-	for (int i = 0; i < inlen; i++)
-	{
-		char		c = in[i];
-
-		if (c == '=')
-		{
-			if (i < inlen - 2)
-				return false;
-			pad++;
-		}
-		else if (pad > 0 ||
-				 !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-				   (c >= '0' && c <= '9') || c == '+' || c == '/'))
-			return false;
-	}
-	buf = palloc(inlen / 4 * 3 + 1);
-	n = EVP_DecodeBlock(buf, (const unsigned char *) in, inlen);
-	if (n < 0)
+	buf = palloc(PN_BASE64_DECODED_SIZE(inlen));
+	if (!pn_scan_base64(in, (size_t) inlen, buf, PN_BASE64_DECODED_SIZE(inlen), &n))
 	{
 		pfree(buf);
 		return false;
 	}
 	*out = buf;
-	*outlen = n - pad;
+	*outlen = (int) n;
 	return true;
 }
 
@@ -131,43 +116,18 @@ pn_base64_encode(const unsigned char *in, int inlen)
 
 /*
  * An RSA public key (at least 2048 bits) from a PEM "PUBLIC KEY" or an X.509
- * certificate.  Returns an EVP_PKEY the caller frees with pn_pkey_free, or
- * NULL with *err set to a fixed message.
+ * certificate (scan.c).  Returns an EVP_PKEY the caller frees with
+ * pn_pkey_free, or NULL with *err set to a fixed message.
  */
 void *
 pn_pkey_load(const char *pem, int len, const char **err)
 {
-	BIO		   *bio = BIO_new_mem_buf(pem, len);
-	EVP_PKEY   *pkey = NULL;
-	X509	   *cert;
-
-	*err = "not a PEM public key or certificate";
-	if (bio == NULL)
+	if (len < 0)
+	{
+		*err = "not a PEM public key or certificate";
 		return NULL;
-	pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
-	if (pkey == NULL)
-	{
-		(void) BIO_reset(bio);
-		cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
-		if (cert != NULL)
-		{
-			pkey = X509_get_pubkey(cert);
-			X509_free(cert);
-		}
 	}
-	BIO_free(bio);
-	ERR_clear_error();
-	if (pkey != NULL && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA)
-		*err = "not an RSA key";
-	else if (pkey != NULL && EVP_PKEY_get_bits(pkey) < MIN_RSA_BITS)
-		*err = "RSA key shorter than 2048 bits";
-	else if (pkey != NULL)
-	{
-		*err = NULL;
-		return pkey;
-	}
-	EVP_PKEY_free(pkey);
-	return NULL;
+	return pn_scan_pkey(pem, (size_t) len, err);
 }
 
 /* Free a key from pn_pkey_load (NULL is fine). */
@@ -181,23 +141,10 @@ pn_pkey_free(void *pkey)
 char *
 pn_cert_serial(const char *pem, int len)
 {
-	BIO		   *bio = BIO_new_mem_buf(pem, len);
-	X509	   *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
-	BIGNUM	   *bn = NULL;
-	char	   *hex = NULL;
-	char	   *result = NULL;
+	char	   *hex = len >= 0 ? pn_scan_cert_serial(pem, (size_t) len) : NULL;
+	char	   *result = hex ? pstrdup(hex) : NULL;
 
-	if (cert != NULL)
-		bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
-	if (bn != NULL)
-		hex = BN_bn2hex(bn);
-	if (hex != NULL)
-		result = pstrdup(hex);
 	OPENSSL_free(hex);
-	BN_free(bn);
-	X509_free(cert);
-	BIO_free(bio);
-	ERR_clear_error();
 	return result;
 }
 

@@ -6,9 +6,11 @@
  *
  * Everything a request reaches in this file returns a verdict instead of
  * raising: a malformed notification must be answered, never abort the
- * transaction.  PostgreSQL's own JSON parser does the parsing; the only
- * hand-written scanner bounds the nesting depth, because the parser's
- * recursion would otherwise end in a stack-depth ERROR.
+ * transaction.  PostgreSQL's own JSON parser does the parsing; the
+ * hand-written scanners it needs (the nesting-depth pre-scan, because the
+ * parser's recursion would otherwise end in a stack-depth ERROR, the
+ * number-token check, and exact amounts) live in scan.c, free of
+ * PostgreSQL so that they can be fuzzed on their own.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,16 +24,25 @@
 #include "utils/numeric.h"
 
 #include "paynotify.h"
+#include "scan.h"
 
-#define MAX_NUMBER_TOKEN 40		/* longer numbers are not ours to take */
+/*
+ * Most values (scalars, objects and arrays) a JSON body may hold.  jsonb_in
+ * raises instead of answering when one container outgrows what it can
+ * build (about 16 million elements, or 256 MB of jsonb), which a body a
+ * raised paynotify.max_body_size lets through can reach: "[1,1,...]" of
+ * 40 MB.  A 1 MB body holds at most about half a million values.
+ */
+#define MAX_JSON_VALUES (4 * 1024 * 1024)
 
-typedef struct NumberCheck
+typedef struct ValueCheck
 {
 	bool		bad;
-} NumberCheck;
+	int64		values;
+} ValueCheck;
 
-static bool json_depth_ok(const char *text, int len, int max_depth);
 static void check_scalar(void *state, char *token, JsonTokenType type);
+static void count_container(void *state);
 static JsonbValue *path_value(Jsonb *doc, const char *path, JsonbValue *buf);
 
 /* ---------------------------------------------------------------------
@@ -86,78 +97,64 @@ pn_header(Jsonb *headers, const char *name, char **value)
 
 /*
  * Parse UTF-8 JSON text into jsonb.  NULL when the text is not valid UTF-8,
- * not valid JSON, nested deeper than PAYNOTIFY_MAX_JSON_DEPTH, or holds a
- * number jsonb could not store.
+ * not valid JSON, nested deeper than PAYNOTIFY_MAX_JSON_DEPTH, holds a
+ * number jsonb could not store, or more than MAX_JSON_VALUES values.
  */
 Jsonb *
 pn_parse_json(const char *text, int len)
 {
 	JsonLexContext *lex;
 	JsonSemAction sem;
-	NumberCheck numbers = {false};
+	ValueCheck	check = {false, 0};
 	char	   *copy;
 
 	if (len <= 0 || memchr(text, '\0', len) != NULL)
 		return NULL;
-	if (!json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH))
+	if (!pn_json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH))
 		return NULL;
 	if (!pg_verify_mbstr(PG_UTF8, text, len, true))
 		return NULL;
 
 	copy = pnstrdup(text, len);
 	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &numbers;
+	sem.semstate = &check;
 	sem.scalar = check_scalar;
+	sem.object_start = count_container;
+	sem.array_start = count_container;
 	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || numbers.bad)
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || check.bad)
 		return NULL;
 
-	/* Known valid: jsonb_in cannot fail on it now. */
+	/* Known valid, numbers and size in range: jsonb_in cannot fail on it now. */
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
 }
 
 /*
- * Whether brackets nest at most max_depth deep, counting only outside
- * strings.  Bounds the recursion of the real parser that runs next.
+ * Flags number tokens that numeric_in could refuse (huge exponents): it
+ * raises for them, so jsonb_in must never see one.  Counts the value.
  */
-static bool
-json_depth_ok(const char *text, int len, int max_depth)
-{
-	int			depth = 0;
-	bool		in_string = false;
-
-	for (int i = 0; i < len; i++)
-	{
-		char		c = text[i];
-
-		if (in_string)
-		{
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_string = false;
-		}
-		else if (c == '"')
-			in_string = true;
-		else if (c == '{' || c == '[')
-		{
-			if (++depth > max_depth)
-				return false;
-		}
-		else if ((c == '}' || c == ']') && depth > 0)
-			depth--;
-	}
-	return true;
-}
-
-/* Flags number tokens that numeric_in could refuse (huge exponents). */
 static void
 check_scalar(void *state, char *token, JsonTokenType type)
 {
-	NumberCheck *nc = (NumberCheck *) state;
+	ValueCheck *vc = (ValueCheck *) state;
 
-	if (type == JSON_TOKEN_NUMBER && strlen(token) > MAX_NUMBER_TOKEN)
-		nc->bad = true;
+	if (type == JSON_TOKEN_NUMBER &&
+		(token == NULL || !pn_json_number_ok(token, strlen(token))))
+		vc->bad = true;
+	if (++vc->values > MAX_JSON_VALUES)
+		vc->bad = true;
+	if (token != NULL)
+		pfree(token);			/* ours; a big body has many */
+}
+
+/* Counts an object or array towards MAX_JSON_VALUES. */
+static void
+count_container(void *state)
+{
+	ValueCheck *vc = (ValueCheck *) state;
+
+	if (++vc->values > MAX_JSON_VALUES)
+		vc->bad = true;
 }
 
 /* ---------------------------------------------------------------------
@@ -257,16 +254,10 @@ pn_json_present(Jsonb *doc, const char *path)
 bool
 pn_parse_int64(const char *s, int len, int64 *value)
 {
-	int64		v = 0;
+	int64_t		v;
 
-	if (len <= 0 || len > 18)
+	if (len <= 0 || !pn_scan_int64(s, (size_t) len, &v))
 		return false;
-	for (int i = 0; i < len; i++)
-	{
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (s[i] - '0');
-	}
 	*value = v;
 	return true;
 }
@@ -278,25 +269,11 @@ pn_parse_int64(const char *s, int len, int64 *value)
 bool
 pn_parse_decimal(const char *s, int len, int scale, int64 *value)
 {
-	const char *dot = memchr(s, '.', len);
-	int			intlen = dot ? dot - s : len;
-	int			fraclen = dot ? len - intlen - 1 : 0;
-	int64		whole,
-				frac = 0;
+	int64_t		v;
 
-	if (intlen == 0 || (dot && (fraclen == 0 || fraclen > scale)))
+	if (len <= 0 || !pn_scan_decimal(s, (size_t) len, scale, &v))
 		return false;
-	if (intlen > 1 && s[0] == '0')
-		return false;			/* "01.00" is not how gateways write amounts */
-	if (intlen > 18 - scale || !pn_parse_int64(s, intlen, &whole))
-		return false;
-	if (dot && !pn_parse_int64(dot + 1, fraclen, &frac))
-		return false;
-	for (int i = fraclen; i < scale; i++)
-		frac *= 10;
-	for (int i = 0; i < scale; i++)
-		whole *= 10;
-	*value = whole + frac;
+	*value = v;
 	return true;
 }
 

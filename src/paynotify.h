@@ -8,8 +8,8 @@
  * request and turns it into a PnNotice; everything after that (lock, dedup,
  * state machine, records, outbox, reply row) is gateway-agnostic.
  *
- * Only crypto.c includes OpenSSL headers; everything else sees key objects
- * as opaque pointers.
+ * Only crypto.c and scan.c (PostgreSQL-free, fuzzed on its own) include
+ * OpenSSL headers; everything else sees key objects as opaque pointers.
  *
  *-------------------------------------------------------------------------
  */

@@ -67,14 +67,14 @@ else
     count "make installcheck" 0
 fi
 
-for t in shim/tests/cgi-test.sh shim/tests/send-test.sh; do
+for t in test/unit/run.sh shim/tests/cgi-test.sh shim/tests/send-test.sh; do
     [ -x "$t" ] || continue
     note "$t"
     "$t"; count "$t" $?
 done
 
 if [ $quick = 0 ]; then
-    for t in test/e2e/*.sh test/fuzz/run.sh; do
+    for t in test/e2e/*.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue
         note "$t"
         "$t"; count "$t" $?

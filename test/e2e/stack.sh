@@ -96,23 +96,26 @@ stack_wait_port() {
 stack_shim() {
     local workers=${1:-8}
     rm -f "$STACK_DIR/run/shim.sock"
-    runuser -u nobody -- env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
-        "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/shim.sock" --workers "$workers" \
-        >>"$STACK_DIR/log/shim.out" 2>>"$STACK_DIR/log/shim.err" &
-    STACK_SHIM_PID=$!
-    STACK_PIDS+=("$STACK_SHIM_PID")
+    # started from a subshell: not a job of this shell, known by its pid file
+    (
+        runuser -u nobody -- env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
+            "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/shim.sock" --workers "$workers" \
+            >>"$STACK_DIR/log/shim.out" 2>>"$STACK_DIR/log/shim.err" &
+        echo $! >"$STACK_DIR/shim.pid"
+    )
     for _ in $(seq 1 200); do [ -S "$STACK_DIR/run/shim.sock" ] && return 0; sleep 0.05; done
     echo "the shim did not start: $(cat "$STACK_DIR/log/shim.err")" >&2
     return 1
 }
 
-# stack_shim_stop [SIGNAL]: stop the FastCGI shim (SIGTERM: finish in-flight requests).
+# stack_shim_stop [SIGNAL]: stop the FastCGI shim (SIGTERM: finish in-flight
+# requests), by the pid in shim.pid (it may have been restarted by a subshell).
 stack_shim_stop() {
-    local sig=${1:-TERM}
-    [ -n "${STACK_SHIM_PID:-}" ] || return 0
-    kill -"$sig" "$STACK_SHIM_PID" 2>/dev/null
-    wait "$STACK_SHIM_PID" 2>/dev/null
-    STACK_SHIM_PID=""
+    local sig=${1:-TERM} pid
+    pid=$(cat "$STACK_DIR/shim.pid" 2>/dev/null) || return 0
+    kill -"$sig" "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    rm -f "$STACK_DIR/shim.pid"
 }
 
 # stack_fcgiwrap: fcgiwrap (for CGI mode) on a unix socket, as nobody.
@@ -176,6 +179,7 @@ stack_send() {
 # stack_stop: everything started, in reverse order, by pid; then the directory.
 stack_stop() {
     stack_nginx_stop
+    [ -n "${STACK_DIR:-}" ] && stack_shim_stop
     local i
     for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
         kill -TERM "${STACK_PIDS[i]}" 2>/dev/null

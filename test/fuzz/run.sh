@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
 # Build and run paynotify's libFuzzer targets, each for a bounded time.
 #
-#   test/fuzz/run.sh [SECONDS]      (default 20 per target)
+#   test/fuzz/run.sh [SECONDS] [TARGET...]     (default 15 s per target)
 #
-# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev).  Seeds come
-# from the test vectors (PAYNOTIFY_VECTORS, default test/vectors) and
-# from the corpus kept in test/fuzz/out/.  Exits non-zero on any crash,
-# leak, sanitizer report or invariant failure; reproducers are left in
-# test/fuzz/out/<target>/.
+# Targets (test/fuzz/fuzz_*.c), each checking invariants on every input:
+#   fuzz_form        urlencoded form decoding, Alipay's canonical content
+#   fuzz_stripe_sig  the Stripe-Signature header
+#   fuzz_base64      strict base64 (canonical spelling only)
+#   fuzz_json        depth pre-scan and number check before pg_parse_json
+#                    (PostgreSQL's frontend JSON parser, libpgcommon)
+#   fuzz_number      exact integers and decimal amounts, against a reference
+#   fuzz_pem         PEM / DER public keys, certificates and their serials
+#
+# Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), OpenSSL's
+# headers, postgresql-server-dev-15 (for fuzz_json) and the openssl command
+# (DER seeds).  Seeds come from the test vectors (PAYNOTIFY_VECTORS, default
+# test/vectors) and from the corpus kept in test/fuzz/out/.  Exits non-zero
+# on any crash, leak, sanitizer report or invariant failure; reproducers are
+# left in test/fuzz/out/<target>/ (crash-*, leak-*, timeout-*, oom-*).
 set -euo pipefail
-secs=${1:-20}
+secs=${1:-15}
+shift || true
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 vectors=${PAYNOTIFY_VECTORS:-$root/test/vectors}
 cc=${CC:-clang}
 bin=$here/bin
 out=$here/out
-targets=(fuzz_form fuzz_stripe_sig)
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    targets=(fuzz_form fuzz_stripe_sig fuzz_base64 fuzz_json fuzz_number fuzz_pem)
+fi
 mkdir -p "$bin" "$out"
 
-# seed_form DIR / seed_stripe_sig DIR: copy vector inputs into a corpus.
+pg_config=${PG_CONFIG:-pg_config}
+pg_inc=$("$pg_config" --includedir-server)
+pg_lib=$("$pg_config" --pkglibdir)
+ssl_cflags=$(pkg-config --cflags openssl 2>/dev/null || true)
+ssl_libs=$(pkg-config --libs openssl 2>/dev/null || echo -lcrypto)
+
+# ---- seeds: seed_<target> DIR copies inputs from the vectors into a corpus --
+
 seed_form() {
     local f
     for f in "$vectors"/cases/*/body.form; do
@@ -36,24 +58,119 @@ seed_stripe_sig() {
     find "$1" -name 'seed-*' -empty -delete
     printf 't=1,v1=%064d,v0=%064d' 0 0 >"$1/seed-small"
 }
+# every base64 string of the vectors: signatures, ciphertexts, Alipay signs
+seed_base64() {
+    python3 - "$vectors" "$1" <<'PY'
+import json, os, re, sys, urllib.parse
+vectors, corpus = sys.argv[1], sys.argv[2]
+found = set()
+for c in json.load(open(os.path.join(vectors, "manifest.json"))):
+    for name, value in c["headers"]:
+        if name.lower() == "wechatpay-signature":
+            found.add(value)
+    body = open(os.path.join(vectors, c["files"]["body"]), "rb").read()
+    if c["gateway"] == "wxpay":
+        try:
+            res = json.loads(body).get("resource", {})
+            found.add(res.get("ciphertext", ""))
+        except ValueError:
+            pass
+    elif c["gateway"] == "alipay":
+        for k, v in urllib.parse.parse_qsl(body.decode("latin-1")):
+            if k == "sign":
+                found.add(v)
+for i, s in enumerate(sorted(x for x in found if x)):
+    open(os.path.join(corpus, "seed-%02d" % i), "w").write(s)
+PY
+    printf 'AA==' >"$1/seed-pad2"
+    printf 'AAA=' >"$1/seed-pad1"
+    printf 'AB==' >"$1/seed-noncanonical"
+}
+# the JSON bodies of the vectors and the decrypted WeChat resources
+seed_json() {
+    local f
+    for f in "$vectors"/cases/*/body.json "$vectors"/cases/*/resource_plaintext.json; do
+        [ -e "$f" ] && cp "$f" "$1/seed-$(basename "$(dirname "$f")")-$(basename "$f")"
+    done
+    python3 -c 'print("[" * 64 + "]" * 64, end="")' >"$1/seed-depth64"
+    python3 -c 'print("[" * 65 + "]" * 65, end="")' >"$1/seed-depth65"
+    printf '{"a":[1e1000,-1E-1000,1e999999,0.5e+7,"[[[\\"{"]}' >"$1/seed-numbers"
+}
+# amounts and ids as the vectors carry them, each after a scale byte
+seed_number() {
+    local v i=0
+    for v in 88.88 88.8 20 0.01 0 100000000 9999999999999999.99 1767225606 \
+        01.00 .5 5. 1e3 -1 '88.888' '' 123456789012345678; do
+        printf '\002%s' "$v" >"$1/seed-$i"
+        i=$((i + 1))
+    done
+}
+# the vectors' PEM keys and certificates, as PEM and as DER
+seed_pem() {
+    local f b
+    for f in "$vectors"/keys/*.pub.pem "$vectors"/keys/*.cert.pem; do
+        [ -e "$f" ] || continue
+        b=$(basename "$f" .pem)
+        cp "$f" "$1/seed-$b"
+        case "$f" in
+            *.cert.pem) openssl x509 -in "$f" -outform DER -out "$1/seed-$b.der" 2>/dev/null || true ;;
+            *.pub.pem) openssl pkey -pubin -in "$f" -outform DER -out "$1/seed-$b.der" 2>/dev/null || true ;;
+        esac
+    done
+}
+
+# ---- build: build TARGET ----------------------------------------------------
+
+# shellcheck disable=SC2054
+cflags=(-g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
+        -fno-sanitize-recover=all -I"$root/src")
+build() {
+    local t=$1
+    case $t in
+        fuzz_form|fuzz_stripe_sig)
+            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$root/src/form.c" ;;
+        fuzz_base64|fuzz_number|fuzz_pem)
+            # shellcheck disable=SC2086
+            "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" \
+                "$root/src/scan.c" $ssl_libs ;;
+        fuzz_json)
+            # PostgreSQL's headers want GNU C and are not -Wextra clean
+            # shellcheck disable=SC2086
+            "$cc" "${cflags[@]}" -std=gnu11 -Wno-unused-parameter \
+                -Wno-missing-field-initializers -Wno-sign-compare -Wno-ignored-attributes $ssl_cflags \
+                -I"$pg_inc" -o "$bin/$t" "$here/$t.c" "$root/src/scan.c" \
+                "$pg_lib/libpgcommon.a" "$pg_lib/libpgport.a" $ssl_libs -lm ;;
+        *) echo "unknown target $t" >&2; return 1 ;;
+    esac
+}
 
 status=0
 for t in "${targets[@]}"; do
-    "$cc" -g -O1 -std=c99 -Wall -Wextra -Werror \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-        -I"$root/src" -o "$bin/$t" "$here/$t.c" "$root/src/form.c"
+    if ! build "$t" 2>"$out/$t.build.log"; then
+        echo "FAIL $t: does not build"
+        cat "$out/$t.build.log"
+        status=1
+        continue
+    fi
     corpus=$out/$t/corpus
     mkdir -p "$corpus"
     "seed_${t#fuzz_}" "$corpus"
-    dict=$here/${t#fuzz_}.dict
+    dictarg=()
+    [ -f "$here/${t#fuzz_}.dict" ] && dictarg=(-dict="$here/${t#fuzz_}.dict")
     echo "== $t: ${secs}s"
     if ! (cd "$out/$t" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
             UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
             "$bin/$t" -max_total_time="$secs" -max_len=65536 -timeout=10 \
-            -rss_limit_mb=2048 -print_final_stats=1 -dict="$dict" \
+            -rss_limit_mb=2048 -print_final_stats=1 "${dictarg[@]}" \
             "$corpus" >"$out/$t.log" 2>&1); then
         echo "FAIL $t (log: $out/$t.log)"
         tail -40 "$out/$t.log"
+        status=1
+        continue
+    fi
+    if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$out/$t.log"; then
+        echo "FAIL $t: sanitizer report (log: $out/$t.log)"
+        grep -E -A20 'ERROR: |runtime error:' "$out/$t.log" | head -40
         status=1
         continue
     fi

@@ -1,0 +1,103 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.h
+ *	  The hand-written scanners, without PostgreSQL: strict base64, the
+ *	  JSON nesting-depth pre-scan and number-token check, exact integer and
+ *	  decimal amounts, and PEM public keys / certificates.
+ *
+ * scan.c includes no PostgreSQL header and allocates nothing except the
+ * OpenSSL objects and strings it hands to its caller (who frees them, see
+ * each function).  Everything else is written into buffers the caller
+ * provides, so the same code runs inside a backend (json.c and crypto.c
+ * wrap it with palloc'd results) and inside the libFuzzer targets in
+ * test/fuzz/.  Every function is total: any input bytes give a verdict,
+ * never a crash, and every loop is bounded by the input.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PAYNOTIFY_SCAN_H
+#define PAYNOTIFY_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------- base64 (RFC 4648 standard alphabet, padded) ---------- */
+
+/* Output bytes pn_scan_base64 needs for an input of len characters. */
+#define PN_BASE64_DECODED_SIZE(len) ((size_t) (len) / 4 * 3 + 1)
+
+/*
+ * Decode in strictly: a non-zero multiple of 4 characters of the standard
+ * alphabet, '=' only as the last one or two, and the bits the padding
+ * leaves over all zero, so every byte string has exactly one accepted
+ * spelling.  No whitespace, no URL-safe alphabet.  out needs
+ * PN_BASE64_DECODED_SIZE(inlen) bytes.  False (out unspecified) otherwise.
+ */
+extern bool pn_scan_base64(const char *in, size_t inlen,
+						   unsigned char *out, size_t outsize,
+						   size_t *outlen);
+
+/* ---------- JSON ---------- */
+
+/* Longest number token taken, and the largest exponent magnitude. */
+#define PN_JSON_MAX_NUMBER_TOKEN 40
+#define PN_JSON_MAX_EXPONENT 1000
+
+/*
+ * Whether the brackets of text nest at most max_depth deep, counting only
+ * outside strings.  Run before PostgreSQL's recursive JSON parser, it bounds
+ * the parser's recursion: for any text the parser accepts, this is true
+ * exactly when its nesting depth is at most max_depth, and on any text the
+ * parser never recurses deeper than the depth this counts.
+ */
+extern bool pn_json_depth_ok(const char *text, size_t len, int max_depth);
+
+/*
+ * Whether a number token (as the JSON lexer delimits it) is one jsonb can
+ * store: at most PN_JSON_MAX_NUMBER_TOKEN characters and an exponent of at
+ * most PN_JSON_MAX_EXPONENT in magnitude.  numeric_in raises an error,
+ * rather than answering, for exponents beyond numeric's range (1e999999,
+ * 1e-16384), and a request must never make paynotify raise.
+ */
+extern bool pn_json_number_ok(const char *token, size_t len);
+
+/* ---------- numbers ---------- */
+
+#define PN_INT_MAX_DIGITS 18
+
+/* Unsigned decimal digits only (1..18 of them), no sign, no spaces. */
+extern bool pn_scan_int64(const char *s, size_t len, int64_t *value);
+
+/*
+ * An exact decimal amount ("20", "88.8", "88.88" for scale 2) in minor
+ * units.  No sign, exponent, spaces, leading '.' or superfluous leading
+ * zero; at most scale decimals; the integer part at most 18 - scale digits,
+ * so the result is below 10^18.
+ */
+extern bool pn_scan_decimal(const char *s, size_t len, int scale,
+							int64_t *value);
+
+/* ---------- PEM keys (OpenSSL) ---------- */
+
+#define PN_MIN_RSA_BITS 2048
+
+struct evp_pkey_st;
+
+/*
+ * An RSA public key of at least PN_MIN_RSA_BITS bits from the first PEM
+ * "PUBLIC KEY" in pem, or else from its first X.509 "CERTIFICATE".  The
+ * caller frees it with EVP_PKEY_free.  NULL with *err set to a fixed
+ * message otherwise.  Leaves OpenSSL's error queue empty.
+ */
+extern struct evp_pkey_st *pn_scan_pkey(const char *pem, size_t len,
+										const char **err);
+
+/*
+ * The serial number of the first PEM certificate in pem, as upper-case hex
+ * (BN_bn2hex: a '-' first when negative), or NULL when there is none.  The
+ * caller frees it with OPENSSL_free.  Leaves OpenSSL's error queue empty.
+ */
+extern char *pn_scan_cert_serial(const char *pem, size_t len);
+
+#endif							/* PAYNOTIFY_SCAN_H */
