@@ -20,6 +20,7 @@
  *-------------------------------------------------------------------------
  */
 #include "form.h"
+#include "scan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,6 @@ static int	name_cmp(const char *a, size_t alen, const char *b, size_t blen);
 static bool is_signature_param(const PnFormParam *p);
 static PnFormStatus add_item(const char *item, size_t len, PnForm *form,
 							 char *buf, size_t bufsize, size_t *used);
-static bool parse_digits(const char *s, size_t len, int64_t *value);
 static bool parse_lower_hex(const char *s, size_t len, unsigned char *out);
 static PnSigStatus sig_item(const char *item, size_t len, PnStripeSig *sig,
 							bool *seen_t);
@@ -307,24 +307,6 @@ pn_form_status_message(PnFormStatus status)
  * ---------------------------------------------------------------------
  */
 
-/* 1..PN_STRIPE_MAX_T_DIGITS decimal digits, nothing else. */
-static bool
-parse_digits(const char *s, size_t len, int64_t *value)
-{
-	int64_t		v = 0;
-
-	if (len == 0 || len > PN_STRIPE_MAX_T_DIGITS)
-		return false;
-	for (size_t i = 0; i < len; i++)
-	{
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (s[i] - '0');
-	}
-	*value = v;
-	return true;
-}
-
 /*
  * Exactly 64 lower-case hex digits into 32 bytes.  Stripe sends lower case
  * and the node/python SDKs compare strings, so upper case never matches.
@@ -369,7 +351,7 @@ sig_item(const char *item, size_t len, PnStripeSig *sig, bool *seen_t)
 		if (*seen_t)
 			return PN_SIG_DUP_TIMESTAMP;
 		*seen_t = true;
-		if (!parse_digits(val, vlen, &sig->t_value))
+		if (vlen > PN_STRIPE_MAX_T_DIGITS || !pn_scan_int64(val, vlen, &sig->t_value))
 			return PN_SIG_BAD_TIMESTAMP;
 		sig->t = val;
 		sig->t_len = vlen;

@@ -153,8 +153,8 @@ pn_outcome_acknowledges(PnOutcome outcome)
  * notification is busy in another delivery → 503 (both retried by every
  * gateway), not authentic or malformed → the reason's 4xx.
  */
-int
-pn_failure_status(PnOutcome outcome, PnReason reason)
+static int
+failure_status(PnOutcome outcome, PnReason reason)
 {
 	if (outcome == PN_FAILED)
 		return 500;
@@ -163,13 +163,41 @@ pn_failure_status(PnOutcome outcome, PnReason reason)
 	return pn_reason_status(reason);
 }
 
-/* The fixed message of a failure reply. */
-const char *
-pn_failure_message(PnOutcome outcome, PnReason reason)
+/* The fixed message of a failure reply (ASCII, no quotes: safe in JSON). */
+static const char *
+failure_message(PnOutcome outcome, PnReason reason)
 {
 	if (outcome == PN_FAILED)
 		return "processing failed, retry later";
 	if (outcome == PN_BUSY)
 		return "busy, retry later";
 	return pn_reason_message(reason);
+}
+
+/*
+ * The HTTP reply for an outcome, in the gateway's wording: acknowledgements
+ * are 200 with the gateway's success body; failures carry a status every
+ * gateway retries on and a fixed message, never request or key bytes.
+ */
+void
+pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason reason, PnReply *reply)
+{
+	if (gw == NULL)
+	{
+		reply->status = pn_reason_status(reason);
+		reply->content_type = "text/plain";
+		reply->body = pn_reason_message(reason);
+		return;
+	}
+	reply->content_type = gw->content_type;
+	if (pn_outcome_acknowledges(outcome))
+	{
+		reply->status = 200;
+		reply->body = gw->ack_body;
+		return;
+	}
+	reply->status = failure_status(outcome, reason);
+	reply->body = strstr(gw->fail_body, "%s")
+		? psprintf(gw->fail_body, failure_message(outcome, reason))
+		: gw->fail_body;
 }

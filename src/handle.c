@@ -28,8 +28,6 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "paynotify.h"
 #include "pnconfig.h"
@@ -233,57 +231,45 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const Exi
 	return res.outcome;
 }
 
+typedef struct ApplyCall
+{
+	PnConfig   *cfg;
+	const PnChannel *ch;
+	const PnNotice *n;
+	PnApplied  *res;
+} ApplyCall;
+
+static void
+apply_call(void *arg)
+{
+	ApplyCall  *c = (ApplyCall *) arg;
+
+	pn_apply(c->cfg, c->ch, c->n, c->res);
+}
+
 /*
- * Run pn_apply in an internal subtransaction.  On error everything it did is
- * rolled back, *error gets the message, res says failed, and false is
- * returned; cancellation and shutdown are re-thrown, never recorded.
+ * Run pn_apply in a subtransaction.  On error everything it did is rolled
+ * back, *error gets the message, res says failed, and false is returned.
  */
 static bool
 apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 				 PnApplied *res, char **error)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	bool		ok = true;
+	ApplyCall	call = {cfg, ch, n, res};
+	ErrorData  *edata = pn_subxact_run(apply_call, &call);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		pn_apply(cfg, ch, n, res);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED ||
-			edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
-			edata->sqlerrcode == ERRCODE_CRASH_SHUTDOWN ||
-			edata->sqlerrcode == ERRCODE_IN_FAILED_SQL_TRANSACTION)
-			ReThrowError(edata);
-		*error = pnstrdup(edata->message ? edata->message : "error",
-						  MAX_ERROR_TEXT);
-		ereport(WARNING,
-				(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
-						n->notify_id, ch->name),
-				 errdetail("%s", *error)));
-		FreeErrorData(edata);
-		res->outcome = PN_FAILED;
-		res->log_status = "failed";
-		res->note = NULL;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	if (edata == NULL)
+		return true;
+	*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
+	ereport(WARNING,
+			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
+					n->notify_id, ch->name),
+			 errdetail("%s", *error)));
+	FreeErrorData(edata);
+	res->outcome = PN_FAILED;
+	res->log_status = "failed";
+	res->note = NULL;
+	return false;
 }
 
 /* Read the log row of this notification, if any. */
@@ -353,7 +339,7 @@ relax_synchronous_commit(void)
 								 GUC_ACTION_LOCAL, true, 0, false);
 }
 
-/* The one reply builder: the gateway's HTTP reply plus the outcome. */
+/* The reply row: the gateway's HTTP reply plus the outcome. */
 static Datum
 reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
 {
@@ -364,14 +350,7 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (gw != NULL)
-		gw->reply(outcome, reason, &reply);
-	else
-	{
-		reply.status = pn_reason_status(reason);
-		reply.content_type = "text/plain";
-		reply.body = pn_reason_message(reason);
-	}
+	pn_gateway_reply(gw, outcome, reason, &reply);
 	values[0] = Int32GetDatum(reply.status);
 	values[1] = reply.content_type ? CStringGetTextDatum(reply.content_type) : (Datum) 0;
 	values[2] = reply.body ? CStringGetTextDatum(reply.body) : (Datum) 0;

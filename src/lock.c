@@ -18,13 +18,10 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/guc.h"
-#include "utils/memutils.h"
-#include "utils/resowner.h"
 
 #include "paynotify.h"
 
@@ -60,45 +57,30 @@ pn_lock_notification(const char *channel, const char *notify_id)
 	return wait_for_lock(&tag);
 }
 
-/* Wait for the lock with lock_timeout set to paynotify.lock_timeout. */
+/* Wait for the lock, at most paynotify.lock_timeout (as lock_timeout). */
+static void
+acquire_waiting(void *arg)
+{
+	int			nestlevel = NewGUCNestLevel();
+	char		buf[32];
+
+	snprintf(buf, sizeof(buf), "%d", paynotify_lock_timeout);
+	(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) LockAcquire((const LOCKTAG *) arg, ExclusiveLock, false, false);
+	AtEOXact_GUC(true, nestlevel);
+}
+
+/* The timed wait, in a subtransaction so that its timeout can be caught. */
 static bool
 wait_for_lock(const LOCKTAG *tag)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool acquired = false;
+	ErrorData  *edata = pn_subxact_run(acquire_waiting, (void *) tag);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcxt);
-	PG_TRY();
-	{
-		int			nestlevel = NewGUCNestLevel();
-		char		buf[32];
-
-		snprintf(buf, sizeof(buf), "%d", paynotify_lock_timeout);
-		(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		(void) LockAcquire(tag, ExclusiveLock, false, false);
-		AtEOXact_GUC(true, nestlevel);
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		acquired = true;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldcxt);
-		CurrentResourceOwner = oldowner;
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	return acquired;
+	if (edata == NULL)
+		return true;
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		ReThrowError(edata);
+	FreeErrorData(edata);
+	return false;
 }

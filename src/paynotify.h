@@ -160,8 +160,15 @@ typedef struct PnGateway
 	 */
 	PnReason	(*authenticate) (const PnRequest *req, PnNotice *notice);
 
-	/* The HTTP reply for an outcome (and the reason when not authentic). */
-	void		(*reply) (PnOutcome outcome, PnReason reason, PnReply *reply);
+	/*
+	 * How this gateway reads a reply (pn_gateway_reply builds it): every
+	 * reply has this content type; an acknowledgement is 200 with ack_body;
+	 * a failure has the status of pn_failure_status and fail_body, where %s,
+	 * if present, becomes the fixed message of pn_failure_message.
+	 */
+	const char *content_type;
+	const char *ack_body;
+	const char *fail_body;
 } PnGateway;
 
 /* ---------- gateway.c ---------- */
@@ -173,10 +180,10 @@ extern int	pn_reason_status(PnReason reason);
 extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
 								   int64 now);
 extern bool pn_key_active(const PnKey *key, int64 now);
-/* Shared by the gateways' reply builders. */
+/* The one reply builder (gw NULL: no channel, a plain-text reply). */
+extern void pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason reason,
+							 PnReply *reply);
 extern bool pn_outcome_acknowledges(PnOutcome outcome);
-extern int	pn_failure_status(PnOutcome outcome, PnReason reason);
-extern const char *pn_failure_message(PnOutcome outcome, PnReason reason);
 
 /* the gateways */
 extern const PnGateway pn_gateway_wxpay;
@@ -242,6 +249,9 @@ typedef struct PnApplied
 	const char *log_status;		/* succeeded, ignored, parked, anomaly */
 	const char *note;			/* why ignored / which anomaly (static) */
 } PnApplied;
+
+/* ---------- subxact.c ---------- */
+extern ErrorData *pn_subxact_run(void (*fn) (void *arg), void *arg);
 
 /* ---------- lock.c ---------- */
 extern bool pn_lock_notification(const char *channel, const char *notify_id);

@@ -50,7 +50,6 @@ typedef struct AlipayForm
 
 static void *alipay_load_settings(Jsonb *settings);
 static PnReason alipay_authenticate(const PnRequest *req, PnNotice *notice);
-static void alipay_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
 
 static char *trim(char *s);
 static int	charset_encoding(const char *name, size_t len);
@@ -78,7 +77,10 @@ const PnGateway pn_gateway_alipay = {
 	.load_settings = alipay_load_settings,
 	.check_key = NULL,			/* the core's PEM and RSA >= 2048 checks suffice */
 	.authenticate = alipay_authenticate,
-	.reply = alipay_reply,
+	/* only the exact body "success" stops Alipay's retries (§2.9) */
+	.content_type = "text/plain",
+	.ack_body = "success",
+	.fail_body = "fail",
 };
 
 /* ---------------------------------------------------------------------
@@ -508,28 +510,4 @@ fill_notice(const AlipayForm *af, PnNotice *n)
 	choose_action(af, n);
 	n->payload = form_payload(af);
 	return PN_OK;
-}
-
-/* ---------------------------------------------------------------------
- * Reply
- * ---------------------------------------------------------------------
- */
-
-/*
- * Alipay stops retrying only on the exact body "success" (§2.9): that is
- * given for every settled outcome; anything else answers "fail" with the
- * shared failure status (the body is what Alipay reads).
- */
-static void
-alipay_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
-{
-	reply->content_type = "text/plain";
-	if (pn_outcome_acknowledges(outcome))
-	{
-		reply->status = 200;
-		reply->body = "success";
-		return;
-	}
-	reply->status = pn_failure_status(outcome, reason);
-	reply->body = "fail";
 }

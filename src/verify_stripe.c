@@ -19,8 +19,6 @@
  */
 #include "postgres.h"
 
-#include "lib/stringinfo.h"
-#include "utils/json.h"
 #include "utils/jsonb.h"
 
 #include "form.h"
@@ -43,7 +41,6 @@ typedef struct StripeConf
 static void *stripe_load_settings(Jsonb *settings);
 static void stripe_check_key(const char *key_id, const char *material);
 static PnReason stripe_authenticate(const PnRequest *req, PnNotice *notice);
-static void stripe_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
 
 static void check_path(const char *path);
 static PnReason verify_hmac(const PnRequest *req, const PnStripeSig *sig);
@@ -62,7 +59,10 @@ const PnGateway pn_gateway_stripe = {
 	.load_settings = stripe_load_settings,
 	.check_key = stripe_check_key,
 	.authenticate = stripe_authenticate,
-	.reply = stripe_reply,
+	/* any 2xx acknowledges; anything else is retried (§3.7) */
+	.content_type = "application/json",
+	.ack_body = "{\"received\":true}",
+	.fail_body = "{\"error\":\"%s\"}",
 };
 
 /* ---------------------------------------------------------------------
@@ -360,34 +360,4 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	else if (strcmp(type, "charge.refunded") == 0)
 		fill_charge_refunded(doc, n);
 	return PN_OK;
-}
-
-/* ---------------------------------------------------------------------
- * Reply
- * ---------------------------------------------------------------------
- */
-
-/*
- * Any 2xx acknowledges (§3.7): settled outcomes get {"received":true};
- * everything else the shared failure status and a fixed JSON error, so
- * Stripe retries.
- */
-static void
-stripe_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
-{
-	StringInfoData body;
-
-	reply->content_type = "application/json";
-	if (pn_outcome_acknowledges(outcome))
-	{
-		reply->status = 200;
-		reply->body = "{\"received\":true}";
-		return;
-	}
-	reply->status = pn_failure_status(outcome, reason);
-	initStringInfo(&body);
-	appendStringInfoString(&body, "{\"error\":");
-	escape_json(&body, pn_failure_message(outcome, reason));
-	appendStringInfoChar(&body, '}');
-	reply->body = body.data;
 }

@@ -43,7 +43,6 @@ typedef struct WxHeaders
 static void *wx_load_settings(Jsonb *settings);
 static void wx_check_key(const char *key_id, const char *material);
 static PnReason wx_authenticate(const PnRequest *req, PnNotice *notice);
-static void wx_reply(PnOutcome outcome, PnReason reason, PnReply *reply);
 
 static PnReason read_headers(Jsonb *headers, WxHeaders *h);
 static PnReason check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h);
@@ -58,7 +57,10 @@ const PnGateway pn_gateway_wxpay = {
 	.load_settings = wx_load_settings,
 	.check_key = wx_check_key,
 	.authenticate = wx_authenticate,
-	.reply = wx_reply,
+	/* success is the status code; a failure is 4xx/5xx with FAIL (§1.10) */
+	.content_type = "application/json",
+	.ack_body = "{\"code\":\"SUCCESS\",\"message\":\"OK\"}",
+	.fail_body = "{\"code\":\"FAIL\",\"message\":\"%s\"}",
 };
 
 /* apiv3_key (exactly 32 bytes), optional mchid and appid, tolerance_s. */
@@ -280,23 +282,4 @@ extract_refund(PnNotice *n)
 	else
 		n->action = PN_ACT_NONE;
 	return PN_OK;
-}
-
-/*
- * Success is the status code (200); a failure is 4xx/5xx with a FAIL body,
- * which WeChat retries on its schedule (GATEWAYS.md §1.10).
- */
-static void
-wx_reply(PnOutcome outcome, PnReason reason, PnReply *reply)
-{
-	reply->content_type = "application/json";
-	if (pn_outcome_acknowledges(outcome))
-	{
-		reply->status = 200;
-		reply->body = "{\"code\":\"SUCCESS\",\"message\":\"OK\"}";
-		return;
-	}
-	reply->status = pn_failure_status(outcome, reason);
-	reply->body = psprintf("{\"code\":\"FAIL\",\"message\":\"%s\"}",
-						   pn_failure_message(outcome, reason));
 }

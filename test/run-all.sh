@@ -50,14 +50,10 @@ else
 fi
 as_user make -C "$work/src" installcheck >"$work/installcheck.log" 2>&1
 rc=$?
-grep -E '^(ok|not ok|test |     |     [a-z])' "$work/installcheck.log" | grep -E '\.\.\.|^(ok|not ok)' || true
-while read -r line; do
-    name=$(echo "$line" | awk '{print $2}')
-    case "$line" in
-        *FAILED*|*failed*) count "regress: $name" 1 ;;
-        *) count "regress: $name" 0 ;;
-    esac
-done < <(grep -E '^(test| *)[ ]*[a-z_]+ +\.\.\. ' "$work/installcheck.log" | sed 's/^ *//; s/^test //' | awk '{print "x " $0}')
+while read -r name verdict; do
+    [ "$verdict" = ok ]
+    count "regress: $name" $?
+done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/installcheck.log")
 if [ $rc -ne 0 ]; then
     count "make installcheck" 1
     for d in "$work/src/regression.diffs" "$work/src/output_iso/regression.diffs"; do

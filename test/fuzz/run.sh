@@ -128,7 +128,9 @@ build() {
     local t=$1
     case $t in
         fuzz_form|fuzz_stripe_sig)
-            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$root/src/form.c" ;;
+            # shellcheck disable=SC2086
+            "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" "$root/src/form.c" \
+                "$root/src/scan.c" $ssl_libs ;;
         fuzz_base64|fuzz_number|fuzz_pem)
             # shellcheck disable=SC2086
             "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" \

@@ -12,7 +12,9 @@ flags=(-std=c99 -g -O1 -Wall -Wextra -Werror -I"$root/src")
 if "$cc" -fsanitize=address,undefined -x c -o "$out/probe" - <<<'int main(void){return 0;}' 2>/dev/null; then
     flags+=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 fi
-"$cc" "${flags[@]}" -o "$out/form_test" "$here/form_test.c" "$root/src/form.c"
+# shellcheck disable=SC2046
+"$cc" "${flags[@]}" $(pkg-config --cflags openssl) -o "$out/form_test" "$here/form_test.c" \
+    "$root/src/form.c" "$root/src/scan.c" $(pkg-config --libs openssl)
 if [ -d "$vectors/cases" ]; then
     "$out/form_test" "$vectors"
 else
