@@ -12,6 +12,7 @@ OBJS = \
 	src/crypto.o \
 	src/config.o \
 	src/lock.o \
+	src/log.o \
 	src/subxact.o \
 	src/state.o \
 	src/apply.o \

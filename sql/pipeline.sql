@@ -119,3 +119,24 @@ SELECT status, outcome FROM paynotify_handle('p_sync', '{}', convert_to(repeat('
 RESET paynotify.max_body_size;
 -- the text overload signs the UTF-8 bytes
 SELECT status, outcome FROM paynotify_handle('p_sync', '{}', '{}'::text);
+
+-- the same event id again with other content and a valid signature: recorded
+-- as an anomaly, acknowledged, never applied
+SELECT paynotify_add_channel('p_same', 'stripe', '{}');
+SELECT paynotify_add_key('p_same', 's1', t.secret(1));
+SELECT t.set_order('PD1', 'pending'), t.set_order('PD2', 'pending');
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "data": {"object": {"id": "pi_d1", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD1"}}}}', ARRAY[t.secret(1)]);
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "data": {"object": {"id": "pi_d2", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD2"}}}}', ARRAY[t.secret(1)]);
+SELECT kind, order_no FROM paynotify_anomaly WHERE channel = 'p_same';
+SELECT order_no, status FROM orders WHERE order_no IN ('PD1', 'PD2') ORDER BY 1;
+SELECT order_no, delivery_count, payload->'data'->'object'->>'id' AS kept FROM payment_notify_log WHERE channel = 'p_same';
+-- ... and when the first one failed, the other content is refused (the
+-- gateway keeps retrying the first, which then goes through)
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same2", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "data": {"object": {"id": "pi_d3", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD3"}}}}', ARRAY[t.secret(1)]);
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same2", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "data": {"object": {"id": "pi_d4", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD2"}}}}', ARRAY[t.secret(1)]);
+SELECT t.set_order('PD3', 'pending');
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same2", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "data": {"object": {"id": "pi_d3", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD3"}}}}', ARRAY[t.secret(1)], ts => 1767300100);
+SELECT kind, order_no FROM paynotify_anomaly WHERE channel = 'p_same' ORDER BY id;
+SELECT order_no, status FROM orders WHERE order_no IN ('PD1', 'PD2', 'PD3') ORDER BY 1;
+-- Stripe's pending_webhooks changes between deliveries of one event: not a difference
+SELECT status, outcome FROM t.stripe('p_same', '{"id": "evt_same", "object": "event", "type": "payment_intent.succeeded", "livemode": false, "pending_webhooks": 3, "data": {"object": {"id": "pi_d1", "amount": 8888, "amount_received": 8888, "currency": "usd", "metadata": {"order_id": "PD1"}}}}', ARRAY[t.secret(1)]);

@@ -490,23 +490,11 @@ pn_apply_parked(PnConfig *cfg, const char *order_no)
 		const PnChannel *ch = pn_channel_find(cfg, channels[i]);
 		PnNotice   *n;
 		PnApplied	res;
-		Datum		args[8];
-		char		nulls[8] = {' ', ' ', ' ', ' ', 'n', ' ', ' ', ' '};
 
 		if (ch == NULL || notices[i] == NULL)
 			continue;			/* channel removed: leave it parked, visibly */
 		n = notice_from_jsonb(notices[i], ids[i]);
 		pn_apply(cfg, ch, n, &res);
-		args[0] = CStringGetTextDatum(channels[i]);
-		args[1] = CStringGetTextDatum(ids[i]);
-		args[2] = CStringGetTextDatum(res.log_status);
-		args[3] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
-		args[5] = JsonbPGetDatum(notices[i]);
-		args[6] = Int32GetDatum(1);
-		args[7] = Int32GetDatum(0);
-		if (res.note == NULL)
-			nulls[3] = 'n';
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
-			elog(ERROR, "parked update failed");
+		pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
 	}
 }

@@ -5,7 +5,7 @@
  *
  *	  1 authenticate  the channel's gateway module (verify_*.c)
  *	  2 lock          pn_lock_notification (lock.c)
- *	  3 dedup         payment_notify_log, UNIQUE (channel, notify_id)
+ *	  3 dedup         payment_notify_log (log.c)
  *	  4 apply         pn_apply (apply.c) in a subtransaction
  *
  * Success is answered only for what is committed with this transaction or
@@ -36,22 +36,12 @@ PG_FUNCTION_INFO_V1(paynotify_handle);
 
 #define MAX_ERROR_TEXT 1000
 
-typedef struct Existing
-{
-	bool		found;
-	char	   *status;
-	bool		same_payload;
-	Jsonb	   *notice;
-} Existing;
-
 static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
 static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-								 const Existing *ex);
+								 const PnLogRow *ex);
 static bool apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 PnApplied *res, char **error);
-static void log_get(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Existing *ex);
-static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 					   PnOutcome outcome, PnReason reason);
 static void force_synchronous_commit(void);
@@ -126,12 +116,12 @@ paynotify_handle(PG_FUNCTION_ARGS)
 static PnOutcome
 dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 {
-	Existing	ex;
+	PnLogRow	ex;
 	PnOutcome	outcome;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	log_get(cfg, ch, n, &ex);
+	pn_log_get(cfg, ch->name, n, &ex);
 	if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
 	{
 		relax_synchronous_commit();
@@ -149,7 +139,7 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 						ch->name, n->notify_id)));
 		return PN_BUSY;
 	}
-	log_get(cfg, ch, n, &ex);
+	pn_log_get(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
 	else
@@ -164,70 +154,44 @@ first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	PnApplied	res;
 	char	   *error = NULL;
-	Datum		args[9];
-	char		nulls[9];
 
 	(void) apply_in_subxact(cfg, ch, n, &res, &error);
-
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = n->order_no ? CStringGetTextDatum(n->order_no) : (Datum) 0;
-	args[3] = n->event_type ? CStringGetTextDatum(n->event_type) : (Datum) 0;
-	args[4] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
-	args[5] = CStringGetTextDatum(res.log_status);
-	args[6] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
-	args[7] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	args[8] = (res.outcome == PN_PARKED) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
-	for (int i = 2; i < 9; i++)
-		if (args[i] == (Datum) 0)
-			nulls[i] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "notification log insert failed");
+	pn_log_insert(cfg, ch->name, n, &res, error);
 	return res.outcome;
 }
 
 /* A notification seen before: answer from what was committed. */
 static PnOutcome
-repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const Existing *ex)
+repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnLogRow *ex)
 {
 	PnApplied	res;
 	char	   *error = NULL;
-	Datum		args[8];
-	char		nulls[8];
 
 	if (!ex->same_payload)
 	{
-		/* Same id, other content, valid signature: never apply it. */
+		/*
+		 * Same id, other content, valid signature: never apply it.  If the
+		 * first one is settled, its effect stands and this is acknowledged;
+		 * if it failed, acknowledging would end the gateway's retries of it,
+		 * so this is refused (retryable) until someone looks.
+		 */
 		pn_anomaly(cfg, ch->name, n, "payload_differs_for_same_id");
-		log_seen(cfg, ch, n);
-		return PN_IGNORED;
+		pn_log_seen(cfg, ch->name, n->notify_id);
+		return strcmp(ex->status, "failed") == 0 ? PN_FAILED : PN_IGNORED;
 	}
 	if (strcmp(ex->status, "failed") != 0)
 	{
 		ereport(DEBUG1,
 				(errmsg("paynotify: duplicate delivery of notification \"%s\" on channel \"%s\"",
 						n->notify_id, ch->name)));
-		log_seen(cfg, ch, n);
+		pn_log_seen(cfg, ch->name, n->notify_id);
 		return strcmp(ex->status, "parked") == 0 ? PN_PARKED : PN_DUPLICATE;
 	}
 
 	/* It failed before: run the business step again. */
 	(void) apply_in_subxact(cfg, ch, n, &res, &error);
-	memset(nulls, ' ', sizeof(nulls));
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = CStringGetTextDatum(res.log_status);
-	args[3] = res.note ? CStringGetTextDatum(res.note) : (Datum) 0;
-	args[4] = error ? CStringGetTextDatum(error) : (Datum) 0;
-	args[5] = (res.outcome == PN_PARKED) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
-	args[6] = Int32GetDatum(1);
-	args[7] = Int32GetDatum(1);
-	for (int i = 3; i < 6; i++)
-		if (args[i] == (Datum) 0)
-			nulls[i] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "notification log update failed");
+	pn_log_update(cfg, ch->name, n->notify_id,
+				  res.outcome == PN_PARKED ? pn_notice_to_jsonb(n) : NULL, &res, error, true);
 	return res.outcome;
 }
 
@@ -270,43 +234,6 @@ apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	res->log_status = "failed";
 	res->note = NULL;
 	return false;
-}
-
-/* Read the log row of this notification, if any. */
-static void
-log_get(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Existing *ex)
-{
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
-	bool		isnull;
-	Datum		same;
-
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
-	if (n->payload == NULL)
-		nulls[2] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_GET), args, nulls, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "notification log lookup failed");
-	ex->found = (SPI_processed == 1);
-	if (!ex->found)
-		return;
-	ex->status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	same = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-	/* both payloads absent counts as the same */
-	ex->same_payload = isnull ? (n->payload == NULL) : DatumGetBool(same);
-}
-
-/* Count one more delivery of a known notification. */
-static void
-log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
-{
-	Datum		args[2];
-
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_SEEN), args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "notification log update failed");
 }
 
 /*

@@ -35,14 +35,26 @@
  */
 #define MAX_JSON_VALUES (4 * 1024 * 1024)
 
-typedef struct ValueCheck
+/*
+ * Builds jsonb while PostgreSQL's parser walks the text, the way jsonb_in
+ * does, so a body is parsed once; it also refuses what jsonb_in would raise
+ * on (numbers numeric_in cannot take, too many values).
+ */
+typedef struct Builder
 {
+	JsonbParseState *state;
+	JsonbValue *result;
 	bool		bad;
 	int64		values;
-} ValueCheck;
+} Builder;
 
-static void check_scalar(void *state, char *token, JsonTokenType type);
-static void count_container(void *state);
+static bool count_value(Builder *b);
+static void build_object_start(void *state);
+static void build_object_end(void *state);
+static void build_array_start(void *state);
+static void build_array_end(void *state);
+static void build_key(void *state, char *fname, bool isnull);
+static void build_scalar(void *state, char *token, JsonTokenType type);
 static JsonbValue *path_value(Jsonb *doc, const char *path, JsonbValue *buf);
 
 /* ---------------------------------------------------------------------
@@ -105,8 +117,7 @@ pn_parse_json(const char *text, int len)
 {
 	JsonLexContext *lex;
 	JsonSemAction sem;
-	ValueCheck	check = {false, 0};
-	char	   *copy;
+	Builder		b;
 
 	if (len <= 0 || memchr(text, '\0', len) != NULL)
 		return NULL;
@@ -115,46 +126,126 @@ pn_parse_json(const char *text, int len)
 	if (!pg_verify_mbstr(PG_UTF8, text, len, true))
 		return NULL;
 
-	copy = pnstrdup(text, len);
+	memset(&b, 0, sizeof(b));
 	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &check;
-	sem.scalar = check_scalar;
-	sem.object_start = count_container;
-	sem.array_start = count_container;
-	lex = makeJsonLexContextCstringLen(copy, len, PG_UTF8, true);
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || check.bad)
+	sem.semstate = &b;
+	sem.object_start = build_object_start;
+	sem.object_end = build_object_end;
+	sem.array_start = build_array_start;
+	sem.array_end = build_array_end;
+	sem.object_field_start = build_key;
+	sem.scalar = build_scalar;
+	lex = makeJsonLexContextCstringLen(pnstrdup(text, len), len, PG_UTF8, true);
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.bad || b.result == NULL)
 		return NULL;
+	return JsonbValueToJsonb(b.result);
+}
 
-	/* Known valid, numbers and size in range: jsonb_in cannot fail on it now. */
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(copy)));
+/* One more value; false (and the build marked bad) past MAX_JSON_VALUES. */
+static bool
+count_value(Builder *b)
+{
+	if (++b->values > MAX_JSON_VALUES)
+		b->bad = true;
+	return !b->bad;
+}
+
+static void
+build_object_start(void *state)
+{
+	Builder    *b = (Builder *) state;
+
+	if (count_value(b))
+		(void) pushJsonbValue(&b->state, WJB_BEGIN_OBJECT, NULL);
+}
+
+static void
+build_object_end(void *state)
+{
+	Builder    *b = (Builder *) state;
+
+	if (!b->bad)
+		b->result = pushJsonbValue(&b->state, WJB_END_OBJECT, NULL);
+}
+
+static void
+build_array_start(void *state)
+{
+	Builder    *b = (Builder *) state;
+
+	if (count_value(b))
+		(void) pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
+}
+
+static void
+build_array_end(void *state)
+{
+	Builder    *b = (Builder *) state;
+
+	if (!b->bad)
+		b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
+}
+
+static void
+build_key(void *state, char *fname, bool isnull)
+{
+	Builder    *b = (Builder *) state;
+	JsonbValue	v;
+
+	if (b->bad)
+		return;
+	v.type = jbvString;
+	v.val.string.val = fname;
+	v.val.string.len = strlen(fname);
+	(void) pushJsonbValue(&b->state, WJB_KEY, &v);
 }
 
 /*
- * Flags number tokens that numeric_in could refuse (huge exponents): it
- * raises for them, so jsonb_in must never see one.  Counts the value.
+ * A scalar inside an object or array.  A document that is a bare scalar is
+ * refused: every body and payload paynotify reads is an object.
  */
 static void
-check_scalar(void *state, char *token, JsonTokenType type)
+build_scalar(void *state, char *token, JsonTokenType type)
 {
-	ValueCheck *vc = (ValueCheck *) state;
+	Builder    *b = (Builder *) state;
+	JsonbValue	v;
 
-	if (type == JSON_TOKEN_NUMBER &&
-		(token == NULL || !pn_json_number_ok(token, strlen(token))))
-		vc->bad = true;
-	if (++vc->values > MAX_JSON_VALUES)
-		vc->bad = true;
-	if (token != NULL)
-		pfree(token);			/* ours; a big body has many */
-}
-
-/* Counts an object or array towards MAX_JSON_VALUES. */
-static void
-count_container(void *state)
-{
-	ValueCheck *vc = (ValueCheck *) state;
-
-	if (++vc->values > MAX_JSON_VALUES)
-		vc->bad = true;
+	if (!count_value(b) || b->state == NULL)
+	{
+		b->bad = true;
+		return;
+	}
+	switch (type)
+	{
+		case JSON_TOKEN_STRING:
+			v.type = jbvString;
+			v.val.string.val = token;
+			v.val.string.len = strlen(token);
+			break;
+		case JSON_TOKEN_NUMBER:
+			if (!pn_json_number_ok(token, strlen(token)))
+			{
+				b->bad = true;
+				return;
+			}
+			/* in range now: numeric_in cannot raise */
+			v.type = jbvNumeric;
+			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
+																CStringGetDatum(token),
+																ObjectIdGetDatum(InvalidOid),
+																Int32GetDatum(-1)));
+			break;
+		case JSON_TOKEN_TRUE:
+		case JSON_TOKEN_FALSE:
+			v.type = jbvBool;
+			v.val.boolean = (type == JSON_TOKEN_TRUE);
+			break;
+		default:
+			v.type = jbvNull;
+			break;
+	}
+	(void) pushJsonbValue(&b->state,
+						  b->state->contVal.type == jbvArray ? WJB_ELEM : WJB_VALUE, &v);
 }
 
 /* ---------------------------------------------------------------------

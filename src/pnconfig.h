@@ -79,6 +79,22 @@ extern bool pn_transition_allowed(PnConfig *cfg, const char *from, const char *t
 extern bool pn_transit(PnConfig *cfg, const char *order_no, const char *from,
 					   const char *to);
 
+/* log.c */
+typedef struct PnLogRow
+{
+	bool		found;
+	char	   *status;
+	bool		same_payload;	/* the stored payload equals this one */
+} PnLogRow;
+
+extern void pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row);
+extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id);
+extern void pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
+						  const PnApplied *res, const char *error);
+extern void pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
+						  Jsonb *notice, const PnApplied *res, const char *error,
+						  bool delivered);
+
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);

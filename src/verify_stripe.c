@@ -19,6 +19,9 @@
  */
 #include "postgres.h"
 
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+
 #include "utils/jsonb.h"
 
 #include "form.h"
@@ -335,7 +338,13 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	const char *type = n->event_type;
 	char	   *currency = json_text(doc, "data.object.currency");
 
-	n->payload = doc;
+	/*
+	 * pending_webhooks counts the endpoints still waiting for this event, so
+	 * it changes between deliveries of one event: it is no part of what the
+	 * event says, and a repeat must compare equal to the first delivery.
+	 */
+	n->payload = DatumGetJsonbP(DirectFunctionCall2(jsonb_delete, JsonbPGetDatum(doc),
+													CStringGetTextDatum("pending_webhooks")));
 	n->action = PN_ACT_NONE;
 	n->order_no = json_text(doc, conf->order_ref_path);
 	n->trade_no = NULL;

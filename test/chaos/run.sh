@@ -49,6 +49,10 @@ stack_init chaos
 stack_pg "restart_after_crash = on"
 stack_schema 10 $((n + 10))
 stack_http fastcgi 8 || exit 1
+# notifications are signed at their wave's start and re-delivered for minutes
+stack_sql -q -c "SELECT paynotify_alter_channel('wxpay', settings || '{\"tolerance_s\": 3600}')
+        FROM paynotify_channel WHERE name = 'wxpay'" \
+    -c "SELECT paynotify_alter_channel('stripe', '{\"tolerance_s\": 3600}')" >/dev/null
 echo "chaos: $n payments ($per per gateway) and $((refunds * 3)) refunds, seed $seed, stack in $STACK_DIR"
 
 # orders: wxpay PN00000001.., alipay and stripe after it
@@ -60,16 +64,19 @@ extra() { case $1 in wxpay) echo 2 ;; alipay) echo 1 ;; stripe) echo 3 ;; esac; 
 # the acknowledgement), and the wave's refunds before (WeChat), with
 # (Alipay) or after (Stripe) its payments.
 waves=${CHAOS_WAVES:-12}
-send() {	# send NAME GATEWAY EVENT START COUNT EXTRA
-    stack_send "$2" --mode retry --event "$3" -n "$5" -c "$conc" --start "$4" \
+send() {	# send NAME GATEWAY EVENT START COUNT EXTRA (at the wave's $now)
+    stack_send "$2" --mode retry --event "$3" -n "$5" -c "$conc" --start "$4" --now "$now" \
         --seed "$seed" --time-scale 0.002 --extra-deliveries "$6" --timeout 3 --refund-amount 1000 \
         --quiet --json >"$STACK_DIR/$1.json" 2>"$STACK_DIR/$1.err"
     echo "$1=$?" >>"$STACK_DIR/senders.rc"
 }
 gateway_run() {	# gateway_run GATEWAY: every wave of that gateway, in turn
-    local gw=$1 w first size rfirst rsize
+    local gw=$1 w first size rfirst rsize now
     for ((w = 0; w < waves; w++)); do
         wait_faults "$w"
+        # one clock per wave: every sender of a notification builds the same
+        # bytes, as a gateway's re-deliveries carry the same content
+        now=$(date +%s)
         first=$(( $(gw_start "$gw") + w * per / waves ))
         size=$(( (w + 1) * per / waves - w * per / waves ))
         rfirst=$(( $(gw_start "$gw") + w * refunds / waves ))

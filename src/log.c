@@ -1,0 +1,121 @@
+/*-------------------------------------------------------------------------
+ *
+ * log.c
+ *	  Layer 3: payment_notify_log, the one row per authentic notification
+ *	  (primary key channel, notify_id) that makes repeats recognisable and
+ *	  keeps each notification's story: payload, status, deliveries, attempts,
+ *	  last error.
+ *
+ * Callers hold the notification's lock (lock.c) for every write but the
+ * delivery counter, and have SPI connected.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "paynotify.h"
+#include "pnconfig.h"
+
+static Datum text_or_null(const char *s, char *null);
+
+/* A text argument, or NULL (marking it so in null). */
+static Datum
+text_or_null(const char *s, char *null)
+{
+	*null = s ? ' ' : 'n';
+	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+/* Read the log row of this notification, if any. */
+void
+pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
+{
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		isnull;
+	Datum		same;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
+	if (n->payload == NULL)
+		nulls[2] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_GET), args, nulls, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "notification log lookup failed");
+	row->found = (SPI_processed == 1);
+	if (!row->found)
+		return;
+	row->status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	same = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	/* both payloads absent counts as the same */
+	row->same_payload = isnull ? (n->payload == NULL) : DatumGetBool(same);
+}
+
+/* Count one more delivery of a known notification. */
+void
+pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_SEEN), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "notification log update failed");
+}
+
+/*
+ * The first delivery's row, written after its business step with how that
+ * went (error: the failure's message, or NULL).  A parked notification
+ * keeps its extracted notice, to be applied later without its body.
+ */
+void
+pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
+			  const PnApplied *res, const char *error)
+{
+	Datum		args[9];
+	char		nulls[9];
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = text_or_null(n->order_no, &nulls[2]);
+	args[3] = text_or_null(n->event_type, &nulls[3]);
+	args[4] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
+	nulls[4] = n->payload ? ' ' : 'n';
+	args[5] = CStringGetTextDatum(res->log_status);
+	args[6] = text_or_null(res->note, &nulls[6]);
+	args[7] = text_or_null(error, &nulls[7]);
+	args[8] = res->outcome == PN_PARKED ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
+	nulls[8] = res->outcome == PN_PARKED ? ' ' : 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "notification log insert failed");
+}
+
+/*
+ * A later run of the business step (a retried failure, or a parked
+ * notification now applied): its result, one more attempt, and one more
+ * delivery when a delivery caused it.
+ */
+void
+pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
+			  Jsonb *notice, const PnApplied *res, const char *error, bool delivered)
+{
+	Datum		args[8];
+	char		nulls[8];
+
+	memset(nulls, ' ', sizeof(nulls));
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(notify_id);
+	args[2] = CStringGetTextDatum(res->log_status);
+	args[3] = text_or_null(res->note, &nulls[3]);
+	args[4] = text_or_null(error, &nulls[4]);
+	args[5] = res->outcome == PN_PARKED ? JsonbPGetDatum(notice) : (Datum) 0;
+	nulls[5] = res->outcome == PN_PARKED ? ' ' : 'n';
+	args[6] = Int32GetDatum(1);
+	args[7] = Int32GetDatum(delivered ? 1 : 0);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "notification log update failed");
+}
