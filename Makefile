@@ -41,6 +41,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# every object is rebuilt when a shared header changes
+$(OBJS): $(wildcard src/*.h)
+
 .PHONY: shim dist
 shim:
 	$(MAKE) -C shim

@@ -363,6 +363,7 @@ load_key(PnConfig *cfg, PnChannel *ch, PnKey *key, const char *material,
 		{
 			MemoryContext old = MemoryContextSwitchTo(cfg->cxt);
 
+			key->verifier = pn_rsa_verifier_new(key->pkey);
 			cfg->pkeys = lappend(cfg->pkeys, key);
 			MemoryContextSwitchTo(old);
 		}
@@ -459,7 +460,10 @@ config_free(PnConfig *cfg)
 	ListCell   *lc;
 
 	foreach(lc, cfg->pkeys)
+	{
+		pn_rsa_verifier_free(((PnKey *) lfirst(lc))->verifier);
 		pn_pkey_free(((PnKey *) lfirst(lc))->pkey);
+	}
 	for (int i = 0; i < PN_NPLANS; i++)
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);

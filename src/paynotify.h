@@ -96,6 +96,7 @@ typedef struct PnKey
 {
 	char	   *key_id;
 	void	   *pkey;			/* EVP_PKEY * (public-key gateways) or NULL */
+	void	   *verifier;		/* EVP_PKEY_CTX * set up once for RSA-SHA256 */
 	char	   *secret;			/* shared secret bytes (HMAC gateways) or NULL */
 	int			secret_len;
 	int64		not_before;		/* unix seconds, 0 = unbounded */
@@ -234,6 +235,11 @@ extern bool pn_aead_open(const unsigned char *key, int keylen,
 						 const unsigned char *aad, int aadlen,
 						 const unsigned char *ct, int ctlen,
 						 unsigned char **plain, int *plainlen);
+/* RSA-SHA256 (PKCS#1 v1.5) with a key's cached verifier: true when valid. */
+extern void *pn_rsa_verifier_new(void *pkey);
+extern void pn_rsa_verifier_free(void *verifier);
+extern bool pn_key_verify(const PnKey *key, const unsigned char *msg, size_t msglen,
+						  const unsigned char *sig, size_t siglen);
 extern void pn_hmac_sha256(const unsigned char *key, int keylen,
 						   const unsigned char *msg1, size_t len1,
 						   const unsigned char *msg2, size_t len2,

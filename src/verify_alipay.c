@@ -245,8 +245,7 @@ verify_content(const PnRequest *req, const char *content, size_t len,
 		if (key->pkey == NULL || !pn_key_active(key, req->now))
 			continue;
 		usable++;
-		if (pn_rsa_verify(key->pkey, "sha256", (const unsigned char *) content,
-						  len, sig, siglen) == 1)
+		if (pn_key_verify(key, (const unsigned char *) content, len, sig, siglen))
 			return PN_OK;
 	}
 	return usable ? PN_R_BAD_SIGNATURE : PN_R_UNKNOWN_KEY;

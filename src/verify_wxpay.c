@@ -153,7 +153,7 @@ check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h)
 	unsigned char *sig;
 	int			siglen;
 	StringInfoData msg;
-	int			ok;
+	bool		ok;
 
 	(void) pn_parse_int64(h->timestamp, strlen(h->timestamp), &ts);
 	if (ts > req->now + conf->tolerance_s || ts < req->now - conf->tolerance_s)
@@ -170,9 +170,9 @@ check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h)
 	appendStringInfo(&msg, "%s\n%s\n", h->timestamp, h->nonce);
 	appendBinaryStringInfo(&msg, req->body, req->body_len);
 	appendStringInfoChar(&msg, '\n');
-	ok = pn_rsa_verify(key->pkey, "sha256", (unsigned char *) msg.data, msg.len, sig, siglen);
+	ok = pn_key_verify(key, (unsigned char *) msg.data, msg.len, sig, siglen);
 	pfree(msg.data);
-	return ok == 1 ? PN_OK : PN_R_BAD_SIGNATURE;
+	return ok ? PN_OK : PN_R_BAD_SIGNATURE;
 }
 
 /* AEAD_AES_256_GCM of resource with the APIv3 key; the payload is JSON. */
