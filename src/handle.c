@@ -118,6 +118,7 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 {
 	PnLogRow	ex;
 	PnOutcome	outcome;
+	PnLockResult lock;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -131,7 +132,8 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 	}
 
 	force_synchronous_commit();
-	if (!pn_lock_notification(ch->name, n->notify_id))
+	lock = pn_lock_notification(ch->name, n->notify_id);
+	if (lock == PN_LOCK_BUSY)
 	{
 		SPI_finish();
 		ereport(LOG,
@@ -139,7 +141,14 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 						ch->name, n->notify_id)));
 		return PN_BUSY;
 	}
-	pn_log_get(cfg, ch->name, n, &ex);
+	/*
+	 * Read the row again, unless it was absent and nobody held the lock: then
+	 * only a delivery that committed in the instant between the read and the
+	 * lock could have written it, and the insert's unique key turns that
+	 * rare race into an error the gateway retries, never a double effect.
+	 */
+	if (ex.found || lock == PN_LOCK_WAITED)
+		pn_log_get(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
 	else

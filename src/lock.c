@@ -30,10 +30,12 @@
 static bool wait_for_lock(const LOCKTAG *tag);
 
 /*
- * Take the notification's lock until the end of the transaction.  False
- * when another delivery kept it longer than paynotify.lock_timeout.
+ * Take the notification's lock until the end of the transaction: at once
+ * (PN_LOCK_FREE), after another delivery released it (PN_LOCK_WAITED), or
+ * not, because that one kept it longer than paynotify.lock_timeout
+ * (PN_LOCK_BUSY).
  */
-bool
+PnLockResult
 pn_lock_notification(const char *channel, const char *notify_id)
 {
 	LOCKTAG		tag;
@@ -51,10 +53,10 @@ pn_lock_notification(const char *channel, const char *notify_id)
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 PAYNOTIFY_LOCK_CLASS);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
-		return true;
+		return PN_LOCK_FREE;
 	if (paynotify_lock_timeout <= 0)
-		return false;
-	return wait_for_lock(&tag);
+		return PN_LOCK_BUSY;
+	return wait_for_lock(&tag) ? PN_LOCK_WAITED : PN_LOCK_BUSY;
 }
 
 /* Wait for the lock, at most paynotify.lock_timeout (as lock_timeout). */

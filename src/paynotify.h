@@ -260,7 +260,14 @@ typedef struct PnApplied
 extern ErrorData *pn_subxact_run(void (*fn) (void *arg), void *arg);
 
 /* ---------- lock.c ---------- */
-extern bool pn_lock_notification(const char *channel, const char *notify_id);
+typedef enum PnLockResult
+{
+	PN_LOCK_BUSY,
+	PN_LOCK_FREE,
+	PN_LOCK_WAITED
+} PnLockResult;
+
+extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
 
 /* ---------- state.c ---------- */
 extern void pn_state_init(void);
