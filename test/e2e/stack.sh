@@ -96,9 +96,11 @@ stack_wait_port() {
 stack_shim() {
     local workers=${1:-8}
     rm -f "$STACK_DIR/run/shim.sock"
-    # started from a subshell: not a job of this shell, known by its pid file
+    # started from a subshell: not a job of this shell, known by its pid file;
+    # setpriv execs the shim itself (no wrapper process), so that pid is the
+    # shim's and a SIGKILL reaches it
     (
-        runuser -u nobody -- env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" \
             "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/shim.sock" --workers "$workers" \
             >>"$STACK_DIR/log/shim.out" 2>>"$STACK_DIR/log/shim.err" &
         echo $! >"$STACK_DIR/shim.pid"
