@@ -1,0 +1,433 @@
+#!/usr/bin/env bash
+# paynotify benchmarks: prints figures, asserts nothing.
+#
+#   test/bench/run.sh [all|db|storm|http|growth] ...
+#
+#   db      pgbench drives paynotify_handle with pre-signed, distinct WeChat
+#           notifications (verify + decrypt + lock + log + transition + record
+#           + outbox) against a baseline making only the equivalent plain SQL
+#           writes (advisory lock, log insert, conditional order update,
+#           payment insert, outbox insert) in a PL/pgSQL function; same run,
+#           same settings; TPS and ratio at 8 and 32 clients.  Then the same
+#           notifications again: duplicates/s against first deliveries/s.
+#   storm   1000 deliveries of one notification at concurrency 50 through
+#           nginx and the FastCGI shim: latency p50/p99.
+#   http    nginx -> FastCGI shim -> PostgreSQL with paynotify-send, distinct
+#           notifications: requests/s, p50/p99, ratio to db at the same
+#           concurrency; CGI mode (fcgiwrap) for the record.
+#   growth  db at 8 clients again with 1,000,000 rows already in
+#           payment_notify_log and payment_record: ratio to the empty run.
+#
+# A throwaway cluster with default durability (fsync on, synchronous_commit
+# on) on loopback; everything started is stopped by pid.  Environment:
+# BENCH_NOTIFICATIONS (signed once; each pgbench run delivers all of them,
+# default 40000), BENCH_GROWTH_ROWS (default 1000000).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+top=$(pwd)
+. test/lib.sh
+. test/e2e/stack.sh
+
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(all)
+[ "${parts[0]}" = all ] && parts=(db storm http growth)
+nsig=${BENCH_NOTIFICATIONS:-40000}
+growth_rows=${BENCH_GROWTH_ROWS:-1000000}
+now=1767225600
+
+make -s >/dev/null && make -s install >/dev/null
+make -s -C shim >/dev/null
+
+stack_init bench
+stack_pg
+SQL() { stack_sql "$@"; }
+stack_schema 0 "$nsig"
+SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} >/dev/null
+
+echo "== signing $nsig distinct WeChat notifications"
+shim/paynotify-send --gateway wxpay --keys test/vectors/keys --mode distinct -n "$nsig" \
+    --now "$now" --seed 42 --channel wxpay --quiet --dump-sql "$STACK_DIR/signed.sql"
+SQL -q >/dev/null <<'EOS'
+CREATE SCHEMA bench;
+CREATE TABLE bench.req (id serial PRIMARY KEY, headers jsonb, body bytea,
+	notify_id text, order_no text, payload jsonb);
+CREATE SEQUENCE bench.seq;
+CREATE SEQUENCE bench.bseq;
+CREATE TABLE bench.base_log (LIKE payment_notify_log INCLUDING ALL);
+CREATE TABLE bench.base_payment (LIKE payment_record INCLUDING ALL);
+CREATE TABLE bench.base_outbox (LIKE paynotify_outbox INCLUDING ALL);
+CREATE TABLE bench.orders_b (LIKE public.orders INCLUDING ALL);
+CREATE FUNCTION bench.baseline(n bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	r bench.req;
+BEGIN
+	SELECT * INTO r FROM bench.req WHERE id = n;
+	PERFORM pg_advisory_xact_lock(hashtextextended('wxpay:' || r.notify_id, 0));
+	INSERT INTO bench.base_log (channel, notify_id, order_no, event_type, payload, status, processed_at)
+		VALUES ('wxpay', r.notify_id, r.order_no, 'TRANSACTION.SUCCESS', r.payload, 'succeeded', now());
+	UPDATE bench.orders_b SET status = 'paid' WHERE order_no = r.order_no AND status = 'pending';
+	INSERT INTO bench.base_payment (channel, trade_no, order_no, amount, currency, notify_id)
+		VALUES ('wxpay', 'T' || r.order_no, r.order_no, 8888, 'CNY', r.notify_id);
+	INSERT INTO bench.base_outbox (event, channel, order_no, notify_id, amount)
+		VALUES ('paid', 'wxpay', r.order_no, r.notify_id, 8888);
+END $$;
+EOS
+sed -e "s/^SELECT outcome FROM paynotify_handle('wxpay', /INSERT INTO bench.req (headers, body) VALUES (/" \
+    "$STACK_DIR/signed.sql" | SQL -q >/dev/null
+SQL -q -c "UPDATE bench.req SET payload = convert_from(body, 'UTF8')::jsonb,
+	notify_id = convert_from(body, 'UTF8')::jsonb->>'id', order_no = 'PN' || lpad(id::text, 8, '0')" \
+	-c "VACUUM ANALYZE bench.req" >/dev/null
+
+cat >"$STACK_DIR/handle.sql" <<'EOS'
+SELECT h.outcome FROM bench.req r, LATERAL paynotify_handle('wxpay', r.headers, r.body) h WHERE r.id = (SELECT nextval('bench.seq'));
+EOS
+cat >"$STACK_DIR/baseline.sql" <<'EOS'
+SELECT bench.baseline(nextval('bench.bseq'));
+EOS
+
+# Empty every table both sides write to, and make every order pending again.
+reset_tables() {
+    SQL -q >/dev/null <<EOS
+TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly,
+	bench.base_log, bench.base_payment, bench.base_outbox, public.orders, bench.orders_b;
+INSERT INTO public.orders SELECT 'PN' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $nsig) i;
+INSERT INTO bench.orders_b SELECT * FROM public.orders;
+SELECT setval('bench.seq', 1, false), setval('bench.bseq', 1, false);
+VACUUM ANALYZE;
+CHECKPOINT;
+EOS
+}
+
+# pgbench_tps SCRIPT CLIENTS: every signed notification once, print the TPS.
+pgbench_tps() {
+    local out
+    out=$(pn_as_user "$PN_PGBIN/pgbench" -n -h "$STACK_DIR/pg" -p "$STACK_PGPORT" -U postgres \
+        -M prepared -c "$2" -j 2 -t $((nsig / $2)) -f "$1" postgres 2>&1) || { echo "$out" >&2; return 1; }
+    echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
+}
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+check_outcomes() {
+    SQL -tA -c "SELECT string_agg(status || '=' || n, ' ') FROM (SELECT status, count(*) n FROM payment_notify_log GROUP BY 1) s"
+}
+
+declare -A TPS
+run_db() {
+    echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on)"
+    printf '%-8s %14s %14s %7s\n' clients paynotify/s baseline/s ratio
+    for c in 8 32; do
+        reset_tables
+        local p b
+        if [ -n "${BENCH_SAMPLE:-}" ]; then
+            ( for _ in 1 2 3 4 5 6 7 8; do sleep 0.5; SQL -tA -c "SELECT wait_event_type, wait_event, count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 3 DESC" | tr '\n' ' '; echo; done ) >&2 &
+        fi
+        p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
+        local seen
+        seen=$(check_outcomes)
+        b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
+        TPS[db$c]=$p
+        printf '%-8s %14s %14s %7s   (log: %s)\n' "$c" "$p" "$b" "$(ratio "$p" "$b")" "$seen"
+        if [ "$c" = 8 ]; then
+            # the same notifications again: every one is a duplicate now
+            SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
+            local d
+            d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+            TPS[dup8]=$d
+            echo "duplicates/s at 8 clients: $d vs first deliveries/s $p (a duplicate costs $(ratio "$p" "$d") of a first delivery)"
+        fi
+    done
+}
+
+run_growth() {
+    echo "== growth: db at 8 clients with $growth_rows rows already in payment_notify_log and payment_record"
+    reset_tables
+    local empty
+    empty=${TPS[db8]:-$(pgbench_tps "$STACK_DIR/handle.sql" 8)}
+    reset_tables
+    SQL -q >/dev/null <<EOS
+INSERT INTO payment_notify_log (channel, notify_id, order_no, event_type, payload, status, processed_at)
+	SELECT 'wxpay', 'old-' || i, 'OLD' || i, 'TRANSACTION.SUCCESS',
+		jsonb_build_object('out_trade_no', 'OLD' || i, 'amount', jsonb_build_object('total', 8888)),
+		'succeeded', now() FROM generate_series(1, $growth_rows) i;
+INSERT INTO payment_record (channel, trade_no, order_no, amount, currency, notify_id)
+	SELECT 'wxpay', 'OLDT' || i, 'OLD' || i, 8888, 'CNY', 'old-' || i FROM generate_series(1, $growth_rows) i;
+VACUUM ANALYZE;
+CHECKPOINT;
+EOS
+    local full
+    full=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+    echo "empty: $empty/s   with $growth_rows rows: $full/s   ratio $(ratio "$full" "$empty")"
+}
+
+# ---- storm and http: paynotify-send through nginx, signed at $now ----------
+
+# http_send OUT [paynotify-send args...]: WeChat notifications to the running
+# stack, signed with the pinned clock; the --json summary goes to OUT.
+http_send() {
+    local out=$1
+    shift
+    stack_send wxpay --now "$now" --quiet --json "$@" >"$out" 2>"$out.err" || true
+}
+
+# http_summary OUT EXPECTED: "ok RPS P50 P99 SECONDS SPLIT" when every delivery
+# got a 2xx reply and the outcomes are exactly EXPECTED (label=count,...);
+# otherwise "invalid WHY": a broken run prints no figure.
+http_summary() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    err = open(sys.argv[1] + ".err").read().strip().splitlines()
+    print("invalid no summary from paynotify-send (%s)" % (err[-1] if err else e))
+    sys.exit(0)
+want = {k: int(v) for k, v in (kv.split("=") for kv in sys.argv[2].split(","))}
+why = []
+bad = {k: v for k, v in r["status"].items() if not k.startswith("2")}
+if bad:
+    why.append("non-2xx replies %s" % bad)
+if r.get("transport_errors"):
+    why.append("%d transport errors %s" % (r["transport_errors"], r.get("errors")))
+if r.get("interrupted"):
+    why.append("interrupted")
+if r["replies"] != r["deliveries"]:
+    why.append("%d replies to %d deliveries" % (r["replies"], r["deliveries"]))
+if r["outcome"] != want:
+    why.append("outcomes %s, expected %s" % (r["outcome"], want))
+split = ",".join("%s=%d" % kv for kv in sorted(r["outcome"].items(), key=lambda kv: kv[1]))
+if why:
+    print("invalid " + "; ".join(why))
+else:
+    print("ok %.1f %.1f %.1f %.1f %s" % (r["rps"], r["latency_ms"]["p50"], r["latency_ms"]["p99"],
+                                         r["elapsed_s"], split))
+PY
+}
+
+# http_db_check EXPECTED SQL: nothing when SQL returns EXPECTED, else why not.
+http_db_check() {
+    local got
+    got=$(SQL -tA -c "$2" 2>&1) || true
+    [ "$got" = "$1" ] || echo "database: expected [$1], got [$got]"
+}
+
+# median VALUES...: the median to one decimal, "n/a" without values.
+median() {
+    [ $# -gt 0 ] || { echo n/a; return; }
+    python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.1f}")' "$@"
+}
+
+# http_forget PID: take a process stopped here off stack_stop's list.  Under
+# set -e, stack_stop (the EXIT trap) ends at its first kill or wait that fails,
+# and a kill of a process that is gone fails: the cluster would be left running.
+http_forget() {
+    local p keep=()
+    for p in "${STACK_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    STACK_PIDS=("${keep[@]}")
+}
+
+# http_stack_down: stop nginx and the FastCGI shim, if running.  "|| true":
+# stack_nginx_stop ends with a kill -KILL that fails when nginx has gone.
+http_stack_down() {
+    stack_nginx_stop || true
+    stack_shim_stop || true
+}
+
+# http_fcgiwrap_stop PID: fcgiwrap and the workers it forked, which outlive a
+# TERM to their parent.
+http_fcgiwrap_stop() {
+    local kids
+    kids=$(ps -o pid= --ppid "$1" || true)
+    # shellcheck disable=SC2086
+    kill -TERM "$1" $kids 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+    http_forget "$1"
+}
+
+# run_storm: BENCH_STORM_ROUNDS rounds (default 5) through the stack the case
+# below started, each after reset_tables: the storm (1000 deliveries of one
+# notification at concurrency 50), then BENCH_STORM_NOTIFICATIONS distinct
+# notifications (default 10000, fewer than BENCH_NOTIFICATIONS) at 50, then
+# the same ones again.  Medians of the valid runs.
+run_storm() {
+    local rounds=${BENCH_STORM_ROUNDS:-5} n=${BENCH_STORM_NOTIFICATIONS:-10000} r
+    local storm_order=$nsig dir=$STACK_DIR/storm
+    [ "$n" -lt "$nsig" ] || n=$((nsig - 1))
+    mkdir -p "$dir"
+    echo "== storm: through nginx and the FastCGI shim, $rounds interleaved rounds of"
+    echo "   storm: 1000 deliveries of one notification (order $(printf 'PN%08d' "$storm_order")) at concurrency 50"
+    echo "   first: $n distinct notifications at concurrency 50 (orders 1..$n)"
+    echo "   dup:   the same $n again (same --seed, --now and --start: the same ids; checked: every"
+    echo "          reply a duplicate, still $n log rows, each with 2 deliveries)"
+    printf '%-6s | %-44s | %-22s | %-22s\n' round "storm req/s p50 p99 (ms), outcomes" \
+        "first/s p50 p99 (ms)" "dup/s p50 p99 (ms)"
+    local -a s_rps=() s_p50=() s_p99=() f_rps=() f_p50=() f_p99=() d_rps=() d_p50=() d_p99=()
+    local line st rps p50 p99 el split why storm_col first_col dup_col ord range
+    ord=$(printf 'PN%08d' "$storm_order")
+    range="order_no BETWEEN 'PN00000001' AND '$(printf 'PN%08d' "$n")'"
+    for ((r = 1; r <= rounds; r++)); do
+        reset_tables
+        # the storm
+        http_send "$dir/storm.$r.json" --mode storm -n 1000 -c 50 --start "$storm_order" --seed 7
+        line=$(http_summary "$dir/storm.$r.json" "processed=1,duplicate=999")
+        why=$(http_db_check "succeeded|1000|1|1|paid" "SELECT l.status, l.delivery_count, l.attempts,
+            (SELECT count(*) FROM payment_record WHERE order_no = '$ord'), (SELECT status FROM orders WHERE order_no = '$ord')
+            FROM payment_notify_log l WHERE l.order_no = '$ord'")
+        read -r st rps p50 p99 el split <<<"$line"
+        if [ "$st" = ok ] && [ -z "$why" ]; then
+            s_rps+=("$rps") s_p50+=("$p50") s_p99+=("$p99")
+            storm_col=$(printf '%7s %6s %6s  %s' "$rps" "$p50" "$p99" "$split")
+        else
+            [ "$st" = ok ] && line=""
+            storm_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
+        fi
+        # first deliveries, then the same notifications again
+        http_send "$dir/first.$r.json" --mode distinct -n "$n" -c 50 --start 1 --seed 42
+        line=$(http_summary "$dir/first.$r.json" "processed=$n")
+        why=$(http_db_check "$n|$n|$n|$n" "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
+            (SELECT count(*) FROM payment_record WHERE $range), (SELECT count(*) FROM orders WHERE $range AND status = 'paid')
+            FROM payment_notify_log WHERE $range")
+        read -r st rps p50 p99 el split <<<"$line"
+        if [ "$st" = ok ] && [ -z "$why" ]; then
+            f_rps+=("$rps") f_p50+=("$p50") f_p99+=("$p99")
+            first_col=$(printf '%7s %6s %6s' "$rps" "$p50" "$p99")
+        else
+            [ "$st" = ok ] && line=""
+            first_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
+        fi
+        http_send "$dir/dup.$r.json" --mode distinct -n "$n" -c 50 --start 1 --seed 42
+        line=$(http_summary "$dir/dup.$r.json" "duplicate=$n")
+        why=$(http_db_check "$n|$n|$((2 * n))|$n" "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
+            sum(delivery_count), (SELECT count(*) FROM payment_record WHERE $range)
+            FROM payment_notify_log WHERE $range")
+        read -r st rps p50 p99 el split <<<"$line"
+        if [ "$st" = ok ] && [ -z "$why" ]; then
+            d_rps+=("$rps") d_p50+=("$p50") d_p99+=("$p99")
+            dup_col=$(printf '%7s %6s %6s' "$rps" "$p50" "$p99")
+        else
+            [ "$st" = ok ] && line=""
+            dup_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
+        fi
+        printf '%-6s | %-44s | %-22s | %-22s\n' "$r" "$storm_col" "$first_col" "$dup_col"
+    done
+    printf '%-6s | %-44s | %-22s | %-22s\n' median \
+        "$(printf '%7s %6s %6s  (%d of %d valid)' "$(median "${s_rps[@]}")" "$(median "${s_p50[@]}")" "$(median "${s_p99[@]}")" ${#s_rps[@]} "$rounds")" \
+        "$(printf '%7s %6s %6s' "$(median "${f_rps[@]}")" "$(median "${f_p50[@]}")" "$(median "${f_p99[@]}")")" \
+        "$(printf '%7s %6s %6s' "$(median "${d_rps[@]}")" "$(median "${d_p50[@]}")" "$(median "${d_p99[@]}")")"
+    local fm dm
+    fm=$(median "${f_rps[@]}") dm=$(median "${d_rps[@]}")
+    if [ "$fm" != n/a ] && [ "$dm" != n/a ]; then
+        echo "duplicates/s at concurrency 50 over HTTP: $dm vs first deliveries/s $fm (a duplicate costs $(ratio "$fm" "$dm") of a first delivery; medians of ${#d_rps[@]} and ${#f_rps[@]} valid runs)"
+    else
+        echo "duplicates/s vs first deliveries/s over HTTP: n/a (no valid run)"
+    fi
+    http_stack_down
+}
+
+# http_distinct OUT C N: reset, then N distinct notifications at concurrency C;
+# prints http_summary's line, or "invalid WHY" when the database disagrees.
+http_distinct() {
+    local out=$1 c=$2 n=$3 line why range
+    reset_tables
+    http_send "$out" --mode distinct -n "$n" -c "$c" --start 1 --seed 42
+    line=$(http_summary "$out" "processed=$n")
+    range="order_no BETWEEN 'PN00000001' AND '$(printf 'PN%08d' "$n")'"
+    why=$(http_db_check "$n|$n|$n|$n" "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
+        (SELECT count(*) FROM payment_record WHERE $range), (SELECT count(*) FROM orders WHERE $range AND status = 'paid')
+        FROM payment_notify_log")
+    case $line in
+        invalid*) echo "$line${why:+; $why}" ;;
+        *) if [ -n "$why" ]; then echo "invalid $why"; else echo "$line"; fi ;;
+    esac
+}
+
+# http_size C SECONDS PROBE: PROBE notifications at concurrency C (a warm-up
+# too); prints how many make a run of SECONDS at that rate (at most
+# BENCH_NOTIFICATIONS).
+http_size() {
+    local c=$1 secs=$2 probe=$3 st rps rest
+    [ "$probe" -le "$nsig" ] || probe=$nsig
+    read -r st rps rest <<<"$(http_distinct "$STACK_DIR/http/size.$c.json" "$c" "$probe")"
+    [ "$st" = ok ] || { echo "$probe"; return; }
+    python3 -c "import math; print(min($nsig, max($probe, math.ceil($rps * $secs / 100) * 100)))"
+}
+
+# run_http: FastCGI (BENCH_SHIM_WORKERS shim workers, default 8) at concurrency
+# 8, 32 and 50 in BENCH_HTTP_ROUNDS interleaved rounds (default 3), then CGI
+# at 8 in BENCH_CGI_ROUNDS rounds (default 1); each run sized to last about
+# BENCH_HTTP_SECONDS (default 15; at most BENCH_NOTIFICATIONS notifications).
+run_http() {
+    local rounds=${BENCH_HTTP_ROUNDS:-3} secs=${BENCH_HTTP_SECONDS:-15} workers=${BENCH_SHIM_WORKERS:-8}
+    local dir=$STACK_DIR/http r c key line st rps p50 p99 el rest
+    local -A size=() v_rps=() v_p50=() v_p99=() short=()
+    local -a runs=("fastcgi 8" "fastcgi 32" "fastcgi 50")
+    mkdir -p "$dir"
+    http_stack_down
+    echo "== http: nginx -> paynotify-cgi -> PostgreSQL, distinct WeChat notifications signed afresh"
+    echo "   FastCGI ($workers shim workers) at concurrency 8, 32, 50 in $rounds interleaved rounds;"
+    echo "   CGI (fcgiwrap, one process and connection per request) at 8 for the record; each run"
+    echo "   sized by a short run before to last about ${secs}s (BENCH_HTTP_SECONDS); orders and log"
+    echo "   reset before each run"
+    stack_http fastcgi "$workers"
+    for c in 8 32 50; do size["fastcgi $c"]=$(http_size "$c" "$secs" 1000); done
+    printf '%-8s %5s %7s %6s %9s %8s %8s %8s\n' mode conc notif round req/s p50_ms p99_ms seconds
+    for ((r = 1; r <= rounds; r++)); do
+        for key in "${runs[@]}"; do
+            c=${key#* }
+            line=$(http_distinct "$dir/$c.$r.json" "$c" "${size[$key]}")
+            read -r st rps p50 p99 el rest <<<"$line"
+            if [ "$st" = ok ]; then
+                v_rps[$key]+=" $rps" v_p50[$key]+=" $p50" v_p99[$key]+=" $p99"
+                python3 -c "import sys; sys.exit(0 if $el >= 10 else 1)" || short[$key]=1
+                printf '%-8s %5s %7s %6s %9s %8s %8s %8s\n' "${key% *}" "$c" "${size[$key]}" "$r" "$rps" "$p50" "$p99" "$el"
+            else
+                printf '%-8s %5s %7s %6s %s\n' "${key% *}" "$c" "${size[$key]}" "$r" "INVALID: ${line#invalid }"
+            fi
+        done
+    done
+    http_stack_down
+
+    key="cgi 8"
+    runs+=("$key")
+    stack_http cgi
+    local fcgiwrap=${STACK_PIDS[-1]}
+    size[$key]=$(http_size 8 "$secs" 200)
+    for ((r = 1; r <= ${BENCH_CGI_ROUNDS:-1}; r++)); do
+        line=$(http_distinct "$dir/cgi.$r.json" 8 "${size[$key]}")
+        read -r st rps p50 p99 el rest <<<"$line"
+        if [ "$st" = ok ]; then
+            v_rps[$key]+=" $rps" v_p50[$key]+=" $p50" v_p99[$key]+=" $p99"
+            python3 -c "import sys; sys.exit(0 if $el >= 10 else 1)" || short[$key]=1
+            printf '%-8s %5s %7s %6s %9s %8s %8s %8s\n' cgi 8 "${size[$key]}" "$r" "$rps" "$p50" "$p99" "$el"
+        else
+            printf '%-8s %5s %7s %6s %s\n' cgi 8 "${size[$key]}" "$r" "INVALID: ${line#invalid }"
+        fi
+    done
+    stack_nginx_stop || true
+    http_fcgiwrap_stop "$fcgiwrap"
+
+    echo "medians, and the ratio to db (paynotify_handle through pgbench) at the same concurrency:"
+    printf '%-8s %5s %9s %8s %8s %10s %7s\n' mode conc req/s p50_ms p99_ms db_tps ratio
+    local m db
+    for key in "${runs[@]}"; do
+        c=${key#* }
+        # shellcheck disable=SC2086 # the values are a space-separated list
+        m=$(median ${v_rps[$key]:-})
+        db=${TPS[db$c]:-n/a}
+        [ "$db" = n/a ] || db=$(printf '%.1f' "$db")
+        # shellcheck disable=SC2086
+        printf '%-8s %5s %9s %8s %8s %10s %7s%s\n' "${key% *}" "$c" "$m" "$(median ${v_p50[$key]:-})" \
+            "$(median ${v_p99[$key]:-})" "$db" \
+            "$([ "$m" != n/a ] && [ "$db" != n/a ] && ratio "$m" "$db" || echo n/a)" \
+            "$([ -n "${short[$key]:-}" ] && echo "  (a run lasted under 10 s)")"
+    done
+    [ -n "${TPS[db8]:-}" ] || echo "(db TPS: n/a unless the db part runs first in the same invocation: run.sh db http)"
+}
+
+for part in "${parts[@]}"; do
+    case $part in
+        db) run_db ;;
+        growth) run_growth ;;
+        storm) stack_http fastcgi; run_storm ;;
+        http) run_http ;;
+        *) echo "unknown part $part" >&2; exit 2 ;;
+    esac
+done
