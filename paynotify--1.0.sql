@@ -182,21 +182,19 @@ SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_anomaly', '');
 CREATE FUNCTION @extschema@.paynotify_config_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'paynotify_config_changed' LANGUAGE C;
 
-CREATE TRIGGER paynotify_channel_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-	ON @extschema@.paynotify_channel FOR EACH STATEMENT
-	EXECUTE FUNCTION @extschema@.paynotify_config_changed();
-CREATE TRIGGER paynotify_key_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-	ON @extschema@.paynotify_key FOR EACH STATEMENT
-	EXECUTE FUNCTION @extschema@.paynotify_config_changed();
-CREATE TRIGGER paynotify_binding_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-	ON @extschema@.paynotify_binding FOR EACH STATEMENT
-	EXECUTE FUNCTION @extschema@.paynotify_config_changed();
-CREATE TRIGGER paynotify_transition_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-	ON @extschema@.paynotify_transition FOR EACH STATEMENT
-	EXECUTE FUNCTION @extschema@.paynotify_config_changed();
-CREATE TRIGGER paynotify_hook_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
-	ON @extschema@.paynotify_hook FOR EACH STATEMENT
-	EXECUTE FUNCTION @extschema@.paynotify_config_changed();
+DO $$
+DECLARE
+	t text;
+BEGIN
+	FOREACH t IN ARRAY ARRAY['paynotify_channel', 'paynotify_key', 'paynotify_binding',
+							 'paynotify_transition', 'paynotify_hook'] LOOP
+		EXECUTE pg_catalog.format(
+			'CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON @extschema@.%I'
+			' FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.paynotify_config_changed()',
+			t || '_changed', t);
+	END LOOP;
+END
+$$;
 
 ------------------------------------------------------------------------------
 -- Primitives
