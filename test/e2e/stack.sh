@@ -15,6 +15,9 @@ stack_init() {
     mkdir -p "$STACK_DIR/run" "$STACK_DIR/log"
     chmod 777 "$STACK_DIR/run"
     trap stack_stop EXIT
+    # a signal ends the script through its EXIT trap, so everything is stopped
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
 }
 
 # stack_pg [postgresql.conf lines...]: the cluster, on a free port.
@@ -160,7 +163,7 @@ stack_nginx_stop() {
     [ -n "$STACK_NGINX_PID" ] || return 0
     kill -QUIT "$STACK_NGINX_PID" 2>/dev/null
     for _ in $(seq 1 100); do kill -0 "$STACK_NGINX_PID" 2>/dev/null || break; sleep 0.05; done
-    kill -KILL "$STACK_NGINX_PID" 2>/dev/null
+    kill -KILL "$STACK_NGINX_PID" 2>/dev/null || true
     STACK_NGINX_PID=""
 }
 
@@ -179,19 +182,29 @@ stack_send() {
 }
 
 # stack_stop: everything started, in reverse order, by pid; then the directory.
+# Safe under set -e: nothing here may end the cleanup early.
 stack_stop() {
-    stack_nginx_stop
-    [ -n "${STACK_DIR:-}" ] && stack_shim_stop
-    local i
+    local i pid child
+    stack_nginx_stop || true
+    [ -n "${STACK_DIR:-}" ] && { stack_shim_stop || true; }
     for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${STACK_PIDS[i]}" 2>/dev/null
+        pid=${STACK_PIDS[i]}
+        # fcgiwrap's workers are its children: they are stopped with it
+        for child in $(ps --ppid "$pid" -o pid= 2>/dev/null); do
+            for grandchild in $(ps --ppid "$child" -o pid= 2>/dev/null); do
+                kill -TERM "$grandchild" 2>/dev/null || true
+            done
+            kill -TERM "$child" 2>/dev/null || true
+        done
+        kill -TERM "$pid" 2>/dev/null || true
     done
     for ((i = ${#STACK_PIDS[@]} - 1; i >= 0; i--)); do
-        wait "${STACK_PIDS[i]}" 2>/dev/null
+        wait "${STACK_PIDS[i]}" 2>/dev/null || true
     done
     STACK_PIDS=()
-    [ -n "${STACK_DIR:-}" ] && pn_cluster_stop "$STACK_DIR/pg"
+    [ -n "${STACK_DIR:-}" ] && { pn_cluster_stop "$STACK_DIR/pg" || true; }
     if [ -n "${STACK_DIR:-}" ] && [ -z "${KEEP_STACK:-}" ]; then
         rm -rf "$STACK_DIR"
     fi
+    return 0
 }
