@@ -111,7 +111,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	args[1] = CStringGetTextDatum("pending");
 	args[2] = CStringGetTextDatum("paid");
 	args[3] = Int64GetDatum(n->order_amount);
-	if (strcmp(cfg->amount_expr, "NULL::bigint") == 0)
+	if (!cfg->has_amount)
 		nulls[3] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_PAY), args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "order update failed");
@@ -343,8 +343,14 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 		StringInfoData arg;
 		Jsonb	   *notice;
 
-		if (strcmp(cfg->hooks[i].event, event) != 0 || !OidIsValid(cfg->hooks[i].fn))
+		if (strcmp(cfg->hooks[i].event, event) != 0)
 			continue;
+		if (!OidIsValid(cfg->hooks[i].fn))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("paynotify hook %s for event \"%s\" no longer exists",
+							cfg->hooks[i].handler, event),
+					 errhint("Create the function again, or remove the hook from paynotify_hook.")));
 		notice = pn_notice_to_jsonb(n);
 		initStringInfo(&arg);
 		appendStringInfo(&arg, "{\"event\": \"%s\", \"channel\": \"%s\", \"outbox_id\": " INT64_FORMAT

@@ -376,26 +376,51 @@ load_key(PnConfig *cfg, PnChannel *ch, PnKey *key, const char *material,
 	}
 }
 
-/* The orders table the business step acts on, if bound. */
+/*
+ * The orders table the business step acts on, if bound.  A binding that no
+ * longer matches the table (renamed or dropped, a bound column renamed or
+ * dropped) leaves the configuration unbound with the reason in
+ * binding_error: every business step then fails with it, and is retried.
+ */
 static void
 load_binding(PnConfig *cfg)
 {
 	spi_query(cfg,
 			  "SELECT b.orders, b.key_column, b.status_column, b.amount_column,"
-			  " pg_catalog.format_type(k.atttypid, NULL), pg_catalog.format_type(s.atttypid, NULL)"
+			  " pg_catalog.format_type(k.atttypid, NULL), pg_catalog.format_type(s.atttypid, NULL),"
+			  " pg_catalog.to_regclass(b.orders) IS NOT NULL,"
+			  " b.amount_column IS NULL OR a.attnum IS NOT NULL"
 			  " FROM @s.paynotify_binding b"
 			  " LEFT JOIN pg_catalog.pg_attribute k ON k.attrelid = pg_catalog.to_regclass(b.orders)"
 			  "  AND k.attname = b.key_column AND NOT k.attisdropped"
 			  " LEFT JOIN pg_catalog.pg_attribute s ON s.attrelid = pg_catalog.to_regclass(b.orders)"
-			  "  AND s.attname = b.status_column AND NOT s.attisdropped");
+			  "  AND s.attname = b.status_column AND NOT s.attisdropped"
+			  " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(b.orders)"
+			  "  AND a.attname = b.amount_column AND NOT a.attisdropped");
 	if (SPI_processed == 0)
 		return;
-	if (spi_text(0, 5) == NULL || spi_text(0, 6) == NULL)
+	if (strcmp(spi_text(0, 7), "t") != 0 || spi_text(0, 5) == NULL ||
+		spi_text(0, 6) == NULL || strcmp(spi_text(0, 8), "t") != 0)
+	{
+		const char *what;
+
+		if (strcmp(spi_text(0, 7), "t") != 0)
+			what = psprintf("the bound orders table %s no longer exists", spi_text(0, 1));
+		else if (spi_text(0, 5) == NULL)
+			what = psprintf("the bound orders table %s no longer has its key column \"%s\"",
+							spi_text(0, 1), spi_text(0, 2));
+		else if (spi_text(0, 6) == NULL)
+			what = psprintf("the bound orders table %s no longer has its status column \"%s\"",
+							spi_text(0, 1), spi_text(0, 3));
+		else
+			what = psprintf("the bound orders table %s no longer has its amount column \"%s\"",
+							spi_text(0, 1), spi_text(0, 4));
+		cfg->binding_error = MemoryContextStrdup(cfg->cxt, what);
 		ereport(WARNING,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("the bound orders table %s no longer has its key or status column",
-						spi_text(0, 1)),
+				 errmsg("paynotify: %s", what),
 				 errhint("Call paynotify_bind_orders again.")));
+	}
 	else
 	{
 		MemoryContext old = MemoryContextSwitchTo(cfg->cxt);
@@ -406,6 +431,7 @@ load_binding(PnConfig *cfg)
 		cfg->key_col = pstrdup(quote_identifier(spi_text(0, 2)));
 		cfg->status_col = pstrdup(quote_identifier(spi_text(0, 3)));
 		cfg->status_col_name = pstrdup(spi_text(0, 3));
+		cfg->has_amount = (amount != NULL);
 		cfg->amount_expr = amount ? psprintf("%s::bigint", quote_identifier(amount))
 			: pstrdup("NULL::bigint");
 		cfg->key_type = pstrdup(spi_text(0, 5));
@@ -443,6 +469,7 @@ load_hooks(PnConfig *cfg)
 		char	   *fn = spi_text(i, 3);
 
 		cfg->hooks[i].event = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
+		cfg->hooks[i].handler = MemoryContextStrdup(cfg->cxt, spi_text(i, 2));
 		cfg->hooks[i].fn = fn ? atooid(fn) : InvalidOid;
 		cfg->hooks[i].hash = GetSysCacheHashValue1(PROCOID,
 												   ObjectIdGetDatum(cfg->hooks[i].fn));
@@ -546,7 +573,7 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 	if (spec->needs_orders && !cfg->bound)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no orders table is bound"),
+				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
 				 errhint("Call paynotify_bind_orders first.")));
 	plan = SPI_prepare(expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
 	if (plan == NULL)

@@ -37,6 +37,7 @@ typedef enum PnPlanId
 typedef struct PnHook
 {
 	char	   *event;
+	char	   *handler;		/* as registered, for messages */
 	Oid			fn;
 	uint32		hash;			/* of fn in the PROCOID syscache */
 } PnHook;
@@ -53,6 +54,7 @@ typedef struct PnConfig
 	List	   *pkeys;			/* PnKey * with an EVP_PKEY to free */
 
 	bool		bound;			/* an orders table is bound */
+	char	   *binding_error;	/* why not, when a binding is broken */
 	char	   *orders;			/* quoted qualified name */
 	char	   *key_col;
 	char	   *key_type;
@@ -60,6 +62,7 @@ typedef struct PnConfig
 	char	   *status_col_name;
 	char	   *status_type;
 	char	   *amount_expr;	/* "amount"::bigint or NULL::bigint */
+	bool		has_amount;		/* an amount column is bound */
 
 	int			ntransitions;
 	char	  **transitions;	/* from, to pairs */
