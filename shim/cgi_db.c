@@ -191,12 +191,25 @@ db_connect(pn_db *db)
 	return true;
 }
 
-/* Session settings, then (FastCGI) the prepared statement. */
+/* Session settings (READ COMMITTED, statement_timeout), then (FastCGI) the prepared statement. */
 static bool
 db_setup(pn_db *db, PGconn *conn)
 {
 	PGresult   *res;
 
+	/*
+	 * paynotify_handle refuses REPEATABLE READ and SERIALIZABLE: a second
+	 * delivery must see what the first committed while it waited for the
+	 * lock.  Pin READ COMMITTED whatever the role or database default says.
+	 */
+	res = PQexec(conn, "SET default_transaction_isolation = 'read committed'");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK)
+	{
+		log_result("setting the isolation level failed", res, conn);
+		PQclear(res);
+		return false;
+	}
+	PQclear(res);
 	if (db->cfg->statement_timeout_ms > 0)
 	{
 		char		ms[24];

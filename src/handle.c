@@ -63,13 +63,15 @@ pn_now(void)
 Datum
 paynotify_handle(PG_FUNCTION_ARGS)
 {
-	PnConfig   *cfg = pn_config(fcinfo->flinfo->fn_oid);
+	PnConfig   *cfg;
 	const PnChannel *ch = NULL;
 	PnRequest	req;
 	PnNotice	notice;
 	PnReason	reason;
 	bytea	   *body;
 
+	pn_require_read_committed("paynotify_handle");
+	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(0))
 		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	if (ch == NULL)
@@ -105,6 +107,26 @@ paynotify_handle(PG_FUNCTION_ARGS)
 		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
 	return reply_row(fcinfo, ch->gw, dedup_and_apply(cfg, ch, &notice), PN_OK);
+}
+
+/*
+ * paynotify needs READ COMMITTED: after waiting for the lock, a second
+ * delivery's next statement must see what the first one committed.  Under
+ * REPEATABLE READ or SERIALIZABLE the transaction's snapshot predates that
+ * commit, and concurrent deliveries would end in serialization failures and
+ * duplicate-key errors instead of a "duplicate" reply.  Refuse them with one
+ * clear error (SQLSTATE 25PN1) before anything is read or written.
+ */
+void
+pn_require_read_committed(const char *function)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_PN_ISOLATION),
+				 errmsg("paynotify: %s needs READ COMMITTED, not %s", function,
+						IsolationIsSerializable() ? "SERIALIZABLE" : "REPEATABLE READ"),
+				 errdetail("A second delivery of a notification must see what the first one committed while it waited for the lock."),
+				 errhint("Call it in a READ COMMITTED transaction: ALTER ROLE <role> SET default_transaction_isolation = 'read committed' for the role that calls it, or BEGIN ISOLATION LEVEL READ COMMITTED.")));
 }
 
 /*
@@ -262,14 +284,18 @@ force_synchronous_commit(void)
 /*
  * A repeat of a settled notification writes only its delivery counter, which
  * no acknowledgement depends on: when paynotify owns the transaction (no
- * explicit transaction block around the call) it need not wait for the WAL
+ * explicit transaction block around the call) and nothing has been written
+ * in it yet (no transaction id: not by an earlier paynotify_handle call in
+ * the same statement, nor by anything else), it need not wait for the WAL
  * flush.  This keeps storms of duplicates from queueing behind fsyncs on the
- * log row.
+ * log row.  A later call in the same transaction that writes more than a
+ * counter sets synchronous_commit back (force_synchronous_commit).
  */
 static void
 relax_synchronous_commit(void)
 {
-	if (!IsTransactionBlock() && synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
+	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
+		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 		(void) set_config_option("synchronous_commit", "off",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);

@@ -77,6 +77,10 @@ extern PnConfig *pn_config(Oid fn_oid);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
 
+/* handle.c: REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
+#define ERRCODE_PN_ISOLATION MAKE_SQLSTATE('2','5','P','N','1')
+extern void pn_require_read_committed(const char *function);
+
 /* state.c */
 extern bool pn_transition_allowed(PnConfig *cfg, const char *from, const char *to);
 extern bool pn_transit(PnConfig *cfg, const char *order_no, const char *from,

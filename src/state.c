@@ -77,12 +77,14 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 Datum
 paynotify_transit(PG_FUNCTION_ARGS)
 {
-	PnConfig   *cfg = pn_config(fcinfo->flinfo->fn_oid);
+	PnConfig   *cfg;
 	char	   *order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	char	   *from = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	char	   *to = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	bool		moved;
 
+	pn_require_read_committed("paynotify_transit");
+	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	moved = pn_transit(cfg, order_no, from, to);

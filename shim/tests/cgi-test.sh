@@ -146,7 +146,8 @@ BEGIN
     ELSE
         content_type := 'application/json';
         body := jsonb_build_object('channel', p_channel, 'md5', md5(p_body),
-                                   'length', length(p_body), 'headers', h)::text;
+                                   'length', length(p_body), 'headers', h,
+                                   'isolation', current_setting('transaction_isolation'))::text;
     END IF;
     IF h ? 'x-test-content-type' THEN
         content_type := h->>'x-test-content-type';
@@ -448,6 +449,12 @@ expect odd_outcome 200 unknown "unexpected outcome relayed as unknown"
 cgi timeout "$TMP/small.json" HTTP_X_TEST_SLEEP=2 PAYNOTIFY_STATEMENT_TIMEOUT=200
 expect timeout 503 unavailable "PAYNOTIFY_STATEMENT_TIMEOUT"
 check "timeout logged as 57014" 1 "$(grep -c '57014' "$TMP/timeout.err")"
+psql_su -qc "ALTER ROLE $SHIM_ROLE SET default_transaction_isolation = 'serializable'"
+cgi isolation "$TMP/small.json"
+expect isolation 200 processed "role whose default isolation is serializable"
+check "the shim's session runs READ COMMITTED whatever the role's default" yes \
+    "$(json_true "$TMP/isolation.out" "b['isolation'] == 'read committed'")"
+psql_su -qc "ALTER ROLE $SHIM_ROLE RESET default_transaction_isolation"
 cgi qualified "$TMP/small.json" PAYNOTIFY_FUNCTION=public.paynotify_handle
 expect qualified 200 processed "PAYNOTIFY_FUNCTION=public.paynotify_handle"
 cgi missing_fn "$TMP/small.json" PAYNOTIFY_FUNCTION=public.no_such_function
