@@ -235,6 +235,44 @@ CREATE FUNCTION @extschema@.paynotify_check_key(gateway text, key_id text, mater
 COMMENT ON FUNCTION @extschema@.paynotify_check_key(text, text, text) IS
 	'raises an error unless material is a usable key for the gateway; returns it normalised';
 
+CREATE FUNCTION @extschema@.paynotify_read_secret(filename text)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'paynotify_read_secret'
+	LANGUAGE C STRICT VOLATILE;
+COMMENT ON FUNCTION @extschema@.paynotify_read_secret(text) IS
+	'the contents of a file in paynotify.secrets_directory (superuser only; used by the configuration functions)';
+
+-- Settings written {"file": "<name>"} take their value from that file in
+-- paynotify.secrets_directory, so that secrets never appear in statement text.
+CREATE FUNCTION @extschema@.paynotify_settings_from_files(settings jsonb)
+	RETURNS jsonb
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	k text;
+	v jsonb;
+	result jsonb := settings;
+BEGIN
+	IF settings IS NULL OR jsonb_typeof(settings) <> 'object' THEN
+		RETURN settings;
+	END IF;
+	FOR k, v IN SELECT e.key, e.value FROM jsonb_each(settings) e LOOP
+		IF jsonb_typeof(v) = 'object' THEN
+			IF NOT (v ? 'file') OR jsonb_typeof(v->'file') <> 'string'
+					OR (SELECT count(*) FROM jsonb_object_keys(v)) <> 1 THEN
+				RAISE EXCEPTION 'setting "%" must be a value or {"file": "<name>"}', k
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			result := result || jsonb_build_object(k, @extschema@.paynotify_read_secret(v->>'file'));
+		END IF;
+	END LOOP;
+	RETURN result;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_settings_from_files(jsonb) IS
+	'settings with every {"file": "<name>"} value replaced by that file''s contents';
+
 CREATE FUNCTION @extschema@.paynotify_add_channel(name text, gateway text,
 		settings jsonb DEFAULT '{}')
 	RETURNS void
@@ -247,9 +285,10 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Use 1 to 63 letters, digits or underscores; the name appears in the notify URL.';
 	END IF;
-	PERFORM @extschema@.paynotify_check_settings(gateway, coalesce(settings, '{}'));
+	settings := @extschema@.paynotify_settings_from_files(coalesce(settings, '{}'));
+	PERFORM @extschema@.paynotify_check_settings(gateway, settings);
 	INSERT INTO @extschema@.paynotify_channel (name, gateway, settings)
-		VALUES (name, gateway, coalesce(settings, '{}'));
+		VALUES (name, gateway, settings);
 EXCEPTION WHEN unique_violation THEN
 	RAISE EXCEPTION 'channel "%" already exists', name
 		USING ERRCODE = 'duplicate_object',
@@ -257,7 +296,7 @@ EXCEPTION WHEN unique_violation THEN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_add_channel(text, text, jsonb) IS
-	'adds a channel: a merchant account at wxpay, alipay or stripe';
+	'adds a channel: a merchant account at wxpay, alipay or stripe; a setting {"file": "<name>"} is read from paynotify.secrets_directory';
 
 CREATE FUNCTION @extschema@.paynotify_alter_channel(name text, settings jsonb)
 	RETURNS void
@@ -266,17 +305,26 @@ CREATE FUNCTION @extschema@.paynotify_alter_channel(name text, settings jsonb)
 	AS $$
 DECLARE
 	gw text;
+	merged jsonb;
 BEGIN
-	SELECT c.gateway INTO gw FROM @extschema@.paynotify_channel c WHERE c.name = $1 FOR UPDATE;
+	IF settings IS NULL OR jsonb_typeof(settings) <> 'object' THEN
+		RAISE EXCEPTION 'settings must be a JSON object'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	SELECT c.gateway, c.settings INTO gw, merged
+		FROM @extschema@.paynotify_channel c WHERE c.name = $1 FOR UPDATE;
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'channel "%" does not exist', name USING ERRCODE = 'undefined_object';
 	END IF;
-	PERFORM @extschema@.paynotify_check_settings(gw, settings);
-	UPDATE @extschema@.paynotify_channel c SET settings = $2 WHERE c.name = $1;
+	-- only the settings named change; a JSON null removes one
+	merged := (merged || @extschema@.paynotify_settings_from_files($2))
+		- ARRAY(SELECT e.key FROM jsonb_each($2) e WHERE e.value = 'null'::jsonb);
+	PERFORM @extschema@.paynotify_check_settings(gw, merged);
+	UPDATE @extschema@.paynotify_channel c SET settings = merged WHERE c.name = $1;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_alter_channel(text, jsonb) IS
-	'replaces a channel''s settings';
+	'changes the settings named (a JSON null removes one, {"file": "<name>"} reads one from paynotify.secrets_directory); the result is validated';
 
 CREATE FUNCTION @extschema@.paynotify_add_key(channel text, key_id text, material text,
 		not_before timestamptz DEFAULT NULL, not_after timestamptz DEFAULT NULL)
@@ -307,6 +355,23 @@ END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz) IS
 	'trusts a key for a channel: WeChat serial or PUB_KEY_ID_ with PEM, Alipay PEM, Stripe whsec_ secret';
+
+CREATE FUNCTION @extschema@.paynotify_add_key_file(channel text, key_id text, filename text,
+		not_before timestamptz DEFAULT NULL, not_after timestamptz DEFAULT NULL)
+	RETURNS void
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF filename IS NULL THEN
+		RAISE EXCEPTION 'filename must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM @extschema@.paynotify_add_key(channel, key_id,
+		@extschema@.paynotify_read_secret(filename), not_before, not_after);
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz) IS
+	'paynotify_add_key with the material read from a file in paynotify.secrets_directory';
 
 CREATE FUNCTION @extschema@.paynotify_retire_key(channel text, key_id text)
 	RETURNS boolean
@@ -466,6 +531,9 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_add_channel(text, text, jsonb),
 	@extschema@.paynotify_alter_channel(text, jsonb),
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
+	@extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz),
+	@extschema@.paynotify_read_secret(text),
+	@extschema@.paynotify_settings_from_files(jsonb),
 	@extschema@.paynotify_retire_key(text, text),
 	@extschema@.paynotify_bind_orders(regclass, name, name, name),
 	@extschema@.paynotify_on(text, regprocedure),
@@ -487,6 +555,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_add_channel(text, text, jsonb),
 	@extschema@.paynotify_alter_channel(text, jsonb),
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
+	@extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_retire_key(text, text),
 	@extschema@.paynotify_bind_orders(regclass, name, name, name),
 	@extschema@.paynotify_on(text, regprocedure),

@@ -22,6 +22,7 @@ double		paynotify_now = 0;
 int			paynotify_lock_timeout = 3000;
 int			paynotify_max_body = 1024 * 1024;
 bool		paynotify_notify = true;
+char	   *paynotify_secrets_directory = NULL;
 
 void		_PG_init(void);
 
@@ -62,6 +63,15 @@ _PG_init(void)
 							 true,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomStringVariable("paynotify.secrets_directory",
+							   "Directory the *_file configuration functions read secrets from.",
+							   "An absolute path; only plain file names inside it are accepted. "
+							   "Empty: reading secrets from files is off.",
+							   &paynotify_secrets_directory,
+							   "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paynotify");
 

@@ -26,6 +26,7 @@
 extern double paynotify_now;			/* paynotify.now: 0 = real clock */
 extern int	paynotify_lock_timeout;		/* paynotify.lock_timeout, ms */
 extern int	paynotify_max_body;			/* paynotify.max_body_size, bytes */
+extern char *paynotify_secrets_directory;	/* paynotify.secrets_directory */
 extern bool paynotify_notify;			/* paynotify.notify */
 
 /* The reply row's `outcome` column. */

@@ -1,0 +1,93 @@
+-- Secrets loaded from files in paynotify.secrets_directory never appear in
+-- statement text, so not in the server log even with log_statement = all;
+-- names that leave the directory are refused; paynotify_alter_channel
+-- changes only the settings it names.
+\set VERBOSITY terse
+SELECT current_user AS su \gset
+CREATE ROLE sk_ops LOGIN IN ROLE paynotify_admin;
+GRANT USAGE ON SCHEMA pay TO sk_ops;
+-- the directory a superuser set up: the gateway's files, a link inside it,
+-- a link out of it, a subdirectory, an unreadable and an empty file
+DO $$
+DECLARE
+	dir text := current_setting('data_directory') || '/../pn_secrets';
+BEGIN
+	EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', format(
+		'rm -rf %1$s && mkdir -m 700 %1$s && cp %2$s/wechat_apiv3.key %2$s/wechat_platform_1.pub.pem'
+		' %2$s/stripe_secret_1.txt %1$s/ && cd %1$s && ln -s wechat_apiv3.key apiv3_link'
+		' && ln -s ../data/postgresql.conf outside && mkdir subdir && touch empty'
+		' && echo x > unreadable && chmod 000 unreadable',
+		dir, (SELECT d.dir FROM t.vdir d) || 'keys'));
+	EXECUTE format('ALTER ROLE sk_ops SET paynotify.secrets_directory = %L', dir);
+END
+$$;
+-- every statement sk_ops sends is logged
+ALTER ROLE sk_ops SET log_statement = 'all';
+SELECT t.set_order('PN20260101000001', 'pending');
+
+\c - sk_ops
+SET search_path = pay;
+SHOW log_statement;
+-- a WeChat channel whose APIv3 key is read from a file, and its platform key
+SELECT paynotify_add_channel('sk_wx', 'wxpay',
+	'{"apiv3_key": {"file": "wechat_apiv3.key"}, "mchid": "1900000109", "appid": "wx0000000000test01"}');
+SELECT paynotify_add_key_file('sk_wx', '7E3F2A9C1B5D4E6F80912A3B4C5D6E7F8091A2B3', 'wechat_platform_1.pub.pem');
+-- a Stripe signing secret from a file
+SELECT paynotify_add_channel('sk_st', 'stripe');
+SELECT paynotify_add_key_file('sk_st', 'k1', 'stripe_secret_1.txt');
+-- a failing call (a Stripe secret is no PEM key) logs its statement: the name only
+SELECT paynotify_add_key_file('sk_wx', 'bad', 'stripe_secret_1.txt');
+-- names that are not plain files of the directory
+SELECT paynotify_add_key_file('sk_st', 'k2', '../data/postgresql.conf');
+SELECT paynotify_add_key_file('sk_st', 'k2', '..');
+SELECT paynotify_add_key_file('sk_st', 'k2', '');
+SELECT paynotify_add_key_file('sk_st', 'k2', NULL);
+SELECT paynotify_add_key_file('sk_st', 'k2', 'outside');
+SELECT paynotify_add_key_file('sk_st', 'k2', 'subdir');
+SELECT paynotify_add_key_file('sk_st', 'k2', 'unreadable');
+SELECT paynotify_add_key_file('sk_st', 'k2', 'empty');
+SELECT paynotify_add_key_file('sk_st', 'k2', 'missing');
+SELECT paynotify_add_channel('sk_bad', 'wxpay', '{"apiv3_key": {"file": "wechat_apiv3.key", "x": 1}}');
+-- the file reader itself is nobody's to call
+SELECT paynotify_read_secret('wechat_apiv3.key');
+-- nor can the operator point the directory elsewhere
+SET paynotify.secrets_directory = '/';
+
+-- alter_channel: one setting changes, the others (the secret) stay
+SELECT paynotify_alter_channel('sk_wx', '{"tolerance_s": 600}');
+SELECT paynotify_alter_channel('sk_wx', '{"mchid": null}');
+-- the merged result is validated: nothing changes on error
+SELECT paynotify_alter_channel('sk_wx', '{"apiv3_key": null}');
+SELECT paynotify_alter_channel('sk_wx', '{"apiv3_key": "short", "tolerance_s": 1}');
+SELECT paynotify_alter_channel('sk_wx', '{"tolrance_s": 1}');
+SELECT paynotify_alter_channel('sk_wx', NULL);
+SELECT paynotify_alter_channel('sk_wx', '[]');
+-- the key again from a file, through a link inside the directory
+SELECT paynotify_alter_channel('sk_wx', '{"apiv3_key": {"file": "apiv3_link"}}');
+
+\c - :su
+SELECT name, settings - 'apiv3_key' AS settings,
+	settings->>'apiv3_key' = btrim(t.vtext('keys/wechat_apiv3.key'), E'\n') AS apiv3_key_from_file
+FROM pay.paynotify_channel WHERE name LIKE 'sk\_%' ORDER BY name;
+SELECT channel, key_id, material = t.secret(1) AS secret_from_file FROM pay.paynotify_key
+WHERE channel = 'sk_st';
+SELECT channel, key_id, material = rtrim(t.vtext('keys/wechat_platform_1.pub.pem'), E'\n') AS pem_from_file
+FROM pay.paynotify_key WHERE channel = 'sk_wx';
+-- the key decrypts: the payment is applied
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'sk_wx');
+-- a superuser without the directory set is told so
+SET paynotify.secrets_directory = '';
+SELECT pay.paynotify_add_key_file('sk_st', 'k3', 'stripe_secret_1.txt');
+SET paynotify.secrets_directory = 'relative/dir';
+SELECT pay.paynotify_add_key_file('sk_st', 'k3', 'stripe_secret_1.txt');
+RESET paynotify.secrets_directory;
+
+-- the server log has every statement, and no secret
+CREATE TEMP TABLE server_log AS
+	SELECT pg_read_file(current_setting('data_directory') || '/../../log/postmaster.log') AS log;
+SELECT position('paynotify_add_key_file(''sk_st'', ''k1'', ''stripe_secret_1.txt'')' IN log) > 0 AS statements_logged,
+	position('paynotify_add_key_file(''sk_wx'', ''bad''' IN log) > 0 AS failed_statement_logged,
+	position(t.secret(1) IN log) = 0 AS no_stripe_secret,
+	position(btrim(t.vtext('keys/wechat_apiv3.key'), E'\n') IN log) = 0 AS no_apiv3_key
+FROM server_log;
+ALTER ROLE sk_ops RESET ALL;
