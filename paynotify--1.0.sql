@@ -67,12 +67,86 @@ CREATE TABLE @extschema@.paynotify_transition (
 COMMENT ON TABLE @extschema@.paynotify_transition IS
 	'paynotify: the order state machine''s legal transitions; edit to change it';
 
+-- The default transitions.  CREATE EXTENSION inserts them, so pg_dump dumps
+-- only the rows that are not among them (the filter below), and the default
+-- ones that were deleted are remembered in paynotify_transition_removed: a
+-- restore re-creates the defaults, adds the rows added, and deletes again
+-- those removed.  The list appears three times in this file (this INSERT,
+-- the dump filter, paynotify_transition_is_default): keep them equal.
 INSERT INTO @extschema@.paynotify_transition VALUES
 	('pending', 'paid'), ('pending', 'cancelled'),
 	('paid', 'shipped'), ('paid', 'refunding'),
 	('shipped', 'received'),
 	('received', 'refunding'), ('received', 'completed'),
 	('refunding', 'refunded'), ('refunding', 'paid');
+
+CREATE TABLE @extschema@.paynotify_transition_removed (
+	from_state	text NOT NULL,
+	to_state	text NOT NULL,
+	PRIMARY KEY (from_state, to_state)
+);
+COMMENT ON TABLE @extschema@.paynotify_transition_removed IS
+	'paynotify: default transitions deleted from paynotify_transition (kept up to date by triggers; restored by pg_restore)';
+
+CREATE FUNCTION @extschema@.paynotify_transition_is_default(from_state text, to_state text)
+	RETURNS boolean
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	SELECT (from_state, to_state) IN (VALUES
+		('pending', 'paid'), ('pending', 'cancelled'),
+		('paid', 'shipped'), ('paid', 'refunding'),
+		('shipped', 'received'),
+		('received', 'refunding'), ('received', 'completed'),
+		('refunding', 'refunded'), ('refunding', 'paid'))
+$$;
+
+-- Keeps paynotify_transition_removed true to paynotify_transition, and
+-- applies it when pg_restore reloads it (after CREATE EXTENSION has put
+-- every default back).
+CREATE FUNCTION @extschema@.paynotify_transition_track() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF TG_TABLE_NAME = 'paynotify_transition_removed' THEN
+		DELETE FROM @extschema@.paynotify_transition t
+			WHERE t.from_state = NEW.from_state AND t.to_state = NEW.to_state;
+		RETURN NULL;
+	END IF;
+	IF TG_OP = 'TRUNCATE' THEN
+		INSERT INTO @extschema@.paynotify_transition_removed
+			SELECT d.f, d.t FROM (VALUES
+				('pending', 'paid'), ('pending', 'cancelled'),
+				('paid', 'shipped'), ('paid', 'refunding'),
+				('shipped', 'received'),
+				('received', 'refunding'), ('received', 'completed'),
+				('refunding', 'refunded'), ('refunding', 'paid')) d(f, t)
+			ON CONFLICT DO NOTHING;
+		RETURN NULL;
+	END IF;
+	IF (TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND
+			(OLD.from_state, OLD.to_state) IS DISTINCT FROM (NEW.from_state, NEW.to_state)))
+			AND @extschema@.paynotify_transition_is_default(OLD.from_state, OLD.to_state) THEN
+		INSERT INTO @extschema@.paynotify_transition_removed VALUES (OLD.from_state, OLD.to_state)
+			ON CONFLICT DO NOTHING;
+	END IF;
+	IF TG_OP IN ('INSERT', 'UPDATE') THEN
+		DELETE FROM @extschema@.paynotify_transition_removed r
+			WHERE r.from_state = NEW.from_state AND r.to_state = NEW.to_state;
+	END IF;
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER paynotify_transition_track AFTER INSERT OR UPDATE OR DELETE
+	ON @extschema@.paynotify_transition
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.paynotify_transition_track();
+CREATE TRIGGER paynotify_transition_track_truncate AFTER TRUNCATE
+	ON @extschema@.paynotify_transition
+	FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.paynotify_transition_track();
+CREATE TRIGGER paynotify_transition_removed_restore AFTER INSERT
+	ON @extschema@.paynotify_transition_removed
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.paynotify_transition_track();
 
 CREATE TABLE @extschema@.paynotify_hook (
 	event		text NOT NULL CHECK (event IN ('paid', 'refunded', 'refund_failed', 'closed')),
@@ -167,13 +241,26 @@ COMMENT ON TABLE @extschema@.paynotify_anomaly IS
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_channel', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_key', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_binding', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_transition', '');
+-- only what differs from the defaults (see paynotify_transition above)
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_transition',
+	'WHERE (from_state, to_state) NOT IN (VALUES'
+	' (''pending'', ''paid''), (''pending'', ''cancelled''),'
+	' (''paid'', ''shipped''), (''paid'', ''refunding''),'
+	' (''shipped'', ''received''),'
+	' (''received'', ''refunding''), (''received'', ''completed''),'
+	' (''refunding'', ''refunded''), (''refunding'', ''paid''))');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_transition_removed', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_hook', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.payment_notify_log', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.payment_record', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_refund', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_outbox', '');
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_anomaly', '');
+-- their identity sequences too, or a restored database would hand out used ids
+SELECT pg_catalog.pg_extension_config_dump(
+	pg_catalog.pg_get_serial_sequence('@extschema@.paynotify_outbox', 'id'), '');
+SELECT pg_catalog.pg_extension_config_dump(
+	pg_catalog.pg_get_serial_sequence('@extschema@.paynotify_anomaly', 'id'), '');
 
 ------------------------------------------------------------------------------
 -- Cache invalidation: any change to configuration reaches every backend
@@ -524,6 +611,8 @@ COMMENT ON FUNCTION @extschema@.paynotify_handle(text, jsonb, text) IS
 REVOKE ALL ON ALL TABLES IN SCHEMA @extschema@ FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_config_changed(),
+	@extschema@.paynotify_transition_track(),
+	@extschema@.paynotify_transition_is_default(text, text),
 	@extschema@.paynotify_rsa_verify(text, bytea, text, text),
 	@extschema@.paynotify_aead_decrypt(bytea, bytea, bytea, text),
 	@extschema@.paynotify_check_settings(text, jsonb),

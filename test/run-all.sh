@@ -63,7 +63,7 @@ else
     count "make installcheck" 0
 fi
 
-for t in test/unit/run.sh shim/tests/cgi-test.sh shim/tests/send-test.sh; do
+for t in test/unit/run.sh shim/tests/cgi-test.sh shim/tests/send-test.sh test/e2e/dump.sh; do
     [ -x "$t" ] || continue
     note "$t"
     "$t"; count "$t" $?
@@ -72,6 +72,7 @@ done
 if [ $quick = 0 ]; then
     for t in test/e2e/*.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue
+        [ "$t" = test/e2e/dump.sh ] && continue	# run above, also with --quick
         note "$t"
         "$t"; count "$t" $?
     done
