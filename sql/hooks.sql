@@ -49,8 +49,11 @@ SELECT t.configure('wx_transaction_success_valid', 'h_bad');
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_bad');
 SELECT error_msg FROM payment_notify_log WHERE channel = 'h_bad';
--- a dropped hook function is skipped with a warning, not an error
+-- a hook whose function was dropped fails the step, naming it, until the
+-- hook is removed
 DELETE FROM paynotify_hook WHERE handler = 't.bad_hook(jsonb)';
 DROP FUNCTION t.on_paid(jsonb);
 SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_bad');
+SELECT error_msg FROM payment_notify_log WHERE channel = 'h_bad';
 DELETE FROM paynotify_hook;
+SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_bad');

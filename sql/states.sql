@@ -29,7 +29,7 @@ $$;
 -- what the log row of that notification says now
 CREATE VIEW st.logrow AS
 	SELECT channel, status, attempts, delivery_count, error_msg FROM pay.payment_notify_log
-	WHERE channel LIKE 'st\_%';
+	WHERE channel IN ('st_wx', 'st_nochannel', 'st_nokeys', 'st_retired', 'st_expired');
 GRANT SELECT ON st.logrow TO st_ops;
 -- the shop's orders table, owned by the operator
 SET ROLE st_ops;
