@@ -14,6 +14,7 @@ OBJS = \
 	src/lock.o \
 	src/log.o \
 	src/subxact.o \
+	src/security.o \
 	src/state.o \
 	src/apply.o \
 	src/handle.o \
