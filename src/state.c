@@ -13,7 +13,9 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "catalog/pg_type.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 
 #include "paynotify.h"
@@ -44,6 +46,19 @@ bool
 pn_transition_allowed(PnConfig *cfg, const char *from, const char *to)
 {
 	return transition_in(cfg->ntransitions, cfg->transitions, from, to);
+}
+
+/* Drop trailing blanks in place. */
+static void
+rtrim_blanks(char *s)
+{
+	size_t		len;
+
+	if (s == NULL)
+		return;
+	len = strlen(s);
+	while (len > 0 && s[len - 1] == ' ')
+		s[--len] = '\0';
 }
 
 /* Raise the error for an illegal transition, naming both states. */
@@ -147,6 +162,12 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 
 	from = SPI_getvalue(td->tg_trigtuple, desc, attnum);
 	to = SPI_getvalue(td->tg_newtuple, desc, attnum);
+	if (getBaseType(TupleDescAttr(desc, attnum - 1)->atttypid) == BPCHAROID)
+	{
+		/* char(n): compare as its text, without the padding (as ::text does) */
+		rtrim_blanks(from);
+		rtrim_blanks(to);
+	}
 	if (from == NULL || to == NULL || strcmp(from, to) == 0)
 	{
 		if (from != NULL && to == NULL)
