@@ -137,8 +137,10 @@ SELECT paynotify_transit('7002', 'paid', 'shipped');
 SELECT status FROM tyshop.orders WHERE order_no = 7002;
 \c - ty_app
 UPDATE tyshop.orders SET status = 6 WHERE order_no = 7002;		-- shipped → received
+\set VERBOSITY default
 UPDATE tyshop.orders SET status = 0 WHERE order_no = 7002;		-- received → pending
 \echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
 UPDATE tyshop.orders SET status = 9 WHERE order_no = 7002;		-- a code with no state
 UPDATE tyshop.orders SET status = 2 WHERE order_no = 7003;		-- pending → cancelled
 SELECT order_no, status FROM tyshop.orders ORDER BY 1;

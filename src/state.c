@@ -183,6 +183,15 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 		to_state = pn_status_name(&cfg->map, to);
 	}
 	if (!transition_in(cfg->ntransitions, cfg->transitions, from_state, to_state))
-		illegal_transition(from_state, to_state);
+	{
+		if (from_state == from && to_state == to)
+			illegal_transition(from_state, to_state);
+		ereport(ERROR,
+				(errcode(ERRCODE_CHECK_VIOLATION),
+				 errmsg("illegal order status transition from \"%s\" to \"%s\"",
+						from_state, to_state),
+				 errdetail("Column \"%s\" changed from %s to %s.", column, from, to),
+				 errhint("Legal transitions are listed in paynotify_transition.")));
+	}
 	return PointerGetDatum(td->tg_newtuple);
 }
