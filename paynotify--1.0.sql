@@ -452,10 +452,12 @@ COMMENT ON FUNCTION @extschema@.paynotify_outbox_claim(integer) IS
 CREATE FUNCTION @extschema@.paynotify_transit(order_no text, from_state text, to_state text)
 	RETURNS boolean
 	AS 'MODULE_PATHNAME', 'paynotify_transit'
-	LANGUAGE C STRICT VOLATILE SECURITY DEFINER
+	LANGUAGE C STRICT VOLATILE
 	SET search_path = pg_catalog, pg_temp
 	SET enable_seqscan = off
 	SET jit = off;
+-- Not SECURITY DEFINER: it checks that its caller owns the orders table or
+-- may UPDATE it, then switches to the extension's owner itself.
 COMMENT ON FUNCTION @extschema@.paynotify_transit(text, text, text) IS
 	'moves an order from one state to another if that is legal and it is in from_state; true when this call made the move';
 

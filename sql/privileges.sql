@@ -146,7 +146,13 @@ SELECT t.pv_pay('evt_pv_5', 'SH-1');
 SELECT rolsuper FROM pg_roles WHERE rolname = 'pv_shop';
 SELECT t.pv_error('evt_pv_5');
 SELECT status FROM shop.orders WHERE order_no = 'SH-1';
--- paynotify_transit (SECURITY DEFINER) moves orders as the owner too
+-- paynotify_transit needs ownership of the orders table or UPDATE on it,
+-- and moves orders as the owner too
+\c - pv_op
+SELECT pay.paynotify_transit('SH-2', 'pending', 'cancelled');
+\c - :su
+GRANT USAGE ON SCHEMA shop TO pv_op;
+GRANT SELECT, UPDATE ON shop.orders TO pv_op;
 \c - pv_op
 SELECT pay.paynotify_transit('SH-2', 'pending', 'cancelled');
 \c - :su
