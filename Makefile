@@ -14,6 +14,7 @@ OBJS = \
 	src/lock.o \
 	src/log.o \
 	src/subxact.o \
+	src/security.o \
 	src/state.o \
 	src/apply.o \
 	src/handle.o \
@@ -29,7 +30,7 @@ PGFILEDESC = "paynotify - exactly-once payment notifications"
 PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets
+REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges types
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent

@@ -53,7 +53,8 @@ CREATE TABLE @extschema@.paynotify_binding (
 	orders		text NOT NULL,
 	key_column	name NOT NULL,
 	status_column name NOT NULL,
-	amount_column name
+	amount_column name,
+	status_values jsonb
 );
 COMMENT ON TABLE @extschema@.paynotify_binding IS
 	'paynotify: the orders table notifications act on (set by paynotify_bind_orders)';
@@ -151,6 +152,7 @@ CREATE TRIGGER paynotify_transition_removed_restore AFTER INSERT
 CREATE TABLE @extschema@.paynotify_hook (
 	event		text NOT NULL CHECK (event IN ('paid', 'refunded', 'refund_failed', 'closed')),
 	handler		text NOT NULL,
+	registered_by regrole NOT NULL,		-- the hook runs as this role
 	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (event, handler)
 );
@@ -481,16 +483,30 @@ $$;
 COMMENT ON FUNCTION @extschema@.paynotify_retire_key(text, text) IS
 	'stops trusting a key (kept for the record); false when it was already retired';
 
+-- The entry point checks that its caller owns the table or may UPDATE it,
+-- then calls paynotify_bind_orders_internal with the same arguments as the
+-- extension's owner; nobody else may call the internal one.
 CREATE FUNCTION @extschema@.paynotify_bind_orders(orders regclass,
 		key_column name DEFAULT 'order_no', status_column name DEFAULT 'status',
-		amount_column name DEFAULT NULL)
+		amount_column name DEFAULT NULL, status_values jsonb DEFAULT NULL)
 	RETURNS void
-	LANGUAGE plpgsql SECURITY DEFINER
+	AS 'MODULE_PATHNAME', 'paynotify_bind_orders'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb) IS
+	'names the orders table (and its key, status and amount columns, and the status values for paynotify''s states) notifications act on';
+
+CREATE FUNCTION @extschema@.paynotify_bind_orders_internal(orders regclass,
+		key_column name, status_column name, amount_column name, status_values jsonb)
+	RETURNS void
+	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 DECLARE
 	col name;
 	qualified text;
+	status_type text;
+	v record;
+	canonical text;
 BEGIN
 	IF orders IS NULL OR key_column IS NULL OR status_column IS NULL THEN
 		RAISE EXCEPTION 'orders, key_column and status_column must not be null'
@@ -511,38 +527,62 @@ BEGIN
 	IF qualified IS NULL THEN
 		RAISE EXCEPTION '% is not a table', orders USING ERRCODE = 'wrong_object_type';
 	END IF;
-	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column)
-		VALUES (qualified, key_column, status_column, amount_column)
+	-- status_values: {"paynotify state": table value, ...}; each value must be
+	-- a value of the status column written as the column prints it
+	IF status_values = '{}' THEN
+		status_values := NULL;
+	END IF;
+	IF status_values IS NOT NULL THEN
+		IF pg_catalog.jsonb_typeof(status_values) <> 'object' THEN
+			RAISE EXCEPTION 'status_values must be a JSON object mapping paynotify''s states to the status column''s values'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+		SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) INTO status_type
+			FROM pg_catalog.pg_attribute a
+			WHERE a.attrelid = orders AND a.attname = status_column;
+		FOR v IN SELECT e.key, e.value, e.value #>> '{}' AS val
+				 FROM pg_catalog.jsonb_each(status_values) e LOOP
+			IF pg_catalog.jsonb_typeof(v.value) NOT IN ('string', 'number') THEN
+				RAISE EXCEPTION 'status value for "%" must be a string or a number', v.key
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+			BEGIN
+				EXECUTE pg_catalog.format('SELECT ($1)::%s::text', status_type)
+					INTO canonical USING v.val;
+			EXCEPTION WHEN data_exception OR invalid_text_representation THEN
+				RAISE EXCEPTION 'status value % for "%" is not a valid %', v.value, v.key, status_type
+					USING ERRCODE = 'invalid_parameter_value';
+			END;
+			IF canonical IS DISTINCT FROM v.val THEN
+				RAISE EXCEPTION 'status value % for "%" must be written as the column prints it: %',
+						v.value, v.key, canonical
+					USING ERRCODE = 'invalid_parameter_value';
+			END IF;
+		END LOOP;
+		IF (SELECT pg_catalog.count(DISTINCT e.value #>> '{}') <> pg_catalog.count(*)
+			FROM pg_catalog.jsonb_each(status_values) e) THEN
+			RAISE EXCEPTION 'status_values gives two states the same value'
+				USING ERRCODE = 'invalid_parameter_value';
+		END IF;
+	END IF;
+	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column,
+			status_values)
+		VALUES (qualified, key_column, status_column, amount_column, status_values)
 		ON CONFLICT (singleton) DO UPDATE SET orders = excluded.orders,
 			key_column = excluded.key_column, status_column = excluded.status_column,
-			amount_column = excluded.amount_column;
+			amount_column = excluded.amount_column, status_values = excluded.status_values;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name) IS
-	'names the orders table (and its key, status and amount columns) notifications act on';
 
+-- Not SECURITY DEFINER: it checks that its caller owns or may EXECUTE the
+-- handler, records the caller as the role the hook runs as, and writes the
+-- row as the extension's owner.
 CREATE FUNCTION @extschema@.paynotify_on(event text, handler regprocedure)
 	RETURNS void
-	LANGUAGE plpgsql SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-BEGIN
-	IF event IS NULL OR event NOT IN ('paid', 'refunded', 'refund_failed', 'closed') THEN
-		RAISE EXCEPTION 'unknown event "%"', event
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'Events are paid, refunded, refund_failed and closed.';
-	END IF;
-	IF NOT EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.oid = handler
-			AND p.pronargs = 1 AND p.proargtypes[0] = 'jsonb'::regtype) THEN
-		RAISE EXCEPTION 'handler % must take exactly one jsonb argument', handler
-			USING ERRCODE = 'invalid_function_definition';
-	END IF;
-	INSERT INTO @extschema@.paynotify_hook (event, handler)
-		VALUES (event, handler::text) ON CONFLICT DO NOTHING;
-END
-$$;
+	AS 'MODULE_PATHNAME', 'paynotify_on'
+	LANGUAGE C VOLATILE;
 COMMENT ON FUNCTION @extschema@.paynotify_on(text, regprocedure) IS
-	'runs handler(event jsonb) inside the business step of every applied event of that kind';
+	'runs handler(event jsonb) inside the business step of every applied event of that kind, as the calling role';
 
 CREATE FUNCTION @extschema@.paynotify_outbox_claim(max_rows integer DEFAULT 100)
 	RETURNS SETOF @extschema@.paynotify_outbox
@@ -564,10 +604,12 @@ COMMENT ON FUNCTION @extschema@.paynotify_outbox_claim(integer) IS
 CREATE FUNCTION @extschema@.paynotify_transit(order_no text, from_state text, to_state text)
 	RETURNS boolean
 	AS 'MODULE_PATHNAME', 'paynotify_transit'
-	LANGUAGE C STRICT VOLATILE SECURITY DEFINER
+	LANGUAGE C STRICT VOLATILE
 	SET search_path = pg_catalog, pg_temp
 	SET enable_seqscan = off
 	SET jit = off;
+-- Not SECURITY DEFINER: it checks that its caller owns the orders table or
+-- may UPDATE it, then switches to the extension's owner itself.
 COMMENT ON FUNCTION @extschema@.paynotify_transit(text, text, text) IS
 	'moves an order from one state to another if that is legal and it is in from_state; true when this call made the move';
 
@@ -624,7 +666,8 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_read_secret(text),
 	@extschema@.paynotify_settings_from_files(jsonb),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb),
+	@extschema@.paynotify_bind_orders_internal(regclass, name, name, name, jsonb),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),
@@ -646,7 +689,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),

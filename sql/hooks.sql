@@ -49,11 +49,65 @@ SELECT t.configure('wx_transaction_success_valid', 'h_bad');
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_bad');
 SELECT error_msg FROM payment_notify_log WHERE channel = 'h_bad';
--- a hook whose function was dropped fails the step, naming it, until the
--- hook is removed
+-- a dropped hook function fails the step (retried), it is never skipped
 DELETE FROM paynotify_hook WHERE handler = 't.bad_hook(jsonb)';
 DROP FUNCTION t.on_paid(jsonb);
 SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_bad');
-SELECT error_msg FROM payment_notify_log WHERE channel = 'h_bad';
-DELETE FROM paynotify_hook;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_bad';
+SELECT status FROM orders WHERE order_no = 'PN20260101000001';
+-- created again: the next delivery runs it
+CREATE FUNCTION t.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO t.hook_calls VALUES ('recreated', ev->'notice'->>'order_no', 0, ev->>'channel') $$;
 SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_bad');
+SELECT * FROM t.hook_calls WHERE event = 'recreated';
+-- dropped and created again between two deliveries of this backend: the new
+-- function runs, not a stale oid
+SELECT t.configure('wx_transaction_success_valid', 'h_again');
+SELECT t.set_order('PN20260101000001', 'pending');
+DROP FUNCTION t.on_paid(jsonb);
+CREATE FUNCTION t.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO t.hook_calls VALUES ('second', ev->'notice'->>'order_no', 0, ev->>'channel') $$;
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_again');
+SELECT * FROM t.hook_calls WHERE event IN ('recreated', 'second') ORDER BY event;
+DELETE FROM paynotify_hook;
+
+-- Any return type, NULL results included: LANGUAGE sql RETURNS void, an
+-- integer function returning NULL.  The argument's shape; hooks run as the
+-- role that registered them with search_path pinned to pg_catalog, pg_temp.
+SELECT current_user AS su \gset
+CREATE TABLE t.hook_shape (who name, path text, keys text, notice_keys text,
+	event text, amount bigint, channel text, outbox_id_ok boolean);
+CREATE FUNCTION t.shape(ev jsonb) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO t.hook_shape SELECT current_user, pg_catalog.current_setting('search_path'),
+		(SELECT pg_catalog.string_agg(k, ',' ORDER BY k) FROM pg_catalog.jsonb_object_keys(ev) k),
+		(SELECT pg_catalog.string_agg(k, ',' ORDER BY k) FROM pg_catalog.jsonb_object_keys(ev->'notice') k),
+		ev->>'event', (ev->>'amount')::bigint, ev->>'channel',
+		(ev->>'outbox_id')::bigint IN (SELECT id FROM pay.paynotify_outbox)
+$$;
+CREATE FUNCTION t.null_result(ev jsonb) RETURNS integer LANGUAGE plpgsql AS
+	$$ BEGIN RETURN NULL; END $$;
+SELECT paynotify_on('paid', 't.shape(jsonb)');
+SELECT paynotify_on('paid', 't.null_result(jsonb)');
+SELECT t.configure('wx_transaction_success_valid', 'h_shape');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_shape');
+SELECT who = :'su' AS registering_role, path, keys, notice_keys, event, amount, channel, outbox_id_ok
+FROM t.hook_shape;
+SELECT event, handler, registered_by = :'su'::regrole AS registered_by_caller
+FROM paynotify_hook ORDER BY handler;
+DELETE FROM paynotify_hook;
+
+-- Refused at registration: procedures, aggregates, set-returning functions
+CREATE PROCEDURE t.proc_hook(ev jsonb) LANGUAGE sql AS $$ SELECT 1 $$;
+CREATE AGGREGATE t.agg_hook(jsonb) (SFUNC = pg_catalog.jsonb_concat, STYPE = jsonb);
+CREATE FUNCTION t.srf_hook(ev jsonb) RETURNS SETOF integer LANGUAGE sql AS $$ SELECT 1 $$;
+SELECT paynotify_on('paid', 't.proc_hook(jsonb)');
+SELECT paynotify_on('paid', 't.agg_hook(jsonb)');
+SELECT paynotify_on('paid', 't.srf_hook(jsonb)');
+SELECT paynotify_on('paid', NULL);
+SELECT paynotify_on(NULL, 't.shape(jsonb)');
+SELECT count(*) AS hooks FROM paynotify_hook;
+DROP PROCEDURE t.proc_hook(jsonb);
+DROP AGGREGATE t.agg_hook(jsonb);
+DROP FUNCTION t.srf_hook(jsonb), t.shape(jsonb), t.null_result(jsonb), t.on_paid(jsonb), t.bad_hook(jsonb);
+DROP TABLE t.hook_shape;

@@ -20,9 +20,14 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
+#include "catalog/pg_proc.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/json.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pnconfig.h"
@@ -48,6 +53,15 @@ static int64 sum_query(PnConfig *cfg, PnPlanId id, const char *channel, const ch
 					   bool *isnull);
 static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
 				 const PnNotice *n, int64 amount);
+
+typedef struct HookCall
+{
+	const PnHook *hook;
+	Datum		arg;
+} HookCall;
+
+static void run_hook(HookCall *call);
+static void hook_call(void *arg);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   PnApplied *res, const char *kind);
@@ -108,12 +122,12 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 
 	/* The common case in one statement: pending, right amount → paid. */
 	args[0] = CStringGetTextDatum(n->order_no);
-	args[1] = CStringGetTextDatum("pending");
-	args[2] = CStringGetTextDatum("paid");
+	args[1] = CStringGetTextDatum(pn_status_value(&cfg->status_map, "pending"));
+	args[2] = CStringGetTextDatum(pn_status_value(&cfg->status_map, "paid"));
 	args[3] = Int64GetDatum(n->order_amount);
 	if (!cfg->has_amount)
 		nulls[3] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_PAY), args, nulls, false, 0) != SPI_OK_UPDATE)
+	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "order update failed");
 	if (SPI_processed == 1)
 	{
@@ -236,14 +250,14 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 	bool		isnull;
 	char	   *status;
 
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_GET), &arg, NULL, false, 0) != SPI_OK_SELECT)
+	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
 		elog(ERROR, "order lookup failed");
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),
 				 errmsg("order \"%s\" not found", order_no)));
 	status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	row->status = status ? status : "";
+	row->status = status ? (char *) pn_status_name(&cfg->status_map, status) : "";
 	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 2, &isnull));
 	row->has_amount = !isnull;
@@ -342,24 +356,71 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 	{
 		StringInfoData arg;
 		Jsonb	   *notice;
+		HookCall	call;
 
 		if (strcmp(cfg->hooks[i].event, event) != 0)
 			continue;
-		if (!OidIsValid(cfg->hooks[i].fn))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FUNCTION),
-					 errmsg("paynotify hook %s for event \"%s\" no longer exists",
-							cfg->hooks[i].handler, event),
-					 errhint("Create the function again, or remove the hook from paynotify_hook.")));
 		notice = pn_notice_to_jsonb(n);
 		initStringInfo(&arg);
 		appendStringInfo(&arg, "{\"event\": \"%s\", \"channel\": \"%s\", \"outbox_id\": " INT64_FORMAT
 						 ", \"amount\": " INT64_FORMAT ", \"notice\": %s}",
 						 event, ch->name, id, amount,
 						 JsonbToCString(NULL, &notice->root, VARSIZE(notice)));
-		OidFunctionCall1(cfg->hooks[i].fn,
-						 DirectFunctionCall1(jsonb_in, CStringGetDatum(arg.data)));
+		call.hook = &cfg->hooks[i];
+		call.arg = DirectFunctionCall1(jsonb_in, CStringGetDatum(arg.data));
+		run_hook(&call);
 	}
+}
+
+/*
+ * Run one hook as the role that registered it, in a security-restricted
+ * operation with search_path pinned.  A hook whose function or role is gone,
+ * or whose role may no longer execute it, fails the business step (which
+ * is retried): it is never skipped.  Any return type; the result, NULL
+ * included, is ignored.
+ */
+static void
+run_hook(HookCall *call)
+{
+	const PnHook *hook = call->hook;
+
+	if (!OidIsValid(hook->fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("paynotify hook %s no longer exists", hook->handler),
+				 errhint("Create the function again, or delete the hook from paynotify_hook.")));
+	if (get_func_prokind(hook->fn) != PROKIND_FUNCTION || get_func_retset(hook->fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("paynotify hook %s is no longer a plain function", hook->handler),
+				 errhint("Hooks must be functions returning one value (of any type, or void).")));
+	if (!OidIsValid(hook->role) ||
+		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(hook->role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("the role that registered paynotify hook %s no longer exists",
+						hook->handler),
+				 errhint("Register the hook again with paynotify_on.")));
+	if (pg_proc_aclcheck(hook->fn, hook->role, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" that registered paynotify hook %s may no longer execute it",
+						GetUserNameFromId(hook->role, false), hook->handler)));
+	pn_run_as(hook->role, hook_call, call);
+}
+
+static void
+hook_call(void *arg)
+{
+	HookCall   *call = (HookCall *) arg;
+	FmgrInfo	flinfo;
+	LOCAL_FCINFO(fcinfo, 1);
+
+	fmgr_info(call->hook->fn, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = call->arg;
+	fcinfo->args[0].isnull = false;
+	(void) FunctionCallInvoke(fcinfo);
 }
 
 static void

@@ -140,6 +140,10 @@ static PnConfig *current = NULL;
 static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
 
+static PnGuardConfig *guard = NULL;	/* the guard trigger's own cache */
+static Oid	guard_relids[2];	/* paynotify_transition, paynotify_binding */
+static bool guard_stale = true;
+
 static void config_inval_callback(Datum arg, Oid relid);
 static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
@@ -154,6 +158,7 @@ static char *expand_sql(const PnConfig *cfg, const char *tmpl);
 static char *spi_text(int row, int col);
 static void load_key(PnConfig *cfg, PnChannel *ch, PnKey *key,
 					 const char *material, int64 not_before, int64 not_after);
+static void load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map);
 
 /* Register the invalidation and end-of-transaction callbacks. */
 void
@@ -168,6 +173,9 @@ pn_config_init(void)
 static void
 config_inval_callback(Datum arg, Oid relid)
 {
+	if (guard == NULL || relid == InvalidOid ||
+		relid == guard_relids[0] || relid == guard_relids[1])
+		guard_stale = true;
 	if (current == NULL || relid == InvalidOid)
 	{
 		stale = true;
@@ -178,14 +186,19 @@ config_inval_callback(Datum arg, Oid relid)
 			stale = true;
 }
 
-/* A hook function changed or was dropped: resolve the hooks again. */
+/*
+ * A hook function changed or was dropped: resolve the hooks again.  While a
+ * hook's function is missing, any change of pg_proc may be its re-creation
+ * (under a new oid): resolve again then too.
+ */
 static void
 proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	if (current == NULL)
 		return;
 	for (int i = 0; i < current->nhooks; i++)
-		if (hashvalue == 0 || hashvalue == current->hooks[i].hash)
+		if (hashvalue == 0 || hashvalue == current->hooks[i].hash ||
+			!OidIsValid(current->hooks[i].fn))
 			stale = true;
 }
 
@@ -398,8 +411,9 @@ load_binding(PnConfig *cfg)
 {
 	spi_query(cfg,
 			  "SELECT b.orders, b.key_column, b.status_column, b.amount_column,"
-			  " pg_catalog.format_type(k.atttypid, NULL), pg_catalog.format_type(s.atttypid, NULL),"
-			  " pg_catalog.to_regclass(b.orders) IS NOT NULL,"
+			  " pg_catalog.format_type(k.atttypid, k.atttypmod),"
+			  " pg_catalog.format_type(s.atttypid, s.atttypmod),"
+			  " pg_catalog.to_regclass(b.orders)::oid,"
 			  " b.amount_column IS NULL OR a.attnum IS NOT NULL"
 			  " FROM @s.paynotify_binding b"
 			  " LEFT JOIN pg_catalog.pg_attribute k ON k.attrelid = pg_catalog.to_regclass(b.orders)"
@@ -410,12 +424,12 @@ load_binding(PnConfig *cfg)
 			  "  AND a.attname = b.amount_column AND NOT a.attisdropped");
 	if (SPI_processed == 0)
 		return;
-	if (strcmp(spi_text(0, 7), "t") != 0 || spi_text(0, 5) == NULL ||
+	if (spi_text(0, 7) == NULL || spi_text(0, 5) == NULL ||
 		spi_text(0, 6) == NULL || strcmp(spi_text(0, 8), "t") != 0)
 	{
 		const char *what;
 
-		if (strcmp(spi_text(0, 7), "t") != 0)
+		if (spi_text(0, 7) == NULL)
 			what = psprintf("the bound orders table %s no longer exists", spi_text(0, 1));
 		else if (spi_text(0, 5) == NULL)
 			what = psprintf("the bound orders table %s no longer has its key column \"%s\"",
@@ -447,8 +461,66 @@ load_binding(PnConfig *cfg)
 			: pstrdup("NULL::bigint");
 		cfg->key_type = pstrdup(spi_text(0, 5));
 		cfg->status_type = pstrdup(spi_text(0, 6));
+		cfg->orders_oid = atooid(spi_text(0, 7));
 		MemoryContextSwitchTo(old);
+		load_status_map(cfg->cxt, cfg->schema, &cfg->status_map);
 	}
+}
+
+/* The binding's status_values: paynotify's state names → the table's values. */
+static void
+load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map)
+{
+	char	   *sql = psprintf("SELECT v.key, v.value OPERATOR(pg_catalog.#>>) '{}'"
+							   " FROM %s.paynotify_binding b,"
+							   " pg_catalog.jsonb_each(b.status_values) v ORDER BY 1",
+							   schema);
+
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify configuration query failed");
+	map->n = SPI_processed;
+	map->names = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
+	map->values = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
+	for (int i = 0; i < map->n; i++)
+	{
+		char	   *v = spi_text(i, 2);
+
+		map->names[i] = MemoryContextStrdup(cxt, spi_text(i, 1));
+		map->values[i] = MemoryContextStrdup(cxt, v ? v : "");
+	}
+}
+
+/*
+ * The orders table's value for one of paynotify's states: the state itself
+ * when there is no status_values mapping, an error when the mapping leaves
+ * the state out.
+ */
+const char *
+pn_status_value(const PnStatusMap *map, const char *state)
+{
+	if (map->n == 0)
+		return state;
+	for (int i = 0; i < map->n; i++)
+		if (strcmp(map->names[i], state) == 0)
+			return map->values[i];
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("order state \"%s\" has no value in the binding's status_values", state),
+			 errhint("Call paynotify_bind_orders again with a value for it.")));
+	return NULL;				/* keep compiler quiet */
+}
+
+/*
+ * paynotify's state for a value of the orders table's status column: the
+ * value's own text when no mapping names it.
+ */
+const char *
+pn_status_name(const PnStatusMap *map, const char *value)
+{
+	for (int i = 0; i < map->n; i++)
+		if (strcmp(map->values[i], value) == 0)
+			return map->names[i];
+	return value;
 }
 
 /* The state machine's legal transitions. */
@@ -466,28 +538,32 @@ load_transitions(PnConfig *cfg)
 	}
 }
 
-/* User hooks, resolved to function oids (a dropped function is skipped, loudly). */
+/*
+ * User hooks, resolved by signature at each load (a function dropped and
+ * created again is found under its new oid), with the role each runs as.
+ * A hook whose function is missing stays in the list: running it fails the
+ * business step (apply.c), which is retried, never silently skipped.
+ */
 static void
 load_hooks(PnConfig *cfg)
 {
 	spi_query(cfg,
-			  "SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid"
+			  "SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
+			  " registered_by::oid"
 			  " FROM @s.paynotify_hook ORDER BY event, created_at, handler");
 	cfg->nhooks = SPI_processed;
 	cfg->hooks = MemoryContextAllocZero(cfg->cxt, sizeof(PnHook) * Max(cfg->nhooks, 1));
 	for (int i = 0; i < cfg->nhooks; i++)
 	{
 		char	   *fn = spi_text(i, 3);
+		char	   *role = spi_text(i, 4);
 
 		cfg->hooks[i].event = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
 		cfg->hooks[i].handler = MemoryContextStrdup(cfg->cxt, spi_text(i, 2));
 		cfg->hooks[i].fn = fn ? atooid(fn) : InvalidOid;
 		cfg->hooks[i].hash = GetSysCacheHashValue1(PROCOID,
 												   ObjectIdGetDatum(cfg->hooks[i].fn));
-		if (!OidIsValid(cfg->hooks[i].fn))
-			ereport(WARNING,
-					(errcode(ERRCODE_UNDEFINED_FUNCTION),
-					 errmsg("paynotify hook %s no longer exists", spi_text(i, 2))));
+		cfg->hooks[i].role = role ? atooid(role) : InvalidOid;
 	}
 }
 
@@ -592,6 +668,133 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 	SPI_keepplan(plan);
 	cfg->plans[id] = plan;
 	return plan;
+}
+
+typedef struct OrdersCall
+{
+	PnConfig   *cfg;
+	PnPlanId	id;
+	Datum	   *args;
+	const char *nulls;
+	long		count;
+	int			rc;
+} OrdersCall;
+
+static void
+orders_call(void *arg)
+{
+	OrdersCall *c = (OrdersCall *) arg;
+
+	c->rc = SPI_execute_plan(pn_plan(c->cfg, c->id), c->args, c->nulls, false, c->count);
+}
+
+/*
+ * Execute one of the plans on the orders table as that table's owner, in a
+ * security-restricted operation: its triggers, defaults, constraints and
+ * index expressions run with its owner's rights, never paynotify's.
+ * Returns SPI_execute_plan's result.  SPI must be connected.
+ */
+int
+pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, long count)
+{
+	OrdersCall	c = {cfg, id, args, nulls, count, 0};
+	Oid			owner;
+
+	Assert(plan_specs[id].needs_orders);
+	if (!cfg->bound)
+		(void) pn_plan(cfg, id);	/* raises "no orders table is bound" */
+	owner = pn_relation_owner(cfg->orders_oid);
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bound orders table %s no longer exists", cfg->orders),
+				 errhint("Call paynotify_bind_orders again.")));
+	pn_run_as(owner, orders_call, &c);
+	return c.rc;
+}
+
+typedef struct GuardLoad
+{
+	Oid			nsp;
+	PnGuardConfig *g;
+} GuardLoad;
+
+/* Read the transitions and the binding for the guard (as the extension's owner). */
+static void
+guard_load(void *arg)
+{
+	GuardLoad  *l = (GuardLoad *) arg;
+	PnGuardConfig *g = l->g;
+	const char *schema = quote_identifier(get_namespace_name(l->nsp));
+	char	   *sql;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify configuration query failed");
+	g->ntransitions = SPI_processed;
+	g->transitions = MemoryContextAlloc(g->cxt, sizeof(char *) * 2 * Max(g->ntransitions, 1));
+	for (int i = 0; i < g->ntransitions; i++)
+	{
+		g->transitions[2 * i] = MemoryContextStrdup(g->cxt, spi_text(i, 1));
+		g->transitions[2 * i + 1] = MemoryContextStrdup(g->cxt, spi_text(i, 2));
+	}
+	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column"
+				   " FROM %s.paynotify_binding", schema);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify configuration query failed");
+	if (SPI_processed == 1)
+	{
+		char	   *oid = spi_text(0, 1);
+
+		g->orders_oid = oid ? atooid(oid) : InvalidOid;
+		g->status_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 2));
+		load_status_map(g->cxt, schema, &g->map);
+	}
+	SPI_finish();
+}
+
+/*
+ * The guard trigger's configuration: the transitions and the binding's
+ * status column and status_values, nothing else (no channel, no key).  It
+ * is read as the extension's owner with search_path pinned, whoever updates
+ * the orders table, and cached until one of those two tables changes.
+ */
+PnGuardConfig *
+pn_guard_config(Oid fn_oid)
+{
+	Oid			nsp = get_func_namespace(fn_oid);
+	MemoryContext cxt;
+	GuardLoad	l;
+
+	if (guard != NULL && !guard_stale && guard->nsp == nsp)
+		return guard;
+	guard_stale = false;
+	/* a child of the current context until complete: an error frees it */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify guard configuration",
+								ALLOCSET_SMALL_SIZES);
+	l.nsp = nsp;
+	l.g = MemoryContextAllocZero(cxt, sizeof(PnGuardConfig));
+	l.g->cxt = cxt;
+	l.g->nsp = nsp;
+	PG_TRY();
+	{
+		pn_run_as(pn_function_owner(fn_oid), guard_load, &l);
+	}
+	PG_CATCH();
+	{
+		guard_stale = true;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSetParent(cxt, TopMemoryContext);
+	if (guard != NULL)
+		MemoryContextDelete(guard->cxt);
+	guard = l.g;
+	guard_relids[0] = get_relname_relid("paynotify_transition", nsp);
+	guard_relids[1] = get_relname_relid("paynotify_binding", nsp);
+	return guard;
 }
 
 /* ---------------------------------------------------------------------

@@ -260,6 +260,11 @@ typedef struct PnApplied
 /* ---------- subxact.c ---------- */
 extern ErrorData *pn_subxact_run(void (*fn) (void *arg), void *arg);
 
+/* ---------- security.c ---------- */
+extern void pn_run_as(Oid role, void (*fn) (void *arg), void *arg);
+extern Oid	pn_function_owner(Oid fn_oid);
+extern Oid	pn_relation_owner(Oid relid);
+
 /* ---------- lock.c ---------- */
 typedef enum PnLockResult
 {

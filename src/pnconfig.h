@@ -37,10 +37,31 @@ typedef enum PnPlanId
 typedef struct PnHook
 {
 	char	   *event;
-	char	   *handler;		/* as registered, for messages */
-	Oid			fn;
+	char	   *handler;		/* as registered: schema.name(jsonb) */
+	Oid			fn;				/* InvalidOid: the function no longer exists */
 	uint32		hash;			/* of fn in the PROCOID syscache */
+	Oid			role;			/* runs as this role (who registered it) */
 } PnHook;
+
+/* paynotify's state names and the orders table's values for them */
+typedef struct PnStatusMap
+{
+	int			n;				/* 0: the table holds paynotify's names */
+	char	  **names;
+	char	  **values;			/* canonical text of the table's values */
+} PnStatusMap;
+
+/* What the guard trigger needs, loaded apart from everything else */
+typedef struct PnGuardConfig
+{
+	MemoryContext cxt;
+	Oid			nsp;
+	Oid			orders_oid;		/* bound table, or InvalidOid */
+	char	   *status_col_name;	/* bound status column, or NULL */
+	int			ntransitions;
+	char	  **transitions;	/* from, to pairs */
+	PnStatusMap map;
+} PnGuardConfig;
 
 typedef struct PnConfig
 {
@@ -56,6 +77,7 @@ typedef struct PnConfig
 	bool		bound;			/* an orders table is bound */
 	char	   *binding_error;	/* why not, when a binding is broken */
 	char	   *orders;			/* quoted qualified name */
+	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
 	char	   *key_type;
 	char	   *status_col;
@@ -63,6 +85,7 @@ typedef struct PnConfig
 	char	   *status_type;
 	char	   *amount_expr;	/* "amount"::bigint or NULL::bigint */
 	bool		has_amount;		/* an amount column is bound */
+	PnStatusMap status_map;		/* status_values of the binding */
 
 	int			ntransitions;
 	char	  **transitions;	/* from, to pairs */
@@ -76,6 +99,11 @@ typedef struct PnConfig
 extern PnConfig *pn_config(Oid fn_oid);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
+extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
+							  const char *nulls, long count);
+extern const char *pn_status_value(const PnStatusMap *map, const char *state);
+extern const char *pn_status_name(const PnStatusMap *map, const char *value);
+extern PnGuardConfig *pn_guard_config(Oid fn_oid);
 
 /* handle.c: REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
 #define ERRCODE_PN_ISOLATION MAKE_SQLSTATE('2','5','P','N','1')

@@ -1,0 +1,270 @@
+/*-------------------------------------------------------------------------
+ *
+ * security.c
+ *	  Running code on someone's behalf with no more rights than that
+ *	  someone has: hooks as the role that registered them, work on the
+ *	  orders table as that table's owner, paynotify's own tables as the
+ *	  extension's owner.
+ *
+ * The pattern is PostgreSQL's own for user code it runs on behalf of an
+ * object's owner (REFRESH MATERIALIZED VIEW, CREATE INDEX, amcheck): switch
+ * the user inside a security-restricted operation, open a GUC nest level
+ * and pin search_path; close the nest level and restore the user after.
+ * An error unwinds through the caller's (sub)transaction, which restores
+ * both as well; the user is restored here first all the same.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/syscache.h"
+
+#include "paynotify.h"
+
+PG_FUNCTION_INFO_V1(paynotify_on);
+PG_FUNCTION_INFO_V1(paynotify_bind_orders);
+
+/*
+ * Run fn(arg) as role, in a security-restricted operation, with
+ * search_path pinned to pg_catalog, pg_temp.  Settings fn changes do not
+ * outlive it.
+ */
+void
+pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(role, save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+	PG_TRY();
+	{
+		save_nestlevel = NewGUCNestLevel();
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		fn(arg);
+		AtEOXact_GUC(false, save_nestlevel);
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+}
+
+/* The owner of a function: for paynotify's own functions, the extension's owner. */
+Oid
+pn_function_owner(Oid fn_oid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* The owner of a table, or InvalidOid when it no longer exists. */
+Oid
+pn_relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* ---------------------------------------------------------------------
+ * Registration: checked as the caller, written as the extension's owner.
+ * These functions are not SECURITY DEFINER, so that they know who calls.
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct SpiWrite
+{
+	const char *sql;
+	int			nargs;
+	Oid		   *argtypes;
+	Datum	   *values;
+	char	   *nulls;
+} SpiWrite;
+
+static void
+spi_write(void *arg)
+{
+	SpiWrite   *w = (SpiWrite *) arg;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(w->sql, w->nargs, w->argtypes, w->values, w->nulls,
+							  false, 0) < 0)
+		elog(ERROR, "paynotify configuration write failed");
+	SPI_finish();
+}
+
+static const char *
+own_schema(FunctionCallInfo fcinfo)
+{
+	return quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+}
+
+/*
+ * paynotify_on(event text, handler regprocedure) returns void
+ *
+ * The hook runs as the role that calls this, which must own the function or
+ * be allowed to EXECUTE it.  Only plain functions taking one jsonb argument
+ * and returning one value (any type, void included) can be hooks.
+ */
+Datum
+paynotify_on(PG_FUNCTION_ARGS)
+{
+	static const char *const events[] = {"paid", "refunded", "refund_failed", "closed"};
+	Oid			caller = GetUserId();
+	char	   *event = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	bool		known = false;
+	Oid			fn;
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	char	   *name;
+	SpiWrite	w;
+	Oid			argtypes[3] = {TEXTOID, OIDOID, OIDOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', ' '};
+
+	for (int i = 0; event != NULL && i < (int) lengthof(events); i++)
+		if (strcmp(event, events[i]) == 0)
+			known = true;
+	if (!known)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown event \"%s\"", event ? event : "NULL"),
+				 errhint("Events are paid, refunded, refund_failed and closed.")));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("handler must not be null")));
+	fn = PG_GETARG_OID(1);
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function with OID %u does not exist", fn)));
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	name = format_procedure(fn);
+	if (proc->pronargs != 1 || proc->proargtypes.values[0] != JSONBOID)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("handler %s must take exactly one jsonb argument", name)));
+	if (proc->prokind != PROKIND_FUNCTION || proc->proretset ||
+		proc->prorettype == TRIGGEROID || proc->prorettype == EVENT_TRIGGEROID)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("handler %s is %s", name,
+						proc->prokind == PROKIND_PROCEDURE ? "a procedure" :
+						proc->prokind == PROKIND_AGGREGATE ? "an aggregate function" :
+						proc->prokind == PROKIND_WINDOW ? "a window function" :
+						proc->proretset ? "a set-returning function" : "a trigger function"),
+				 errhint("A hook is a plain function returning one value of any type, or void.")));
+	if (isAnyTempNamespace(proc->pronamespace))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_FUNCTION_DEFINITION),
+				 errmsg("handler %s is a temporary function", name)));
+	ReleaseSysCache(tup);
+	if (!pg_proc_ownercheck(fn, caller) &&
+		pg_proc_aclcheck(fn, caller, ACL_EXECUTE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function %s", name),
+				 errdetail("A hook runs as the role that registers it, which must own the function or have EXECUTE on it.")));
+
+	values[0] = CStringGetTextDatum(event);
+	values[1] = ObjectIdGetDatum(fn);
+	values[2] = ObjectIdGetDatum(caller);
+	w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by)"
+					 " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
+					 " $3::pg_catalog.regrole)"
+					 " ON CONFLICT (event, handler)"
+					 " DO UPDATE SET registered_by = excluded.registered_by",
+					 own_schema(fcinfo));
+	w.nargs = 3;
+	w.argtypes = argtypes;
+	w.values = values;
+	w.nulls = nulls;
+	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
+	PG_RETURN_VOID();
+}
+
+/*
+ * paynotify_bind_orders(orders regclass, ...) returns void
+ *
+ * The caller must own the table or hold UPDATE on it.  The binding itself
+ * is checked and written by paynotify_bind_orders_internal, called with
+ * the same arguments as the extension's owner.  Work on the table later
+ * runs as the table's owner, whoever bound it.
+ */
+Datum
+paynotify_bind_orders(PG_FUNCTION_ARGS)
+{
+	Oid			caller = GetUserId();
+	Oid		   *argtypes;
+	int			nargs;
+	StringInfoData sql;
+	SpiWrite	w;
+
+	if (!PG_ARGISNULL(0))
+	{
+		Oid			relid = PG_GETARG_OID(0);
+
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
+			!pg_class_ownercheck(relid, caller) &&
+			pg_class_aclcheck(relid, caller, ACL_UPDATE) != ACLCHECK_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for table %s", get_rel_name(relid)),
+					 errdetail("Binding an orders table needs its ownership or UPDATE on it.")));
+	}
+	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
+	if (nargs != PG_NARGS())
+		elog(ERROR, "paynotify_bind_orders called with %d arguments, declared with %d",
+			 PG_NARGS(), nargs);
+	initStringInfo(&sql);
+	appendStringInfo(&sql, "SELECT %s.paynotify_bind_orders_internal(", own_schema(fcinfo));
+	w.values = palloc(sizeof(Datum) * Max(nargs, 1));
+	w.nulls = palloc(Max(nargs, 1));
+	for (int i = 0; i < nargs; i++)
+	{
+		appendStringInfo(&sql, "%s$%d", i > 0 ? ", " : "", i + 1);
+		w.values[i] = PG_GETARG_DATUM(i);
+		w.nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	appendStringInfoChar(&sql, ')');
+	w.sql = sql.data;
+	w.nargs = nargs;
+	w.argtypes = argtypes;
+	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
+	PG_RETURN_VOID();
+}
