@@ -453,7 +453,7 @@ load_hooks(PnConfig *cfg)
 	}
 }
 
-/* Free a generation: OpenSSL keys, plans, then the memory. */
+/* Free a generation: OpenSSL keys, plans, wiped secrets, then the memory. */
 static void
 config_free(PnConfig *cfg)
 {
@@ -468,10 +468,15 @@ config_free(PnConfig *cfg)
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);
 	for (int c = 0; c < cfg->nchannels; c++)
-		for (int k = 0; k < cfg->channels[c].nkeys; k++)
-			if (cfg->channels[c].keys[k].secret)
-				explicit_bzero(cfg->channels[c].keys[k].secret,
-							   cfg->channels[c].keys[k].secret_len);
+	{
+		const PnChannel *ch = &cfg->channels[c];
+
+		for (int k = 0; k < ch->nkeys; k++)
+			if (ch->keys[k].secret)
+				explicit_bzero(ch->keys[k].secret, ch->keys[k].secret_len);
+		if (ch->gw != NULL && ch->gw->free_settings != NULL)
+			ch->gw->free_settings(ch->conf);
+	}
 	MemoryContextDelete(cfg->cxt);
 }
 
