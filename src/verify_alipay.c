@@ -9,8 +9,9 @@
  * content, then over the keep-empty content when an empty value exists →
  * app_id / seller_id → fields of the notice.  From the signature on, only
  * the parameters it covers exist: the notice and the logged payload never
- * see an empty parameter that the skip-empty content left out.  Alipay sends no key id and no
- * timestamp: every key is tried and no freshness window applies (§2.6).
+ * see an empty parameter that the skip-empty content left out.  Alipay
+ * sends no key id and no timestamp: every key is tried and no freshness
+ * window applies (§2.6).
  *
  * The signature covers the percent-decoded octets in the notification's own
  * charset; they are never transcoded for verification.  Only after the
