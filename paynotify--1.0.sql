@@ -286,6 +286,107 @@ END
 $$;
 
 ------------------------------------------------------------------------------
+-- One channel per gateway account
+------------------------------------------------------------------------------
+-- Notification ids, payments and refunds are unique per channel, but the
+-- orders table is shared: two channels that accept the same notifications
+-- would let one captured on one channel be replayed to the other and take
+-- effect twice.  Whatever writes the configuration (the functions below, a
+-- direct INSERT/UPDATE, a restore), two channels may not share an account:
+--   wxpay   the same mchid; or the same APIv3 key (the key that decrypts the
+--           notifications) unless both check their own, different mchid;
+--   alipay  the same app_id, unless both check their own, different seller_id;
+--   stripe  the same signing secret trusted (not retired) by both.
+-- appid is no account: one app may pay into several merchant accounts.
+
+CREATE FUNCTION @extschema@.paynotify_check_account() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	s jsonb;
+	gw text;
+	other text;
+	what text;
+	hint text;
+BEGIN
+	IF pg_catalog.current_setting('paynotify.allow_shared_accounts', true) = 'on' THEN
+		RETURN NEW;
+	END IF;
+	-- one configuration change at a time, so two cannot both pass the check
+	PERFORM pg_catalog.pg_advisory_xact_lock(-3751950917148160981);
+	IF TG_TABLE_NAME = 'paynotify_channel' THEN
+		s := NEW.settings;
+		IF NEW.gateway = 'wxpay' THEN
+			SELECT c.name INTO other FROM @extschema@.paynotify_channel c
+			WHERE c.gateway = 'wxpay' AND c.name <> NEW.name
+			  AND (TG_OP = 'INSERT' OR c.name <> OLD.name)
+			  AND c.settings->>'mchid' = s->>'mchid'
+			ORDER BY c.name LIMIT 1;
+			IF FOUND THEN
+				what := pg_catalog.format('WeChat Pay merchant %s', s->>'mchid');
+				hint := 'Use one channel per merchant account: route every notify URL of the account to it.';
+			ELSE
+				SELECT c.name INTO other FROM @extschema@.paynotify_channel c
+				WHERE c.gateway = 'wxpay' AND c.name <> NEW.name
+				  AND (TG_OP = 'INSERT' OR c.name <> OLD.name)
+				  AND c.settings->>'apiv3_key' = s->>'apiv3_key'
+				  AND (c.settings->>'mchid' IS NULL OR s->>'mchid' IS NULL)
+				ORDER BY c.name LIMIT 1;
+				IF FOUND THEN
+					what := 'WeChat Pay notifications decrypted with the same APIv3 key';
+					hint := 'Set mchid on both channels, each its own merchant number, or use one channel per merchant account.';
+				END IF;
+			END IF;
+		ELSIF NEW.gateway = 'alipay' THEN
+			SELECT c.name INTO other FROM @extschema@.paynotify_channel c
+			WHERE c.gateway = 'alipay' AND c.name <> NEW.name
+			  AND (TG_OP = 'INSERT' OR c.name <> OLD.name)
+			  AND c.settings->>'app_id' = s->>'app_id'
+			  AND (c.settings->>'seller_id' IS NULL OR s->>'seller_id' IS NULL
+				   OR c.settings->>'seller_id' = s->>'seller_id')
+			ORDER BY c.name LIMIT 1;
+			IF FOUND THEN
+				what := pg_catalog.format('Alipay app_id %s', s->>'app_id');
+				hint := 'Use one channel per app_id; two channels may share one only when each checks its own seller_id.';
+			END IF;
+		END IF;
+		IF other IS NOT NULL THEN
+			RAISE EXCEPTION 'channel "%" would accept % like channel "%"', NEW.name, what, other
+				USING ERRCODE = 'exclusion_violation',
+					  DETAIL = 'A notification captured on one channel could be replayed to the other and take effect twice.',
+					  HINT = hint;
+		END IF;
+	ELSIF NEW.retired_at IS NULL THEN	-- paynotify_key
+		SELECT c.gateway INTO gw FROM @extschema@.paynotify_channel c WHERE c.name = NEW.channel;
+		IF gw = 'stripe' THEN
+			SELECT k.channel INTO other
+			FROM @extschema@.paynotify_key k
+			JOIN @extschema@.paynotify_channel c ON c.name = k.channel
+			WHERE c.gateway = 'stripe' AND k.channel <> NEW.channel
+			  AND k.retired_at IS NULL AND k.material = NEW.material
+			ORDER BY k.channel LIMIT 1;
+			IF FOUND THEN
+				RAISE EXCEPTION 'key "%" of channel "%" is a signing secret channel "%" already trusts',
+						NEW.key_id, NEW.channel, other
+					USING ERRCODE = 'exclusion_violation',
+						  DETAIL = 'An event captured on one channel could be replayed to the other and take effect twice.',
+						  HINT = pg_catalog.format('Each Stripe webhook endpoint has its own signing secret: add this channel''s, or retire the key in channel "%s" first.', other);
+			END IF;
+		END IF;
+	END IF;
+	RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_check_account() IS
+	'trigger: refuses two channels for one gateway account (mchid, APIv3 key, app_id, Stripe secret)';
+
+CREATE TRIGGER paynotify_channel_account BEFORE INSERT OR UPDATE ON @extschema@.paynotify_channel
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.paynotify_check_account();
+CREATE TRIGGER paynotify_key_account BEFORE INSERT OR UPDATE ON @extschema@.paynotify_key
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.paynotify_check_account();
+
+------------------------------------------------------------------------------
 -- Primitives
 ------------------------------------------------------------------------------
 
@@ -655,6 +756,7 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_config_changed(),
 	@extschema@.paynotify_transition_track(),
 	@extschema@.paynotify_transition_is_default(text, text),
+	@extschema@.paynotify_check_account(),
 	@extschema@.paynotify_rsa_verify(text, bytea, text, text),
 	@extschema@.paynotify_aead_decrypt(bytea, bytea, bytea, text),
 	@extschema@.paynotify_check_settings(text, jsonb),

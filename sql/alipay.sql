@@ -180,3 +180,33 @@ SELECT r.* FROM t.ali('ali', 'key2_9') r;
 SELECT pay.paynotify_add_key('ali', 'alipay_2_bare',
 	regexp_replace(t.vtext('keys/alipay_2.pub.pem'), '-----[A-Z ]+-----|\n', '', 'g'));
 SELECT r.* FROM t.ali('ali', 'key2_9') r;
+
+-- ---------------------------------------------------------------------------
+-- Only what the signature covers is the notification (GATEWAYS.md §2.3)
+-- ---------------------------------------------------------------------------
+-- The empty "body" of the skip-empty vector is outside its signature and is
+-- not stored; the keep-empty vector's is signed and is.
+SELECT channel, payload ? 'body' AS has_body, payload->>'body' AS body
+FROM pay.payment_notify_log
+WHERE channel IN ('my_ali_empty_param_skipped_valid', 'my_ali_empty_param_included_valid')
+ORDER BY channel;
+-- Anyone may add empty parameters to a captured notification and it still
+-- verifies (over the skip-empty content): such a copy is neither stored as
+-- if authentic nor an anomaly when the original arrives.
+SELECT pay.paynotify_add_channel('ali_sig', 'alipay', '{"app_id": "2021000000000001"}');
+SELECT pay.paynotify_add_key('ali_sig', 'alipay_1', t.vtext('keys/alipay_1.pub.pem'));
+INSERT INTO t.ali_form (name, charset, body)
+	SELECT 'wait_7_padded', charset,
+		replace(body, '&trade_status=', '&zzz=&body=&trade_status=')
+	FROM t.ali_form WHERE name = 'wait_7'
+	UNION ALL
+	SELECT 'wait_7_refund_fields', charset,
+		replace(body, '&trade_status=', '&refund_fee=&trade_status=') || '&out_biz_no='
+	FROM t.ali_form WHERE name = 'wait_7';
+-- an unsigned refund_fee is no refund field either: absent, not malformed
+SELECT name, r.* FROM unnest(ARRAY['wait_7_padded', 'wait_7', 'wait_7_refund_fields']) name,
+	t.ali('ali_sig', name) r;
+SELECT notify_id, status, delivery_count,
+	   payload ?| ARRAY['zzz', 'body', 'refund_fee', 'out_biz_no'] AS has_unsigned
+FROM pay.payment_notify_log WHERE channel = 'ali_sig';
+SELECT count(*) AS anomalies FROM pay.paynotify_anomaly WHERE channel = 'ali_sig';

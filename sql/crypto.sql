@@ -51,3 +51,35 @@ SELECT paynotify_aead_decrypt(convert_to(repeat('k', 32), 'UTF8'), '123456789012
 -- AES-128-GCM by key length: a round trip through a known NIST vector (key 0, nonce 0, empty)
 SELECT paynotify_aead_decrypt('\x00000000000000000000000000000000', '\x000000000000000000000000', '',
 		encode('\x58e2fccefa7e3061367f1d57a4e7455a'::bytea, 'base64')) AS empty_plaintext;
+
+-- WeChat's signed message is "timestamp\nnonce\nbody\n" (GATEWAYS.md §1.3):
+-- a line break inside Wechatpay-Nonce reframes it.  This signature (made
+-- with the vectors' TEST-ONLY platform key 1) is genuine over the message
+-- whose nonce line is the vector's nonce and whose next line is "split",
+-- so a nonce carrying "\nsplit" would verify: it is malformed instead.
+CREATE TABLE t.reframed AS
+SELECT t.header('wx_transaction_success_valid', 'Wechatpay-Timestamp') AS ts,
+	t.header('wx_transaction_success_valid', 'Wechatpay-Nonce') || E'\nsplit' AS nonce,
+	t.header('wx_transaction_success_valid', 'Wechatpay-Serial') AS serial,
+	t.vbytes('cases/wx_transaction_success_valid/body.json') AS body,
+	'glISRIEz7yMiCM8bFF4xJYS4pAT7V2qIH4cIw9EHi/gLmMI30AstKpsUKlVpw8eJToylh6Zgrvnpn2MJ437pP0TCpwRFAx9aMnkJ6j2+032bFzwJRXAEjzdkBdEHTMTI+4rLnKlXBZguVF0A4jn7yLJ4DClEZsLN6pX8FRmB4ihA6BVBdeap6nzlp9uqeAwG54FVaSIBh9qinT0ZEffn7eU27NXuUTsFZqJtw1VMAZ+ycDdkIUdmtac0t/DwECBv/rW7T41zq4WL/WNbOthGpe7cRhKqbyIU+M9+pBX3n8nzX0FeEn8EfzbgsBEMLSIraZC5LIeqwmF31i1ZV1NwJw=='::text AS sig;
+SELECT paynotify_rsa_verify(t.vtext('keys/wechat_platform_1.pub.pem'),
+	convert_to(ts || E'\n' || nonce || E'\n', 'UTF8') || body || '\x0a'::bytea, sig) AS genuine
+FROM t.reframed;
+SELECT t.configure('wx_transaction_success_valid', 'cr_wx');
+SELECT t.set_order('PN20260101000001', 'pending');
+SET paynotify.now = 1767225610;
+-- the reframed nonce; a line break in the serial, in the timestamp
+SELECT name, r.status, r.outcome FROM t.reframed, LATERAL (VALUES
+		('nonce with a line break', ts, nonce, serial),
+		('serial with a line break', ts, split_part(nonce, E'\n', 1), serial || E'\n'),
+		('serial with a carriage return', ts, split_part(nonce, E'\n', 1), E'\r' || serial),
+		('timestamp with a line break', ts || E'\n', split_part(nonce, E'\n', 1), serial)
+	) v(name, vts, vnonce, vserial),
+	paynotify_handle('cr_wx', jsonb_build_object('Wechatpay-Timestamp', vts,
+		'Wechatpay-Nonce', vnonce, 'Wechatpay-Serial', vserial,
+		'Wechatpay-Signature', sig), body) r;
+RESET paynotify.now;
+SELECT count(*) AS logged FROM payment_notify_log WHERE channel = 'cr_wx';
+SELECT status FROM public.orders WHERE order_no = 'PN20260101000001';
+DELETE FROM paynotify_channel WHERE name = 'cr_wx';

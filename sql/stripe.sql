@@ -16,10 +16,22 @@ SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"tolerance_s": 86401}');
 SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"order_ref_path": "data..order"}');
 SELECT pay.paynotify_add_channel('st_bad', 'stripe', '{"livemode": "yes"}');
 SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
-SELECT pay.paynotify_add_key('st', 'plain', 'signing_0123456789abcdef');
-SELECT pay.paynotify_add_key('st', 'short', 'whsec_abc');
-SELECT pay.paynotify_add_key('st', 'spaced', 'whsec_0123456789 abcdef');
 SELECT pay.paynotify_add_key('st', 'secret_1', t.secret(1));
+-- Any non-empty secret: the HMAC key is the whole string, and the SDKs'
+-- own fixtures use secrets without the whsec_ prefix (stripe-dotnet signs
+-- its fixture with "webhook_secret").
+SELECT pay.paynotify_add_channel('st_keys', 'stripe', '{}');
+SELECT pay.paynotify_add_key('st_keys', 'plain', 'webhook_secret');
+SELECT pay.paynotify_add_key('st_keys', 'short', 'whsec_abc');
+SELECT pay.paynotify_add_key('st_keys', 'spaced', 'whsec_0123456789 abcdef');
+-- Refused: what is clearly an API key (with a hint), an empty secret, a
+-- line break (a secret read from a file with its newline).
+SELECT pay.paynotify_add_key('st_keys', 'api', 'sk_test_0123456789abcdefghijklmnop');
+SELECT pay.paynotify_add_key('st_keys', 'api', 'rk_live_0123456789abcdefghijklmnop');
+SELECT pay.paynotify_add_key('st_keys', 'api', 'pk_test_0123456789abcdefghijklmnop');
+SELECT pay.paynotify_add_key('st_keys', 'empty', '');
+SELECT pay.paynotify_add_key('st_keys', 'newline', E'whsec_0123456789abcdef\n');
+SELECT key_id FROM pay.paynotify_key WHERE channel = 'st_keys' ORDER BY key_id;
 
 -- ---------------------------------------------------------------------------
 -- Vector cases, each on a channel of its own ("my_" + case, configured as
@@ -113,6 +125,10 @@ CREATE TABLE t.ev AS SELECT * FROM (VALUES
 		  "payment_intent": "pi_st_4", "amount_total": 700, "client_reference_id": "STR-4"}'))
 ) v(name, body);
 CREATE FUNCTION t.ev(n text) RETURNS text LANGUAGE sql AS $$ SELECT body FROM t.ev WHERE name = n $$;
+
+-- A secret without the whsec_ prefix verifies like any other.
+SELECT * FROM t.stripe('st_keys', t.ev('customer'), ARRAY['webhook_secret']);
+SELECT * FROM t.stripe('st_keys', t.ev('customer'), ARRAY['webhook_secreT']);
 
 -- A payment, acknowledged with {"received":true}; its repeat is a duplicate.
 SELECT * FROM t.stripe('st', t.ev('pi_1'), ARRAY[t.secret(1)]);

@@ -314,6 +314,7 @@ load_channels(PnConfig *cfg)
 	{
 		PnChannel  *ch = &cfg->channels[i];
 		char	   *gw = spi_text(i, 2);
+		char	   *text;
 		Jsonb	   *settings;
 		MemoryContext old;
 
@@ -322,12 +323,15 @@ load_channels(PnConfig *cfg)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("channel \"%s\" has unknown gateway \"%s\"", spi_text(i, 1), gw)));
-		settings = DatumGetJsonbP(DirectFunctionCall1(jsonb_in,
-													  CStringGetDatum(spi_text(i, 3))));
+		text = spi_text(i, 3);
+		settings = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(text)));
 		old = MemoryContextSwitchTo(cfg->cxt);
 		ch->name = pstrdup(spi_text(i, 1));
 		ch->conf = ch->gw->load_settings(settings);
 		MemoryContextSwitchTo(old);
+		/* the settings may hold a secret (the APIv3 key): wipe our copies */
+		explicit_bzero(text, strlen(text));
+		explicit_bzero(settings, VARSIZE(settings));
 	}
 }
 
@@ -351,12 +355,16 @@ load_keys(PnConfig *cfg)
 		ch->keys = MemoryContextAllocZero(cfg->cxt, sizeof(PnKey) * Max(n, 1));
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
+			char	   *material;
+
 			if (strcmp(spi_text(r, 1), ch->name) != 0)
 				continue;
 			ch->keys[ch->nkeys].key_id = MemoryContextStrdup(cfg->cxt, spi_text(r, 2));
-			load_key(cfg, ch, &ch->keys[ch->nkeys], spi_text(r, 3),
+			material = spi_text(r, 3);
+			load_key(cfg, ch, &ch->keys[ch->nkeys], material,
 					 strtoll(spi_text(r, 4), NULL, 10),
 					 strtoll(spi_text(r, 5), NULL, 10));
+			explicit_bzero(material, strlen(material));	/* a secret's copy */
 			ch->nkeys++;
 		}
 	}
@@ -567,7 +575,7 @@ load_hooks(PnConfig *cfg)
 	}
 }
 
-/* Free a generation: OpenSSL keys, plans, then the memory. */
+/* Free a generation: OpenSSL keys, plans, wiped secrets, then the memory. */
 static void
 config_free(PnConfig *cfg)
 {
@@ -582,10 +590,15 @@ config_free(PnConfig *cfg)
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);
 	for (int c = 0; c < cfg->nchannels; c++)
-		for (int k = 0; k < cfg->channels[c].nkeys; k++)
-			if (cfg->channels[c].keys[k].secret)
-				explicit_bzero(cfg->channels[c].keys[k].secret,
-							   cfg->channels[c].keys[k].secret_len);
+	{
+		const PnChannel *ch = &cfg->channels[c];
+
+		for (int k = 0; k < ch->nkeys; k++)
+			if (ch->keys[k].secret)
+				explicit_bzero(ch->keys[k].secret, ch->keys[k].secret_len);
+		if (ch->gw != NULL && ch->gw->free_settings != NULL)
+			ch->gw->free_settings(ch->conf);
+	}
 	MemoryContextDelete(cfg->cxt);
 }
 

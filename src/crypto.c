@@ -269,8 +269,12 @@ pn_aead_open(const unsigned char *key, int keylen,
 	return true;
 }
 
-/* HMAC-SHA256 over msg1 || msg2. */
-void
+/*
+ * HMAC-SHA256 over msg1 || msg2 into out.  False when OpenSSL fails: out is
+ * then wiped and must not be compared with anything (a caller that compared
+ * a zero-filled buffer would accept a forged all-zero MAC).
+ */
+bool
 pn_hmac_sha256(const unsigned char *key, int keylen,
 			   const unsigned char *msg1, size_t len1,
 			   const unsigned char *msg2, size_t len2,
@@ -284,15 +288,16 @@ pn_hmac_sha256(const unsigned char *key, int keylen,
 	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
 												 "SHA256", 0);
 	params[1] = OSSL_PARAM_construct_end();
-	ok = ctx != NULL &&
+	ok = ctx != NULL && keylen > 0 &&
 		EVP_MAC_init(ctx, key, keylen, params) == 1 &&
 		EVP_MAC_update(ctx, msg1, len1) == 1 &&
 		EVP_MAC_update(ctx, msg2, len2) == 1 &&
 		EVP_MAC_final(ctx, out, &outlen, 32) == 1 && outlen == 32;
-	EVP_MAC_CTX_free(ctx);
+	EVP_MAC_CTX_free(ctx);		/* cleanses the keyed state */
 	ERR_clear_error();
 	if (!ok)
-		memset(out, 0, 32);		/* never equals a real MAC of a caller */
+		explicit_bzero(out, 32);
+	return ok;
 }
 
 /* Constant-time equality of two equally long buffers. */

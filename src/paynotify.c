@@ -23,6 +23,7 @@ int			paynotify_lock_timeout = 3000;
 int			paynotify_max_body = 1024 * 1024;
 bool		paynotify_notify = true;
 char	   *paynotify_secrets_directory = NULL;
+static bool paynotify_allow_shared_accounts = false;	/* read by SQL */
 
 void		_PG_init(void);
 
@@ -72,6 +73,15 @@ _PG_init(void)
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
+	DefineCustomBoolVariable("paynotify.allow_shared_accounts",
+							 "Let two channels share one gateway account.",
+							 "Only for replaying one set of signed test notifications on several "
+							 "channels: with it on, a notification captured on one channel can be "
+							 "replayed to the other and take effect twice.",
+							 &paynotify_allow_shared_accounts,
+							 false,
+							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("paynotify");
 

@@ -151,6 +151,14 @@ typedef struct PnGateway
 	void	   *(*load_settings) (Jsonb *settings);
 
 	/*
+	 * Wipe whatever secret the parsed settings hold, just before their
+	 * memory is freed with the configuration generation.  NULL when the
+	 * settings hold no secret; must accept a NULL conf (a generation whose
+	 * loading failed part-way).
+	 */
+	void		(*free_settings) (void *conf);
+
+	/*
 	 * Check one key's id and material at configuration time (after the
 	 * generic PEM or secret checks); ereport on bad input.  May be NULL.
 	 */
@@ -241,7 +249,8 @@ extern void *pn_rsa_verifier_new(void *pkey);
 extern void pn_rsa_verifier_free(void *verifier);
 extern bool pn_key_verify(const PnKey *key, const unsigned char *msg, size_t msglen,
 						  const unsigned char *sig, size_t siglen);
-extern void pn_hmac_sha256(const unsigned char *key, int keylen,
+/* False when OpenSSL fails: the caller must treat that as "not verified". */
+extern bool pn_hmac_sha256(const unsigned char *key, int keylen,
 						   const unsigned char *msg1, size_t len1,
 						   const unsigned char *msg2, size_t len2,
 						   unsigned char out[32]);

@@ -7,8 +7,11 @@
  * Order of checks (GATEWAYS.md §0): form decode and charset → sign_type →
  * base64 of sign → RSA-SHA256 with every active key over the skip-empty
  * content, then over the keep-empty content when an empty value exists →
- * app_id / seller_id → fields of the notice.  Alipay sends no key id and no
- * timestamp: every key is tried and no freshness window applies (§2.6).
+ * app_id / seller_id → fields of the notice.  From the signature on, only
+ * the parameters it covers exist: the notice and the logged payload never
+ * see an empty parameter that the skip-empty content left out.  Alipay
+ * sends no key id and no timestamp: every key is tried and no freshness
+ * window applies (§2.6).
  *
  * The signature covers the percent-decoded octets in the notification's own
  * charset; they are never transcoded for verification.  Only after the
@@ -46,6 +49,7 @@ typedef struct AlipayForm
 	int			charset;		/* PG_UTF8 or PG_GBK: how the octets read */
 	char	  **names;			/* converted, parallel to form->params */
 	char	  **values;
+	bool		keep_empty;		/* the signature covers empty values too */
 } AlipayForm;
 
 static void *alipay_load_settings(Jsonb *settings);
@@ -56,12 +60,14 @@ static int	charset_encoding(const char *name, size_t len);
 static bool content_type_charset(const PnRequest *req, int *encoding);
 static PnReason decode_form(const PnRequest *req, AlipayForm *af);
 static PnReason check_sign_type(const PnForm *form);
-static PnReason verify_signature(const PnRequest *req, const PnForm *form);
+static PnReason verify_signature(const PnRequest *req, const PnForm *form,
+								 bool *keep_empty);
 static PnReason verify_content(const PnRequest *req, const char *content,
 							   size_t len, const unsigned char *sig,
 							   int siglen);
 static bool to_server(const char *s, size_t len, int from, char **out);
 static bool convert_form(AlipayForm *af);
+static bool is_signed(const AlipayForm *af, const PnFormParam *p);
 static const char *field(const AlipayForm *af, const char *name);
 static bool per_delivery(const PnFormParam *p);
 static Jsonb *form_payload(const AlipayForm *af);
@@ -254,10 +260,25 @@ verify_content(const PnRequest *req, const char *content, size_t len,
 /*
  * sign must be strict base64 (a raw '+' turned into a space is not), and
  * must verify over the skip-empty content or, only when some value is
- * empty, over the keep-empty content (the SDKs disagree, §2.3).
+ * empty, over the keep-empty content (the SDKs disagree, §2.3).  Those are
+ * the only two canonical forms accepted:
+ *
+ *	- skip-empty: alipay-sdk-java-all's AlipaySignature.rsaCheckV1 through
+ *	  getSignCheckContentV1 (src/main/java/com/alipay/api/internal/util/
+ *	  AlipaySignature.java): remove "sign" and "sign_type", sort the names,
+ *	  append "key=value" only where StringUtils.areNotEmpty(key, value);
+ *	  the same file's getSignContent, which signs requests, skips them too;
+ *	- keep-empty: older releases of that same getSignCheckContentV1 append
+ *	  every remaining pair, "name=" for an empty value, as alipay-easysdk's
+ *	  Signer.verifyParams does (GATEWAYS.md §2.3 [A2]); vectors
+ *	  ali_empty_param_skipped_valid and ali_empty_param_included_valid.
+ *
+ * *keep_empty says which one verified: with skip-empty, empty-valued
+ * parameters are outside the signature (anyone may add "x=" to a captured
+ * notification), so nothing downstream may see them (is_signed).
  */
 static PnReason
-verify_signature(const PnRequest *req, const PnForm *form)
+verify_signature(const PnRequest *req, const PnForm *form, bool *keep_empty)
 {
 	const PnFormParam *sign = pn_form_get(form, "sign");
 	unsigned char *sig;
@@ -275,12 +296,14 @@ verify_signature(const PnRequest *req, const PnForm *form)
 	len = pn_form_canonical(form, false, content, req->body_len + 1);
 	if (len == (size_t) -1)
 		return PN_R_MALFORMED;	/* cannot happen, see above */
+	*keep_empty = false;
 	r = verify_content(req, content, len, sig, siglen);
 	if (r != PN_R_BAD_SIGNATURE || !pn_form_has_empty(form))
 		return r;
 	len = pn_form_canonical(form, true, content, req->body_len + 1);
 	if (len == (size_t) -1)
 		return PN_R_MALFORMED;
+	*keep_empty = true;
 	return verify_content(req, content, len, sig, siglen);
 }
 
@@ -297,7 +320,7 @@ alipay_authenticate(const PnRequest *req, PnNotice *notice)
 		return r;
 	if ((r = check_sign_type(af.form)) != PN_OK)
 		return r;
-	if ((r = verify_signature(req, af.form)) != PN_OK)
+	if ((r = verify_signature(req, af.form, &af.keep_empty)) != PN_OK)
 		return r;
 
 	/* authentic from here on */
@@ -371,13 +394,29 @@ convert_form(AlipayForm *af)
 	return true;
 }
 
-/* A converted value by name, or NULL when absent. */
+/*
+ * Whether the signature that verified covers p: never sign and sign_type
+ * (§2.3 step 2), and an empty value only when the keep-empty content
+ * verified (see verify_signature).
+ */
+static bool
+is_signed(const AlipayForm *af, const PnFormParam *p)
+{
+	if (strcmp(p->name, "sign") == 0 || strcmp(p->name, "sign_type") == 0)
+		return false;
+	return p->value_len > 0 || af->keep_empty;
+}
+
+/*
+ * A converted value by name, or NULL when absent or not covered by the
+ * signature: an unsigned parameter is as good as absent.
+ */
 static const char *
 field(const AlipayForm *af, const char *name)
 {
 	const PnFormParam *p = pn_form_get(af->form, name);
 
-	return p ? af->values[p - af->form->params] : NULL;
+	return p && is_signed(af, p) ? af->values[p - af->form->params] : NULL;
 }
 
 /*
@@ -393,7 +432,12 @@ per_delivery(const PnFormParam *p)
 		strcmp(p->name, "notify_time") == 0;
 }
 
-/* Every other parameter as a jsonb object of strings. */
+/*
+ * Every signed parameter but the per-delivery ones, as a jsonb object of
+ * strings: exactly what the signature covers (less notify_time), so that a
+ * copy with unsigned parameters added compares equal to the original and
+ * nothing unsigned is stored as if authentic.
+ */
 static Jsonb *
 form_payload(const AlipayForm *af)
 {
@@ -404,7 +448,8 @@ form_payload(const AlipayForm *af)
 	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
 	for (int i = 0; i < af->form->nparams; i++)
 	{
-		if (per_delivery(&af->form->params[i]))
+		if (per_delivery(&af->form->params[i]) ||
+			!is_signed(af, &af->form->params[i]))
 			continue;
 		k.type = jbvString;
 		k.val.string.val = af->names[i];

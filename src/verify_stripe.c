@@ -7,7 +7,8 @@
  * Order of checks (GATEWAYS.md §0): parse the header (form.c) → HMAC of
  * "t.body" with every active secret against every v1 → symmetric time
  * window → parse the event → object/id/type → livemode.  The key of the
- * HMAC is the whole whsec_… string as ASCII bytes (§3.3); v0 never counts.
+ * HMAC is the whole secret string as its bytes, whsec_ prefix included
+ * when it has one (§3.3); v0 never counts.
  * The window is symmetric (a future t is stale too), a documented
  * deviation from the SDKs, which only refuse old timestamps (§3.4).
  *
@@ -30,8 +31,6 @@
 #define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"
 #define MAX_PATH_LEN 256
 #define MAX_EVENT_ID_LEN 255
-#define MIN_SECRET_LEN 16
-#define MAX_SECRET_LEN 256
 
 /* The channel's parsed settings. */
 typedef struct StripeConf
@@ -108,27 +107,37 @@ stripe_load_settings(Jsonb *settings)
 }
 
 /*
- * A signing secret is "whsec_" and printable ASCII, 16..256 characters.
- * The messages never echo the material.
+ * A signing secret is any non-empty string: the HMAC key is the whole string
+ * as given (GATEWAYS.md §3.3), and the SDKs take any string: stripe-dotnet's
+ * own webhook fixture (src/StripeTests/Services/Events/EventUtilityTest.cs)
+ * is signed with "webhook_secret" and its header tests use "test_secret",
+ * while stripe-go's (webhook/client_test.go) uses "whsec_test_secret".
+ * Refused: what is clearly an API key (sk_, rk_, pk_: a common
+ * mix-up that would make every event fail), and control characters (a line
+ * break copied from a file would make every HMAC differ).  The messages never
+ * echo the material.
  */
 static void
 stripe_check_key(const char *key_id, const char *material)
 {
 	size_t		len = strlen(material);
-	bool		printable = true;
 
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stripe key \"%s\" is empty", key_id)));
+	if (strncmp(material, "sk_", 3) == 0 || strncmp(material, "rk_", 3) == 0 ||
+		strncmp(material, "pk_", 3) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stripe key \"%s\" is an API key, not a webhook signing secret", key_id),
+				 errhint("Give the endpoint's signing secret (whsec_..., on the webhook endpoint's page in the Dashboard or printed by \"stripe listen\"); never an API key.")));
 	for (size_t i = 0; i < len; i++)
-		printable &= (material[i] > ' ' && material[i] < 0x7f);
-	if (strncmp(material, "whsec_", 6) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("stripe key \"%s\" is not a webhook signing secret", key_id),
-				 errhint("Give the endpoint's secret as shown by Stripe, whsec_ prefix included.")));
-	if (!printable || len < MIN_SECRET_LEN || len > MAX_SECRET_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("stripe key \"%s\" must be %d to %d printable ASCII characters",
-						key_id, MIN_SECRET_LEN, MAX_SECRET_LEN)));
+		if ((unsigned char) material[i] < ' ' || material[i] == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("stripe key \"%s\" contains a control character or line break", key_id),
+					 errhint("Give the secret exactly as Stripe shows it, without a trailing newline.")));
 }
 
 /* ---------------------------------------------------------------------
@@ -139,7 +148,8 @@ stripe_check_key(const char *key_id, const char *material)
 /*
  * HMAC-SHA256(secret, t "." body) of every active secret against every
  * usable v1, each comparison in constant time.  No v1 at all (only v0, or
- * none of the right shape) is a bad signature.
+ * none of the right shape) is a bad signature, and so is a MAC that OpenSSL
+ * failed to compute (its buffer is never compared).
  */
 static PnReason
 verify_hmac(const PnRequest *req, const PnStripeSig *sig)
@@ -148,6 +158,7 @@ verify_hmac(const PnRequest *req, const PnStripeSig *sig)
 	char	   *prefix;
 	unsigned char mac[32];
 	bool		match = false;
+	bool		failed = false;
 	int			usable = 0;
 
 	if (sig->nv1 == 0)
@@ -162,13 +173,24 @@ verify_hmac(const PnRequest *req, const PnStripeSig *sig)
 		if (key->secret == NULL || !pn_key_active(key, req->now))
 			continue;
 		usable++;
-		pn_hmac_sha256((const unsigned char *) key->secret, key->secret_len,
-					   (const unsigned char *) prefix, sig->t_len + 1,
-					   (const unsigned char *) req->body, req->body_len, mac);
+		/* a MAC that could not be computed verifies nothing */
+		if (!pn_hmac_sha256((const unsigned char *) key->secret, key->secret_len,
+							(const unsigned char *) prefix, sig->t_len + 1,
+							(const unsigned char *) req->body, req->body_len, mac))
+		{
+			failed = true;
+			continue;
+		}
 		for (int i = 0; i < sig->nv1; i++)
 			match |= pn_ct_equal(mac, sig->v1[i], sizeof(mac));
 	}
 	explicit_bzero(mac, sizeof(mac));
+	if (failed)
+		ereport(WARNING,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("paynotify: HMAC-SHA256 failed for a key of channel \"%s\"",
+						ch->name),
+				 errdetail("The signature was treated as invalid.")));
 	if (match)
 		return PN_OK;
 	return usable ? PN_R_BAD_SIGNATURE : PN_R_UNKNOWN_KEY;

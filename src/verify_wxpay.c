@@ -3,7 +3,8 @@
  * verify_wxpay.c
  *	  The WeChat Pay API v3 gateway, see GATEWAYS.md §1.
  *
- * Order of checks (GATEWAYS.md §0): required headers → signature type →
+ * Order of checks (GATEWAYS.md §0): required headers (no control character
+ * in the newline-framed timestamp and nonce, nor in the serial) → signature type →
  * timestamp window → key by Wechatpay-Serial → signature probe → base64 →
  * RSA-SHA256 over "timestamp\nnonce\nbody\n" → envelope JSON →
  * resource.algorithm → AES-256-GCM with the APIv3 key → payload JSON →
@@ -41,10 +42,12 @@ typedef struct WxHeaders
 } WxHeaders;
 
 static void *wx_load_settings(Jsonb *settings);
+static void wx_free_settings(void *conf);
 static void wx_check_key(const char *key_id, const char *material);
 static PnReason wx_authenticate(const PnRequest *req, PnNotice *notice);
 
 static PnReason read_headers(Jsonb *headers, WxHeaders *h);
+static bool framing_safe(const char *s);
 static PnReason check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h);
 static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload);
 static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
@@ -55,6 +58,7 @@ const PnGateway pn_gateway_wxpay = {
 	.name = "wxpay",
 	.public_keys = true,
 	.load_settings = wx_load_settings,
+	.free_settings = wx_free_settings,
 	.check_key = wx_check_key,
 	.authenticate = wx_authenticate,
 	/* success is the status code; a failure is 4xx/5xx with FAIL (§1.10) */
@@ -70,21 +74,32 @@ wx_load_settings(Jsonb *settings)
 	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s", NULL};
 	WxConf	   *conf = palloc0(sizeof(WxConf));
 	char	   *key;
+	size_t		keylen;
 
 	pn_settings_only(settings, "wxpay", allowed);
 	key = pn_setting_text(settings, "apiv3_key", true);
-	if (strlen(key) != APIV3_KEY_LEN)
+	keylen = strlen(key);
+	if (keylen == APIV3_KEY_LEN)
+		memcpy(conf->apiv3_key, key, APIV3_KEY_LEN);
+	explicit_bzero(key, keylen);	/* the copy, on the error path too */
+	if (keylen != APIV3_KEY_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("setting \"apiv3_key\" must be exactly 32 bytes, not %d",
-						(int) strlen(key)),
+						(int) keylen),
 				 errhint("Use the APIv3 key from the merchant console as is: 32 characters, not hex or base64.")));
-	memcpy(conf->apiv3_key, key, APIV3_KEY_LEN);
-	explicit_bzero(key, APIV3_KEY_LEN);
 	conf->mchid = pn_setting_text(settings, "mchid", false);
 	conf->appid = pn_setting_text(settings, "appid", false);
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
 	return conf;
+}
+
+/* Wipe the APIv3 key when the configuration generation is freed. */
+static void
+wx_free_settings(void *conf)
+{
+	if (conf != NULL)
+		explicit_bzero(((WxConf *) conf)->apiv3_key, APIV3_KEY_LEN);
 }
 
 /*
@@ -139,9 +154,28 @@ read_headers(Jsonb *headers, WxHeaders *h)
 		return PN_R_MALFORMED;
 	if (h->type != NULL && strcmp(h->type, SIGNATURE_TYPE) != 0)
 		return PN_R_UNSUPPORTED;
+	/* digits only, so never a line break either */
 	if (!pn_parse_int64(h->timestamp, strlen(h->timestamp), &ts))
 		return PN_R_MALFORMED;
+	if (!framing_safe(h->nonce) || !framing_safe(h->serial))
+		return PN_R_MALFORMED;
 	return PN_OK;
+}
+
+/*
+ * The signed message is "timestamp\nnonce\nbody\n" (GATEWAYS.md §1.3): a
+ * line break inside the nonce would move bytes between the nonce and the
+ * body under one signature, so a value that is part of the framing may hold
+ * no control character at all (WeChat's nonces are 32 letters and digits).
+ * The serial is not signed, but it selects the key: held to the same rule.
+ */
+static bool
+framing_safe(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char) *s < ' ' || *s == 0x7f)
+			return false;
+	return true;
 }
 
 /* Window, key by serial, probe, then RSA-SHA256 over the exact bytes. */

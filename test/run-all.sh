@@ -63,7 +63,7 @@ else
     count "make installcheck" 0
 fi
 
-for t in test/unit/run.sh shim/tests/cgi-test.sh shim/tests/send-test.sh test/e2e/dump.sh; do
+for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/tests/send-test.sh test/e2e/dump.sh; do
     [ -x "$t" ] || continue
     note "$t"
     "$t"; count "$t" $?
