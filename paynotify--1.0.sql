@@ -53,7 +53,8 @@ CREATE TABLE @extschema@.paynotify_binding (
 	orders		text NOT NULL,
 	key_column	name NOT NULL,
 	status_column name NOT NULL,
-	amount_column name
+	amount_column name,
+	currency_column name
 );
 COMMENT ON TABLE @extschema@.paynotify_binding IS
 	'paynotify: the orders table notifications act on (set by paynotify_bind_orders)';
@@ -122,6 +123,8 @@ CREATE TABLE @extschema@.payment_record (
 	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (channel, trade_no)
 );
+-- the per-order reads of the business step (the order's trades)
+CREATE INDEX payment_record_order ON @extschema@.payment_record (order_no);
 COMMENT ON TABLE @extschema@.payment_record IS
 	'paynotify: one row per payment received (amount in minor units)';
 
@@ -137,6 +140,8 @@ CREATE TABLE @extschema@.paynotify_refund (
 	PRIMARY KEY (channel, refund_id)
 );
 CREATE INDEX paynotify_refund_order ON @extschema@.paynotify_refund (order_no);
+-- the per-trade sums of the business step
+CREATE INDEX paynotify_refund_trade ON @extschema@.paynotify_refund (channel, trade_no);
 COMMENT ON TABLE @extschema@.paynotify_refund IS
 	'paynotify: one row per gateway refund (amount in minor units)';
 
@@ -331,7 +336,7 @@ COMMENT ON FUNCTION @extschema@.paynotify_retire_key(text, text) IS
 
 CREATE FUNCTION @extschema@.paynotify_bind_orders(orders regclass,
 		key_column name DEFAULT 'order_no', status_column name DEFAULT 'status',
-		amount_column name DEFAULT NULL)
+		amount_column name DEFAULT NULL, currency_column name DEFAULT NULL)
 	RETURNS void
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
@@ -344,7 +349,7 @@ BEGIN
 		RAISE EXCEPTION 'orders, key_column and status_column must not be null'
 			USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	FOREACH col IN ARRAY ARRAY[key_column, status_column, amount_column] LOOP
+	FOREACH col IN ARRAY ARRAY[key_column, status_column, amount_column, currency_column] LOOP
 		IF col IS NOT NULL AND NOT EXISTS (
 				SELECT FROM pg_catalog.pg_attribute a
 				WHERE a.attrelid = orders AND a.attname = col
@@ -359,15 +364,20 @@ BEGIN
 	IF qualified IS NULL THEN
 		RAISE EXCEPTION '% is not a table', orders USING ERRCODE = 'wrong_object_type';
 	END IF;
-	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column)
-		VALUES (qualified, key_column, status_column, amount_column)
+	IF amount_column IS NULL THEN
+		RAISE WARNING 'orders table % is bound without an amount column: payment amounts are not checked', qualified
+			USING HINT = 'Give amount_column (the order total in minor units) to have every payment checked against it.';
+	END IF;
+	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column,
+			currency_column)
+		VALUES (qualified, key_column, status_column, amount_column, currency_column)
 		ON CONFLICT (singleton) DO UPDATE SET orders = excluded.orders,
 			key_column = excluded.key_column, status_column = excluded.status_column,
-			amount_column = excluded.amount_column;
+			amount_column = excluded.amount_column, currency_column = excluded.currency_column;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name) IS
-	'names the orders table (and its key, status and amount columns) notifications act on';
+COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, name) IS
+	'names the orders table (and its key, status, amount and currency columns) notifications act on';
 
 CREATE FUNCTION @extschema@.paynotify_on(event text, handler regprocedure)
 	RETURNS void
@@ -467,7 +477,7 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_alter_channel(text, jsonb),
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, name),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),
@@ -488,7 +498,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_alter_channel(text, jsonb),
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, name),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),

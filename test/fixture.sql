@@ -84,16 +84,23 @@ BEGIN
 END
 $$;
 
--- Put the case's order in the state the case needs: paid for refunds.
-CREATE FUNCTION t.prepare_order(case_name text) RETURNS void LANGUAGE plpgsql AS $$
+-- Put the case's order in the state the case needs: paid for refunds, with
+-- the payment of the refunded trade recorded on channel chan when given.
+CREATE FUNCTION t.prepare_order(case_name text, chan text DEFAULT NULL) RETURNS void
+	LANGUAGE plpgsql AS $$
 DECLARE
 	d jsonb := (SELECT c->'decrypted_fields' FROM t.manifest WHERE name = case_name);
 	ord text := COALESCE(d->>'out_trade_no', d->>'data.object.metadata.order_id');
 	want text := CASE WHEN d ? 'refund_id' OR d ? 'refund_fee'
 						OR d->>'type' = 'charge.refunded' THEN 'paid' ELSE 'pending' END;
+	trade text := COALESCE(d->>'transaction_id', d->>'trade_no', d->>'data.object.payment_intent');
 BEGIN
 	IF ord IS NOT NULL THEN
 		PERFORM t.set_order(ord, want);
+		IF want = 'paid' AND chan IS NOT NULL AND trade IS NOT NULL THEN
+			INSERT INTO pay.payment_record (channel, trade_no, order_no, amount, notify_id)
+				VALUES (chan, trade, ord, 8888, 'prepared') ON CONFLICT DO NOTHING;
+		END IF;
 	END IF;
 END
 $$;
@@ -135,7 +142,7 @@ DECLARE
 	r record;
 BEGIN
 	PERFORM t.configure(orig, chan);
-	PERFORM t.prepare_order(orig);
+	PERFORM t.prepare_order(orig, chan);
 	IF orig <> case_name THEN
 		PERFORM t.deliver(orig, chan);
 	END IF;
@@ -172,6 +179,29 @@ BEGIN
 		FROM pay.paynotify_handle(chan, jsonb_build_object(
 			'Content-Type', 'application/json; charset=utf-8',
 			'Stripe-Signature', hdr), body);
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
+
+-- Signed WeChat notifications for the ledger tests (test/ledger_notices.json,
+-- made by test/unit/make_ledger_notices.py), on a channel configured like
+-- the vector case wx_transaction_success_valid.
+CREATE TABLE t.wx_note AS
+	SELECT e->>'name' AS name, e
+	FROM jsonb_array_elements(pg_read_file((SELECT dir FROM t.vdir) || '../ledger_notices.json')::jsonb) e;
+CREATE FUNCTION t.wx(chan text, note text,
+		OUT status int, OUT content_type text, OUT body text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	e jsonb := (SELECT w.e FROM t.wx_note w WHERE w.name = note);
+BEGIN
+	IF e IS NULL THEN
+		RAISE EXCEPTION 'no ledger notice "%"', note;
+	END IF;
+	PERFORM t.configure('wx_transaction_success_valid', chan);
+	PERFORM set_config('paynotify.now', e->>'now', false);
+	SELECT * INTO status, content_type, body, outcome
+		FROM pay.paynotify_handle(chan, e->'headers', convert_to(e->>'body', 'UTF8'));
 	PERFORM set_config('paynotify.now', '0', false);
 END
 $$;
