@@ -29,7 +29,7 @@ PGFILEDESC = "paynotify - exactly-once payment notifications"
 PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security
+REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security ledger
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent ledger_race
