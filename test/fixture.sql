@@ -205,3 +205,23 @@ BEGIN
 	PERFORM set_config('paynotify.now', '0', false);
 END
 $$;
+
+-- A Stripe payment (refunded IS NULL) or charge.refunded event of order ord,
+-- trade (payment intent) pi, signed with secret 1 and delivered on chan;
+-- built without braces so that isolation specs can call it.
+CREATE FUNCTION t.stripe_ledger(chan text, ord text, evt text, pi text, amount bigint,
+		refunded bigint DEFAULT NULL, refund_ids text[] DEFAULT NULL) RETURNS text
+	LANGUAGE sql AS $$
+	SELECT s.outcome FROM t.stripe(chan, jsonb_build_object('id', evt, 'object', 'event',
+		'type', CASE WHEN refunded IS NULL THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
+		'livemode', false, 'data', jsonb_build_object('object',
+			CASE WHEN refunded IS NULL THEN jsonb_build_object('id', pi, 'object', 'payment_intent',
+				'amount', amount, 'amount_received', amount)
+			ELSE jsonb_build_object('id', 'ch_' || pi, 'object', 'charge', 'payment_intent', pi,
+				'amount', amount, 'amount_refunded', refunded,
+				'refunds', jsonb_build_object('object', 'list', 'data',
+					(SELECT jsonb_agg(jsonb_build_object('id', r)) FROM unnest(refund_ids) r)))
+			END || jsonb_build_object('currency', 'usd',
+				'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)]) s
+$$;
