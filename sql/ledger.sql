@@ -60,6 +60,16 @@ SELECT t.lg_stripe('evt_lg_5', 'charge.refunded', '{"id": "ch_lg_1", "payment_in
 SELECT t.lg_stripe('evt_lg_6', 'charge.refunded', '{"id": "ch_lg_1", "payment_intent": "pi_lg_1", "amount": 100, "amount_refunded": 40, "refunds": {"data": [{"id": "re_lg_1c"}]}}');
 SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL';
 
+-- a refund of a second trade arrives before that trade's payment: parked,
+-- and applied by the payment (a double payment) together with it
+SELECT t.set_order('LG-SDBL2', 'pending', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_1', 'pi_lg2_a', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_2', 'pi_lg2_b', 100, 100, ARRAY['re_lg2_b']);
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL2';
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_3', 'pi_lg2_b', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL2';
+SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-SDBL2' ORDER BY notify_id;
+
 -- a refund that failed (REFUND.ABNORMAL) and was then completed under the
 -- same refund id: the row becomes succeeded and the order refunded; a
 -- later REFUND.CLOSED of it changes nothing
