@@ -54,6 +54,7 @@ CREATE TABLE @extschema@.paynotify_binding (
 	key_column	name NOT NULL,
 	status_column name NOT NULL,
 	amount_column name,
+	currency_column name,
 	status_values jsonb
 );
 COMMENT ON TABLE @extschema@.paynotify_binding IS
@@ -198,6 +199,8 @@ CREATE TABLE @extschema@.payment_record (
 	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	PRIMARY KEY (channel, trade_no)
 );
+-- the per-order reads of the business step (the order's trades)
+CREATE INDEX payment_record_order ON @extschema@.payment_record (order_no);
 COMMENT ON TABLE @extschema@.payment_record IS
 	'paynotify: one row per payment received (amount in minor units)';
 
@@ -213,6 +216,8 @@ CREATE TABLE @extschema@.paynotify_refund (
 	PRIMARY KEY (channel, refund_id)
 );
 CREATE INDEX paynotify_refund_order ON @extschema@.paynotify_refund (order_no);
+-- the per-trade sums of the business step
+CREATE INDEX paynotify_refund_trade ON @extschema@.paynotify_refund (channel, trade_no);
 COMMENT ON TABLE @extschema@.paynotify_refund IS
 	'paynotify: one row per gateway refund (amount in minor units)';
 
@@ -589,15 +594,17 @@ COMMENT ON FUNCTION @extschema@.paynotify_retire_key(text, text) IS
 -- extension's owner; nobody else may call the internal one.
 CREATE FUNCTION @extschema@.paynotify_bind_orders(orders regclass,
 		key_column name DEFAULT 'order_no', status_column name DEFAULT 'status',
-		amount_column name DEFAULT NULL, status_values jsonb DEFAULT NULL)
+		amount_column name DEFAULT NULL, currency_column name DEFAULT NULL,
+		status_values jsonb DEFAULT NULL)
 	RETURNS void
 	AS 'MODULE_PATHNAME', 'paynotify_bind_orders'
 	LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb) IS
-	'names the orders table (and its key, status and amount columns, and the status values for paynotify''s states) notifications act on';
+COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb) IS
+	'names the orders table (its key, status, amount and currency columns, and the status values for paynotify''s states) notifications act on';
 
 CREATE FUNCTION @extschema@.paynotify_bind_orders_internal(orders regclass,
-		key_column name, status_column name, amount_column name, status_values jsonb)
+		key_column name, status_column name, amount_column name, currency_column name,
+		status_values jsonb)
 	RETURNS void
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
@@ -613,7 +620,7 @@ BEGIN
 		RAISE EXCEPTION 'orders, key_column and status_column must not be null'
 			USING ERRCODE = 'null_value_not_allowed';
 	END IF;
-	FOREACH col IN ARRAY ARRAY[key_column, status_column, amount_column] LOOP
+	FOREACH col IN ARRAY ARRAY[key_column, status_column, amount_column, currency_column] LOOP
 		IF col IS NOT NULL AND NOT EXISTS (
 				SELECT FROM pg_catalog.pg_attribute a
 				WHERE a.attrelid = orders AND a.attname = col
@@ -666,12 +673,17 @@ BEGIN
 				USING ERRCODE = 'invalid_parameter_value';
 		END IF;
 	END IF;
+	IF amount_column IS NULL THEN
+		RAISE WARNING 'orders table % is bound without an amount column: payment amounts are not checked', qualified
+			USING HINT = 'Give amount_column (the order total in minor units) to have every payment checked against it.';
+	END IF;
 	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column,
-			status_values)
-		VALUES (qualified, key_column, status_column, amount_column, status_values)
+			currency_column, status_values)
+		VALUES (qualified, key_column, status_column, amount_column, currency_column, status_values)
 		ON CONFLICT (singleton) DO UPDATE SET orders = excluded.orders,
 			key_column = excluded.key_column, status_column = excluded.status_column,
-			amount_column = excluded.amount_column, status_values = excluded.status_values;
+			amount_column = excluded.amount_column, currency_column = excluded.currency_column,
+			status_values = excluded.status_values;
 END
 $$;
 
@@ -768,8 +780,8 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_read_secret(text),
 	@extschema@.paynotify_settings_from_files(jsonb),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb),
-	@extschema@.paynotify_bind_orders_internal(regclass, name, name, name, jsonb),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb),
+	@extschema@.paynotify_bind_orders_internal(regclass, name, name, name, name, jsonb),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),
@@ -791,7 +803,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz),
 	@extschema@.paynotify_retire_key(text, text),
-	@extschema@.paynotify_bind_orders(regclass, name, name, name, jsonb),
+	@extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),

@@ -23,6 +23,6 @@ FROM pay.payment_notify_log
 WHERE channel ~ '^(wx|ali|stripe)_'
 GROUP BY 1 ORDER BY 1 DESC;
 SELECT channel, trade_no, amount FROM pay.payment_record
-WHERE channel ~ '^(wx|ali|stripe)_' ORDER BY channel;
+WHERE channel ~ '^(wx|ali|stripe)_' AND notify_id <> 'prepared' ORDER BY channel;
 SELECT channel, refund_id, amount, status FROM pay.paynotify_refund
 WHERE channel ~ '^(wx|ali|stripe)_' ORDER BY channel;

@@ -39,6 +39,7 @@ typedef struct OrderRow
 	char	   *status;
 	bool		has_amount;
 	int64		amount;
+	char	   *currency;		/* NULL: not bound, or NULL in the row */
 } OrderRow;
 
 static void apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
@@ -46,11 +47,15 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
+static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
+static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
+static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
 static bool insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-						  int64 amount, const char *status);
-static int64 sum_query(PnConfig *cfg, PnPlanId id, const char *channel, const char *order_no,
-					   bool *isnull);
+						  const char *trade_no, int64 amount, const char *status);
+static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						   const char *trade_no, int64 amount);
+static int64 refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no);
 static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
 				 const PnNotice *n, int64 amount);
 
@@ -102,13 +107,22 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	}
 }
 
-/* The order was paid: pending → paid, once, for the right amount. */
+/*
+ * A payment of trade T: the order's first payment record is its payment
+ * (pending → paid here, or already moved by the application); a later one
+ * of another trade is a double payment, one for a cancelled order is paid
+ * after cancel.  Every read below runs after the order row is locked and
+ * with a fresh snapshot (read_only = false).
+ */
 static void
 apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
-	Datum		args[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
+	Datum		args[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	OrderRow	row;
+	int64		amount;
+	bool		all_refunded;
+	char	   *note;
 
 	if (n->trade_no == NULL)
 	{
@@ -120,13 +134,16 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the state machine has no transition from \"pending\" to \"paid\"")));
 
-	/* The common case in one statement: pending, right amount → paid. */
+	/* The common case in one statement: pending, right amount and currency → paid. */
 	args[0] = CStringGetTextDatum(n->order_no);
 	args[1] = CStringGetTextDatum(pn_status_value(&cfg->status_map, "pending"));
 	args[2] = CStringGetTextDatum(pn_status_value(&cfg->status_map, "paid"));
 	args[3] = Int64GetDatum(n->order_amount);
+	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
 	if (!cfg->has_amount)
 		nulls[3] = 'n';
+	if (n->currency == NULL)
+		nulls[4] = 'n';
 	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "order update failed");
 	if (SPI_processed == 1)
@@ -141,82 +158,115 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	order_get(cfg, n->order_no, &row);
 	if (strcmp(row.status, "pending") == 0)
 	{
-		anomaly_result(cfg, ch, n, res, "amount_mismatch");
+		if (cfg->has_amount && (!row.has_amount || row.amount != n->order_amount))
+			anomaly_result(cfg, ch, n, res, "amount_mismatch");
+		else if (row.currency != NULL && n->currency != NULL &&
+				 pg_strcasecmp(row.currency, n->currency) != 0)
+			anomaly_result(cfg, ch, n, res, "currency_mismatch");
+		else
+			elog(ERROR, "order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
-	if (!insert_payment(cfg, ch, n))
+	if (payment_get(cfg, ch->name, n->trade_no, &amount))
 	{
 		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
 		return;
 	}
-	/* A second, different payment: the money is real, someone must act. */
+	if (order_trades(cfg, n->order_no, &all_refunded) == 0 &&
+		strcmp(row.status, "cancelled") != 0 && strcmp(row.status, "refunded") != 0)
+	{
+		/* moved by the application (its own UPDATE, paynotify_transit): still its payment */
+		(void) insert_payment(cfg, ch, n);
+		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_apply_parked(cfg, n->order_no);
+		note = psprintf("order was already %s", row.status);
+		set_result(res, PN_PROCESSED, "succeeded", note);
+		return;
+	}
+	/* Another payment: the money is real, someone must act. */
+	(void) insert_payment(cfg, ch, n);
 	anomaly_result(cfg, ch, n, res,
 				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
+	pn_apply_parked_trade(cfg, n->order_no, n->trade_no);
 }
 
-/* Money went back: record it once; the order is refunded when all of it is. */
+/*
+ * Money went back on one trade: record it once per refund id (a failed
+ * refund may still succeed); the order is refunded when all its trades are.
+ */
 static void
 apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
 	OrderRow	row;
+	const char *trade_no = n->trade_no;
+	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
+	char	   *existing;
 	int64		paid,
 				before,
 				amount;
-	bool		isnull;
+	bool		all_refunded;
 
 	order_get(cfg, n->order_no, &row);
-	if (strcmp(row.status, "pending") == 0)
+	if (trade_no == NULL)
+	{
+		/* the gateway named no trade: the order's only one, if it has one */
+		if (order_trades(cfg, n->order_no, &all_refunded) == 1)
+			trade_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	}
+	if (trade_no == NULL || !payment_get(cfg, ch->name, trade_no, &paid))
 	{
 		set_result(res, PN_PARKED, "parked", "waiting for the payment");
 		return;
 	}
-	if (strcmp(row.status, "cancelled") == 0)
+	existing = refund_get(cfg, ch->name, refund_id);
+	if (existing != NULL && strcmp(existing, "succeeded") == 0)
 	{
-		anomaly_result(cfg, ch, n, res, "refund_for_cancelled_order");
+		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	if (row.has_amount && n->order_amount >= 0 && n->order_amount != row.amount)
-	{
-		anomaly_result(cfg, ch, n, res, "amount_mismatch");
-		return;
-	}
-	paid = row.has_amount ? row.amount : sum_query(cfg, PLAN_PAYMENT_SUM, ch->name, n->order_no, &isnull);
-	if (!row.has_amount && isnull)
-		paid = n->order_amount;
-	before = sum_query(cfg, PLAN_REFUND_SUM, ch->name, n->order_no, &isnull);
+	before = refunded_sum(cfg, ch->name, trade_no);
 	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
 	if (amount <= 0)
 	{
+		/* an older cumulative total arriving late */
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	if (!insert_refund(cfg, ch, n, amount, "succeeded"))
+	if (existing != NULL ? !refund_succeed(cfg, ch, n, trade_no, amount)
+		: !insert_refund(cfg, ch, n, trade_no, amount, "succeeded"))
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	if (paid > 0 && before + amount >= paid && strcmp(row.status, "refunded") != 0)
+	if (before + amount > paid)
+		pn_anomaly(cfg, ch->name, n, "refunded_more_than_paid");
+
+	/* The order's status follows from all its trades. */
+	if (order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
+		strcmp(row.status, "refunded") != 0 && strcmp(row.status, "cancelled") != 0)
 	{
 		if (strcmp(row.status, "refunding") == 0 ||
 			(pn_transition_allowed(cfg, row.status, "refunding") &&
+			 pn_transition_allowed(cfg, "refunding", "refunded") &&
 			 pn_transit(cfg, n->order_no, row.status, "refunding")))
 			(void) pn_transit(cfg, n->order_no, "refunding", "refunded");
 		else
 			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
-	if (paid > 0 && before + amount > paid)
-		pn_anomaly(cfg, ch->name, n, "refunded_more_than_paid");
 	emit(cfg, "refunded", ch, n, amount);
 }
 
-/* A refund did not happen: record it; a refunding order is paid again. */
+/* A refund did not happen: record it once; a refunding order is paid again. */
 static void
 apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
 	OrderRow	row;
+	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
 
 	order_get(cfg, n->order_no, &row);
-	if (!insert_refund(cfg, ch, n, Max(n->refund_amount, 0), "failed"))
+	/* a succeeded refund never goes back; a failed one is recorded once */
+	if (refund_get(cfg, ch->name, refund_id) != NULL ||
+		!insert_refund(cfg, ch, n, n->trade_no, Max(n->refund_amount, 0), "failed"))
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
@@ -261,6 +311,66 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 											  SPI_tuptable->tupdesc, 2, &isnull));
 	row->has_amount = !isnull;
+	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+}
+
+/* The payment record of a trade: true and its amount when there is one. */
+static bool
+payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "payment lookup failed");
+	if (SPI_processed == 0)
+		return false;
+	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	return true;
+}
+
+/*
+ * How many trades (payment records, any channel) the order has; all_refunded
+ * says whether each of them is refunded in full.  The rows stay in
+ * SPI_tuptable (channel, trade_no, paid, refunded) until the next query.
+ */
+static int
+order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_TRADES), &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "payment lookup failed");
+	*all_refunded = true;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int64		paid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 3, &isnull));
+		int64		refunded = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 4, &isnull));
+
+		if (refunded < paid)
+			*all_refunded = false;
+	}
+	return (int) Min(SPI_processed, INT_MAX);
+}
+
+/* The status of a recorded refund ("succeeded", "failed"), or NULL. */
+static char *
+refund_get(PnConfig *cfg, const char *channel, const char *refund_id)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(refund_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "refund lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
 /* Record the payment; false when this trade was recorded before. */
@@ -285,8 +395,8 @@ insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 
 /* Record a refund; false when this refund id was recorded before. */
 static bool
-insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, int64 amount,
-			  const char *status)
+insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
+			  int64 amount, const char *status)
 {
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
@@ -294,29 +404,47 @@ insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, int64 amoun
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
 	args[2] = CStringGetTextDatum(n->order_no);
-	args[3] = n->trade_no ? CStringGetTextDatum(n->trade_no) : (Datum) 0;
+	args[3] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
 	args[4] = Int64GetDatum(amount);
 	args[5] = CStringGetTextDatum(status);
 	args[6] = CStringGetTextDatum(n->notify_id);
-	if (n->trade_no == NULL)
+	if (trade_no == NULL)
 		nulls[3] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "refund insert failed");
 	return SPI_processed == 1;
 }
 
-/* A sum over the order's payments or refunds of this channel. */
+/* A failed refund succeeded after all; false unless it was failed. */
+static bool
+refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
+			   int64 amount)
+{
+	Datum		args[5];
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
+	args[2] = Int64GetDatum(amount);
+	args[3] = CStringGetTextDatum(trade_no);
+	args[4] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUCCEED), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "refund update failed");
+	return SPI_processed == 1;
+}
+
+/* What succeeded refunds of one trade add up to (fresh snapshot). */
 static int64
-sum_query(PnConfig *cfg, PnPlanId id, const char *channel, const char *order_no, bool *isnull)
+refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no)
 {
 	Datum		args[2];
+	bool		isnull;
 
 	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(order_no);
-	if (SPI_execute_plan(pn_plan(cfg, id), args, NULL, true, 1) != SPI_OK_SELECT ||
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUM), args, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
-		elog(ERROR, "sum query failed");
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, isnull));
+		elog(ERROR, "refund sum query failed");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /*
@@ -528,13 +656,25 @@ notice_from_jsonb(Jsonb *j, const char *notify_id)
 void
 pn_apply_parked(PnConfig *cfg, const char *order_no)
 {
-	Datum		arg = CStringGetTextDatum(order_no);
+	pn_apply_parked_trade(cfg, order_no, NULL);
+}
+
+/* The same, for the notifications parked for one trade of the order only. */
+void
+pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
+{
+	Datum		args[2];
+	char		nulls[2] = {' ', ' '};
 	int			nparked;
 	char	  **channels;
 	char	  **ids;
 	Jsonb	  **notices;
 
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_LIST), &arg, NULL, false, 0) != SPI_OK_SELECT)
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
+	if (trade_no == NULL)
+		nulls[1] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_LIST), args, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "parked lookup failed");
 	nparked = SPI_processed;
 	if (nparked == 0)

@@ -85,8 +85,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	},
 	[PLAN_PARKED_LIST] = {
 		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"
-		" WHERE order_no = $1 AND status = 'parked' ORDER BY first_seen, notify_id",
-		1, {TEXTOID}
+		" WHERE order_no = $1 AND status = 'parked'"
+		" AND ($2 IS NULL OR notice->>'trade_no' = $2) ORDER BY first_seen, notify_id",
+		2, {TEXTOID, TEXTOID}
 	},
 	[PLAN_PAYMENT_INSERT] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
@@ -94,10 +95,18 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" ON CONFLICT DO NOTHING",
 		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
 	},
-	[PLAN_PAYMENT_SUM] = {
-		"SELECT pg_catalog.sum(amount)::bigint FROM @s.payment_record"
-		" WHERE channel = $1 AND order_no = $2",
+	[PLAN_PAYMENT_GET] = {
+		"SELECT order_no, amount FROM @s.payment_record"
+		" WHERE channel = $1 AND trade_no = $2",
 		2, {TEXTOID, TEXTOID}
+	},
+	/* every trade of the order (any channel): paid and refunded */
+	[PLAN_ORDER_TRADES] = {
+		"SELECT p.channel, p.trade_no, p.amount,"
+		" (SELECT COALESCE(pg_catalog.sum(r.amount), 0)::bigint FROM @s.paynotify_refund r"
+		"  WHERE r.channel = p.channel AND r.trade_no = p.trade_no AND r.status = 'succeeded')"
+		" FROM @s.payment_record p WHERE p.order_no = $1",
+		1, {TEXTOID}
 	},
 	[PLAN_REFUND_INSERT] = {
 		"INSERT INTO @s.paynotify_refund (channel, refund_id, order_no, trade_no,"
@@ -108,8 +117,18 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_REFUND_SUM] = {
 		"SELECT COALESCE(pg_catalog.sum(amount), 0)::bigint"
 		" FROM @s.paynotify_refund"
-		" WHERE channel = $1 AND order_no = $2 AND status = 'succeeded'",
+		" WHERE channel = $1 AND trade_no = $2 AND status = 'succeeded'",
 		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_REFUND_GET] = {
+		"SELECT status FROM @s.paynotify_refund WHERE channel = $1 AND refund_id = $2",
+		2, {TEXTOID, TEXTOID}
+	},
+	/* a failed refund that succeeded after all (never the other way) */
+	[PLAN_REFUND_SUCCEED] = {
+		"UPDATE @s.paynotify_refund SET status = 'succeeded', amount = $3, trade_no = $4,"
+		" notify_id = $5 WHERE channel = $1 AND refund_id = $2 AND status = 'failed'",
+		5, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
 	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
@@ -122,7 +141,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
 	},
 	[PLAN_ORDER_GET] = {
-		"SELECT @st::text, @am FROM @o WHERE @k = $1::@kt FOR UPDATE",
+		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt FOR UPDATE",
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_MOVE] = {
@@ -131,8 +150,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	},
 	[PLAN_ORDER_PAY] = {
 		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @st = $2::@stt"
-		" AND ($4 IS NULL OR @am = $4)",
-		4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}, true
+		" AND ($4 IS NULL OR @am = $4)"
+		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
+		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 };
 
@@ -422,18 +442,23 @@ load_binding(PnConfig *cfg)
 			  " pg_catalog.format_type(k.atttypid, k.atttypmod),"
 			  " pg_catalog.format_type(s.atttypid, s.atttypmod),"
 			  " pg_catalog.to_regclass(b.orders)::oid,"
-			  " b.amount_column IS NULL OR a.attnum IS NOT NULL"
+			  " b.amount_column IS NULL OR a.attnum IS NOT NULL,"
+			  " b.currency_column,"
+			  " b.currency_column IS NULL OR c.attnum IS NOT NULL"
 			  " FROM @s.paynotify_binding b"
 			  " LEFT JOIN pg_catalog.pg_attribute k ON k.attrelid = pg_catalog.to_regclass(b.orders)"
 			  "  AND k.attname = b.key_column AND NOT k.attisdropped"
 			  " LEFT JOIN pg_catalog.pg_attribute s ON s.attrelid = pg_catalog.to_regclass(b.orders)"
 			  "  AND s.attname = b.status_column AND NOT s.attisdropped"
 			  " LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = pg_catalog.to_regclass(b.orders)"
-			  "  AND a.attname = b.amount_column AND NOT a.attisdropped");
+			  "  AND a.attname = b.amount_column AND NOT a.attisdropped"
+			  " LEFT JOIN pg_catalog.pg_attribute c ON c.attrelid = pg_catalog.to_regclass(b.orders)"
+			  "  AND c.attname = b.currency_column AND NOT c.attisdropped");
 	if (SPI_processed == 0)
 		return;
 	if (spi_text(0, 7) == NULL || spi_text(0, 5) == NULL ||
-		spi_text(0, 6) == NULL || strcmp(spi_text(0, 8), "t") != 0)
+		spi_text(0, 6) == NULL || strcmp(spi_text(0, 8), "t") != 0 ||
+		strcmp(spi_text(0, 10), "t") != 0)
 	{
 		const char *what;
 
@@ -445,9 +470,12 @@ load_binding(PnConfig *cfg)
 		else if (spi_text(0, 6) == NULL)
 			what = psprintf("the bound orders table %s no longer has its status column \"%s\"",
 							spi_text(0, 1), spi_text(0, 3));
-		else
+		else if (strcmp(spi_text(0, 8), "t") != 0)
 			what = psprintf("the bound orders table %s no longer has its amount column \"%s\"",
 							spi_text(0, 1), spi_text(0, 4));
+		else
+			what = psprintf("the bound orders table %s no longer has its currency column \"%s\"",
+							spi_text(0, 1), spi_text(0, 9));
 		cfg->binding_error = MemoryContextStrdup(cfg->cxt, what);
 		ereport(WARNING,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
@@ -458,6 +486,7 @@ load_binding(PnConfig *cfg)
 	{
 		MemoryContext old = MemoryContextSwitchTo(cfg->cxt);
 		char	   *amount = spi_text(0, 4);
+		char	   *currency = spi_text(0, 9);
 
 		cfg->bound = true;
 		cfg->orders = pstrdup(spi_text(0, 1));
@@ -467,6 +496,8 @@ load_binding(PnConfig *cfg)
 		cfg->has_amount = (amount != NULL);
 		cfg->amount_expr = amount ? psprintf("%s::bigint", quote_identifier(amount))
 			: pstrdup("NULL::bigint");
+		cfg->currency_expr = currency ? psprintf("%s::text", quote_identifier(currency))
+			: pstrdup("NULL::text");
 		cfg->key_type = pstrdup(spi_text(0, 5));
 		cfg->status_type = pstrdup(spi_text(0, 6));
 		cfg->orders_oid = atooid(spi_text(0, 7));
@@ -612,7 +643,7 @@ pn_channel_find(PnConfig *cfg, const char *name)
 	return NULL;
 }
 
-/* Replace @s, @o, @k, @kt, @st, @stt and @am in a plan template. */
+/* Replace @s, @o, @k, @kt, @st, @stt, @am and @cu in a plan template. */
 static char *
 expand_sql(const PnConfig *cfg, const char *tmpl)
 {
@@ -623,7 +654,7 @@ expand_sql(const PnConfig *cfg, const char *tmpl)
 		int			field;
 	}			toks[] = {
 		/* longest first: @stt before @st, @kt before @k */
-		{"@stt", 5}, {"@st", 4}, {"@kt", 3}, {"@k", 2}, {"@am", 6}, {"@s", 0}, {"@o", 1}
+		{"@stt", 5}, {"@st", 4}, {"@kt", 3}, {"@k", 2}, {"@am", 6}, {"@cu", 7}, {"@s", 0}, {"@o", 1}
 	};
 
 	initStringInfo(&s);
@@ -649,6 +680,7 @@ expand_sql(const PnConfig *cfg, const char *tmpl)
 					case 4: val = cfg->status_col; break;
 					case 5: val = cfg->status_type; break;
 					case 6: val = cfg->amount_expr; break;
+					case 7: val = cfg->currency_expr; break;
 				}
 				appendStringInfoString(&s, val);
 				p += len;

@@ -23,9 +23,12 @@ typedef enum PnPlanId
 	PLAN_LOG_RETRY,
 	PLAN_PARKED_LIST,
 	PLAN_PAYMENT_INSERT,
-	PLAN_PAYMENT_SUM,
+	PLAN_PAYMENT_GET,
+	PLAN_ORDER_TRADES,
 	PLAN_REFUND_INSERT,
 	PLAN_REFUND_SUM,
+	PLAN_REFUND_GET,
+	PLAN_REFUND_SUCCEED,
 	PLAN_OUTBOX_INSERT,
 	PLAN_ANOMALY_INSERT,
 	PLAN_ORDER_GET,
@@ -86,6 +89,7 @@ typedef struct PnConfig
 	char	   *amount_expr;	/* "amount"::bigint or NULL::bigint */
 	bool		has_amount;		/* an amount column is bound */
 	PnStatusMap status_map;		/* status_values of the binding */
+	char	   *currency_expr;	/* "currency"::text or NULL::text */
 
 	int			ntransitions;
 	char	  **transitions;	/* from, to pairs */
@@ -134,6 +138,8 @@ extern void pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
 extern void pn_apply_parked(PnConfig *cfg, const char *order_no);
+extern void pn_apply_parked_trade(PnConfig *cfg, const char *order_no,
+								  const char *trade_no);
 extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 					   const char *kind);

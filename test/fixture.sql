@@ -91,16 +91,23 @@ BEGIN
 END
 $$;
 
--- Put the case's order in the state the case needs: paid for refunds.
-CREATE FUNCTION t.prepare_order(case_name text) RETURNS void LANGUAGE plpgsql AS $$
+-- Put the case's order in the state the case needs: paid for refunds, with
+-- the payment of the refunded trade recorded on channel chan when given.
+CREATE FUNCTION t.prepare_order(case_name text, chan text DEFAULT NULL) RETURNS void
+	LANGUAGE plpgsql AS $$
 DECLARE
 	d jsonb := (SELECT c->'decrypted_fields' FROM t.manifest WHERE name = case_name);
 	ord text := COALESCE(d->>'out_trade_no', d->>'data.object.metadata.order_id');
 	want text := CASE WHEN d ? 'refund_id' OR d ? 'refund_fee'
 						OR d->>'type' = 'charge.refunded' THEN 'paid' ELSE 'pending' END;
+	trade text := COALESCE(d->>'transaction_id', d->>'trade_no', d->>'data.object.payment_intent');
 BEGIN
 	IF ord IS NOT NULL THEN
 		PERFORM t.set_order(ord, want);
+		IF want = 'paid' AND chan IS NOT NULL AND trade IS NOT NULL THEN
+			INSERT INTO pay.payment_record (channel, trade_no, order_no, amount, notify_id)
+				VALUES (chan, trade, ord, 8888, 'prepared') ON CONFLICT DO NOTHING;
+		END IF;
 	END IF;
 END
 $$;
@@ -142,7 +149,7 @@ DECLARE
 	r record;
 BEGIN
 	PERFORM t.configure(orig, chan);
-	PERFORM t.prepare_order(orig);
+	PERFORM t.prepare_order(orig, chan);
 	IF orig <> case_name THEN
 		PERFORM t.deliver(orig, chan);
 	END IF;
@@ -181,4 +188,47 @@ BEGIN
 			'Stripe-Signature', hdr), body);
 	PERFORM set_config('paynotify.now', '0', false);
 END
+$$;
+
+-- Signed WeChat notifications for the ledger tests (test/ledger_notices.json,
+-- made by test/unit/make_ledger_notices.py), on a channel configured like
+-- the vector case wx_transaction_success_valid.
+CREATE TABLE t.wx_note AS
+	SELECT e->>'name' AS name, e
+	FROM jsonb_array_elements(pg_read_file((SELECT dir FROM t.vdir) || '../ledger_notices.json')::jsonb) e;
+CREATE FUNCTION t.wx(chan text, note text,
+		OUT status int, OUT content_type text, OUT body text, OUT outcome text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	e jsonb := (SELECT w.e FROM t.wx_note w WHERE w.name = note);
+BEGIN
+	IF e IS NULL THEN
+		RAISE EXCEPTION 'no ledger notice "%"', note;
+	END IF;
+	PERFORM t.configure('wx_transaction_success_valid', chan);
+	PERFORM set_config('paynotify.now', e->>'now', false);
+	SELECT * INTO status, content_type, body, outcome
+		FROM pay.paynotify_handle(chan, e->'headers', convert_to(e->>'body', 'UTF8'));
+	PERFORM set_config('paynotify.now', '0', false);
+END
+$$;
+
+-- A Stripe payment (refunded IS NULL) or charge.refunded event of order ord,
+-- trade (payment intent) pi, signed with secret 1 and delivered on chan;
+-- built without braces so that isolation specs can call it.
+CREATE FUNCTION t.stripe_ledger(chan text, ord text, evt text, pi text, amount bigint,
+		refunded bigint DEFAULT NULL, refund_ids text[] DEFAULT NULL) RETURNS text
+	LANGUAGE sql AS $$
+	SELECT s.outcome FROM t.stripe(chan, jsonb_build_object('id', evt, 'object', 'event',
+		'type', CASE WHEN refunded IS NULL THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
+		'livemode', false, 'data', jsonb_build_object('object',
+			CASE WHEN refunded IS NULL THEN jsonb_build_object('id', pi, 'object', 'payment_intent',
+				'amount', amount, 'amount_received', amount)
+			ELSE jsonb_build_object('id', 'ch_' || pi, 'object', 'charge', 'payment_intent', pi,
+				'amount', amount, 'amount_refunded', refunded,
+				'refunds', jsonb_build_object('object', 'list', 'data',
+					(SELECT jsonb_agg(jsonb_build_object('id', r)) FROM unnest(refund_ids) r)))
+			END || jsonb_build_object('currency', 'usd',
+				'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)]) s
 $$;

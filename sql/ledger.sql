@@ -1,0 +1,153 @@
+-- The ledger: per order and per trade, whatever order notifications of one
+-- order arrive in.  WeChat notifications come signed from
+-- test/ledger_notices.json (t.wx), Stripe events are signed here (t.stripe).
+\set VERBOSITY terse
+SET search_path = pay, public;
+
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES
+	('LG-PARK', 'pending', 100), ('LG-DBL', 'pending', 100), ('LG-SDBL', 'pending', 100),
+	('LG-ABN', 'pending', 100), ('LG-CLO', 'pending', 100), ('LG-APP', 'pending', 100),
+	('LG-OVER', 'pending', 100), ('LG-SHIP', 'pending', 100), ('LG-HOOK', 'pending', 100),
+	('LG-CUR1', 'pending', 100), ('LG-CUR2', 'pending', 100);
+CREATE VIEW t.ledger AS
+	SELECT o.order_no, o.status,
+		(SELECT string_agg(p.trade_no || ':' || p.amount, ',' ORDER BY p.trade_no)
+		 FROM payment_record p WHERE p.order_no = o.order_no) AS payments,
+		(SELECT string_agg(r.refund_id || ':' || r.trade_no || ':' || r.amount || ':' || r.status,
+						   ',' ORDER BY r.refund_id)
+		 FROM paynotify_refund r WHERE r.order_no = o.order_no) AS refunds,
+		(SELECT string_agg(x.event || ':' || x.amount, ',' ORDER BY x.id)
+		 FROM paynotify_outbox x WHERE x.order_no = o.order_no) AS events,
+		(SELECT string_agg(a.kind, ',' ORDER BY a.id)
+		 FROM paynotify_anomaly a WHERE a.order_no = o.order_no) AS anomalies
+	FROM public.orders o;
+
+-- two refunds of 50 parked before the payment of 100: the payment applies
+-- both, the second sees the first, the order is refunded
+SELECT outcome FROM t.wx('lg', 'park_r1');
+SELECT outcome FROM t.wx('lg', 'park_r2');
+SELECT outcome FROM t.wx('lg', 'park_pay');
+SELECT * FROM t.ledger WHERE order_no = 'LG-PARK';
+SELECT event_type, status, note FROM payment_notify_log WHERE order_no = 'LG-PARK' ORDER BY notify_id;
+
+-- a double payment, its duplicate trade refunded in full: the first
+-- payment still stands, the order stays paid; refunding it too refunds the order
+SELECT outcome FROM t.wx('lg', 'dbl_pay1');
+SELECT outcome FROM t.wx('lg', 'dbl_pay2');
+SELECT outcome FROM t.wx('lg', 'dbl_r2');
+SELECT * FROM t.ledger WHERE order_no = 'LG-DBL';
+SELECT outcome FROM t.wx('lg', 'dbl_r1');
+SELECT * FROM t.ledger WHERE order_no = 'LG-DBL';
+
+-- cumulative amounts (Stripe amount_refunded) count per trade: the second
+-- trade's total is not subtracted from the first's
+SELECT paynotify_add_channel('lg_s', 'stripe', '{}');
+SELECT paynotify_add_key('lg_s', 's1', t.secret(1));
+CREATE FUNCTION t.lg_stripe(id text, type text, obj jsonb, OUT outcome text) LANGUAGE sql AS $$
+	SELECT s.outcome FROM t.stripe('lg_s', jsonb_build_object('id', id, 'object', 'event',
+		'type', type, 'livemode', false, 'data', jsonb_build_object('object',
+		obj || '{"currency": "usd", "metadata": {"order_id": "LG-SDBL"}}'))::text,
+		ARRAY[t.secret(1)]) s
+$$;
+SELECT t.lg_stripe('evt_lg_1', 'payment_intent.succeeded', '{"id": "pi_lg_1", "amount": 100, "amount_received": 100}');
+SELECT t.lg_stripe('evt_lg_2', 'payment_intent.succeeded', '{"id": "pi_lg_2", "amount": 100, "amount_received": 100}');
+SELECT t.lg_stripe('evt_lg_3', 'charge.refunded', '{"id": "ch_lg_2", "payment_intent": "pi_lg_2", "amount": 100, "amount_refunded": 100, "refunds": {"data": [{"id": "re_lg_2"}]}}');
+SELECT t.lg_stripe('evt_lg_4', 'charge.refunded', '{"id": "ch_lg_1", "payment_intent": "pi_lg_1", "amount": 100, "amount_refunded": 40, "refunds": {"data": [{"id": "re_lg_1a"}]}}');
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL';
+-- the rest of the first trade (cumulative 100): the order is refunded
+SELECT t.lg_stripe('evt_lg_5', 'charge.refunded', '{"id": "ch_lg_1", "payment_intent": "pi_lg_1", "amount": 100, "amount_refunded": 100, "refunds": {"data": [{"id": "re_lg_1b"}, {"id": "re_lg_1a"}]}}');
+-- an older cumulative total arriving late changes nothing
+SELECT t.lg_stripe('evt_lg_6', 'charge.refunded', '{"id": "ch_lg_1", "payment_intent": "pi_lg_1", "amount": 100, "amount_refunded": 40, "refunds": {"data": [{"id": "re_lg_1c"}]}}');
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL';
+
+-- a refund of a second trade arrives before that trade's payment: parked,
+-- and applied by the payment (a double payment) together with it
+SELECT t.set_order('LG-SDBL2', 'pending', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_1', 'pi_lg2_a', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_2', 'pi_lg2_b', 100, 100, ARRAY['re_lg2_b']);
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL2';
+SELECT t.stripe_ledger('lg_s', 'LG-SDBL2', 'evt_lg2_3', 'pi_lg2_b', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-SDBL2';
+SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-SDBL2' ORDER BY notify_id;
+
+-- a refund that failed (REFUND.ABNORMAL) and was then completed under the
+-- same refund id: the row becomes succeeded and the order refunded; a
+-- later REFUND.CLOSED of it changes nothing
+SELECT outcome FROM t.wx('lg', 'abn_pay');
+SELECT outcome FROM t.wx('lg', 'abn_fail');
+SELECT * FROM t.ledger WHERE order_no = 'LG-ABN';
+SELECT outcome FROM t.wx('lg', 'abn_ok');
+SELECT outcome FROM t.wx('lg', 'abn_closed');
+SELECT * FROM t.ledger WHERE order_no = 'LG-ABN';
+SELECT event_type, status, note FROM payment_notify_log WHERE order_no = 'LG-ABN' ORDER BY notify_id;
+
+-- REFUND.CLOSED while the application has the order refunding: back to paid
+SELECT outcome FROM t.wx('lg', 'clo_pay');
+SELECT paynotify_transit('LG-CLO', 'paid', 'refunding');
+SELECT outcome FROM t.wx('lg', 'clo_closed');
+SELECT * FROM t.ledger WHERE order_no = 'LG-CLO';
+
+-- the application marked the order paid itself: the gateway's notification
+-- is its payment (recorded, one paid event), not a double payment
+SELECT paynotify_transit('LG-APP', 'pending', 'paid');
+SELECT outcome FROM t.wx('lg', 'app_pay');
+SELECT * FROM t.ledger WHERE order_no = 'LG-APP';
+SELECT status, note FROM payment_notify_log WHERE order_no = 'LG-APP';
+
+-- refunded more than paid: recorded, flagged; the order is refunded
+SELECT outcome FROM t.wx('lg', 'over_pay');
+SELECT outcome FROM t.wx('lg', 'over_r1');
+SELECT outcome FROM t.wx('lg', 'over_r2');
+SELECT * FROM t.ledger WHERE order_no = 'LG-OVER';
+-- refunded in full while shipped (no way to refunded): recorded, flagged
+SELECT outcome FROM t.wx('lg', 'ship_pay');
+SELECT paynotify_transit('LG-SHIP', 'paid', 'shipped');
+SELECT outcome FROM t.wx('lg', 'ship_r');
+SELECT * FROM t.ledger WHERE order_no = 'LG-SHIP';
+
+-- a parked refund whose hook fails fails the payment that applies it: both
+-- are rolled back and retried together
+CREATE TABLE t.lg_switch (fail boolean);
+INSERT INTO t.lg_switch VALUES (true);
+CREATE FUNCTION t.lg_on_refunded(ev jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF (SELECT fail FROM t.lg_switch) THEN
+		RAISE EXCEPTION 'refund desk unavailable';
+	END IF;
+END
+$$;
+SELECT paynotify_on('refunded', 't.lg_on_refunded(jsonb)');
+SELECT outcome FROM t.wx('lg', 'hook_r');
+SELECT status, outcome FROM t.wx('lg', 'hook_pay');
+SELECT * FROM t.ledger WHERE order_no = 'LG-HOOK';
+SELECT event_type, status, error_msg FROM payment_notify_log WHERE order_no = 'LG-HOOK' ORDER BY notify_id;
+UPDATE t.lg_switch SET fail = false;
+SELECT status, outcome FROM t.wx('lg', 'hook_pay');
+SELECT * FROM t.ledger WHERE order_no = 'LG-HOOK';
+SELECT event_type, status, attempts, error_msg FROM payment_notify_log WHERE order_no = 'LG-HOOK' ORDER BY notify_id;
+DELETE FROM paynotify_hook;
+
+-- the currency is compared with the order's, whatever the letter case
+ALTER TABLE public.orders ADD COLUMN currency text;
+UPDATE public.orders SET currency = 'CNY' WHERE order_no IN ('LG-CUR1', 'LG-CUR2');
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen',
+	currency_column => 'currency');
+SELECT outcome FROM t.wx('lg', 'cur_ok');
+SELECT outcome FROM t.wx('lg', 'cur_bad');
+SELECT * FROM t.ledger WHERE order_no IN ('LG-CUR1', 'LG-CUR2') ORDER BY 1;
+SELECT status, note FROM payment_notify_log WHERE order_no IN ('LG-CUR1', 'LG-CUR2') ORDER BY order_no;
+-- a currency column that does not exist is refused
+SELECT paynotify_bind_orders('public.orders', currency_column => 'no_such_column');
+-- without an amount column payments are not checked: said when binding
+SELECT paynotify_bind_orders('public.orders');
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+ALTER TABLE public.orders DROP COLUMN currency;
+
+-- the per-order and per-trade reads have indexes (the business step runs
+-- with enable_seqscan = off)
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT p.channel, p.trade_no, p.amount FROM payment_record p
+	WHERE p.order_no = 'LG-DBL';
+EXPLAIN (COSTS OFF) SELECT COALESCE(sum(amount), 0) FROM paynotify_refund
+	WHERE channel = 'lg' AND trade_no = 'T-DBL-1' AND status = 'succeeded';
+RESET enable_seqscan;

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Signed WeChat Pay notifications for the ledger tests (sql/ledger.sql and
+test/specs/ledger_*.spec), written to test/ledger_notices.json.
+
+Each entry is {"name", "now", "headers", "body"}: a TRANSACTION.SUCCESS or
+REFUND.* notification for one of the ledger orders, its resource encrypted
+with the TEST-ONLY APIv3 key (AES-256-GCM) and signed RSA-SHA256 with the
+TEST-ONLY platform key 1 of test/vectors/keys, for the channel that
+t.configure('wx_transaction_success_valid', ...) sets up.  PKCS#1 v1.5 and
+GCM with fixed nonces are deterministic: the output is the same on every
+run.  Needs python3 and the openssl CLI.
+
+    test/unit/make_ledger_notices.py > test/ledger_notices.json
+"""
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e", "hostile"))
+import pnsign as s  # noqa: E402
+
+TS = 1767300000
+MCHID = "1900000109"
+APPID = "wx0000000000test01"
+
+
+def pay(order, trade, total, currency="CNY"):
+    return "TRANSACTION.SUCCESS", "transaction", {
+        "mchid": MCHID, "appid": APPID, "out_trade_no": order,
+        "transaction_id": trade, "trade_type": "JSAPI", "trade_state": "SUCCESS",
+        "trade_state_desc": "ok", "bank_type": "OTHERS", "attach": "",
+        "success_time": "2026-01-02T04:40:00+08:00",
+        "payer": {"openid": "oTEST0000000000000000000001"},
+        "amount": {"total": total, "payer_total": total, "currency": currency,
+                   "payer_currency": currency}}
+
+
+def refund(order, trade, refund_id, total, amount, status="SUCCESS"):
+    plain = {
+        "mchid": MCHID, "out_trade_no": order, "transaction_id": trade,
+        "out_refund_no": "OUT-" + refund_id, "refund_id": refund_id,
+        "refund_status": status, "user_received_account": "test",
+        "amount": {"total": total, "refund": amount, "payer_total": total,
+                   "payer_refund": amount}}
+    if status == "SUCCESS":
+        plain["success_time"] = "2026-01-02T05:00:00+08:00"
+    return "REFUND." + status, "refund", plain
+
+
+# name -> (event_type, aad, plaintext)
+NOTICES = [
+    # two refunds of 50 racing on a paid order of 100 (test/specs/ledger_race.spec)
+    ("race_pay", pay("LG-RACE", "T-RACE", 100)),
+    ("race_r1", refund("LG-RACE", "T-RACE", "R-RACE-1", 100, 50)),
+    ("race_r2", refund("LG-RACE", "T-RACE", "R-RACE-2", 100, 50)),
+    # the same two, parked before the payment and applied by it
+    ("park_pay", pay("LG-PARK", "T-PARK", 100)),
+    ("park_r1", refund("LG-PARK", "T-PARK", "R-PARK-1", 100, 50)),
+    ("park_r2", refund("LG-PARK", "T-PARK", "R-PARK-2", 100, 50)),
+    # a double payment; its duplicate trade refunded in full, then the first
+    ("dbl_pay1", pay("LG-DBL", "T-DBL-1", 100)),
+    ("dbl_pay2", pay("LG-DBL", "T-DBL-2", 100)),
+    ("dbl_r2", refund("LG-DBL", "T-DBL-2", "R-DBL-2", 100, 100)),
+    ("dbl_r1", refund("LG-DBL", "T-DBL-1", "R-DBL-1", 100, 100)),
+    # an abnormal refund completed later under the same refund id
+    ("abn_pay", pay("LG-ABN", "T-ABN", 100)),
+    ("abn_fail", refund("LG-ABN", "T-ABN", "R-ABN", 100, 100, "ABNORMAL")),
+    ("abn_ok", refund("LG-ABN", "T-ABN", "R-ABN", 100, 100)),
+    ("abn_closed", refund("LG-ABN", "T-ABN", "R-ABN", 100, 100, "CLOSED")),
+    # a refund closed while the application had the order refunding
+    ("clo_pay", pay("LG-CLO", "T-CLO", 100)),
+    ("clo_closed", refund("LG-CLO", "T-CLO", "R-CLO", 100, 100, "CLOSED")),
+    # the application marked the order paid itself
+    ("app_pay", pay("LG-APP", "T-APP", 100)),
+    # refund anomalies: more than paid; an order already shipped
+    ("over_pay", pay("LG-OVER", "T-OVER", 100)),
+    ("over_r1", refund("LG-OVER", "T-OVER", "R-OVER-1", 100, 80)),
+    ("over_r2", refund("LG-OVER", "T-OVER", "R-OVER-2", 100, 80)),
+    ("ship_pay", pay("LG-SHIP", "T-SHIP", 100)),
+    ("ship_r", refund("LG-SHIP", "T-SHIP", "R-SHIP", 100, 100)),
+    # a parked refund whose hook fails: the payment fails with it
+    ("hook_pay", pay("LG-HOOK", "T-HOOK", 100)),
+    ("hook_r", refund("LG-HOOK", "T-HOOK", "R-HOOK", 100, 30)),
+    # currency: the order's currency against the payment's
+    ("cur_ok", pay("LG-CUR1", "T-CUR1", 100, "cny")),
+    ("cur_bad", pay("LG-CUR2", "T-CUR2", 100, "USD")),
+]
+
+
+def build(i, name, spec):
+    event_type, aad, plain = spec
+    raw = json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode()
+    nonce = "ledger%06d" % i
+    env = {"id": "1ed9e700-0000-4000-8000-%012d" % i,
+           "create_time": "2026-01-02T05:00:00+08:00",
+           "resource_type": "encrypt-resource", "event_type": event_type,
+           "summary": "test", "resource": s.wx_resource(raw, nonce, aad)}
+    body = json.dumps(env, ensure_ascii=False, separators=(",", ":")).encode()
+    headers = s.wx_headers(TS, "ledger-nonce-%04d" % i, body)
+    return {"name": name, "now": TS + 2, "headers": headers, "body": body.decode()}
+
+
+def main():
+    s.check_gcm()
+    out = [build(i + 1, n, spec) for i, (n, spec) in enumerate(NOTICES)]
+    json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
