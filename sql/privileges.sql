@@ -101,7 +101,7 @@ SELECT t.pv_pay('evt_pv_4', 'PV-4');
 \c - pv_op
 SELECT pay.paynotify_bind_orders('public.orders');
 SELECT pay.paynotify_bind_orders('pay.paynotify_key', 'key_id', 'material');
-SELECT pay.paynotify_bind_orders_internal('public.orders', 'order_no', 'status', NULL, NULL);
+SELECT pay.paynotify_bind_orders_internal('public.orders', 'order_no', 'status', NULL, NULL, NULL);
 \c - :su
 SELECT orders FROM pay.paynotify_binding;
 

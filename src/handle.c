@@ -164,13 +164,13 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 		return PN_BUSY;
 	}
 	/*
-	 * Read the row again, unless it was absent and nobody held the lock: then
-	 * only a delivery that committed in the instant between the read and the
-	 * lock could have written it, and the insert's unique key turns that
-	 * rare race into an error the gateway retries, never a double effect.
+	 * Read the row again now that the lock is held: a delivery that held it
+	 * (or committed in the instant between the first read and the lock) has
+	 * committed whatever it wrote, and this statement's fresh snapshot sees
+	 * it.  Never skip this read: without it that instant's race ends in a
+	 * unique-key error instead of an answer.
 	 */
-	if (ex.found || lock == PN_LOCK_WAITED)
-		pn_log_get(cfg, ch->name, n, &ex);
+	pn_log_get(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
 	else

@@ -4,6 +4,7 @@
 
 PN_PGBIN=${PN_PGBIN:-$(pg_config --bindir)}
 PN_RUNUSER=${PN_RUNUSER:-postgres}
+PN_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # pn_as_user CMD...: run a command as the cluster's owner (root cannot run postgres).
 pn_as_user() {
@@ -62,4 +63,12 @@ pn_cluster_stop() {
 pn_psql() {
     local dir=$1 port=$2; shift 2
     "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"
+}
+
+# pn_fixture_copy DIR: the files test/fixture.sql reads (the signed vectors
+# and the ledger notices) copied where the cluster's owner can read them;
+# load the fixture with paynotify_test.vdir = 'DIR/vectors/'.
+pn_fixture_copy() {
+    cp -r "$PN_TOP/test/vectors" "$1/vectors"
+    cp "$PN_TOP/test/ledger_notices.json" "$1/ledger_notices.json"
 }

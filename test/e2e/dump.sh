@@ -37,7 +37,7 @@ finish() {
 }
 
 pn_cluster_start "$dir" "$port" "fsync = off"
-cp -r test/vectors "$dir/vectors"
+pn_fixture_copy "$dir"
 chmod -R a+rX "$dir/vectors"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }

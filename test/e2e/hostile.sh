@@ -89,7 +89,7 @@ abnormal_exits() {
 
 echo "# cluster on port $PGPORT in $TMP"
 # The cluster's owner must read the vectors: work on a copy it owns.
-cp -r "$ROOT/test/vectors" "$TMP/vectors"
+pn_fixture_copy "$TMP"
 [ "$(id -u)" = 0 ] && chown -R "$PN_RUNUSER" "$TMP/vectors"
 if ! pn_cluster_start "$PGDIR" "$PGPORT" "fsync = off"; then
     not_ok "throwaway cluster starts"

@@ -18,7 +18,7 @@ port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
 
 pn_cluster_start "$dir" "$port" "fsync = off" "synchronous_commit = off"
-cp -r test/vectors "$dir/vectors"
+pn_fixture_copy "$dir"
 chmod -R a+rX "$dir/vectors"
 sql() { pn_psql "$dir" "$port" "$@"; }
 sql -q -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null

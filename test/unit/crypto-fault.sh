@@ -29,7 +29,7 @@ ${CC:-cc} -shared -fPIC -o "$dir/failmac.so" "$dir/failmac.c"
 chmod 755 "$dir/failmac.so"
 
 LD_PRELOAD="$dir/failmac.so" pn_cluster_start "$dir" "$port" "fsync = off"
-cp -r test/vectors "$dir/vectors"
+pn_fixture_copy "$dir"
 chmod -R a+rX "$dir/vectors"
 sql() { pn_psql "$dir" "$port" "$@"; }
 sql -q -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
