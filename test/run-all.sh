@@ -70,7 +70,7 @@ for t in test/unit/run.sh shim/tests/cgi-test.sh shim/tests/send-test.sh; do
 done
 
 if [ $quick = 0 ]; then
-    for t in test/e2e/*.sh test/chaos/run.sh test/fuzz/run.sh; do
+    for t in test/e2e/*.sh test/model/run.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue
         note "$t"
         "$t"; count "$t" $?
