@@ -151,8 +151,9 @@ def acknowledged(gw, status, body):
 def schedule(rng, orders, workers):
     """All deliveries, in the order they are handed to the workers: waves of
     about 6 per worker; an order's deliveries land in one burst (handed out
-    back to back, so they run at the same moment), in one wave, or spread
-    over several; sometimes its payments come last (refunds first)."""
+    back to back, so they run at the same moment), its payments first and
+    then everything else in one burst, in one wave, or spread over several;
+    sometimes its payments come last (refunds first)."""
     total = sum(len(o["notes"]) for o in orders) * 2
     nwaves = max(1, total // (6 * workers))
     waves = [[] for _ in range(nwaves + 12)]
@@ -162,10 +163,18 @@ def schedule(rng, orders, workers):
             copies += [n] * rng.choices((1, 2, 3), (55, 30, 15))[0]
         w0 = rng.randrange(nwaves)
         late_pay = rng.random() < 0.25
-        mode = rng.choices(("burst", "wave", "spread"), (40, 30, 30))[0]
+        mode = rng.choices(("burst", "refund_burst", "wave", "spread"), (30, 25, 20, 25))[0]
         if mode == "burst" and not late_pay:
             rng.shuffle(copies)
             waves[w0].append(copies)
+            continue
+        if mode == "refund_burst":
+            # paid first; then all its other notifications at the same moment
+            first = [n for n in copies if n["kind"] == "pay"]
+            rest = [n for n in copies if n["kind"] != "pay"]
+            rng.shuffle(rest)
+            waves[w0].append(first)
+            waves[w0 + rng.randint(2, 4)].append(rest)
             continue
         for n in copies:
             w = w0 if mode != "spread" else w0 + rng.randint(0, 8)
@@ -438,6 +447,10 @@ def compare(orders, db, deliv):
             if c > 1:
                 out.append((no, "invariant: one event per refund notification", "%s x%d" % (k, c)))
 
+    # one payment record per trade, whatever the channel
+    for t, c in collections.Counter(r[1] for r in db["payments"]).items():
+        if c > 1:
+            out.append(("-", "invariant: one payment record per trade", "%s x%d" % (t, c)))
     # hooks ran exactly for the outbox events
     ob = collections.Counter((r[0], r[1], r[2], r[3], r[4]) for r in db["outbox"])
     hk = collections.Counter((r[0], r[1], r[2], r[3], r[4]) for r in db["hooks"])
@@ -540,7 +553,11 @@ def main():
     ap.add_argument("--max-attempts", type=int, default=40)
     ap.add_argument("--self-check", type=int, default=300, metavar="N",
                     help="hypothesis examples of the model's self-check (0: skip)")
+    ap.add_argument("--ledger-out", metavar="FILE",
+                    help="write the gateway-side ledger there: one line per delivery")
     ap.add_argument("--show", type=int, default=12, help="discrepant orders shown in full")
+    ap.add_argument("--show-class", default="", metavar="TEXT",
+                    help="show only orders whose scenario class contains TEXT")
     a = ap.parse_args()
 
     print("model: seed %d, %d orders, %d backends" % (a.seed, a.orders, a.workers), flush=True)
@@ -576,6 +593,12 @@ def main():
     for msg, c in deliv.errors.most_common(5):
         print("model:   call failed %dx: %s" % (c, msg))
 
+    if a.ledger_out:
+        with open(a.ledger_out, "w") as f:
+            f.write("notify_id\torder_no\tkind\tattempt\thttp_status\toutcome\tstart_s\tend_s\tbackend\n")
+            for e in sorted(deliv.ledger, key=lambda e: e[6]):
+                f.write("%s\t%s\t%s\t%d\t%d\t%s\t%.4f\t%.4f\t%d\n" % (
+                    e[0], e[1], e[2], e[3], e[4], e[5], e[6] - t, e[7] - t, e[8]))
     db = snapshot(a.admin_dsn)
     bad = compare(orders, db, deliv)
     by_order = collections.OrderedDict()
@@ -588,7 +611,9 @@ def main():
 
     print("\nmodel: FAILED: %d discrepancies in %d orders; the first %d:" % (
         len(bad), len(by_order), min(a.show, len(by_order))))
-    for no, items in list(by_order.items())[:a.show]:
+    shown = [(no, items) for no, items in by_order.items()
+             if not a.show_class or (no in omap and a.show_class in scenario_class(omap[no], deliv))]
+    for no, items in shown[:a.show]:
         print()
         for cat, detail in items:
             print("  %s: %s: %s" % (no, cat, detail))

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --full) orders=20000 ;;
         --orders) orders=$2; shift ;;
-        --seed|--workers|--max-attempts|--self-check|--show) args+=("$1" "$2"); shift ;;
+        --seed|--workers|--max-attempts|--self-check|--show|--show-class|--ledger-out) args+=("$1" "$2"); shift ;;
         *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N]" >&2; exit 2 ;;
     esac
     shift
