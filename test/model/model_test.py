@@ -278,6 +278,10 @@ class Deliverer:
             t.start()
         for t in threads:
             t.join()
+        self.by_order = collections.defaultdict(list)
+        for e in self.ledger:
+            self.by_order[e[1]].append(e)
+        self.features = {}
 
 
 # ---- the database side --------------------------------------------------------
@@ -493,16 +497,19 @@ def order_story(o, deliv):
         if n["event"]:
             s += " " + n["event"]
         desc[n["nid"]] = s
-    t0 = min((e[6] for e in deliv.ledger if e[1] == o["no"]), default=0)
-    for e in sorted((e for e in deliv.ledger if e[1] == o["no"]), key=lambda e: e[6]):
+    mine = deliv.by_order[o["no"]]
+    t0 = min((e[6] for e in mine), default=0)
+    for e in sorted(mine, key=lambda e: e[6]):
         lines.append("    %+8.3fs..%+8.3fs w%d %-9s %s  (%s)" % (
             e[6] - t0, e[7] - t0, e[8], e[5], desc[e[0]], e[0]))
     return "\n".join(lines)
 
 
 def observed_features(o, deliv):
-    f = set()
-    mine = [e for e in deliv.ledger if e[1] == o["no"]]
+    if o["no"] in deliv.features:
+        return deliv.features[o["no"]]
+    f = deliv.features[o["no"]] = set()
+    mine = deliv.by_order[o["no"]]
     if any(e[5] == "parked" for e in mine):
         f.add("parked_refund")
     iv = sorted((e[6], e[7], e[0]) for e in mine)
