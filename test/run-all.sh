@@ -70,7 +70,7 @@ for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/
 done
 
 if [ $quick = 0 ]; then
-    for t in test/e2e/*.sh test/chaos/run.sh test/fuzz/run.sh; do
+    for t in test/e2e/*.sh test/model/run.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue
         [ "$t" = test/e2e/dump.sh ] && continue	# run above, also with --quick
         note "$t"

@@ -1,0 +1,686 @@
+#!/usr/bin/python3
+"""Model-based concurrency test of paynotify's ledger (issue 10).
+
+Generates random orders over WeChat Pay, Alipay and Stripe (payments,
+double payments, partial and full refunds, failed refunds and their later
+success, closes, refunds before payments), signs every notification as
+its gateway does, and delivers them from several backends at once in
+random order with duplicates, redelivering every reply that is not an
+acknowledgement like a gateway would.  After quiescence every order is
+compared with the reference model (ledger.py) and the ledger's
+invariants are checked.  Exit status 0 only when nothing differs.
+
+Run by test/model/run.sh, which starts the database; see --help.
+"""
+import argparse
+import collections
+import heapq
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+import psycopg2
+import psycopg2.extras
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ledger  # noqa: E402
+import pnsign  # noqa: E402
+
+WX = pnsign.WeChat(1)
+ALI = pnsign.Alipay(1)
+STRIPE = pnsign.Stripe(1)
+
+
+def yuan(fen):
+    return "%d.%02d" % (fen // 100, fen % 100)
+
+
+# ---- requests ----------------------------------------------------------------
+
+def prepare(n, rng):
+    """The parts of n's request that do not change between deliveries."""
+    gw, kind = n["gw"], n["kind"]
+    if gw == "wxpay":
+        nonce = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(12))
+        if kind == "pay":
+            plain = {"mchid": WX.mchid, "appid": WX.appid, "out_trade_no": n["order"],
+                     "transaction_id": n["trade"], "trade_type": "JSAPI",
+                     "trade_state": "SUCCESS", "trade_state_desc": "支付成功",
+                     "bank_type": "OTHERS", "attach": "",
+                     "success_time": "2026-01-01T08:00:05+08:00",
+                     "payer": {"openid": "oMODEL" + n["order"]},
+                     "amount": {"total": n["amount"], "payer_total": n["amount"],
+                                "currency": "CNY", "payer_currency": "CNY"}}
+            n["body"] = WX.envelope(n["nid"], "TRANSACTION.SUCCESS", plain, "transaction",
+                                    "支付成功", nonce)
+        else:
+            event = "REFUND.SUCCESS" if kind == "refund" else n["event"]
+            status = event.split(".")[1]
+            plain = {"mchid": WX.mchid, "out_trade_no": n["order"],
+                     "transaction_id": n["trade"], "out_refund_no": "RF" + n["refund_id"][3:],
+                     "refund_id": n["refund_id"], "refund_status": status,
+                     "user_received_account": "支付用户零钱",
+                     "amount": {"total": n["trade_amount"], "refund": n["amount"],
+                                "payer_total": n["trade_amount"], "payer_refund": n["amount"]}}
+            if status == "SUCCESS":
+                plain["success_time"] = "2026-01-01T09:00:00+08:00"
+            n["body"] = WX.envelope(n["nid"], event, plain, "refund",
+                                    {"SUCCESS": "退款成功", "ABNORMAL": "退款异常",
+                                     "CLOSED": "退款关闭"}[status], nonce)
+    elif gw == "alipay":
+        f = [("gmt_create", "2026-01-01 08:00:00"), ("charset", "utf-8"),
+             ("subject", "模型订单 " + n["order"]), ("buyer_id", "2088000000000001"),
+             ("version", "1.0"), ("notify_id", n["nid"]), ("notify_type", "trade_status_sync"),
+             ("out_trade_no", n["order"]), ("total_amount", yuan(n["trade_amount"])),
+             ("auth_app_id", ALI.app_id), ("app_id", ALI.app_id),
+             ("seller_id", "2088000000000002")]
+        if kind != "close":
+            f += [("gmt_payment", "2026-01-01 08:00:05"), ("trade_no", n["trade"]),
+                  ("invoice_amount", yuan(n["trade_amount"])),
+                  ("receipt_amount", yuan(n["trade_amount"])),
+                  ("buyer_pay_amount", yuan(n["trade_amount"]))]
+        if kind == "pay":
+            f.append(("trade_status", "TRADE_SUCCESS"))
+        elif kind == "refund":
+            f += [("trade_status", "TRADE_CLOSED" if n["cum"] == n["trade_amount"]
+                   else "TRADE_SUCCESS"),
+                  ("refund_fee", yuan(n["cum"])), ("out_biz_no", n["refund_id"]),
+                  ("gmt_refund", "2026-01-01 09:00:00.123")]
+        elif kind == "close":
+            f += [("trade_status", "TRADE_CLOSED"), ("gmt_close", "2026-01-01 10:00:00")]
+        else:
+            raise ValueError(kind)
+        n["fields"] = f
+    else:
+        if kind == "pay":
+            obj = {"id": n["trade"], "object": "payment_intent", "amount": n["amount"],
+                   "amount_received": n["amount"], "currency": "usd",
+                   "latest_charge": n["charge"], "livemode": False,
+                   "metadata": {"order_id": n["order"]}, "status": "succeeded"}
+            data = {"object": obj}
+            typ = "payment_intent.succeeded"
+        elif kind == "refund":
+            obj = {"id": n["charge"], "object": "charge", "amount": n["trade_amount"],
+                   "amount_refunded": n["cum"], "currency": "usd", "livemode": False,
+                   "metadata": {"order_id": n["order"]}, "payment_intent": n["trade"],
+                   "refunded": n["cum"] == n["trade_amount"],
+                   "refunds": {"object": "list", "has_more": False, "data": [
+                       {"id": n["refund_id"], "object": "refund", "amount": n["amount"],
+                        "charge": n["charge"], "currency": "usd",
+                        "payment_intent": n["trade"], "status": "succeeded"}]},
+                   "status": "succeeded"}
+            data = {"object": obj, "previous_attributes": {"amount_refunded": n["cum"] - n["amount"]}}
+            typ = "charge.refunded"
+        else:
+            raise ValueError(kind)
+        n["event_doc"] = {"id": n["nid"], "object": "event", "api_version": "2025-03-31.basil",
+                          "created": 1767225990, "data": data, "livemode": False,
+                          "pending_webhooks": 1, "request": {"id": None, "idempotency_key": None},
+                          "type": typ}
+
+
+def request(n, attempt):
+    """(headers, body) of one delivery, signed now: every retry is re-signed
+    with a fresh timestamp, as the gateways do."""
+    gw = n["gw"]
+    if gw == "wxpay":
+        return WX.headers(n["body"]), n["body"]
+    if gw == "alipay":
+        body = ALI.body(n["fields"] + [("notify_time", time.strftime("%Y-%m-%d %H:%M:%S"))])
+        return ALI.headers(), body
+    doc = dict(n["event_doc"])
+    doc["pending_webhooks"] = 1 + attempt % 3	# differs between deliveries
+    body = json.dumps(doc, ensure_ascii=False, indent=2).encode()
+    return STRIPE.headers(body), body
+
+
+def acknowledged(gw, status, body):
+    """Each gateway's own rule for a successful reply."""
+    if gw == "wxpay":
+        return status in (200, 204)
+    if gw == "alipay":
+        return status == 200 and body == "success"
+    return 200 <= status <= 299
+
+
+# ---- the schedule -----------------------------------------------------------
+
+def schedule(rng, orders, workers):
+    """All deliveries, in the order they are handed to the workers: waves of
+    about 6 per worker; an order's deliveries land in one burst (handed out
+    back to back, so they run at the same moment), its payments first and
+    then everything else in one burst, in one wave, or spread over several;
+    sometimes its payments come last (refunds first)."""
+    total = sum(len(o["notes"]) for o in orders) * 2
+    nwaves = max(1, total // (6 * workers))
+    waves = [[] for _ in range(nwaves + 12)]
+    for o in orders:
+        copies = []
+        for n in o["notes"]:
+            copies += [n] * rng.choices((1, 2, 3), (55, 30, 15))[0]
+        w0 = rng.randrange(nwaves)
+        late_pay = rng.random() < 0.25
+        mode = rng.choices(("burst", "refund_burst", "wave", "spread"), (30, 25, 20, 25))[0]
+        if mode == "burst" and not late_pay:
+            rng.shuffle(copies)
+            waves[w0].append(copies)
+            continue
+        if mode == "refund_burst":
+            # paid first; then all its other notifications at the same moment
+            first = [n for n in copies if n["kind"] == "pay"]
+            rest = [n for n in copies if n["kind"] != "pay"]
+            rng.shuffle(rest)
+            waves[w0].append(first)
+            waves[w0 + rng.randint(2, 4)].append(rest)
+            continue
+        for n in copies:
+            w = w0 if mode != "spread" else w0 + rng.randint(0, 8)
+            if late_pay and n["kind"] == "pay":
+                w += rng.randint(1, 3)
+            waves[w].append([n])
+    queue = []
+    for wave in waves:
+        rng.shuffle(wave)
+        for block in wave:
+            queue += block
+    return queue
+
+
+class Deliverer:
+    """Worker threads, each with its own backend, taking deliveries from the
+    schedule; a reply that is not an acknowledgement is delivered again
+    later (backing off), like a gateway, until acknowledged or max_attempts."""
+
+    def __init__(self, dsn, queue, workers, max_attempts, seed):
+        self.dsn = dsn
+        self.queue = collections.deque(queue)
+        self.retry = []			# heap of (due, seq, note, attempt)
+        self.lock = threading.Lock()
+        self.inflight = 0
+        self.workers = workers
+        self.max_attempts = max_attempts
+        self.ledger = []		# (nid, order, kind, attempt, status, outcome, t0, t1, worker)
+        self.acked = set()
+        self.gave_up = []
+        self.errors = collections.Counter()
+        self.seq = 0
+        self.rng = random.Random(seed ^ 0x5EED)
+
+    def take(self):
+        while True:
+            with self.lock:
+                now = time.monotonic()
+                if self.retry and self.retry[0][0] <= now:
+                    _, _, n, attempt = heapq.heappop(self.retry)
+                    self.inflight += 1
+                    return n, attempt
+                if self.queue:
+                    self.inflight += 1
+                    return self.queue.popleft(), 0
+                if not self.retry and self.inflight == 0:
+                    return None, None
+                wait = (self.retry[0][0] - now) if self.retry else 0.01
+            time.sleep(min(max(wait, 0.001), 0.05))
+
+    def done(self, n, attempt, status, body, outcome, t0, t1, worker):
+        with self.lock:
+            self.inflight -= 1
+            self.ledger.append((n["nid"], n["order"], n["kind"], attempt, status, outcome,
+                                t0, t1, worker))
+            if acknowledged(n["gw"], status, body):
+                self.acked.add((n["gw"], n["nid"]))
+                return
+            if attempt + 1 >= self.max_attempts:
+                self.gave_up.append(n)
+                return
+            if (n["gw"], n["nid"]) in self.acked:
+                return			# a gateway stops once one delivery was acknowledged
+            self.seq += 1
+            delay = min(0.02 * 2 ** min(attempt, 6), 1.0) * (0.5 + self.rng.random())
+            heapq.heappush(self.retry, (time.monotonic() + delay, self.seq, n, attempt + 1))
+
+    def worker(self, w):
+        conn = None
+        while True:
+            n, attempt = self.take()
+            if n is None:
+                break
+            headers, body = request(n, attempt)
+            t0 = time.monotonic()
+            try:
+                if conn is None:
+                    conn = psycopg2.connect(self.dsn)
+                    conn.autocommit = True
+                with conn.cursor() as cur:
+                    cur.execute("SELECT status, body, outcome FROM pay.paynotify_handle(%s, %s::jsonb, %s)",
+                                (n["gw"], json.dumps(headers), psycopg2.Binary(body)))
+                    status, rbody, outcome = cur.fetchone()
+            except psycopg2.Error as e:
+                # the shim answers 500 when the call itself fails
+                status, rbody, outcome = 500, None, "error"
+                with self.lock:
+                    self.errors[(e.pgcode or "") + " " + str(e).split("\n")[0][:120]] += 1
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+                conn = None
+            self.done(n, attempt, status, rbody, outcome, t0, time.monotonic(), w)
+        if conn is not None:
+            conn.close()
+
+    def run(self):
+        threads = [threading.Thread(target=self.worker, args=(w,)) for w in range(self.workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.by_order = collections.defaultdict(list)
+        for e in self.ledger:
+            self.by_order[e[1]].append(e)
+        self.features = {}
+
+
+# ---- the database side --------------------------------------------------------
+
+def setup_orders(admin_dsn, orders):
+    conn = psycopg2.connect(admin_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("""
+        CREATE TABLE public.orders (
+            order_no	text PRIMARY KEY,
+            status		text NOT NULL DEFAULT 'pending',
+            amount_fen	bigint NOT NULL,
+            currency	text NOT NULL
+        );
+        CREATE TRIGGER orders_guard BEFORE UPDATE ON public.orders
+            FOR EACH ROW EXECUTE FUNCTION pay.paynotify_guard_transition();
+        CREATE TABLE public.hook_calls (event text, channel text, order_no text,
+            notify_id text, amount bigint);
+        CREATE FUNCTION public.record_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
+            SET search_path = public AS $$
+        BEGIN
+            INSERT INTO public.hook_calls VALUES (ev->>'event', ev->>'channel',
+                ev->'notice'->>'order_no', ev->'notice'->>'notify_id', (ev->>'amount')::bigint);
+        END $$;""")
+    for ev in ("paid", "refunded", "refund_failed", "closed"):
+        cur.execute("SELECT pay.paynotify_on(%s, 'public.record_hook(jsonb)')", (ev,))
+    # an application that moved an order to paid itself (its own UPDATE,
+    # before any notification): inserted so, the guard watches updates only
+    psycopg2.extras.execute_values(
+        cur, "INSERT INTO public.orders VALUES %s",
+        [(o["no"], "paid" if o["app_paid"] else "pending", o["amount"], o["currency"])
+         for o in orders], page_size=2000)
+    cur.execute("""SELECT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
+                   WHERE s.nspname = 'pay' AND p.proname = 'paynotify_bind_orders'
+                   AND 'currency_column' = ANY (p.proargnames))""")
+    has_currency = cur.fetchone()[0]
+    if has_currency:
+        cur.execute("SELECT pay.paynotify_bind_orders('public.orders', 'order_no', 'status',"
+                    " amount_column => 'amount_fen', currency_column => 'currency')")
+    else:
+        cur.execute("SELECT pay.paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen')")
+    cur.execute("ANALYZE")
+    conn.close()
+    return has_currency
+
+
+def snapshot(admin_dsn):
+    conn = psycopg2.connect(admin_dsn)
+    cur = conn.cursor()
+    q = {}
+    for name, sql in {
+        "orders": "SELECT order_no, status FROM public.orders",
+        "payments": "SELECT channel, trade_no, order_no, amount FROM pay.payment_record",
+        "refunds": "SELECT channel, refund_id, order_no, trade_no, amount, status, notify_id"
+                   " FROM pay.paynotify_refund",
+        "outbox": "SELECT event, channel, order_no, notify_id, amount FROM pay.paynotify_outbox",
+        "anomalies": "SELECT channel, notify_id, order_no, kind FROM pay.paynotify_anomaly",
+        "log": "SELECT channel, notify_id, order_no, status, note, error_msg FROM pay.payment_notify_log",
+        "hooks": "SELECT event, channel, order_no, notify_id, amount FROM public.hook_calls",
+    }.items():
+        cur.execute(sql)
+        q[name] = cur.fetchall()
+    conn.close()
+    return q
+
+
+# ---- the comparison -------------------------------------------------------------
+
+def compare(orders, db, deliv):
+    """[(order_no or '-', category, detail)] of everything that differs from
+    the model or breaks an invariant."""
+    out = []
+    notes = {}
+    for o in orders:
+        for n in o["notes"]:
+            notes[(n["gw"], n["nid"])] = n
+    per = collections.defaultdict(lambda: collections.defaultdict(list))
+    for r in db["payments"]:
+        per[r[2]]["payments"].append(r)
+    for r in db["refunds"]:
+        per[r[2]]["refunds"].append(r)
+    for r in db["outbox"]:
+        per[r[2]]["outbox"].append(r)
+    for r in db["anomalies"]:
+        per[r[2]]["anomalies"].append(r)
+    for r in db["log"]:
+        per[r[2]]["log"].append(r)
+    status = dict(db["orders"])
+
+    for o in orders:
+        p = ledger.predict(o)
+        d = per[o["no"]]
+        no = o["no"]
+
+        def diff(cat, want, got):
+            if want != got:
+                out.append((no, cat, "model %s, database %s" % (want, got)))
+
+        diff("status", p["status"], status.get(no))
+        pays = {r[1]: r[3] for r in d["payments"] if r[0] == o["gw"]}
+        diff("payment records", p["payments"], pays)
+        if any(r[0] != o["gw"] for r in d["payments"]):
+            out.append((no, "payment records", "records on another channel"))
+        got = {t: 0 for t in p["refunded"]}
+        for r in d["refunds"]:
+            if r[5] == "succeeded":
+                got[r[3]] = got.get(r[3], 0) + r[4]
+        diff("refunded per trade", p["refunded"], got)
+        ev = collections.Counter(r[0] for r in d["outbox"])
+        diff("paid events", p["paid_events"], ev["paid"])
+        diff("closed events", p["closed_events"], ev["closed"])
+        got = {t: 0 for t in p["refunded"]}
+        for r in d["outbox"]:
+            if r[0] == "refunded":
+                n = notes.get((r[1], r[3]))
+                t = n["trade"] if n else "?" + r[3]
+                got[t] = got.get(t, 0) + (r[4] or 0)
+        diff("refunded events per trade", p["refunded"], got)
+        anom = dict(collections.Counter(r[3] for r in d["anomalies"]))
+        diff("anomalies", p["anomalies"], anom)
+        rows = {r[1]: r for r in d["refunds"]}
+        for rid, amt in p["succeeded_ids"].items():
+            r = rows.get(rid)
+            if r is None or r[5] != "succeeded" or (amt is not None and r[4] != amt):
+                out.append((no, "refund row of a delivered success",
+                            "%s: model succeeded %s, database %s" % (
+                                rid, amt if amt is not None else "",
+                                "missing" if r is None else "%s %s" % (r[5], r[4]))))
+        for rid in p["success_ids"]:
+            r = rows.get(rid)
+            if r is not None and r[5] != "succeeded" and rid not in p["succeeded_ids"]:
+                out.append((no, "refund row of a delivered success",
+                            "%s: database %s" % (rid, r[5])))
+        for rid in p["failed_ids"]:
+            r = rows.get(rid)
+            if r is None or r[5] != "failed":
+                out.append((no, "refund row of a failed refund",
+                            "%s: model failed, database %s" % (rid, r and r[5])))
+        left = [(r[1], r[3]) + ((r[5],) if r[5] else ()) for r in d["log"] if r[3] in ("failed", "parked")]
+        if left:
+            out.append((no, "failed or parked log rows", str(left)))
+
+        # invariants, from the database alone
+        paid = {r[1]: r[3] for r in d["payments"]}
+        refunded = collections.Counter()
+        for r in d["refunds"]:
+            if r[5] == "succeeded":
+                refunded[r[3]] += r[4]
+                if r[3] not in paid:
+                    out.append((no, "invariant: refund of a recorded trade",
+                                "refund %s names trade %s, which has no payment record" % (r[1], r[3])))
+        if "refunded_more_than_paid" not in anom:
+            for t, a in paid.items():
+                if refunded[t] > a:
+                    out.append((no, "invariant: refunded <= paid per trade",
+                                "trade %s paid %d refunded %d" % (t, a, refunded[t])))
+        all_full = bool(paid) and all(refunded[t] >= a for t, a in paid.items())
+        if (status.get(no) == "refunded") != all_full:
+            out.append((no, "invariant: refunded exactly when every trade is",
+                        "status %s, trades %s, refunded %s" % (status.get(no), paid, dict(refunded))))
+        if (ev["paid"] == 1) != bool(paid) or ev["paid"] > 1:
+            out.append((no, "invariant: one paid event per order with a payment",
+                        "%d paid events, %d payment records" % (ev["paid"], len(paid))))
+        per_id = collections.Counter((r[0], r[3]) for r in d["outbox"] if r[0] in ("refunded", "refund_failed"))
+        for k, c in per_id.items():
+            if c > 1:
+                out.append((no, "invariant: one event per refund notification", "%s x%d" % (k, c)))
+
+    # one payment record per trade, whatever the channel
+    for t, c in collections.Counter(r[1] for r in db["payments"]).items():
+        if c > 1:
+            out.append(("-", "invariant: one payment record per trade", "%s x%d" % (t, c)))
+    # hooks ran exactly for the outbox events
+    ob = collections.Counter((r[0], r[1], r[2], r[3], r[4]) for r in db["outbox"])
+    hk = collections.Counter((r[0], r[1], r[2], r[3], r[4]) for r in db["hooks"])
+    if ob != hk:
+        out.append(("-", "invariant: hooks ran once per outbox event",
+                    "outbox only %s; hooks only %s" % (list((ob - hk).items())[:3],
+                                                        list((hk - ob).items())[:3])))
+    # the gateway's side
+    logged = {(r[0], r[1]) for r in db["log"]}
+    for k in sorted(deliv.acked - logged):
+        out.append((notes[k]["order"], "acknowledged but not in the log", k[1]))
+    processed = collections.Counter(e[0] for e in deliv.ledger if e[5] == "processed")
+    for nid, c in processed.items():
+        if c > 1:
+            out.append(("-", "invariant: at most one processed reply per notification",
+                        "%s answered processed %d times" % (nid, c)))
+    for n in deliv.gave_up:
+        if (n["gw"], n["nid"]) not in deliv.acked:
+            out.append((n["order"], "never acknowledged", n["nid"]))
+    return out
+
+
+def order_story(o, deliv):
+    """A readable account of one order: its notifications and what each
+    delivery got, in time order."""
+    lines = ["  order %s  %s  amount %d%s%s" % (
+        o["no"], o["gw"], o["amount"], "  app marked it paid" if o["app_paid"] else "",
+        "  closed unpaid" if o["close"] else "")]
+    desc = {}
+    for n in o["notes"]:
+        s = n["kind"]
+        if n["trade"]:
+            s += " trade " + n["trade"]
+        if n["refund_id"]:
+            s += " refund " + n["refund_id"]
+        if n["kind"] in ("refund", "refund_fail"):
+            s += " amount %d" % n["amount"]
+            if o["gw"] in ledger.CUMULATIVE:
+                s += " (cumulative %d)" % n["cum"]
+        if n["event"]:
+            s += " " + n["event"]
+        desc[n["nid"]] = s
+    mine = deliv.by_order[o["no"]]
+    t0 = min((e[6] for e in mine), default=0)
+    for e in sorted(mine, key=lambda e: e[6]):
+        lines.append("    %+8.3fs..%+8.3fs w%d %-9s %s  (%s)" % (
+            e[6] - t0, e[7] - t0, e[8], e[5], desc[e[0]], e[0]))
+    return "\n".join(lines)
+
+
+def observed_features(o, deliv):
+    if o["no"] in deliv.features:
+        return deliv.features[o["no"]]
+    f = deliv.features[o["no"]] = set()
+    mine = deliv.by_order[o["no"]]
+    if any(e[5] == "parked" for e in mine):
+        f.add("parked_refund")
+    iv = sorted((e[6], e[7], e[0]) for e in mine)
+    for i in range(len(iv)):
+        for j in range(i + 1, len(iv)):
+            if iv[j][0] >= iv[i][1]:
+                break
+            if iv[j][2] != iv[i][2]:
+                f.add("concurrent")
+    return f
+
+
+# ---- the self-check of the model ------------------------------------------------
+
+def self_check(seed, examples):
+    """Property (hypothesis): for generated orders and any arrival order with
+    duplicates, the spec's rules applied one notification at a time end
+    exactly where predict() says.  This is what makes the database
+    comparison fair: the scenarios are order-independent."""
+    from hypothesis import given, settings, strategies as st, seed as hseed, HealthCheck
+
+    @hseed(seed)
+    @settings(max_examples=examples, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.integers(0, 2 ** 32 - 1), st.data())
+    def prop(oseed, data):
+        rng = random.Random(oseed)
+        o = ledger.generate(rng, 1, oseed)[0]
+        seq = []
+        for n in o["notes"]:
+            seq += [n["nid"]] * data.draw(st.integers(1, 3))
+        arrivals = data.draw(st.permutations(seq))
+        d = ledger.agrees(o, ledger.simulate(o, arrivals))
+        assert not d, d
+
+    prop()
+
+
+# ---- main ----------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dsn", required=True, help="libpq DSN of the handler role (non-superuser)")
+    ap.add_argument("--admin-dsn", required=True, help="libpq DSN of the database owner")
+    ap.add_argument("--orders", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=20261001)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--max-attempts", type=int, default=40)
+    ap.add_argument("--self-check", type=int, default=300, metavar="N",
+                    help="hypothesis examples of the model's self-check (0: skip)")
+    ap.add_argument("--ledger-out", metavar="FILE",
+                    help="write the gateway-side ledger there: one line per delivery")
+    ap.add_argument("--show", type=int, default=12, help="discrepant orders shown in full")
+    ap.add_argument("--show-class", default="", metavar="TEXT",
+                    help="show only orders whose scenario class contains TEXT")
+    a = ap.parse_args()
+
+    print("model: seed %d, %d orders, %d backends" % (a.seed, a.orders, a.workers), flush=True)
+    pnsign.check_vectors()
+    if a.self_check:
+        t = time.monotonic()
+        self_check(a.seed, a.self_check)
+        print("model: self-check: %d random arrival orders agree with the model (%.1fs)"
+              % (a.self_check, time.monotonic() - t), flush=True)
+
+    rng = random.Random(a.seed)
+    orders = ledger.generate(rng, a.orders, a.seed)
+    for o in orders:
+        for n in o["notes"]:
+            prepare(n, rng)
+    queue = schedule(rng, orders, a.workers)
+    has_currency = setup_orders(a.admin_dsn, orders)
+    kinds = collections.Counter(n["kind"] for o in orders for n in o["notes"])
+    feats = collections.Counter(f for o in orders for f in ledger.features(o))
+    print("model: %d notifications (%s), %d scheduled deliveries; currency column %s"
+          % (sum(kinds.values()), ", ".join("%s %d" % kv for kv in sorted(kinds.items())),
+             len(queue), "bound" if has_currency else "not available"), flush=True)
+    print("model: scenarios: " + ", ".join("%s %d" % kv for kv in sorted(feats.items())), flush=True)
+
+    t = time.monotonic()
+    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed)
+    deliv.run()
+    took = time.monotonic() - t
+    outcomes = collections.Counter(e[5] for e in deliv.ledger)
+    print("model: %d deliveries in %.1fs (%.0f/s): %s" % (
+        len(deliv.ledger), took, len(deliv.ledger) / max(took, 1e-9),
+        ", ".join("%s %d" % kv for kv in sorted(outcomes.items()))), flush=True)
+    for msg, c in deliv.errors.most_common(5):
+        print("model:   call failed %dx: %s" % (c, msg))
+
+    if a.ledger_out:
+        with open(a.ledger_out, "w") as f:
+            f.write("notify_id\torder_no\tkind\tattempt\thttp_status\toutcome\tstart_s\tend_s\tbackend\n")
+            for e in sorted(deliv.ledger, key=lambda e: e[6]):
+                f.write("%s\t%s\t%s\t%d\t%d\t%s\t%.4f\t%.4f\t%d\n" % (
+                    e[0], e[1], e[2], e[3], e[4], e[5], e[6] - t, e[7] - t, e[8]))
+    db = snapshot(a.admin_dsn)
+    bad = compare(orders, db, deliv)
+    by_order = collections.OrderedDict()
+    for no, cat, detail in bad:
+        by_order.setdefault(no, []).append((cat, detail))
+    omap = {o["no"]: o for o in orders}
+    if not bad:
+        print("model: OK: all %d orders equal the model, invariants hold" % len(orders))
+        return 0
+
+    print("\nmodel: FAILED: %d discrepancies in %d orders; the first %d:" % (
+        len(bad), len(by_order), min(a.show, len(by_order))))
+    shown = [(no, items) for no, items in by_order.items()
+             if not a.show_class or (no in omap and a.show_class in scenario_class(omap[no], deliv))]
+    for no, items in shown[:a.show]:
+        print()
+        for cat, detail in items:
+            print("  %s: %s: %s" % (no, cat, detail))
+        if no in omap:
+            print(order_story(omap[no], deliv))
+    cats = collections.Counter(cat for _, cat, _ in bad)
+    cat_orders = collections.defaultdict(set)
+    for no, cat, _ in bad:
+        cat_orders[cat].add(no)
+    print("\nmodel: summary by category (discrepancies / orders; and the orders' scenario features):")
+    for cat, c in cats.most_common():
+        fc = collections.Counter()
+        for no in cat_orders[cat]:
+            if no in omap:
+                fc.update(ledger.features(omap[no]) | observed_features(omap[no], deliv))
+        print("  %-55s %5d / %5d   %s" % (cat, c, len(cat_orders[cat]),
+                                        ", ".join("%s %d" % kv for kv in fc.most_common(8))))
+    print("\nmodel: discrepant orders by scenario class (first matching class):")
+    total = collections.Counter()
+    wrong = collections.Counter()
+    for o in orders:
+        c = scenario_class(o, deliv)
+        total[c] += 1
+        if o["no"] in by_order:
+            wrong[c] += 1
+    for c in CLASSES:
+        if total[c]:
+            print("  %-62s %5d of %5d" % (c, wrong[c], total[c]))
+    if "-" in by_order:
+        print("  %-62s %5d" % ("not of one order", len(by_order["-"])))
+    return 1
+
+
+CLASSES = (
+    "the application marked it paid",
+    "double payment (several trades)",
+    "WeChat refund failed, then succeeded (same refund_id)",
+    "closed unpaid",
+    "one trade: refunds applied together by the payment (parked)",
+    "one trade: notifications in flight at the same moment",
+    "one trade: one at a time",
+)
+
+
+def scenario_class(o, deliv):
+    f = ledger.features(o) | observed_features(o, deliv)
+    if "app_paid" in f:
+        return CLASSES[0]
+    if "double_payment" in f:
+        return CLASSES[1]
+    if "fail_then_success" in f:
+        return CLASSES[2]
+    if "close" in f:
+        return CLASSES[3]
+    if "parked_refund" in f and "several_refunds_per_trade" in f:
+        return CLASSES[4]
+    if "concurrent" in f:
+        return CLASSES[5]
+    return CLASSES[6]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
