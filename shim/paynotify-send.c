@@ -47,7 +47,7 @@ static const char *const mode_names[] = {"one", "storm", "distinct", "retry", "b
 static const char *const gateway_names[] = {"wxpay", "alipay", "stripe"};
 static const char *const event_names[] = {"pay", "refund"};
 
-/* Seconds between deliveries after a failed one (GATEWAYS.md 1.10, 2.9, 3.7). */
+/* Seconds between deliveries after a failed one (docs/GATEWAYS.md 1.10, 2.9, 3.7). */
 static const double sched_wxpay[] = {15, 15, 30, 180, 600, 1200, 1800, 1800, 1800,
 3600, 10800, 10800, 10800, 21600, 21600};
 static const double sched_alipay[] = {240, 600, 600, 3600, 7200, 21600, 54000};
@@ -148,7 +148,7 @@ on_signal(int sig)
 
 /* ------------------------------------------------------------ counting */
 
-/* The gateway's own rule for "acknowledged" (GATEWAYS.md 1.10, 2.9, 3.7). */
+/* The gateway's own rule for "acknowledged" (docs/GATEWAYS.md 1.10, 2.9, 3.7). */
 static bool
 is_ack(enum pn_gateway gw, const struct pn_reply *rep)
 {

@@ -6,7 +6,7 @@
  *		paynotify-send that includes OpenSSL headers.
  *
  *		What stays fixed and what changes between deliveries follows the
- *		gateways (see shared/spec/GATEWAYS.md): a notification keeps its id
+ *		gateways (see docs/GATEWAYS.md): a notification keeps its id
  *		and (WeChat, Stripe) its body across re-deliveries, each delivery is
  *		signed afresh with a new timestamp (and WeChat nonce); Alipay re-signs
  *		its retries with a new notify_time.

@@ -2,9 +2,9 @@
  *
  * verify_alipay.c
  *	  The Alipay gateway: asynchronous trade notifications (urlencoded form,
- *	  RSA2 signature over the sorted parameters), see GATEWAYS.md §2.
+ *	  RSA2 signature over the sorted parameters), see docs/GATEWAYS.md §2.
  *
- * Order of checks (GATEWAYS.md §0): form decode and charset → sign_type →
+ * Order of checks (docs/GATEWAYS.md §0): form decode and charset → sign_type →
  * base64 of sign → RSA-SHA256 with every active key over the skip-empty
  * content, then over the keep-empty content when an empty value exists →
  * app_id / seller_id → fields of the notice.  From the signature on, only
@@ -270,7 +270,7 @@ verify_content(const PnRequest *req, const char *content, size_t len,
  *	  the same file's getSignContent, which signs requests, skips them too;
  *	- keep-empty: older releases of that same getSignCheckContentV1 append
  *	  every remaining pair, "name=" for an empty value, as alipay-easysdk's
- *	  Signer.verifyParams does (GATEWAYS.md §2.3 [A2]); vectors
+ *	  Signer.verifyParams does (docs/GATEWAYS.md §2.3 [A2]); vectors
  *	  ali_empty_param_skipped_valid and ali_empty_param_included_valid.
  *
  * *keep_empty says which one verified: with skip-empty, empty-valued

@@ -2,9 +2,9 @@
  *
  * verify_stripe.c
  *	  The Stripe gateway: webhook events signed with HMAC-SHA256 in the
- *	  Stripe-Signature header, see GATEWAYS.md §3.
+ *	  Stripe-Signature header, see docs/GATEWAYS.md §3.
  *
- * Order of checks (GATEWAYS.md §0): parse the header (form.c) → HMAC of
+ * Order of checks (docs/GATEWAYS.md §0): parse the header (form.c) → HMAC of
  * "t.body" with every active secret against every v1 → symmetric time
  * window → parse the event → object/id/type → livemode.  The key of the
  * HMAC is the whole secret string as its bytes, whsec_ prefix included
@@ -108,7 +108,7 @@ stripe_load_settings(Jsonb *settings)
 
 /*
  * A signing secret is any non-empty string: the HMAC key is the whole string
- * as given (GATEWAYS.md §3.3), and the SDKs take any string: stripe-dotnet's
+ * as given (docs/GATEWAYS.md §3.3), and the SDKs take any string: stripe-dotnet's
  * own webhook fixture (src/StripeTests/Services/Events/EventUtilityTest.cs)
  * is signed with "webhook_secret" and its header tests use "test_secret",
  * while stripe-go's (webhook/client_test.go) uses "whsec_test_secret".

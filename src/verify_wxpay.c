@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * verify_wxpay.c
- *	  The WeChat Pay API v3 gateway, see GATEWAYS.md §1.
+ *	  The WeChat Pay API v3 gateway, see docs/GATEWAYS.md §1.
  *
- * Order of checks (GATEWAYS.md §0): required headers (no control character
+ * Order of checks (docs/GATEWAYS.md §0): required headers (no control character
  * in the newline-framed timestamp and nonce, nor in the serial) → signature type →
  * timestamp window → key by Wechatpay-Serial → signature probe → base64 →
  * RSA-SHA256 over "timestamp\nnonce\nbody\n" → envelope JSON →
@@ -163,7 +163,7 @@ read_headers(Jsonb *headers, WxHeaders *h)
 }
 
 /*
- * The signed message is "timestamp\nnonce\nbody\n" (GATEWAYS.md §1.3): a
+ * The signed message is "timestamp\nnonce\nbody\n" (docs/GATEWAYS.md §1.3): a
  * line break inside the nonce would move bytes between the nonce and the
  * body under one signature, so a value that is part of the framing may hold
  * no control character at all (WeChat's nonces are 32 letters and digits).

@@ -621,7 +621,7 @@ def vector_cases():
         again(base + "_replayed_now", base, vheaders(c), vbody(c), REAL_NOW,
               "duplicate" if base.startswith("ali") else "rejected",
               200 if base.startswith("ali") else 401,
-              note="Alipay has no timestamp (GATEWAYS.md 2.6); the others are stale")
+              note="Alipay has no timestamp (docs/GATEWAYS.md 2.6); the others are stale")
         again(base + "_text_plain", base,
               dict(vheaders(c), **{"Content-Type": "text/plain"}), vbody(c), c["now_unix"],
               "malformed" if base.startswith("ali") else "duplicate",
