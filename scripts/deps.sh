@@ -3,6 +3,7 @@
 # need and is not installed yet.  Idempotent; run as root.
 set -euo pipefail
 pkgs=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
+      postgresql-server-dev-all debhelper dpkg-dev lintian
       libssl-dev libpq-dev libfcgi-dev libcurl4-openssl-dev
       nginx-light fcgiwrap spawn-fcgi libfcgi-bin curl systemd python3 valgrind clang libclang-rt-14-dev
       python3-psycopg2 python3-cryptography python3-hypothesis)

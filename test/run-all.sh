@@ -77,6 +77,7 @@ if [ $quick = 0 ]; then
         "$t"; count "$t" $?
     done
 fi
+[ $quick = 0 ] && { note test/package/run.sh; test/package/run.sh; count test/package/run.sh $?; }	# the .deb packages, built, installed, tested, removed
 
 rm -rf "$work"
 note "summary"

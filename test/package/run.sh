@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# test/package/run.sh: the Debian packages, built, installed and tested.
+#
+#   1. dpkg-buildpackage -us -uc -b in a temporary copy of the tree (the work
+#      tree is never touched).  The copy is a git repository of its own:
+#      after the build `git status` there must be clean (.gitignore covers
+#      the build's artefacts).  The versions agree: paynotify.control,
+#      debian/changelog, META.json (which has the PGXN META spec's keys).
+#   2. lintian, when installed: no errors (warnings are printed).
+#   3. Installs postgresql-15-paynotify and paynotify-shim into the machine
+#      (apt-get install ./x.deb; the system PostgreSQL in
+#      /usr/lib/postgresql/15) and checks the installed files.
+#   4. pg_buildext installcheck, as postgres, in a clean copy of the tree:
+#      pg_regress and the isolation specs against the installed files, in
+#      temporary instances.
+#   5. In a throwaway cluster: CREATE EXTENSION gives the default version, a
+#      1.0 updated with ALTER EXTENSION UPDATE gets there too, and the
+#      packaged paynotify-cgi answers a CGI request through the packaged
+#      extension.  nginx accepts both snippets; systemd-analyze the units.
+#
+# At the end the packages are purged, unless they were installed before the
+# test (then the freshly built ones stay).  If the system had paynotify
+# installed by `make install` before (test/run-all.sh does that when the
+# system's pg_config comes first on PATH), it is installed again from the
+# tree, so the system copy stays the tree's.
+#
+# Run as root from anywhere: test/package/run.sh    (PN_KEEP_TMP=1 keeps the
+# temporary directory).  Last line: "N passed, M failed".
+set -uo pipefail
+
+cd "$(dirname "$0")/../.." || exit 2
+TOP=$(pwd)
+if [ "$(id -u)" != 0 ]; then
+    echo "test/package/run.sh: needs root (it installs packages); skipped"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+
+# the system's PostgreSQL, whatever a private copy on PATH says
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+unset PG_CONFIG
+PGV=15
+PGBIN=/usr/lib/postgresql/$PGV/bin
+EXTDIR=/usr/share/postgresql/$PGV/extension
+LIBDIR=/usr/lib/postgresql/$PGV/lib
+PKG_EXT=postgresql-$PGV-paynotify
+PKG_SHIM=paynotify-shim
+export PN_PGBIN=$PGBIN
+# shellcheck source=test/lib.sh
+. test/lib.sh
+
+TMP=$(mktemp -d /tmp/pn-package.XXXXXX)
+chmod 755 "$TMP"
+PGDIR=$TMP/pg
+pass=0
+fail=0
+check() {	# check NAME STATUS
+    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok: $1"
+    else fail=$((fail + 1)); echo "FAILED: $1"; fi
+}
+# copy_tree SRC DST: the tree's own files (tracked, and new ones that are
+# not ignored), none of its build products
+copy_tree() {
+    mkdir -p "$2"
+    if git -C "$1" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        (cd "$1" && git ls-files -z -co --exclude-standard |
+            while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+            tar -c --null -T -) | tar -x -C "$2"
+    else
+        cp -a "$1/." "$2" && make -s -C "$2" clean PG_CONFIG=$PGBIN/pg_config >/dev/null 2>&1
+        make -s -C "$2/shim" clean >/dev/null 2>&1
+    fi
+}
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+
+# what the system had before, to leave it that way
+had_pkg=0
+installed $PKG_EXT && had_pkg=1
+had_make_install=0
+if [ -e $EXTDIR/paynotify.control ] && ! dpkg -S $EXTDIR/paynotify.control >/dev/null 2>&1; then
+    had_make_install=1
+fi
+
+cleanup() {
+    pn_cluster_stop "$PGDIR"
+    if [ $had_pkg = 0 ]; then
+        dpkg --purge $PKG_SHIM $PKG_EXT >"$TMP/purge.log" 2>&1 || cat "$TMP/purge.log"
+    fi
+    if [ $had_make_install = 1 ] && [ -d "$TMP/restore" ]; then
+        make -s -C "$TMP/restore" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
+            || { echo "reinstalling the tree's extension failed:"; tail -20 "$TMP/restore.log"; }
+    fi
+    if [ "${PN_KEEP_TMP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+[ $had_make_install = 1 ] && copy_tree "$TOP" "$TMP/restore"
+
+# ---- 1. build ---------------------------------------------------------------
+echo "== build"
+SRC=$TMP/build/paynotify
+copy_tree "$TOP" "$SRC"
+git -C "$SRC" init -q && git -C "$SRC" add -A &&
+    git -C "$SRC" -c user.name=test -c user.email=test@localhost commit -q -m tree
+(cd "$SRC" && dpkg-buildpackage -us -uc -b) >"$TMP/build.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && tail -40 "$TMP/build.log"
+check "dpkg-buildpackage -us -uc -b" $rc
+grep -E 'warning:' "$TMP/build.log" | grep -v -e 'strip-program' | head -20
+status=$(git -C "$SRC" status --porcelain --ignored=no)
+[ -z "$status" ] || echo "$status"
+check "git status clean after the build" "$([ -z "$status" ]; echo $?)"
+
+ctl_version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$SRC/paynotify.control")
+deb_version=$(cd "$SRC" && dpkg-parsechangelog -S Version)
+echo "paynotify.control: $ctl_version, debian/changelog: $deb_version"
+check "debian/changelog has the control file's version" "$([ -n "$ctl_version" ] && [ "$deb_version" = "$ctl_version" ]; echo $?)"
+python3 - "$SRC/META.json" "$ctl_version" "$SRC" <<'EOF'
+# META.json: the keys and value shapes of the PGXN META spec 1.0.0, and
+# the version of the control file (as SemVer: 1.1 is 1.1.0)
+import json, os, re, sys
+meta = json.load(open(sys.argv[1]))
+version = sys.argv[2] + ".0" * (2 - sys.argv[2].count("."))
+semver = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-.]+)?$")
+licenses = {"agpl_3", "apache_1_1", "apache_2_0", "artistic_1", "artistic_2", "bsd", "freebsd",
+            "gfdl_1_2", "gfdl_1_3", "gpl_1", "gpl_2", "gpl_3", "lgpl_2_1", "lgpl_3_0", "mit",
+            "mozilla_1_0", "mozilla_1_1", "openssl", "perl_5", "postgresql", "qpl_1_0", "ssleay",
+            "sun", "zlib", "open_source", "restricted", "unrestricted", "unknown"}
+errors = []
+def need(cond, what):
+    if not cond:
+        errors.append(what)
+for key in ("name", "abstract", "version", "maintainer", "license", "provides", "meta-spec"):
+    need(key in meta, "missing key " + key)
+need(re.match(r"^[^/\\\s\x00-\x1f]{2,}$", meta.get("name", "")), "name is not a term")
+need(isinstance(meta.get("abstract"), str) and meta["abstract"], "abstract")
+need(meta.get("version") == version, "version %r is not %r" % (meta.get("version"), version))
+need(semver.match(str(meta.get("version"))), "version is not SemVer")
+m = meta.get("maintainer")
+need(isinstance(m, str) and m or isinstance(m, list) and m and all(isinstance(x, str) for x in m), "maintainer")
+lic = meta.get("license")
+need(lic in licenses or isinstance(lic, list) and lic and set(lic) <= licenses
+     or isinstance(lic, dict) and lic, "license %r" % (lic,))
+prov = meta.get("provides", {})
+need(isinstance(prov, dict) and "paynotify" in prov, "provides has no paynotify")
+for ext, p in prov.items():
+    need(os.path.isfile(os.path.join(sys.argv[3], p.get("file", ""))), "provides.%s.file %r does not exist" % (ext, p.get("file")))
+    need(p.get("version") == version, "provides.%s.version is not %s" % (ext, version))
+ms = meta.get("meta-spec", {})
+need(re.match(r"^1\.0\.\d+$", str(ms.get("version"))), "meta-spec.version")
+need(meta.get("release_status", "stable") in ("stable", "testing", "unstable"), "release_status")
+for phase, rels in meta.get("prereqs", {}).items():
+    need(phase in ("configure", "build", "test", "runtime", "develop"), "prereqs phase " + phase)
+    for rel, reqs in rels.items():
+        need(rel in ("requires", "recommends", "suggests", "conflicts"), "prereqs relationship " + rel)
+        for name, ver in reqs.items():
+            need(ver == 0 or isinstance(ver, str) and re.match(r"^(([=!]=|[<>]=?)\s*)?\d+\.\d+\.\d+", ver), "prereq %s %r" % (name, ver))
+for e in errors:
+    print("META.json:", e)
+sys.exit(1 if errors else 0)
+EOF
+check "META.json: PGXN structure, version $ctl_version" $?
+
+DEB_EXT=$(ls "$TMP"/build/${PKG_EXT}_*.deb 2>/dev/null | head -1)
+DEB_SHIM=$(ls "$TMP"/build/${PKG_SHIM}_*.deb 2>/dev/null | head -1)
+check "both packages built" "$([ -f "$DEB_EXT" ] && [ -f "$DEB_SHIM" ]; echo $?)"
+if [ ! -f "$DEB_EXT" ] || [ ! -f "$DEB_SHIM" ]; then
+    echo "$pass passed, $((fail + 1)) failed"; exit 1
+fi
+
+# ---- 2. lintian -------------------------------------------------------------
+if command -v lintian >/dev/null; then
+    echo "== lintian"
+    lintian --info "$TMP"/build/paynotify_*_*.changes >"$TMP/lintian.log" 2>&1
+    grep -E '^[EW]:' "$TMP/lintian.log" | sort -u
+    check "lintian: no errors" "$(grep -q '^E:' "$TMP/lintian.log"; [ $? -ne 0 ]; echo $?)"
+else
+    echo "lintian is not installed: not run"
+fi
+
+# ---- 3. install -------------------------------------------------------------
+echo "== install"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    "$DEB_EXT" "$DEB_SHIM" >"$TMP/install.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && tail -30 "$TMP/install.log"
+check "apt-get install ./$(basename "$DEB_EXT") ./$(basename "$DEB_SHIM")" $rc
+check "both packages installed, version $ctl_version" \
+    "$([ "$(dpkg-query -W -f='${Version}' $PKG_EXT)" = "$ctl_version" ] &&
+       [ "$(dpkg-query -W -f='${Version}' $PKG_SHIM)" = "$ctl_version" ]; echo $?)"
+
+files_ok=0
+for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.sql \
+         $EXTDIR/paynotify--1.0--1.1.sql "$EXTDIR/paynotify--$ctl_version.sql" \
+         /usr/share/doc/$PKG_EXT/copyright; do
+    dpkg -S "$f" 2>/dev/null | grep -q "^$PKG_EXT: " || { echo "not in $PKG_EXT: $f"; files_ok=1; }
+done
+for f in /usr/sbin/paynotify-cgi /lib/systemd/system/paynotify-cgi.service \
+         /lib/systemd/system/paynotify-cgi.socket /etc/paynotify/paynotify-cgi.env \
+         /etc/nginx/snippets/paynotify-fastcgi.conf /etc/nginx/snippets/paynotify-cgi.conf \
+         /usr/share/man/man8/paynotify-cgi.8.gz /usr/share/doc/$PKG_SHIM/copyright; do
+    dpkg -S "$f" 2>/dev/null | grep -q "^$PKG_SHIM: " || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
+done
+check "installed files belong to their packages" $files_ok
+cmp -s $EXTDIR/paynotify.control "$SRC/paynotify.control"
+check "installed paynotify.control is the tree's" $?
+cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" | cmp -s - "$EXTDIR/paynotify--1.1.sql"
+check "installed paynotify--1.1.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql" $?
+cmp -s "$SRC/paynotify--1.0--1.1.sql" $EXTDIR/paynotify--1.0--1.1.sql
+check "installed paynotify--1.0--1.1.sql is the tree's" $?
+nm -D --defined-only $LIBDIR/paynotify.so | grep -qw Pg_magic_func
+check "paynotify.so is a PostgreSQL module" $?
+grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
+check "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
+getent passwd paynotify >/dev/null && [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ]
+check "user paynotify exists; settings file 0640 root:paynotify" $?
+! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
+check "nginx snippets have no placeholders left" $?
+
+out=$(paynotify-cgi --version 2>&1)
+rc=$?
+echo "paynotify-cgi --version: $out"
+check "paynotify-cgi --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "paynotify-cgi $ctl_version" ] &&
+    [ "$(command -v paynotify-cgi)" = /usr/sbin/paynotify-cgi ]; echo $?)"
+
+if command -v nginx >/dev/null; then
+    mkdir -p "$TMP/nginx/logs"
+    for s in fastcgi cgi; do
+        cat >"$TMP/nginx/$s.conf" <<EOF
+error_log $TMP/nginx/logs/error.log;
+pid $TMP/nginx/nginx.pid;
+events {}
+http {
+    access_log off;
+    client_body_temp_path $TMP/nginx/body;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    proxy_temp_path $TMP/nginx/proxy;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    server {
+        listen 127.0.0.1:1;
+        include /etc/nginx/snippets/paynotify-$s.conf;
+    }
+}
+EOF
+        nginx -t -q -p "$TMP/nginx" -c "$TMP/nginx/$s.conf" 2>&1 | grep -v 'could not open error log'
+        check "nginx -t accepts snippets/paynotify-$s.conf" "${PIPESTATUS[0]}"
+    done
+fi
+if command -v systemd-analyze >/dev/null; then
+    out=$(systemd-analyze verify /lib/systemd/system/paynotify-cgi.socket \
+          /lib/systemd/system/paynotify-cgi.service 2>&1)
+    rc=$?
+    [ -n "$out" ] && echo "$out"
+    check "systemd-analyze verify: the units" $rc
+fi
+
+# ---- 4. pg_buildext installcheck -------------------------------------------
+echo "== pg_buildext installcheck (against the installed files)"
+CHECK=$TMP/check/paynotify
+copy_tree "$TOP" "$CHECK"
+chown -R postgres "$TMP/check"
+runuser -u postgres -- env PATH="$PATH" HOME="$TMP/check" sh -c \
+    "cd '$CHECK' && pg_buildext installcheck" >"$TMP/installcheck.log" 2>&1
+rc=$?
+grep -E '^(test | *[A-Za-z0-9_]+ +\.\.\. |ok |not ok )|tests? passed|failed' "$TMP/installcheck.log" | tail -80
+if [ $rc -ne 0 ]; then
+    tail -60 "$TMP/installcheck.log"
+fi
+check "pg_buildext installcheck (pg_regress and isolation, installed files)" $rc
+
+# ---- 5. the installed extension and shim in a throwaway cluster --------------
+echo "== throwaway cluster"
+PGPORT=$(pn_free_port)
+if pn_cluster_start "$PGDIR" "$PGPORT"; then
+    v=$(pn_psql "$PGDIR" "$PGPORT" -At -c 'CREATE EXTENSION paynotify' \
+        -c "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")
+    echo "CREATE EXTENSION paynotify: $v"
+    check "CREATE EXTENSION paynotify installs $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
+    pn_psql "$PGDIR" "$PGPORT" -c 'CREATE DATABASE upgraded'
+    v=$(pn_psql "$PGDIR" "$PGPORT" -d upgraded -At -c "CREATE EXTENSION paynotify VERSION '1.0'" \
+        -c 'ALTER EXTENSION paynotify UPDATE' \
+        -c "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")
+    echo "1.0, then ALTER EXTENSION paynotify UPDATE: $v"
+    check "1.0 updates to $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
+
+    # one CGI request through the packaged program and extension: a channel
+    # that is not configured is answered by paynotify_handle, not by 503
+    printf '{}' >"$TMP/body"
+    env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=POST PATH_INFO=/notify/nochannel \
+        CONTENT_LENGTH=2 CONTENT_TYPE=application/json \
+        PAYNOTIFY_DSN="host=$PGDIR port=$PGPORT dbname=postgres user=postgres" \
+        /usr/sbin/paynotify-cgi <"$TMP/body" >"$TMP/cgi.out" 2>"$TMP/cgi.err"
+    rc=$?
+    head -c 600 "$TMP/cgi.out" | tr -d '\r'; echo
+    [ -s "$TMP/cgi.err" ] && cat "$TMP/cgi.err"
+    check "packaged paynotify-cgi answers through the packaged extension" \
+        "$([ $rc -eq 0 ] && grep -qi '^Paynotify-Outcome: ' "$TMP/cgi.out" &&
+           ! grep -qi '^Paynotify-Outcome: unavailable' "$TMP/cgi.out"; echo $?)"
+    pn_cluster_stop "$PGDIR"
+else
+    check "throwaway cluster with the system PostgreSQL starts" 1
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
