@@ -10,6 +10,8 @@
 #    request, answers per gateway rules and can fail the first k deliveries
 #    of every notification id; storm/distinct/retry/bad counts are checked
 #    through --json.
+# 3. The ledger (--ledger): one line per delivery in every sending mode, its
+#    fields checked against the replies and the responder's counts.
 # Needs: cc, libcurl and OpenSSL headers, python3, openssl; optional:
 # valgrind (SEND_TEST_VALGRIND=0 skips it), PostgreSQL 15 binaries.
 # Environment: PN_VECTORS (default test/vectors in the repo).
@@ -336,13 +338,76 @@ check "transport errors: the run completes with exit 0" test "$RC" = 0
 expect_json "transport errors are counted, not replies" "$TMP/refused.json" \
 	'd["transport_errors"]==5 and d["replies"]==0 and d["outcome"]=={} and sum(d["errors"].values())==5'
 
+# ------------------------------------------------------------------ ledger
+echo "# --ledger: one line per delivery, in every sending mode"
+# ledger_check DESC LEDGER JSON PYEXPR: PYEXPR over L (the ledger's lines as
+# dicts), by_id (L grouped by notification id) and d (the run's --json report,
+# JSON "-" for none) must hold
+ledger_check() {
+	local desc=$1 ledger=$2 json=$3 expr=$4
+	if python3 - "$ledger" "$json" "$expr" <<'EOF' 2>"$TMP/jerr"; then ok "$desc"; else not_ok "$desc" "$(cat "$TMP/jerr"; head -5 "$ledger")"; fi
+import collections, json, re, sys
+cols = ["time", "channel", "event", "id", "order", "delivery", "status", "outcome", "ack", "bad"]
+L = []
+for line in open(sys.argv[1], encoding="utf-8"):
+    assert line.endswith("\n"), line
+    f = line[:-1].split("\t")
+    assert len(f) == len(cols), f
+    r = dict(zip(cols, f))
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["time"]), r
+    r["delivery"], r["status"], r["ack"] = int(r["delivery"]), int(r["status"]), int(r["ack"])
+    L.append(r)
+d = json.load(open(sys.argv[2])) if sys.argv[2] != "-" else None
+by_id = collections.defaultdict(list)
+for r in L:
+    by_id[r["id"]].append(r)
+sys.exit(0 if eval(sys.argv[3]) else 1)
+EOF
+}
+reset 2
+send_json "$TMP/lretry.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 40 -c 8 \
+	--time-scale 0.001 --extra-deliveries 1 --ledger "$TMP/retry.ledger"
+ledger_check "retry wxpay: 160 lines, per id 2 failed (500, not acked), 1 processed (204, acked), 1 duplicate" \
+	"$TMP/retry.ledger" "$TMP/lretry.json" \
+	'len(L)==d["deliveries"]==160 and len(by_id)==40 and all(r["channel"]=="wxpay" and r["event"]=="pay" and r["bad"]=="-" for r in L) and all(sorted((r["delivery"],r["status"],r["outcome"],r["ack"]) for r in v)==[(1,500,"failed",0),(2,500,"failed",0),(3,204,"processed",1),(4,200,"duplicate",1)] for v in by_id.values())'
+stats "$TMP/stats.json"
+check "retry wxpay: the ledger's ids are the ids the responder saw" python3 -c '
+import json, sys
+ids = set(json.load(open(sys.argv[1]))["ids"])
+led = set(l.split("\t")[3] for l in open(sys.argv[2]))
+sys.exit(0 if ids == led and len(ids) == 40 else 1)' "$TMP/stats.json" "$TMP/retry.ledger"
+reset 1
+send_json "$TMP/lali.json" --gateway alipay --url "$BASE/notify/alipay_shop2" --mode retry -n 10 --time-scale 0.00001 \
+	--event refund --ledger "$TMP/ali.ledger"
+ledger_check "retry alipay refund: channel from the URL, 200 \"fail\" is not acknowledged, 200 \"success\" is" \
+	"$TMP/ali.ledger" "$TMP/lali.json" \
+	'len(L)==20 and all(r["channel"]=="alipay_shop2" and r["event"]=="refund" for r in L) and all(sorted((r["status"],r["outcome"],r["ack"]) for r in v)==[(200,"failed",0),(200,"processed",1)] for v in by_id.values())'
+reset 0
+send_json "$TMP/lstorm.json" --gateway stripe --url "$BASE/notify/stripe" --mode storm -n 30 -c 5 --ledger "$TMP/modes.ledger"
+send_json "$TMP/ldist.json" --gateway stripe --url "$BASE/notify/stripe" --mode distinct -n 20 -c 5 --start 500 --ledger "$TMP/modes.ledger"
+send_json "$TMP/lbad.json" --gateway stripe --url "$BASE/notify/stripe" --mode bad -n 2 --ledger "$TMP/modes.ledger"
+send_json "$TMP/lone.json" --gateway stripe --url "$BASE/notify/stripe" --start 900 --ledger "$TMP/modes.ledger"
+ledger_check "storm, distinct, bad and one append to one ledger: 30 + 20 + 6 + 1 lines, outcomes as replied" \
+	"$TMP/modes.ledger" - \
+	'len(L)==57 and [r["outcome"] for r in L[:30]].count("processed")==1 and len(set(r["id"] for r in L[:30]))==1 and [r["outcome"] for r in L[30:50]]==["processed"]*20 and sorted(r["bad"] for r in L[50:56])==["stale","stale","tampered","tampered","unknown-serial","unknown-serial"] and all(r["status"]==400 and r["ack"]==0 for r in L[50:56]) and L[56]["order"]=="PN00000900" and L[56]["ack"]==1'
+send_json "$TMP/lrefused.json" --gateway wxpay --url "http://127.0.0.1:1/notify/wxpay" --mode storm -n 3 --ledger "$TMP/refused.ledger"
+ledger_check "transport errors: status 0, not acknowledged" "$TMP/refused.ledger" - \
+	'len(L)==3 and all(r["status"]==0 and r["ack"]==0 and r["outcome"]=="none" for r in L)'
+check_rc "--ledger with --dump-sql is a usage error" 2 "$SEND" --gateway wxpay --keys "$KEYS" --dump-sql /dev/null --ledger "$TMP/x.ledger"
+check_rc "a ledger that cannot be opened is exit 1" 1 "$SEND" --gateway wxpay --keys "$KEYS" \
+	--url "$BASE/notify/wxpay" --ledger "$TMP/no/such/dir/ledger"
+if [ -w /dev/full ]; then
+	check_rc "a ledger write that fails is exit 1" 1 "$SEND" --gateway wxpay --keys "$KEYS" --quiet \
+		--url "$BASE/notify/wxpay" --mode distinct -n 3 --ledger /dev/full
+fi
+
 # ------------------------------------------------------------------ valgrind
 if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 	reset 1
 	check "valgrind: retry run with re-deliveries, no leaks or errors" valgrind -q --leak-check=full \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
 		"$SEND" --keys "$KEYS" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 3 -c 2 \
-		--time-scale 0.001 --extra-deliveries 1 --quiet
+		--time-scale 0.001 --extra-deliveries 1 --quiet --ledger "$TMP/valgrind.ledger"
 	check "valgrind: alipay bad run and SQL dump, no leaks or errors" sh -c "
 		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
 			'$SEND' --keys '$KEYS' --gateway alipay --url '$BASE/notify/alipay' --mode bad --bad tampered -n 1 --quiet &&
