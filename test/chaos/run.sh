@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
         --full) n=6000 ;;
         -n) n=$2; shift ;;
         --seed) seed=$2; shift ;;
-        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
     shift
