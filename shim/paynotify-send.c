@@ -6,7 +6,8 @@
  *		duplicates, as many distinct notifications, re-delivered on the
  *		gateway's retry schedule until acknowledged, or deliberately broken.
  *		It can also write the signed requests out instead of sending them
- *		(--dump-dir, --dump-sql) for replay by other tools.
+ *		(--dump-dir, --dump-sql) for replay by other tools, and keep a
+ *		ledger of every delivery and its reply (--ledger).
  *
  *		Structure: signing threads (send_gen.c) build requests ahead into a
  *		bounded ring; the main thread runs the libcurl engine (send_http.c)
@@ -19,6 +20,7 @@
 #include "send.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,6 +80,7 @@ struct opts
 	const char *dump_dir;
 	const char *dump_sql;
 	const char *channel;
+	const char *ledger;
 	char		order_fmt[128];
 	const char *keys_dir;
 	const char *wx_key;
@@ -105,6 +108,10 @@ struct run
 	double		t0;
 	double		t_end;
 	double		next_progress;
+	/* --ledger: one line per delivery, appended with one write(2) each */
+	int			ledger_fd;
+	bool		ledger_failed;
+	char		channel[256];
 	/* retry mode */
 	size_t		n_notif;
 	uint16_t   *deliveries;		/* per notification */
@@ -184,12 +191,52 @@ count(struct pn_stats *s, const struct pn_reply *rep, bool ack)
 	pn_stats_latency(s, rep->latency);
 }
 
+/*
+ * Appends one line for a finished delivery to the ledger (tab-separated):
+ * UTC time of the reply, channel, event, notification id, order number,
+ * delivery number, HTTP status (0 = no reply), outcome (Paynotify-Outcome,
+ * "none" when absent), 1 when the gateway counts the reply as an
+ * acknowledgement else 0, and the bad kind ("-" for a good request).
+ * Several senders may append to one file: each line is one write(2) on a
+ * descriptor opened with O_APPEND.  A failed write fails the run.
+ */
+static void
+ledger_line(struct run *run, const struct pn_req *req, const struct pn_reply *rep, bool ack)
+{
+	struct pn_buf b;
+	struct timespec ts;
+	struct tm	tm;
+	char		when[32];
+	ssize_t		w;
+
+	if (run->ledger_fd < 0 || run->ledger_failed)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	pn_buf_init(&b);
+	pn_buf_printf(&b, "%s.%06ldZ\t%s\t%s\t%s\t%s\t%u\t%ld\t%s\t%d\t%s\n", when,
+				  ts.tv_nsec / 1000, run->channel, event_names[run->conf->event],
+				  req->notify_id, req->order_no, req->attempt + 1,
+				  rep->curl_code == 0 ? rep->status : 0L, rep->outcome ? rep->outcome : "none",
+				  ack ? 1 : 0, req->bad == PN_BAD_NONE ? "-" : pn_bad_names[req->bad]);
+	w = write(run->ledger_fd, b.p, b.len);
+	if (w < 0 || (size_t) w != b.len)
+	{
+		fprintf(stderr, "paynotify-send: cannot write the ledger \"%s\": %s\n", run->o->ledger,
+				w < 0 ? strerror(errno) : "short write");
+		run->ledger_failed = true;
+	}
+	pn_buf_free(&b);
+}
+
 /* Common bookkeeping for every finished request; returns the ack verdict. */
 static bool
 account(struct run *run, const struct pn_req *req, const struct pn_reply *rep)
 {
 	bool		ack = is_ack(run->conf->gateway, rep);
 
+	ledger_line(run, req, rep, ack);
 	count(&run->total, rep, ack);
 	if (run->o->mode == MODE_BAD)
 		count(&run->kind[req->bad], rep, ack);
@@ -920,8 +967,16 @@ static const char *const help_lines[] = {
 	"                      '<headers json>'::jsonb, '\\x<hex body>'::bytea);\n",
 	"                      (standard_conforming_strings = on). Use --now to sign at a\n",
 	"                      fixed time and replay with SET paynotify.now to that time\n",
-	"  --channel NAME      channel for --dump-sql (default: last path segment of --url,\n",
-	"                      else the gateway name)\n",
+	"  --channel NAME      channel for --dump-sql and --ledger (default: last path\n",
+	"                      segment of --url, else the gateway name)\n",
+	"  --ledger FILE       append one line per delivery, in every sending mode, to FILE\n",
+	"                      (created if missing; several runs may share it: each line is\n",
+	"                      one O_APPEND write), tab-separated: UTC time of the reply\n",
+	"                      (2026-01-01T00:00:00.000000Z), channel, event (pay|refund),\n",
+	"                      notification id, order number, delivery number (1 = first),\n",
+	"                      HTTP status (0 = no reply), outcome (Paynotify-Outcome, none\n",
+	"                      when absent), acknowledged by the gateway's rule (1|0), bad\n",
+	"                      kind (- for a good request). A failed write ends in exit 1\n",
 	"  -h, --help          this text;  --version  the version\n",
 	"\n",
 	"Exit status: 0 when the run completed (whatever the replies were), 1 when it\n",
@@ -1031,7 +1086,8 @@ enum
 	OPT_SELLER_ID, OPT_LIVEMODE, OPT_SEED, OPT_NOW, OPT_KEYS, OPT_WX_KEY, OPT_WX_CERT,
 	OPT_SERIAL, OPT_APIV3, OPT_ALI_KEY, OPT_STRIPE_SECRET, OPT_TIMEOUT, OPT_SAME_SIG,
 	OPT_BAD, OPT_TIME_SCALE, OPT_SCHEDULE, OPT_EXTRA, OPT_THREADS, OPT_PRESIGN,
-	OPT_JSON, OPT_QUIET, OPT_VERBOSE, OPT_DUMP_DIR, OPT_DUMP_SQL, OPT_CHANNEL, OPT_VERSION
+	OPT_JSON, OPT_QUIET, OPT_VERBOSE, OPT_DUMP_DIR, OPT_DUMP_SQL, OPT_CHANNEL, OPT_VERSION,
+	OPT_LEDGER
 };
 
 static const struct option long_opts[] = {
@@ -1072,6 +1128,7 @@ static const struct option long_opts[] = {
 	{"dump-dir", required_argument, NULL, OPT_DUMP_DIR},
 	{"dump-sql", required_argument, NULL, OPT_DUMP_SQL},
 	{"channel", required_argument, NULL, OPT_CHANNEL},
+	{"ledger", required_argument, NULL, OPT_LEDGER},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0}
@@ -1279,6 +1336,9 @@ parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c, const char 
 			case OPT_CHANNEL:
 				o->channel = optarg;
 				break;
+			case OPT_LEDGER:
+				o->ledger = optarg;
+				break;
 			default:
 				fputs("Try paynotify-send --help.\n", stderr);
 				return EXIT_USAGE;
@@ -1302,6 +1362,8 @@ finish_opts(struct opts *o, struct pn_conf *c, const char *bad_arg)
 		return bad_usage("%s", "--gateway is required");
 	if (!o->url && !o->dump_dir && !o->dump_sql)
 		return bad_usage("%s", "--url is required (or --dump-dir / --dump-sql)");
+	if (o->ledger && (o->dump_dir || o->dump_sql))
+		return bad_usage("%s", "--ledger records deliveries; --dump-dir and --dump-sql deliver nothing");
 	if (bad_arg && o->mode != MODE_BAD)
 		return bad_usage("%s", "--bad needs --mode bad");
 	if (o->mode == MODE_BAD && !parse_bad(bad_arg ? bad_arg : "all", c->gateway, o))
@@ -1378,6 +1440,7 @@ run_init(struct run *run, struct opts *o, struct pn_conf *c)
 		pn_stats_init(&run->kind[k], false);
 	pn_buf_init(&run->one_headers);
 	pn_buf_init(&run->one_body);
+	run->ledger_fd = -1;
 	run->planned = (size_t) (o->mode == MODE_BAD ? o->n * o->n_bad_kinds : o->n);
 	if (o->mode == MODE_RETRY)
 	{
@@ -1403,6 +1466,8 @@ run_free(struct run *run)
 		pn_stats_free(&run->kind[k]);
 	pn_buf_free(&run->one_headers);
 	pn_buf_free(&run->one_body);
+	if (run->ledger_fd >= 0)
+		close(run->ledger_fd);
 	free(run->deliveries);
 	free(run->ack_at);
 	free(run->extra_left);
@@ -1461,7 +1526,7 @@ run_send(struct run *run)
 	else
 		report_text(run, elapsed, stop_flag != 0);
 	fflush(stdout);
-	if (stop_flag)
+	if (stop_flag || run->ledger_failed)
 		return 1;
 	if (o->mode == MODE_RETRY && run->unacked > 0)
 		return 1;
@@ -1551,6 +1616,16 @@ main(int argc, char **argv)
 	}
 
 	run_init(&run, &o, &c);
+	snprintf(run.channel, sizeof(run.channel), "%s", channel);
+	if (o.ledger &&
+		(run.ledger_fd = open(o.ledger, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+	{
+		fprintf(stderr, "paynotify-send: cannot open the ledger \"%s\": %s\n", o.ledger, strerror(errno));
+		run_free(&run);
+		pn_keys_free(&c.keys);
+		curl_global_cleanup();
+		return 1;
+	}
 	run_prepare(&run);
 	if (o.dump_dir || o.dump_sql)
 	{

@@ -1,8 +1,10 @@
 # Shared shell helpers for paynotify's scripts: a throwaway PostgreSQL
 # cluster on loopback, owned by an unprivileged user, stopped by pid.
-# Source it; it defines functions only.
+# Source it; it defines functions only: the cluster (pn_*), the checks that
+# test scripts count (ok, not_ok, check, check_cmd, check_rc, summary) and
+# process and temporary-file helpers (stop_pid, remove_tmp).
 
-PN_PGBIN=${PN_PGBIN:-$(pg_config --bindir)}
+PN_PGBIN=${PN_PGBIN:-$(pg_config --bindir 2>/dev/null)}
 PN_RUNUSER=${PN_RUNUSER:-postgres}
 PN_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -71,4 +73,73 @@ pn_psql() {
 pn_fixture_copy() {
     cp -r "$PN_TOP/test/vectors" "$1/vectors"
     cp "$PN_TOP/test/ledger_notices.json" "$1/ledger_notices.json"
+}
+
+# ---- checks -------------------------------------------------------------------
+# The test scripts count with the caller's globals pass, fail (and skip) and
+# end with summary, whose last line is "N passed, M failed".
+
+# ok DESC / not_ok DESC [DETAIL] / skipped DESC
+ok() { pass=$((${pass:-0} + 1)); echo "ok   - $1"; }
+not_ok() {
+    fail=$((${fail:-0} + 1))
+    echo "FAIL - $1"
+    [ -n "${2:-}" ] && printf '%s\n' "$2" | tail -n 40 | sed 's/^/       /'
+    return 0
+}
+skipped() { skip=$((${skip:-0} + 1)); echo "skip - $1"; }
+
+# check DESC EXPECTED ACTUAL: the two strings must be equal.
+check() {
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
+}
+
+# check_cmd DESC CMD...: CMD must exit 0 (its output is shown when not).
+check_cmd() {
+    local desc=$1 out
+    shift
+    if out=$("$@" 2>&1); then ok "$desc"; else not_ok "$desc" "$out"; fi
+}
+
+# check_rc DESC RC CMD...: CMD must exit with RC.
+check_rc() {
+    local desc=$1 want=$2 out rc
+    shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" = "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$out"; fi
+}
+
+# summary: prints the counts; false when anything failed.
+summary() {
+    [ "${skip:-0}" = 0 ] || echo "(${skip} skipped)"
+    echo "${pass:-0} passed, ${fail:-0} failed"
+    [ "${fail:-0}" -eq 0 ]
+}
+
+# ---- processes and temporary files ------------------------------------------
+
+# stop_pid PID [SIGNAL]: signal a process we started and wait until it is
+# gone (5 s, then SIGKILL).
+stop_pid() {
+    local pid=$1 sig=${2:-TERM}
+    [ -n "$pid" ] || return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -"$sig" "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# remove_tmp DIR: remove a script's temporary directory, or keep it (and
+# say so) when PN_KEEP_TMP=1.
+remove_tmp() {
+    [ -n "${1:-}" ] && [ -d "$1" ] || return 0
+    if [ "${PN_KEEP_TMP:-0}" = 1 ]; then
+        echo "kept $1"
+    else
+        rm -rf "$1"
+    fi
 }

@@ -6,12 +6,37 @@
 #   short fuzzing runs.  Prints "N passed, M failed" last; exits non-zero on
 #   any failure.
 #
-#   test/run-all.sh [--quick]     --quick skips end-to-end and fuzzing
+#   test/run-all.sh [--quick]     --quick skips end-to-end, chaos and fuzzing
+#
+# The scripts it runs are a fixed list (below): a script that is missing or
+# not executable is a failure, never skipped.  The pg_regress tests and the
+# isolation specs run as two separate phases, so a failing pg_regress test
+# does not keep the isolation specs from running.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
+
+# The test scripts, one per line, in the order they run.
+quick_tests=(
+    test/vectors/check-vectors.sh
+    test/unit/run.sh
+    test/unit/crypto-fault.sh
+    shim/tests/cgi-test.sh
+    shim/tests/send-test.sh
+    test/e2e/dump.sh
+    test/model/run.sh
+)
+# ... and, without --quick, after them:
+full_tests=(
+    test/e2e/http.sh
+    test/e2e/hostile.sh
+    test/e2e/memory.sh
+    test/chaos/run.sh
+    test/fuzz/run.sh
+    test/package/run.sh
+)
 
 passed=0
 failed=0
@@ -48,36 +73,55 @@ if [ "$(id -u)" = 0 ]; then
 else
     as_user() { "$@"; }
 fi
-as_user make -C "$work/src" installcheck >"$work/installcheck.log" 2>&1
-rc=$?
-while read -r name verdict; do
-    [ "$verdict" = ok ]
-    count "regress: $name" $?
-done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/installcheck.log")
-if [ $rc -ne 0 ]; then
-    count "make installcheck" 1
-    for d in "$work/src/regression.diffs" "$work/src/output_iso/regression.diffs"; do
+# phase 1: pg_regress (REGRESS), phase 2: isolation specs (ISOLATION); the
+# second runs whatever the first said
+for phase in regress isolation; do
+    if [ $phase = regress ]; then
+        as_user make -C "$work/src" installcheck ISOLATION= >"$work/$phase.log" 2>&1
+    else
+        as_user make -C "$work/src" installcheck REGRESS= >"$work/$phase.log" 2>&1
+    fi
+    rc=$?
+    verdicts=0
+    while read -r name verdict; do
+        [ "$verdict" = ok ]
+        count "$phase: $name" $?
+        verdicts=$((verdicts + 1))
+    done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/$phase.log")
+    [ $verdicts -gt 0 ] || rc=1
+    if [ $rc -ne 0 ]; then
+        count "make installcheck ($phase)" 1
+        tail -20 "$work/$phase.log"
+        d=$work/src/regression.diffs
+        [ $phase = isolation ] && d=$work/src/output_iso/regression.diffs
         [ -f "$d" ] && { echo "--- $d"; head -200 "$d"; }
-    done
-else
-    count "make installcheck" 0
-fi
-
-for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/tests/send-test.sh test/e2e/dump.sh; do
-    [ -x "$t" ] || continue
-    note "$t"
-    "$t"; count "$t" $?
+    else
+        count "make installcheck ($phase)" 0
+    fi
 done
 
+# run_test SCRIPT: one script of the list; missing or not executable fails
+run_test() {
+    note "$1"
+    if [ ! -f "$1" ]; then
+        echo "missing: $1"
+        count "$1" 1
+    elif [ ! -x "$1" ]; then
+        echo "not executable: $1"
+        count "$1" 1
+    else
+        "$1"
+        count "$1" $?
+    fi
+}
+for t in "${quick_tests[@]}"; do
+    run_test "$t"
+done
 if [ $quick = 0 ]; then
-    for t in test/e2e/*.sh test/model/run.sh test/chaos/run.sh test/fuzz/run.sh; do
-        [ -x "$t" ] || continue
-        [ "$t" = test/e2e/dump.sh ] && continue	# run above, also with --quick
-        note "$t"
-        "$t"; count "$t" $?
+    for t in "${full_tests[@]}"; do
+        run_test "$t"
     done
 fi
-[ $quick = 0 ] && { note test/package/run.sh; test/package/run.sh; count test/package/run.sh $?; }	# the .deb packages, built, installed, tested, removed
 
 rm -rf "$work"
 note "summary"

@@ -4,9 +4,12 @@
 #   - the blog's storm: 1000 deliveries of one notification at concurrency 50
 #     -> one processed, one payment, the order paid;
 #   - 2,000 distinct notifications -> 2,000 orders paid, 2,000 payment_records;
-#   - the database stopped in the middle of a retry-until-acknowledged run:
-#     only 503s while it is down; after it is back the run ends with every
-#     notification applied exactly once.
+#   - the database stopped in the middle of a retry-until-acknowledged run
+#     (as soon as its first rows are seen) and started again once the
+#     sender's ledger shows deliveries that failed: only 503s while it is
+#     down; after it is back the run ends with every notification
+#     acknowledged (the sender's summary and ledger) and applied exactly
+#     once.
 # Prints "N passed, M failed" last; non-zero exit on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,10 +20,6 @@ make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null |
 distinct=${E2E_DISTINCT:-2000}
 pass=0
 fail=0
-check() {	# check DESC EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then pass=$((pass + 1)); echo "ok: $1"
-    else fail=$((fail + 1)); echo "FAILED: $1: expected [$2], got [$3]"; fi
-}
 q() { stack_sql -tA -c "$1"; }
 # field of paynotify-send's --json summary
 jf() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
@@ -63,22 +62,53 @@ stack_http fastcgi 8
 n_retry=300
 start=$((distinct * 2 + 1200))
 # retries compressed: WeChat's 15 s, 15 s, 30 s, 3 min ... become 15 ms, 15 ms, 30 ms, 180 ms ...
+range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $((start + n_retry - 1)))'"
+ledger=$STACK_DIR/retry.ledger
 stack_send wxpay --mode retry -n "$n_retry" -c 16 --start "$start" --time-scale 0.001 \
-    --extra-deliveries 1 --quiet --json >"$STACK_DIR/retry.json" 2>"$STACK_DIR/retry.err" &
+    --extra-deliveries 1 --ledger "$ledger" --quiet --json >"$STACK_DIR/retry.json" 2>"$STACK_DIR/retry.err" &
 sender=$!
-sleep 0.3
+# wait_for SECONDS CMD...: until CMD succeeds (polled every 20 ms); false on timeout
+wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.02
+    done
+}
+rows_seen() { [ "$(q "SELECT count(*) FROM payment_notify_log WHERE $range" 2>/dev/null || echo 0)" -gt 0 ]; }
+failed_deliveries() { [ "$(awk -F'\t' '$9 == 0' "$ledger" 2>/dev/null | wc -l)" -gt 0 ]; }
+wait_for 60 rows_seen
+check "retry run: the database stopped once the first rows were seen" yes "$(rows_seen && echo yes || echo no)"
+applied_before=$(q "SELECT count(*) FROM payment_notify_log WHERE $range")
 pn_cluster_stop "$STACK_DIR/pg"
 stack_send wxpay --mode distinct -n 50 -c 10 --start $((start + n_retry + 10)) --quiet --json >"$STACK_DIR/down.json"
 check "database down: only 503s" "{'503': 50}" "$(jf "$STACK_DIR/down.json" 'r["status"]')"
-sleep 2
+wait_for 60 failed_deliveries
+check "database down: the retry run's ledger shows failed deliveries before the restart" yes \
+    "$(failed_deliveries && echo yes || echo no)"
 pn_as_user "$PN_PGBIN/pg_ctl" -D "$STACK_DIR/pg/data" -l "$STACK_DIR/pg/server.log" -w start >/dev/null
 wait "$sender"
 rc=$?
+echo "   (stopped with $applied_before of $n_retry log rows written)"
 check "retry run: every notification acknowledged (exit 0)" 0 "$rc"
-check "retry run: nothing left unacknowledged" 0 "$(jf "$STACK_DIR/retry.json" 'r.get("unacknowledged", 0)')"
+check "retry run: nothing left unacknowledged (summary)" 0 "$(jf "$STACK_DIR/retry.json" 'r["retry"]["unacknowledged"]')"
 check "retry run: some deliveries failed while the database was down" yes \
-    "$(jf "$STACK_DIR/retry.json" '"yes" if any(k != "200" for k in r["status"]) else "no: " + str(r["status"])')"
-range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $((start + n_retry - 1)))'"
+    "$(jf "$STACK_DIR/retry.json" '"yes" if any(k != "200" and k != "204" for k in r["status"]) else "no: " + str(r["status"])')"
+check "retry run ledger: notifications | acknowledged by nobody | with two 'processed' replies" "$n_retry|0|0" \
+    "$(python3 - "$ledger" <<'PY'
+import collections, sys
+acked, proc, ids = set(), collections.Counter(), set()
+for line in open(sys.argv[1]):
+    f = line.rstrip("\n").split("\t")
+    ids.add(f[3])
+    if f[8] == "1":
+        acked.add(f[3])
+    if f[7] == "processed":
+        proc[f[3]] += 1
+print(f"{len(ids)}|{len(ids - acked)}|{sum(c > 1 for c in proc.values())}")
+PY
+)"
 check "retry run: $n_retry orders paid" "$n_retry" "$(q "SELECT count(*) FROM orders WHERE $range AND status = 'paid'")"
 check "retry run: $n_retry payments, none twice" "$n_retry|$n_retry" \
     "$(q "SELECT count(*), count(DISTINCT order_no) FROM payment_record WHERE $range")"
@@ -87,5 +117,4 @@ check "retry run: every log row succeeded and applied once" "$n_retry|$n_retry|0
 check "down requests wrote nothing" 0 \
     "$(q "SELECT count(*) FROM payment_notify_log WHERE order_no > '$(printf 'PN%08d' $((start + n_retry)))'")"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

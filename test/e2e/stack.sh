@@ -32,8 +32,9 @@ stack_sql() { pn_psql "$STACK_DIR/pg" "$STACK_PGPORT" "$@"; }
 # stack_schema HOOK_FAIL_PERCENT ORDERS: the extension, channels wxpay,
 # alipay and stripe (keys from test/vectors/keys), ORDERS pending orders
 # PN00000001... of 88.88, the guard trigger, the shim's login role, and an
-# ERP hook that fails HOOK_FAIL_PERCENT % of the time while
-# paynotify_test.hook_fail_until (unix time) is in the future.
+# ERP hook that fails HOOK_FAIL_PERCENT % of the time (each call draws from
+# a stream seeded by hook_faults.seed) while hook_faults.until_unix (unix
+# time) is in the future.
 stack_schema() {
     local fail_pct=$1 orders=$2 keys=$STACK_ROOT/test/vectors/keys
     stack_sql -q \
@@ -67,12 +68,17 @@ CREATE TRIGGER orders_guard BEFORE UPDATE ON orders
 SELECT paynotify_bind_orders('orders', 'order_no', 'status', 'amount_fen');
 
 CREATE TABLE erp_calls (order_no text, event text, at timestamptz DEFAULT clock_timestamp());
-CREATE TABLE hook_faults (fail_pct int, until_unix bigint);
+CREATE TABLE hook_faults (fail_pct int, until_unix bigint, seed bigint NOT NULL DEFAULT 0);
 INSERT INTO hook_faults VALUES (:fail_pct, 0);
+CREATE SEQUENCE hook_draws;
+GRANT USAGE ON SEQUENCE hook_draws TO PUBLIC;
 CREATE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
 	SET search_path = public AS $$
 BEGIN
-	IF random() * 100 < (SELECT fail_pct FROM hook_faults)
+	-- the n-th call fails or not by a hash of hook_faults.seed and n: a
+	-- seeded stream of draws instead of random()
+	IF (hashtext((SELECT seed FROM hook_faults) || '/' || nextval('hook_draws')) & 2147483647) % 100
+	   < (SELECT fail_pct FROM hook_faults)
 	   AND extract(epoch FROM clock_timestamp()) < (SELECT until_unix FROM hook_faults) THEN
 		RAISE EXCEPTION 'ERP unavailable (injected)';
 	END IF;
