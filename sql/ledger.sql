@@ -93,6 +93,16 @@ SELECT paynotify_transit('LG-APP', 'pending', 'paid');
 SELECT outcome FROM t.wx('lg', 'app_pay');
 SELECT * FROM t.ledger WHERE order_no = 'LG-APP';
 SELECT status, note FROM payment_notify_log WHERE order_no = 'LG-APP';
+-- ... but only when it pays the order's amount: the application may have
+-- trusted a forged return; a payment of 1 is amount_mismatch (no payment
+-- record, no paid event), the real payment after it is the order's payment
+SELECT t.set_order('LG-APPAMT', 'pending', 100);
+SELECT paynotify_transit('LG-APPAMT', 'pending', 'paid');
+SELECT t.stripe_ledger('lg_s', 'LG-APPAMT', 'evt_lg_app_1', 'pi_lg_app_1', 1);
+SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
+SELECT t.stripe_ledger('lg_s', 'LG-APPAMT', 'evt_lg_app_2', 'pi_lg_app_2', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
+SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-APPAMT' ORDER BY notify_id;
 
 -- refunded more than paid: recorded, flagged; the order is refunded
 SELECT outcome FROM t.wx('lg', 'over_pay');

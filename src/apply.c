@@ -47,6 +47,8 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
+static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 const OrderRow *row, PnApplied *res);
 static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
 static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
@@ -158,12 +160,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	order_get(cfg, n->order_no, &row);
 	if (strcmp(row.status, "pending") == 0)
 	{
-		if (cfg->has_amount && (!row.has_amount || row.amount != n->order_amount))
-			anomaly_result(cfg, ch, n, res, "amount_mismatch");
-		else if (row.currency != NULL && n->currency != NULL &&
-				 pg_strcasecmp(row.currency, n->currency) != 0)
-			anomaly_result(cfg, ch, n, res, "currency_mismatch");
-		else
+		if (!payment_mismatch(cfg, ch, n, &row, res))
 			elog(ERROR, "order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
@@ -175,7 +172,13 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	if (order_trades(cfg, n->order_no, &all_refunded) == 0 &&
 		strcmp(row.status, "cancelled") != 0 && strcmp(row.status, "refunded") != 0)
 	{
-		/* moved by the application (its own UPDATE, paynotify_transit): still its payment */
+		/*
+		 * moved by the application (its own UPDATE, paynotify_transit): still
+		 * its payment, if it is the order's amount and currency (the
+		 * application may have trusted a forged synchronous return)
+		 */
+		if (payment_mismatch(cfg, ch, n, &row, res))
+			return;
 		(void) insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
@@ -290,6 +293,24 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
 	}
 	(void) pn_transit(cfg, n->order_no, "pending", "cancelled");
 	emit(cfg, "closed", ch, n, 0);
+}
+
+/*
+ * A payment whose amount or currency is not the order's: record the anomaly
+ * (res says so) and return true.
+ */
+static bool
+payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const OrderRow *row,
+				 PnApplied *res)
+{
+	if (cfg->has_amount && (!row->has_amount || row->amount != n->order_amount))
+		anomaly_result(cfg, ch, n, res, "amount_mismatch");
+	else if (row->currency != NULL && n->currency != NULL &&
+			 pg_strcasecmp(row->currency, n->currency) != 0)
+		anomaly_result(cfg, ch, n, res, "currency_mismatch");
+	else
+		return false;
+	return true;
 }
 
 /* Lock and read the order; a missing order is an error (retried later). */
