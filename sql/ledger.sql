@@ -103,6 +103,14 @@ SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
 SELECT t.stripe_ledger('lg_s', 'LG-APPAMT', 'evt_lg_app_2', 'pi_lg_app_2', 100);
 SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
 SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-APPAMT' ORDER BY notify_id;
+-- a trade already recorded for one order, notified again for another order
+-- (a Stripe payment intent whose metadata changed): it pays neither again;
+-- the other order stays pending, without a payment record or a paid event
+SELECT t.set_order('LG-TR1', 'pending', 100), t.set_order('LG-TR2', 'pending', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-TR1', 'evt_lg_tr_1', 'pi_lg_tr', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-TR2', 'evt_lg_tr_2', 'pi_lg_tr', 100);
+SELECT * FROM t.ledger WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY 1;
+SELECT notify_id, order_no, status, note FROM payment_notify_log WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY notify_id;
 
 -- refunded more than paid: recorded, flagged; the order is refunded
 SELECT outcome FROM t.wx('lg', 'over_pay');

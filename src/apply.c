@@ -50,6 +50,7 @@ static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const OrderRow *row, PnApplied *res);
 static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
+static char *payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
 static bool insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
@@ -125,6 +126,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	int64		amount;
 	bool		all_refunded;
 	char	   *note;
+	char	   *recorded;
 
 	if (n->trade_no == NULL)
 	{
@@ -135,6 +137,19 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the state machine has no transition from \"pending\" to \"paid\"")));
+
+	/*
+	 * A trade recorded before never pays again, not even another order (a
+	 * Stripe payment intent whose metadata was changed): the record names
+	 * its order.
+	 */
+	recorded = payment_order(cfg, ch->name, n->trade_no);
+	if (recorded != NULL && strcmp(recorded, n->order_no) != 0)
+	{
+		order_get(cfg, n->order_no, &row);
+		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+		return;
+	}
 
 	/* The common case in one statement: pending, right amount and currency → paid. */
 	args[0] = CStringGetTextDatum(n->order_no);
@@ -150,7 +165,11 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		elog(ERROR, "order update failed");
 	if (SPI_processed == 1)
 	{
-		(void) insert_payment(cfg, ch, n);
+		if (!insert_payment(cfg, ch, n))
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("trade \"%s\" was recorded for another order at the same time",
+							n->trade_no)));
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
 		return;
@@ -333,6 +352,21 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 											  SPI_tuptable->tupdesc, 2, &isnull));
 	row->has_amount = !isnull;
 	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+}
+
+/* The order a trade was recorded for, or NULL. */
+static char *
+payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "payment lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
 /* The payment record of a trade: true and its amount when there is one. */
