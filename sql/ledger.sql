@@ -145,6 +145,21 @@ SELECT * FROM t.ledger WHERE order_no = 'LG-HOOK';
 SELECT event_type, status, attempts, error_msg FROM payment_notify_log WHERE order_no = 'LG-HOOK' ORDER BY notify_id;
 DELETE FROM paynotify_hook;
 
+-- a hook that moves the order (paynotify_transit applies the parked
+-- notifications itself) while the payment applies them: each parked
+-- refund is applied once, and its log row says so
+SELECT t.set_order('LG-REENT', 'pending', 100);
+CREATE FUNCTION t.lg_ship_on_refund(ev jsonb) RETURNS void LANGUAGE sql AS $$
+	SELECT pay.paynotify_transit(ev->'notice'->>'order_no', 'paid', 'shipped')
+$$;
+SELECT paynotify_on('refunded', 't.lg_ship_on_refund(jsonb)');
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_1', 'pi_lg_re', 100, 30, ARRAY['re_lg_re_1']);
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_2', 'pi_lg_re', 100, 60, ARRAY['re_lg_re_2', 're_lg_re_1']);
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_0', 'pi_lg_re', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-REENT';
+SELECT notify_id, status, note, attempts FROM payment_notify_log WHERE order_no = 'LG-REENT' ORDER BY notify_id;
+DELETE FROM paynotify_hook;
+
 -- the currency is compared with the order's, whatever the letter case
 ALTER TABLE public.orders ADD COLUMN currency text;
 UPDATE public.orders SET currency = 'CNY' WHERE order_no IN ('LG-CUR1', 'LG-CUR2');

@@ -714,6 +714,14 @@ pn_apply_parked(PnConfig *cfg, const char *order_no)
 	pn_apply_parked_trade(cfg, order_no, NULL);
 }
 
+/*
+ * The order whose parked notifications this backend is applying: a hook
+ * run by one of them may move the order with paynotify_transit, which
+ * would apply the same list again (the one being applied included) from
+ * inside the loop; that nested call leaves them to the loop.
+ */
+static const char *applying_order = NULL;
+
 /* The same, for the notifications parked for one trade of the order only. */
 void
 pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
@@ -724,7 +732,10 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 	char	  **channels;
 	char	  **ids;
 	Jsonb	  **notices;
+	const char *outer = applying_order;
 
+	if (applying_order != NULL && strcmp(applying_order, order_no) == 0)
+		return;
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
 	if (trade_no == NULL)
@@ -747,16 +758,25 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull);
 		notices[i] = isnull ? NULL : DatumGetJsonbPCopy(d);
 	}
-	for (int i = 0; i < nparked; i++)
+	PG_TRY();
 	{
-		const PnChannel *ch = pn_channel_find(cfg, channels[i]);
-		PnNotice   *n;
-		PnApplied	res;
+		applying_order = order_no;
+		for (int i = 0; i < nparked; i++)
+		{
+			const PnChannel *ch = pn_channel_find(cfg, channels[i]);
+			PnNotice   *n;
+			PnApplied	res;
 
-		if (ch == NULL || notices[i] == NULL)
-			continue;			/* channel removed: leave it parked, visibly */
-		n = notice_from_jsonb(notices[i], ids[i]);
-		pn_apply(cfg, ch, n, &res);
-		pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
+			if (ch == NULL || notices[i] == NULL)
+				continue;		/* channel removed: leave it parked, visibly */
+			n = notice_from_jsonb(notices[i], ids[i]);
+			pn_apply(cfg, ch, n, &res);
+			pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
+		}
 	}
+	PG_FINALLY();
+	{
+		applying_order = outer;
+	}
+	PG_END_TRY();
 }
