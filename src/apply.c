@@ -53,7 +53,7 @@ static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no
 static char *payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
-static bool insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static void insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						  const char *trade_no, int64 amount, const char *status);
 static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -165,11 +165,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		elog(ERROR, "order update failed");
 	if (SPI_processed == 1)
 	{
-		if (!insert_payment(cfg, ch, n))
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("trade \"%s\" was recorded for another order at the same time",
-							n->trade_no)));
+		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
 		return;
@@ -198,7 +194,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		 */
 		if (payment_mismatch(cfg, ch, n, &row, res))
 			return;
-		(void) insert_payment(cfg, ch, n);
+		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
@@ -206,7 +202,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		return;
 	}
 	/* Another payment: the money is real, someone must act. */
-	(void) insert_payment(cfg, ch, n);
+	insert_payment(cfg, ch, n);
 	anomaly_result(cfg, ch, n, res,
 				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
 	pn_apply_parked_trade(cfg, n->order_no, n->trade_no);
@@ -428,8 +424,13 @@ refund_get(PnConfig *cfg, const char *channel, const char *refund_id)
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
-/* Record the payment; false when this trade was recorded before. */
-static bool
+/*
+ * Record the payment.  The order's lock keeps other notifications of this
+ * order out, and the trade was looked up: only a notification of the same
+ * trade for another order, at the same time, can have recorded it since.
+ * That fails the step (retried, then answered trade_of_another_order).
+ */
+static void
 insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	Datum		args[6];
@@ -445,7 +446,11 @@ insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[4] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "payment insert failed");
-	return SPI_processed == 1;
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("trade \"%s\" was recorded for another order at the same time",
+						n->trade_no)));
 }
 
 /* Record a refund; false when this refund id was recorded before. */
