@@ -110,6 +110,10 @@ SELECT t.set_order('LG-TR1', 'pending', 100), t.set_order('LG-TR2', 'pending', 1
 SELECT t.stripe_ledger('lg_s', 'LG-TR1', 'evt_lg_tr_1', 'pi_lg_tr', 100);
 SELECT t.stripe_ledger('lg_s', 'LG-TR2', 'evt_lg_tr_2', 'pi_lg_tr', 100);
 SELECT * FROM t.ledger WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY 1;
+-- nor is a refund of that trade notified for the other order applied to
+-- it (the trade's order is not locked by it): the anomaly again
+SELECT t.stripe_ledger('lg_s', 'LG-TR2', 'evt_lg_tr_3', 'pi_lg_tr', 100, 100, ARRAY['re_lg_tr']);
+SELECT * FROM t.ledger WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY 1;
 SELECT notify_id, order_no, status, note FROM payment_notify_log WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY notify_id;
 
 -- refunded more than paid: recorded, flagged; the order is refunded

@@ -236,6 +236,12 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		set_result(res, PN_PARKED, "parked", "waiting for the payment");
 		return;
 	}
+	if (strcmp(payment_order(cfg, ch->name, trade_no), n->order_no) != 0)
+	{
+		/* the trade paid another order, whose row is not locked here */
+		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+		return;
+	}
 	existing = refund_get(cfg, ch->name, refund_id);
 	if (existing != NULL && strcmp(existing, "succeeded") == 0)
 	{
