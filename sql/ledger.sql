@@ -93,6 +93,28 @@ SELECT paynotify_transit('LG-APP', 'pending', 'paid');
 SELECT outcome FROM t.wx('lg', 'app_pay');
 SELECT * FROM t.ledger WHERE order_no = 'LG-APP';
 SELECT status, note FROM payment_notify_log WHERE order_no = 'LG-APP';
+-- ... but only when it pays the order's amount: the application may have
+-- trusted a forged return; a payment of 1 is amount_mismatch (no payment
+-- record, no paid event), the real payment after it is the order's payment
+SELECT t.set_order('LG-APPAMT', 'pending', 100);
+SELECT paynotify_transit('LG-APPAMT', 'pending', 'paid');
+SELECT t.stripe_ledger('lg_s', 'LG-APPAMT', 'evt_lg_app_1', 'pi_lg_app_1', 1);
+SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
+SELECT t.stripe_ledger('lg_s', 'LG-APPAMT', 'evt_lg_app_2', 'pi_lg_app_2', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-APPAMT';
+SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-APPAMT' ORDER BY notify_id;
+-- a trade already recorded for one order, notified again for another order
+-- (a Stripe payment intent whose metadata changed): it pays neither again;
+-- the other order stays pending, without a payment record or a paid event
+SELECT t.set_order('LG-TR1', 'pending', 100), t.set_order('LG-TR2', 'pending', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-TR1', 'evt_lg_tr_1', 'pi_lg_tr', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-TR2', 'evt_lg_tr_2', 'pi_lg_tr', 100);
+SELECT * FROM t.ledger WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY 1;
+-- nor is a refund of that trade notified for the other order applied to
+-- it (the trade's order is not locked by it): the anomaly again
+SELECT t.stripe_ledger('lg_s', 'LG-TR2', 'evt_lg_tr_3', 'pi_lg_tr', 100, 100, ARRAY['re_lg_tr']);
+SELECT * FROM t.ledger WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY 1;
+SELECT notify_id, order_no, status, note FROM payment_notify_log WHERE order_no IN ('LG-TR1', 'LG-TR2') ORDER BY notify_id;
 
 -- refunded more than paid: recorded, flagged; the order is refunded
 SELECT outcome FROM t.wx('lg', 'over_pay');
@@ -125,6 +147,21 @@ UPDATE t.lg_switch SET fail = false;
 SELECT status, outcome FROM t.wx('lg', 'hook_pay');
 SELECT * FROM t.ledger WHERE order_no = 'LG-HOOK';
 SELECT event_type, status, attempts, error_msg FROM payment_notify_log WHERE order_no = 'LG-HOOK' ORDER BY notify_id;
+DELETE FROM paynotify_hook;
+
+-- a hook that moves the order (paynotify_transit applies the parked
+-- notifications itself) while the payment applies them: each parked
+-- refund is applied once, and its log row says so
+SELECT t.set_order('LG-REENT', 'pending', 100);
+CREATE FUNCTION t.lg_ship_on_refund(ev jsonb) RETURNS void LANGUAGE sql AS $$
+	SELECT pay.paynotify_transit(ev->'notice'->>'order_no', 'paid', 'shipped')
+$$;
+SELECT paynotify_on('refunded', 't.lg_ship_on_refund(jsonb)');
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_1', 'pi_lg_re', 100, 30, ARRAY['re_lg_re_1']);
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_2', 'pi_lg_re', 100, 60, ARRAY['re_lg_re_2', 're_lg_re_1']);
+SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_0', 'pi_lg_re', 100);
+SELECT * FROM t.ledger WHERE order_no = 'LG-REENT';
+SELECT notify_id, status, note, attempts FROM payment_notify_log WHERE order_no = 'LG-REENT' ORDER BY notify_id;
 DELETE FROM paynotify_hook;
 
 -- the currency is compared with the order's, whatever the letter case

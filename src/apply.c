@@ -47,10 +47,13 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
+static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 const OrderRow *row, PnApplied *res);
 static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
+static char *payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
-static bool insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static void insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						  const char *trade_no, int64 amount, const char *status);
 static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -123,6 +126,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	int64		amount;
 	bool		all_refunded;
 	char	   *note;
+	char	   *recorded;
 
 	if (n->trade_no == NULL)
 	{
@@ -133,6 +137,19 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the state machine has no transition from \"pending\" to \"paid\"")));
+
+	/*
+	 * A trade recorded before never pays again, not even another order (a
+	 * Stripe payment intent whose metadata was changed): the record names
+	 * its order.
+	 */
+	recorded = payment_order(cfg, ch->name, n->trade_no);
+	if (recorded != NULL && strcmp(recorded, n->order_no) != 0)
+	{
+		order_get(cfg, n->order_no, &row);
+		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+		return;
+	}
 
 	/* The common case in one statement: pending, right amount and currency → paid. */
 	args[0] = CStringGetTextDatum(n->order_no);
@@ -148,7 +165,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		elog(ERROR, "order update failed");
 	if (SPI_processed == 1)
 	{
-		(void) insert_payment(cfg, ch, n);
+		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
 		return;
@@ -158,12 +175,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	order_get(cfg, n->order_no, &row);
 	if (strcmp(row.status, "pending") == 0)
 	{
-		if (cfg->has_amount && (!row.has_amount || row.amount != n->order_amount))
-			anomaly_result(cfg, ch, n, res, "amount_mismatch");
-		else if (row.currency != NULL && n->currency != NULL &&
-				 pg_strcasecmp(row.currency, n->currency) != 0)
-			anomaly_result(cfg, ch, n, res, "currency_mismatch");
-		else
+		if (!payment_mismatch(cfg, ch, n, &row, res))
 			elog(ERROR, "order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
@@ -175,8 +187,14 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	if (order_trades(cfg, n->order_no, &all_refunded) == 0 &&
 		strcmp(row.status, "cancelled") != 0 && strcmp(row.status, "refunded") != 0)
 	{
-		/* moved by the application (its own UPDATE, paynotify_transit): still its payment */
-		(void) insert_payment(cfg, ch, n);
+		/*
+		 * moved by the application (its own UPDATE, paynotify_transit): still
+		 * its payment, if it is the order's amount and currency (the
+		 * application may have trusted a forged synchronous return)
+		 */
+		if (payment_mismatch(cfg, ch, n, &row, res))
+			return;
+		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
@@ -184,7 +202,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		return;
 	}
 	/* Another payment: the money is real, someone must act. */
-	(void) insert_payment(cfg, ch, n);
+	insert_payment(cfg, ch, n);
 	anomaly_result(cfg, ch, n, res,
 				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
 	pn_apply_parked_trade(cfg, n->order_no, n->trade_no);
@@ -216,6 +234,12 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 	if (trade_no == NULL || !payment_get(cfg, ch->name, trade_no, &paid))
 	{
 		set_result(res, PN_PARKED, "parked", "waiting for the payment");
+		return;
+	}
+	if (strcmp(payment_order(cfg, ch->name, trade_no), n->order_no) != 0)
+	{
+		/* the trade paid another order, whose row is not locked here */
+		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
 		return;
 	}
 	existing = refund_get(cfg, ch->name, refund_id);
@@ -292,6 +316,24 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
 	emit(cfg, "closed", ch, n, 0);
 }
 
+/*
+ * A payment whose amount or currency is not the order's: record the anomaly
+ * (res says so) and return true.
+ */
+static bool
+payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const OrderRow *row,
+				 PnApplied *res)
+{
+	if (cfg->has_amount && (!row->has_amount || row->amount != n->order_amount))
+		anomaly_result(cfg, ch, n, res, "amount_mismatch");
+	else if (row->currency != NULL && n->currency != NULL &&
+			 pg_strcasecmp(row->currency, n->currency) != 0)
+		anomaly_result(cfg, ch, n, res, "currency_mismatch");
+	else
+		return false;
+	return true;
+}
+
 /* Lock and read the order; a missing order is an error (retried later). */
 static void
 order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
@@ -312,6 +354,21 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 											  SPI_tuptable->tupdesc, 2, &isnull));
 	row->has_amount = !isnull;
 	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+}
+
+/* The order a trade was recorded for, or NULL. */
+static char *
+payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "payment lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
 /* The payment record of a trade: true and its amount when there is one. */
@@ -373,8 +430,13 @@ refund_get(PnConfig *cfg, const char *channel, const char *refund_id)
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
-/* Record the payment; false when this trade was recorded before. */
-static bool
+/*
+ * Record the payment.  The order's lock keeps other notifications of this
+ * order out, and the trade was looked up: only a notification of the same
+ * trade for another order, at the same time, can have recorded it since.
+ * That fails the step (retried, then answered trade_of_another_order).
+ */
+static void
 insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	Datum		args[6];
@@ -390,7 +452,11 @@ insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[4] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "payment insert failed");
-	return SPI_processed == 1;
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("trade \"%s\" was recorded for another order at the same time",
+						n->trade_no)));
 }
 
 /* Record a refund; false when this refund id was recorded before. */
@@ -659,6 +725,14 @@ pn_apply_parked(PnConfig *cfg, const char *order_no)
 	pn_apply_parked_trade(cfg, order_no, NULL);
 }
 
+/*
+ * The order whose parked notifications this backend is applying: a hook
+ * run by one of them may move the order with paynotify_transit, which
+ * would apply the same list again (the one being applied included) from
+ * inside the loop; that nested call leaves them to the loop.
+ */
+static const char *applying_order = NULL;
+
 /* The same, for the notifications parked for one trade of the order only. */
 void
 pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
@@ -669,7 +743,10 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 	char	  **channels;
 	char	  **ids;
 	Jsonb	  **notices;
+	const char *outer = applying_order;
 
+	if (applying_order != NULL && strcmp(applying_order, order_no) == 0)
+		return;
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
 	if (trade_no == NULL)
@@ -692,16 +769,25 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3, &isnull);
 		notices[i] = isnull ? NULL : DatumGetJsonbPCopy(d);
 	}
-	for (int i = 0; i < nparked; i++)
+	PG_TRY();
 	{
-		const PnChannel *ch = pn_channel_find(cfg, channels[i]);
-		PnNotice   *n;
-		PnApplied	res;
+		applying_order = order_no;
+		for (int i = 0; i < nparked; i++)
+		{
+			const PnChannel *ch = pn_channel_find(cfg, channels[i]);
+			PnNotice   *n;
+			PnApplied	res;
 
-		if (ch == NULL || notices[i] == NULL)
-			continue;			/* channel removed: leave it parked, visibly */
-		n = notice_from_jsonb(notices[i], ids[i]);
-		pn_apply(cfg, ch, n, &res);
-		pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
+			if (ch == NULL || notices[i] == NULL)
+				continue;		/* channel removed: leave it parked, visibly */
+			n = notice_from_jsonb(notices[i], ids[i]);
+			pn_apply(cfg, ch, n, &res);
+			pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
+		}
 	}
+	PG_FINALLY();
+	{
+		applying_order = outer;
+	}
+	PG_END_TRY();
 }

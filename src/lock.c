@@ -11,8 +11,9 @@
  *
  * An uncontended lock costs one non-blocking acquire.  Only when another
  * delivery holds it do we wait, at most paynotify.lock_timeout, inside an
- * internal subtransaction so the timeout error can be caught and answered
- * "busy" rather than aborting the caller's transaction.
+ * internal subtransaction so the timeout error (or a deadlock, when the
+ * caller's transaction holds other notifications' locks) can be caught and
+ * answered "busy" rather than aborting the caller's transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -81,7 +82,14 @@ wait_for_lock(const LOCKTAG *tag)
 
 	if (edata == NULL)
 		return true;
-	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+	/*
+	 * A deadlock is possible only when the caller's transaction holds other
+	 * notifications' locks (several deliveries in one transaction): this
+	 * delivery gives up its wait as after a timeout, and the transaction,
+	 * with what it applied so far, stays usable.
+	 */
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE &&
+		edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED)
 		ReThrowError(edata);
 	FreeErrorData(edata);
 	return false;

@@ -474,6 +474,16 @@ def compare(orders, db, deliv):
     for n in deliv.gave_up:
         if (n["gw"], n["nid"]) not in deliv.acked:
             out.append((n["order"], "never acknowledged", n["nid"]))
+    # every delivery ends in a clean answer: no call fails with an SQL error
+    # (a unique violation, deadlock or serialization failure that the
+    # retries hide), and no business step fails (nothing in these scenarios
+    # may fail: every order exists, every hook succeeds)
+    for msg, c in sorted(deliv.errors.items()):
+        out.append(("-", "invariant: no call fails with an SQL error", "%dx %s" % (c, msg)))
+    for e in deliv.ledger:
+        if e[5] == "failed":
+            out.append((e[1], "invariant: no business step fails",
+                        "%s (%s, attempt %d) answered failed" % (e[0], e[2], e[3])))
     return out
 
 
