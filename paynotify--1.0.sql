@@ -459,6 +459,14 @@ BEGIN
 				RAISE EXCEPTION 'setting "%" must be a value or {"file": "<name>"}', k
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
+			-- only a secret may come from a file: other settings are shown
+			-- in messages (the mchid or app_id two channels share), so a
+			-- file read into one would show the file to whoever called
+			IF k <> 'apiv3_key' THEN
+				RAISE EXCEPTION 'setting "%" cannot be read from a file', k
+					USING ERRCODE = 'invalid_parameter_value',
+						  HINT = 'Only the secret setting apiv3_key is read from paynotify.secrets_directory; give the others as values.';
+			END IF;
 			result := result || jsonb_build_object(k, @extschema@.paynotify_read_secret(v->>'file'));
 		END IF;
 	END LOOP;
@@ -479,6 +487,12 @@ BEGIN
 		RAISE EXCEPTION 'invalid channel name "%"', name
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Use 1 to 63 letters, digits or underscores; the name appears in the notify URL.';
+	END IF;
+	-- before any secret is read: a NULL would pass paynotify_check_settings
+	-- (STRICT) and fail the INSERT with the whole row, secrets included, in
+	-- the message
+	IF gateway IS NULL THEN
+		RAISE EXCEPTION 'gateway must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	settings := @extschema@.paynotify_settings_from_files(coalesce(settings, '{}'));
 	PERFORM @extschema@.paynotify_check_settings(gateway, settings);
