@@ -616,6 +616,14 @@ CREATE FUNCTION @extschema@.paynotify_bind_orders(orders regclass,
 COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb) IS
 	'names the orders table (its key, status, amount and currency columns, and the status values for paynotify''s states) notifications act on';
 
+CREATE FUNCTION @extschema@.paynotify_status_canonical(orders regclass, status_column name,
+		value text)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'paynotify_status_canonical'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.paynotify_status_canonical(regclass, name, text) IS
+	'a status value cast to the status column''s type and back, as the table''s owner (for paynotify_bind_orders_internal)';
+
 CREATE FUNCTION @extschema@.paynotify_bind_orders_internal(orders regclass,
 		key_column name, status_column name, amount_column name, currency_column name,
 		status_values jsonb)
@@ -669,9 +677,10 @@ BEGIN
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 			BEGIN
-				EXECUTE pg_catalog.format('SELECT ($1)::%s::text', status_type)
-					INTO canonical USING v.val;
-			EXCEPTION WHEN data_exception OR invalid_text_representation THEN
+				-- as the table's owner: the cast may run its code
+				canonical := @extschema@.paynotify_status_canonical(orders, status_column, v.val);
+			EXCEPTION WHEN data_exception OR invalid_text_representation OR check_violation
+					OR not_null_violation THEN
 				RAISE EXCEPTION 'status value % for "%" is not a valid %', v.value, v.key, status_type
 					USING ERRCODE = 'invalid_parameter_value';
 			END;
@@ -796,6 +805,7 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_retire_key(text, text),
 	@extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb),
 	@extschema@.paynotify_bind_orders_internal(regclass, name, name, name, name, jsonb),
+	@extschema@.paynotify_status_canonical(regclass, name, text),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),

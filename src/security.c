@@ -37,6 +37,7 @@
 
 PG_FUNCTION_INFO_V1(paynotify_on);
 PG_FUNCTION_INFO_V1(paynotify_bind_orders);
+PG_FUNCTION_INFO_V1(paynotify_status_canonical);
 
 /*
  * Run fn(arg) as role, in a security-restricted operation, with
@@ -267,4 +268,74 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	w.argtypes = argtypes;
 	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
 	PG_RETURN_VOID();
+}
+
+typedef struct StatusCast
+{
+	Oid			relid;
+	AttrNumber	attnum;
+	text	   *value;
+	text	   *result;
+} StatusCast;
+
+static void
+status_cast(void *arg)
+{
+	StatusCast *c = (StatusCast *) arg;
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	Oid			argtype = TEXTOID;
+	Datum		value = PointerGetDatum(c->value);
+	bool		isnull;
+	char	   *sql;
+
+	/* the type's name as seen under the pinned search_path: qualified */
+	get_atttypetypmodcoll(c->relid, c->attnum, &typid, &typmod, &collid);
+	sql = psprintf("SELECT ($1)::%s::pg_catalog.text",
+				   format_type_with_typemod(typid, typmod));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, 1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "status value cast failed");
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	c->result = isnull ? NULL : (text *) SPI_datumTransfer(value, false, -1);
+	SPI_finish();
+}
+
+/*
+ * paynotify_status_canonical(orders regclass, status_column name, value text)
+ *   returns text
+ *
+ * value cast to the status column's type and back to text, as the table's
+ * owner in a security-restricted operation: the cast may run code of the
+ * table's owner (a domain's CHECK, a CREATE CAST on an enum), which must
+ * never run as paynotify_bind_orders_internal's caller, the extension's
+ * owner.  Only that function calls it.
+ */
+Datum
+paynotify_status_canonical(PG_FUNCTION_ARGS)
+{
+	StatusCast	c;
+	Oid			owner;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	c.relid = PG_GETARG_OID(0);
+	c.attnum = get_attnum(c.relid, NameStr(*PG_GETARG_NAME(1)));
+	owner = pn_relation_owner(c.relid);
+	if (c.attnum <= 0 || !OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation with OID %u does not exist",
+						NameStr(*PG_GETARG_NAME(1)), c.relid)));
+	if (PG_ARGISNULL(2))
+		PG_RETURN_NULL();
+	c.value = PG_GETARG_TEXT_PP(2);
+	c.result = NULL;
+	pn_run_as(owner, status_cast, &c);
+	if (c.result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(c.result);
 }
