@@ -71,6 +71,16 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	bytea	   *body;
 
 	pn_require_read_committed("paynotify_handle");
+	/*
+	 * Not from inside a hook: a notification applied inside another's
+	 * business step would write the log row that step is about to write
+	 * (a raw unique violation, retried forever) or move its order under it.
+	 */
+	if (pn_hook_running())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify_handle cannot be called from a paynotify hook"),
+				 errhint("Hand the work to the outbox (paynotify_outbox_claim) instead.")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(0))
 		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));
