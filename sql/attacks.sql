@@ -1,8 +1,8 @@
 -- Hostile uses of what paynotify lets others plug in, run as the roles that
--- would try them: a hook that calls paynotify_handle again (the same
--- notification inside its own business step) fails that step with a clear
--- error, and the notification is failed and retried, not a raw unique
--- violation on every delivery.
+-- would try them: a hook or a trigger of the orders table that calls
+-- paynotify_handle again (the same notification inside its own business
+-- step) fails that step with a clear error, and the notification is failed
+-- and retried, not a raw unique violation on every delivery.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
 SET search_path = pay, public;
@@ -11,19 +11,19 @@ SELECT paynotify_add_channel('at', 'stripe', '{}');
 SELECT paynotify_add_key('at', 'secret_1', t.secret(1));
 INSERT INTO public.orders VALUES ('AT-1', 'pending', 100);
 -- the Stripe payment of AT-1, signed and delivered
-CREATE FUNCTION t.at_pay(evt text) RETURNS text
+CREATE FUNCTION t.at_pay(evt text, ord text DEFAULT 'AT-1') RETURNS text
 	LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 	SELECT outcome FROM t.stripe('at', jsonb_build_object('id', evt, 'object', 'event',
 		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
 		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
 			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
-			'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'AT-1'))))::text,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
 		ARRAY[t.secret(1)])
 $$;
 CREATE ROLE at_op LOGIN IN ROLE paynotify_admin;
 CREATE SCHEMA ops AUTHORIZATION at_op;
 GRANT USAGE ON SCHEMA pay, t TO at_op;
-GRANT EXECUTE ON FUNCTION t.at_pay(text) TO at_op;
+GRANT EXECUTE ON FUNCTION t.at_pay(text, text) TO at_op;
 
 \c - at_op
 -- a hook that delivers the notification being applied once more
@@ -43,8 +43,31 @@ SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at';
 SELECT status FROM orders WHERE order_no = 'AT-1';
 SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
 
-DROP SCHEMA ops CASCADE;
-DROP FUNCTION t.at_pay(text);
+
+-- the same from a trigger of the orders table (which runs as its owner)
+CREATE SCHEMA shop AUTHORIZATION at_op;
+\c - at_op
+CREATE TABLE shop.orders (order_no text PRIMARY KEY, status text NOT NULL,
+	amount_fen bigint NOT NULL);
+INSERT INTO shop.orders VALUES ('AT-2', 'pending', 100);
+CREATE FUNCTION shop.again() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM t.at_pay('evt_at_2', 'AT-2');
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER again AFTER UPDATE ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.again();
+SELECT pay.paynotify_bind_orders('shop.orders', 'order_no', 'status', 'amount_fen');
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_2', 'AT-2');
+SELECT status, attempts, error_msg FROM payment_notify_log
+WHERE channel = 'at' AND notify_id = 'evt_at_2';
+SELECT status FROM shop.orders WHERE order_no = 'AT-2';
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+
+DROP SCHEMA ops, shop CASCADE;
+DROP FUNCTION t.at_pay(text, text);
 DROP OWNED BY at_op;
 DROP ROLE at_op;
 DELETE FROM public.orders WHERE order_no = 'AT-1';

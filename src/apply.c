@@ -66,7 +66,6 @@ typedef struct HookCall
 } HookCall;
 
 static void run_hook(HookCall *call);
-static int	hooks_running = 0;
 static void hook_call(void *arg);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -535,23 +534,7 @@ run_hook(HookCall *call)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("role \"%s\" that registered paynotify hook %s may no longer execute it",
 						GetUserNameFromId(hook->role, false), hook->handler)));
-	hooks_running++;
-	PG_TRY();
-	{
-		pn_run_as(hook->role, hook_call, call);
-	}
-	PG_FINALLY();
-	{
-		hooks_running--;
-	}
-	PG_END_TRY();
-}
-
-/* Whether a hook is running (paynotify_handle refuses to run inside one). */
-bool
-pn_hook_running(void)
-{
-	return hooks_running > 0;
+	pn_run_as(hook->role, hook_call, call);
 }
 
 static void

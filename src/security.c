@@ -44,6 +44,8 @@ PG_FUNCTION_INFO_V1(paynotify_status_canonical);
  * search_path pinned to pg_catalog, pg_temp.  Settings fn changes do not
  * outlive it.
  */
+static int	run_as_depth = 0;
+
 void
 pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 {
@@ -55,6 +57,7 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 	SetUserIdAndSecContext(role, save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	run_as_depth++;
 	PG_TRY();
 	{
 		save_nestlevel = NewGUCNestLevel();
@@ -66,9 +69,21 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 	}
 	PG_FINALLY();
 	{
+		run_as_depth--;
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Whether code runs under pn_run_as: a hook, the orders table's triggers,
+ * defaults and index expressions, or paynotify's own work on someone's
+ * behalf.  paynotify_handle refuses to run there.
+ */
+bool
+pn_running_as(void)
+{
+	return run_as_depth > 0;
 }
 
 /* The owner of a function: for paynotify's own functions, the extension's owner. */
