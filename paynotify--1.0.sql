@@ -657,6 +657,11 @@ BEGIN
 	IF qualified IS NULL THEN
 		RAISE EXCEPTION '% is not a table', orders USING ERRCODE = 'wrong_object_type';
 	END IF;
+	-- another session's, and gone with it (the binding would then follow the
+	-- name to whichever session next gets that temporary schema)
+	IF (SELECT c.relpersistence = 't' FROM pg_catalog.pg_class c WHERE c.oid = orders) THEN
+		RAISE EXCEPTION '% is a temporary table', orders USING ERRCODE = 'wrong_object_type';
+	END IF;
 	-- status_values: {"paynotify state": table value, ...}; each value must be
 	-- a value of the status column written as the column prints it
 	IF status_values = '{}' THEN

@@ -66,6 +66,16 @@ WHERE channel = 'at' AND notify_id = 'evt_at_2';
 SELECT status FROM shop.orders WHERE order_no = 'AT-2';
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 
+-- a temporary table is no orders table: it is gone with its session, and
+-- the binding would follow its name into the next session's temporary schema
+\c - at_op
+CREATE TEMP TABLE orders (order_no text PRIMARY KEY, status text NOT NULL,
+	amount_fen bigint NOT NULL);
+SELECT pay.paynotify_bind_orders('pg_temp.orders', 'order_no', 'status', 'amount_fen');
+\c - :su
+SET search_path = pay, public;
+SELECT orders FROM paynotify_binding;
+
 DROP SCHEMA ops, shop CASCADE;
 DROP FUNCTION t.at_pay(text, text);
 DROP OWNED BY at_op;
