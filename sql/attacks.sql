@@ -76,8 +76,39 @@ SELECT pay.paynotify_bind_orders('pg_temp.orders', 'order_no', 'status', 'amount
 SET search_path = pay, public;
 SELECT orders FROM paynotify_binding;
 
-DROP SCHEMA ops, shop CASCADE;
+-- A hook runs as the role that registered it, so its function must be that
+-- role's code (or a superuser's): otherwise the function's owner could
+-- change it (CREATE OR REPLACE, or drop it and create it again under the
+-- same name) and have its code run with the registering role's rights.
+CREATE ROLE at_evil LOGIN;
+CREATE SCHEMA hooks;
+GRANT USAGE, CREATE ON SCHEMA hooks TO at_op, at_evil;
+INSERT INTO public.orders VALUES ('AT-3', 'pending', 100);
+\c - at_op
+CREATE TABLE ops.private (note text);	-- at_op's, at_evil may not write it
+CREATE FUNCTION hooks.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO ops.private VALUES ('paid ' || (ev->'notice'->>'order_no')) $$;
+SELECT pay.paynotify_on('paid', 'hooks.on_paid(jsonb)');
+\c - at_evil
+-- a function of someone else's, even with EXECUTE, is not registered
+CREATE FUNCTION hooks.evil_hook(ev jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+\c - at_op
+SELECT pay.paynotify_on('paid', 'hooks.evil_hook(jsonb)');
+-- at_op drops its hook's function; at_evil creates one under its name
+DROP FUNCTION hooks.on_paid(jsonb);
+\c - at_evil
+CREATE FUNCTION hooks.on_paid(ev jsonb) RETURNS void LANGUAGE plpgsql AS
+	$$ BEGIN INSERT INTO ops.private VALUES ('written by at_evil''s code'); END $$;
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_3', 'AT-3');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_3';
+SELECT * FROM ops.private;
+SELECT status FROM orders WHERE order_no = 'AT-3';
+DELETE FROM paynotify_hook;
+
+DROP SCHEMA ops, shop, hooks CASCADE;
 DROP FUNCTION t.at_pay(text, text);
-DROP OWNED BY at_op;
-DROP ROLE at_op;
-DELETE FROM public.orders WHERE order_no = 'AT-1';
+DROP OWNED BY at_op, at_evil;
+DROP ROLE at_op, at_evil;
+DELETE FROM public.orders WHERE order_no IN ('AT-1', 'AT-3');

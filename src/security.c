@@ -100,6 +100,20 @@ pn_function_owner(Oid fn_oid)
 	return owner;
 }
 
+/*
+ * Whether a hook function's code may run as role: the function's owner is
+ * role, a role whose privileges role has, or a superuser.  Otherwise its
+ * owner could change its code (CREATE OR REPLACE, or drop it and create it
+ * again) and have it run with role's rights.
+ */
+bool
+pn_hook_owner_ok(Oid fn_oid, Oid role)
+{
+	Oid			owner = pn_function_owner(fn_oid);
+
+	return has_privs_of_role(role, owner) || superuser_arg(owner);
+}
+
 /* The owner of a table, or InvalidOid when it no longer exists. */
 Oid
 pn_relation_owner(Oid relid)
@@ -216,6 +230,14 @@ paynotify_on(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for function %s", name),
 				 errdetail("A hook runs as the role that registers it, which must own the function or have EXECUTE on it.")));
+	if (!pn_hook_owner_ok(fn, caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("handler %s is owned by role \"%s\", whose code may not run as \"%s\"",
+						name, GetUserNameFromId(pn_function_owner(fn), false),
+						GetUserNameFromId(caller, false)),
+				 errdetail("A hook runs as the role that registers it; the function's owner could change its code."),
+				 errhint("Register it as its owner or a member of that role.")));
 
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
