@@ -76,10 +76,11 @@ SELECT pay.paynotify_bind_orders('pg_temp.orders', 'order_no', 'status', 'amount
 SET search_path = pay, public;
 SELECT orders FROM paynotify_binding;
 
--- A hook runs as the role that registered it, so its function must be that
--- role's code (or a superuser's): otherwise the function's owner could
--- change it (CREATE OR REPLACE, or drop it and create it again under the
--- same name) and have its code run with the registering role's rights.
+-- A hook runs as the role that registered it, so its function's owner
+-- must have that role's privileges already (be it, a member of it, or a
+-- superuser): otherwise the owner could change it (CREATE OR REPLACE, or
+-- drop it and create it again under the same name) and have its code run
+-- with the registering role's rights.
 CREATE ROLE at_evil LOGIN;
 CREATE SCHEMA hooks;
 GRANT USAGE, CREATE ON SCHEMA hooks TO at_op, at_evil;
@@ -106,6 +107,10 @@ SELECT status, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify
 SELECT * FROM ops.private;
 SELECT status FROM orders WHERE order_no = 'AT-3';
 DELETE FROM paynotify_hook;
+-- nor does a superuser register a function a non-superuser could change
+\set VERBOSITY sqlstate
+SELECT paynotify_on('paid', 'hooks.evil_hook(jsonb)');
+\set VERBOSITY terse
 
 DROP SCHEMA ops, shop, hooks CASCADE;
 DROP FUNCTION t.at_pay(text, text);

@@ -101,17 +101,16 @@ pn_function_owner(Oid fn_oid)
 }
 
 /*
- * Whether a hook function's code may run as role: the function's owner is
- * role, a role whose privileges role has, or a superuser.  Otherwise its
- * owner could change its code (CREATE OR REPLACE, or drop it and create it
- * again) and have it run with role's rights.
+ * Whether a hook function's code may run as role: the function's owner has
+ * role's privileges already (it is role, a member of it, or a superuser).
+ * Otherwise its owner, or anyone who may act as the owner, could change its
+ * code (CREATE OR REPLACE, or drop it and create it again) and have it run
+ * with rights the owner does not have.
  */
 bool
 pn_hook_owner_ok(Oid fn_oid, Oid role)
 {
-	Oid			owner = pn_function_owner(fn_oid);
-
-	return has_privs_of_role(role, owner) || superuser_arg(owner);
+	return has_privs_of_role(pn_function_owner(fn_oid), role);
 }
 
 /* The owner of a table, or InvalidOid when it no longer exists. */
@@ -237,7 +236,7 @@ paynotify_on(PG_FUNCTION_ARGS)
 						name, GetUserNameFromId(pn_function_owner(fn), false),
 						GetUserNameFromId(caller, false)),
 				 errdetail("A hook runs as the role that registers it; the function's owner could change its code."),
-				 errhint("Register it as its owner or a member of that role.")));
+				 errhint("Register it as its owner, or give the function to a role that has the registering role's privileges.")));
 
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
