@@ -459,6 +459,14 @@ BEGIN
 				RAISE EXCEPTION 'setting "%" must be a value or {"file": "<name>"}', k
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
+			-- only a secret may come from a file: other settings are shown
+			-- in messages (the mchid or app_id two channels share), so a
+			-- file read into one would show the file to whoever called
+			IF k <> 'apiv3_key' THEN
+				RAISE EXCEPTION 'setting "%" cannot be read from a file', k
+					USING ERRCODE = 'invalid_parameter_value',
+						  HINT = 'Only the secret setting apiv3_key is read from paynotify.secrets_directory; give the others as values.';
+			END IF;
 			result := result || jsonb_build_object(k, @extschema@.paynotify_read_secret(v->>'file'));
 		END IF;
 	END LOOP;
@@ -479,6 +487,12 @@ BEGIN
 		RAISE EXCEPTION 'invalid channel name "%"', name
 			USING ERRCODE = 'invalid_parameter_value',
 				  HINT = 'Use 1 to 63 letters, digits or underscores; the name appears in the notify URL.';
+	END IF;
+	-- before any secret is read: a NULL would pass paynotify_check_settings
+	-- (STRICT) and fail the INSERT with the whole row, secrets included, in
+	-- the message
+	IF gateway IS NULL THEN
+		RAISE EXCEPTION 'gateway must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	settings := @extschema@.paynotify_settings_from_files(coalesce(settings, '{}'));
 	PERFORM @extschema@.paynotify_check_settings(gateway, settings);
@@ -602,6 +616,14 @@ CREATE FUNCTION @extschema@.paynotify_bind_orders(orders regclass,
 COMMENT ON FUNCTION @extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb) IS
 	'names the orders table (its key, status, amount and currency columns, and the status values for paynotify''s states) notifications act on';
 
+CREATE FUNCTION @extschema@.paynotify_status_canonical(orders regclass, status_column name,
+		value text)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'paynotify_status_canonical'
+	LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION @extschema@.paynotify_status_canonical(regclass, name, text) IS
+	'a status value cast to the status column''s type and back, as the table''s owner (for paynotify_bind_orders_internal)';
+
 CREATE FUNCTION @extschema@.paynotify_bind_orders_internal(orders regclass,
 		key_column name, status_column name, amount_column name, currency_column name,
 		status_values jsonb)
@@ -635,6 +657,11 @@ BEGIN
 	IF qualified IS NULL THEN
 		RAISE EXCEPTION '% is not a table', orders USING ERRCODE = 'wrong_object_type';
 	END IF;
+	-- another session's, and gone with it (the binding would then follow the
+	-- name to whichever session next gets that temporary schema)
+	IF (SELECT c.relpersistence = 't' FROM pg_catalog.pg_class c WHERE c.oid = orders) THEN
+		RAISE EXCEPTION '% is a temporary table', orders USING ERRCODE = 'wrong_object_type';
+	END IF;
 	-- status_values: {"paynotify state": table value, ...}; each value must be
 	-- a value of the status column written as the column prints it
 	IF status_values = '{}' THEN
@@ -655,9 +682,10 @@ BEGIN
 					USING ERRCODE = 'invalid_parameter_value';
 			END IF;
 			BEGIN
-				EXECUTE pg_catalog.format('SELECT ($1)::%s::text', status_type)
-					INTO canonical USING v.val;
-			EXCEPTION WHEN data_exception OR invalid_text_representation THEN
+				-- as the table's owner: the cast may run its code
+				canonical := @extschema@.paynotify_status_canonical(orders, status_column, v.val);
+			EXCEPTION WHEN data_exception OR invalid_text_representation OR check_violation
+					OR not_null_violation THEN
 				RAISE EXCEPTION 'status value % for "%" is not a valid %', v.value, v.key, status_type
 					USING ERRCODE = 'invalid_parameter_value';
 			END;
@@ -782,6 +810,7 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_retire_key(text, text),
 	@extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb),
 	@extschema@.paynotify_bind_orders_internal(regclass, name, name, name, name, jsonb),
+	@extschema@.paynotify_status_canonical(regclass, name, text),
 	@extschema@.paynotify_on(text, regprocedure),
 	@extschema@.paynotify_outbox_claim(integer),
 	@extschema@.paynotify_transit(text, text, text),

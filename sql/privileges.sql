@@ -185,6 +185,44 @@ UPDATE shop.orders SET status = 'pending' WHERE order_no = 'SH-1';
 UPDATE shop.orders SET status = 'received' WHERE order_no = 'SH-1';
 SELECT order_no, status FROM shop.orders ORDER BY 1;
 
+-- 8. Binding with status_values casts each value to the status column's
+-- type, and a cast can run code of the table's owner: a CREATE CAST to its
+-- enum, a domain's CHECK.  It runs as the owner, never as the extension's.
+\c - pv_shop
+CREATE TABLE shop.cast_runs (who name, rolsuper boolean);
+CREATE TYPE shop.st AS ENUM ('new', 'done', 'back', 'gone');
+CREATE FUNCTION shop.to_st(s text) RETURNS shop.st LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM shop.try_escalate();
+	INSERT INTO shop.cast_runs SELECT current_user, r.rolsuper
+		FROM pg_catalog.pg_roles r WHERE r.rolname = 'pv_shop';
+	RETURN (SELECT e FROM pg_catalog.unnest(pg_catalog.enum_range(NULL::shop.st)) e
+			WHERE e::text = s);
+END
+$$;
+CREATE CAST (text AS shop.st) WITH FUNCTION shop.to_st(text);
+CREATE TABLE shop.enum_orders (order_no text PRIMARY KEY, status shop.st NOT NULL);
+SELECT pay.paynotify_bind_orders('shop.enum_orders', status_values =>
+	'{"pending": "new", "paid": "done", "refunding": "back", "refunded": "gone"}');
+CREATE FUNCTION shop.check_st(s text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM shop.try_escalate();
+	INSERT INTO shop.cast_runs SELECT current_user, r.rolsuper
+		FROM pg_catalog.pg_roles r WHERE r.rolname = 'pv_shop';
+	RETURN s IN ('N', 'P');
+END
+$$;
+CREATE DOMAIN shop.st_code AS text CHECK (shop.check_st(VALUE));
+CREATE TABLE shop.domain_orders (order_no text PRIMARY KEY, status shop.st_code NOT NULL);
+SELECT pay.paynotify_bind_orders('shop.domain_orders', status_values =>
+	'{"pending": "N", "paid": "P"}');
+SELECT pay.paynotify_bind_orders('shop.domain_orders', status_values =>
+	'{"pending": "N", "paid": "X"}');
+\c - :su
+SELECT rolsuper FROM pg_roles WHERE rolname = 'pv_shop';
+SELECT who, rolsuper, count(*) FROM shop.cast_runs GROUP BY 1, 2;
+SELECT orders, status_values FROM pay.paynotify_binding;
+
 -- back to the shared fixture's binding
 \c - :su
 SET search_path = pay, public;

@@ -65,6 +65,23 @@ SELECT paynotify_alter_channel('sk_wx', '[]');
 -- the key again from a file, through a link inside the directory
 SELECT paynotify_alter_channel('sk_wx', '{"apiv3_key": {"file": "apiv3_link"}}');
 
+-- no file reaches the operator through a message: settings that messages
+-- show (the mchid or app_id two channels share) cannot come from a file, and
+-- a NULL gateway is refused before any file is read (it failed the INSERT
+-- with the whole row, the secret included, in the message)
+\c - :su
+ALTER ROLE sk_ops SET paynotify.allow_shared_accounts = off;
+\c - sk_ops
+SET search_path = pay;
+SELECT paynotify_add_channel('sk_leak1', NULL, '{"apiv3_key": {"file": "wechat_apiv3.key"}}');
+SELECT paynotify_add_channel('sk_leak2', 'wxpay',
+	'{"apiv3_key": {"file": "wechat_apiv3.key"}, "mchid": {"file": "stripe_secret_1.txt"}}');
+SELECT paynotify_add_channel('sk_leak3', 'wxpay',
+	'{"apiv3_key": {"file": "wechat_apiv3.key"}, "mchid": {"file": "stripe_secret_1.txt"}}');
+SELECT paynotify_add_channel('sk_leak4', 'alipay', '{"app_id": {"file": "stripe_secret_1.txt"}}');
+SELECT paynotify_add_channel('sk_leak5', 'alipay', '{"app_id": {"file": "stripe_secret_1.txt"}}');
+SELECT paynotify_alter_channel('sk_wx', '{"appid": {"file": "stripe_secret_1.txt"}}');
+
 \c - :su
 SELECT name, settings - 'apiv3_key' AS settings,
 	settings->>'apiv3_key' = btrim(t.vtext('keys/wechat_apiv3.key'), E'\n') AS apiv3_key_from_file

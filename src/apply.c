@@ -600,6 +600,13 @@ run_hook(HookCall *call)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("role \"%s\" that registered paynotify hook %s may no longer execute it",
 						GetUserNameFromId(hook->role, false), hook->handler)));
+	if (!pn_hook_owner_ok(hook->fn, hook->role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("paynotify hook %s is owned by role \"%s\", whose code may not run as \"%s\"",
+						hook->handler, GetUserNameFromId(pn_function_owner(hook->fn), false),
+						GetUserNameFromId(hook->role, false)),
+				 errhint("Register the hook again as the function's owner.")));
 	pn_run_as(hook->role, hook_call, call);
 }
 

@@ -71,6 +71,17 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	bytea	   *body;
 
 	pn_require_read_committed("paynotify_handle");
+	/*
+	 * Not from code paynotify runs inside a business step (a hook, a
+	 * trigger of the orders table): a notification applied inside another's
+	 * step would write the log row that step is about to write (a raw
+	 * unique violation, retried forever) or move its order under it.
+	 */
+	if (pn_running_as())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify_handle cannot be called from a paynotify hook or a trigger of the orders table"),
+				 errhint("Hand the work to the outbox (paynotify_outbox_claim) instead.")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(0))
 		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));

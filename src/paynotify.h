@@ -271,6 +271,8 @@ extern ErrorData *pn_subxact_run(void (*fn) (void *arg), void *arg);
 
 /* ---------- security.c ---------- */
 extern void pn_run_as(Oid role, void (*fn) (void *arg), void *arg);
+extern bool pn_running_as(void);
+extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
 extern Oid	pn_function_owner(Oid fn_oid);
 extern Oid	pn_relation_owner(Oid relid);
 

@@ -37,12 +37,15 @@
 
 PG_FUNCTION_INFO_V1(paynotify_on);
 PG_FUNCTION_INFO_V1(paynotify_bind_orders);
+PG_FUNCTION_INFO_V1(paynotify_status_canonical);
 
 /*
  * Run fn(arg) as role, in a security-restricted operation, with
  * search_path pinned to pg_catalog, pg_temp.  Settings fn changes do not
  * outlive it.
  */
+static int	run_as_depth = 0;
+
 void
 pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 {
@@ -54,6 +57,7 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 	SetUserIdAndSecContext(role, save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
+	run_as_depth++;
 	PG_TRY();
 	{
 		save_nestlevel = NewGUCNestLevel();
@@ -65,9 +69,21 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 	}
 	PG_FINALLY();
 	{
+		run_as_depth--;
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Whether code runs under pn_run_as: a hook, the orders table's triggers,
+ * defaults and index expressions, or paynotify's own work on someone's
+ * behalf.  paynotify_handle refuses to run there.
+ */
+bool
+pn_running_as(void)
+{
+	return run_as_depth > 0;
 }
 
 /* The owner of a function: for paynotify's own functions, the extension's owner. */
@@ -82,6 +98,19 @@ pn_function_owner(Oid fn_oid)
 	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
 	ReleaseSysCache(tup);
 	return owner;
+}
+
+/*
+ * Whether a hook function's code may run as role: the function's owner has
+ * role's privileges already (it is role, a member of it, or a superuser).
+ * Otherwise its owner, or anyone who may act as the owner, could change its
+ * code (CREATE OR REPLACE, or drop it and create it again) and have it run
+ * with rights the owner does not have.
+ */
+bool
+pn_hook_owner_ok(Oid fn_oid, Oid role)
+{
+	return has_privs_of_role(pn_function_owner(fn_oid), role);
 }
 
 /* The owner of a table, or InvalidOid when it no longer exists. */
@@ -200,6 +229,14 @@ paynotify_on(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for function %s", name),
 				 errdetail("A hook runs as the role that registers it, which must own the function or have EXECUTE on it.")));
+	if (!pn_hook_owner_ok(fn, caller))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("handler %s is owned by role \"%s\", whose code may not run as \"%s\"",
+						name, GetUserNameFromId(pn_function_owner(fn), false),
+						GetUserNameFromId(caller, false)),
+				 errdetail("A hook runs as the role that registers it; the function's owner could change its code."),
+				 errhint("Register it as its owner, or give the function to a role that has the registering role's privileges.")));
 
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
@@ -267,4 +304,74 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	w.argtypes = argtypes;
 	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
 	PG_RETURN_VOID();
+}
+
+typedef struct StatusCast
+{
+	Oid			relid;
+	AttrNumber	attnum;
+	text	   *value;
+	text	   *result;
+} StatusCast;
+
+static void
+status_cast(void *arg)
+{
+	StatusCast *c = (StatusCast *) arg;
+	Oid			typid;
+	int32		typmod;
+	Oid			collid;
+	Oid			argtype = TEXTOID;
+	Datum		value = PointerGetDatum(c->value);
+	bool		isnull;
+	char	   *sql;
+
+	/* the type's name as seen under the pinned search_path: qualified */
+	get_atttypetypmodcoll(c->relid, c->attnum, &typid, &typmod, &collid);
+	sql = psprintf("SELECT ($1)::%s::pg_catalog.text",
+				   format_type_with_typemod(typid, typmod));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(sql, 1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "status value cast failed");
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	c->result = isnull ? NULL : (text *) SPI_datumTransfer(value, false, -1);
+	SPI_finish();
+}
+
+/*
+ * paynotify_status_canonical(orders regclass, status_column name, value text)
+ *   returns text
+ *
+ * value cast to the status column's type and back to text, as the table's
+ * owner in a security-restricted operation: the cast may run code of the
+ * table's owner (a domain's CHECK, a CREATE CAST on an enum), which must
+ * never run as paynotify_bind_orders_internal's caller, the extension's
+ * owner.  Only that function calls it.
+ */
+Datum
+paynotify_status_canonical(PG_FUNCTION_ARGS)
+{
+	StatusCast	c;
+	Oid			owner;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	c.relid = PG_GETARG_OID(0);
+	c.attnum = get_attnum(c.relid, NameStr(*PG_GETARG_NAME(1)));
+	owner = pn_relation_owner(c.relid);
+	if (c.attnum <= 0 || !OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation with OID %u does not exist",
+						NameStr(*PG_GETARG_NAME(1)), c.relid)));
+	if (PG_ARGISNULL(2))
+		PG_RETURN_NULL();
+	c.value = PG_GETARG_TEXT_PP(2);
+	c.result = NULL;
+	pn_run_as(owner, status_cast, &c);
+	if (c.result == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(c.result);
 }

@@ -1,0 +1,119 @@
+-- Hostile uses of what paynotify lets others plug in, run as the roles that
+-- would try them: a hook or a trigger of the orders table that calls
+-- paynotify_handle again (the same notification inside its own business
+-- step) fails that step with a clear error, and the notification is failed
+-- and retried, not a raw unique violation on every delivery.
+\set VERBOSITY terse
+SELECT current_user AS su \gset
+SET search_path = pay, public;
+
+SELECT paynotify_add_channel('at', 'stripe', '{}');
+SELECT paynotify_add_key('at', 'secret_1', t.secret(1));
+INSERT INTO public.orders VALUES ('AT-1', 'pending', 100);
+-- the Stripe payment of AT-1, signed and delivered
+CREATE FUNCTION t.at_pay(evt text, ord text DEFAULT 'AT-1') RETURNS text
+	LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+	SELECT outcome FROM t.stripe('at', jsonb_build_object('id', evt, 'object', 'event',
+		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
+			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)])
+$$;
+CREATE ROLE at_op LOGIN IN ROLE paynotify_admin;
+CREATE SCHEMA ops AUTHORIZATION at_op;
+GRANT USAGE ON SCHEMA pay, t TO at_op;
+GRANT EXECUTE ON FUNCTION t.at_pay(text, text) TO at_op;
+
+\c - at_op
+-- a hook that delivers the notification being applied once more
+CREATE FUNCTION ops.again(ev jsonb) RETURNS text LANGUAGE sql AS
+	$$ SELECT t.at_pay(ev->'notice'->>'notify_id') $$;
+SELECT pay.paynotify_on('paid', 'ops.again(jsonb)');
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_1');
+SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at';
+SELECT status FROM orders WHERE order_no = 'AT-1';
+SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
+-- the hook removed: the next delivery applies it once
+DELETE FROM paynotify_hook;
+SELECT t.at_pay('evt_at_1');
+SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at';
+SELECT status FROM orders WHERE order_no = 'AT-1';
+SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
+
+
+-- the same from a trigger of the orders table (which runs as its owner)
+CREATE SCHEMA shop AUTHORIZATION at_op;
+\c - at_op
+CREATE TABLE shop.orders (order_no text PRIMARY KEY, status text NOT NULL,
+	amount_fen bigint NOT NULL);
+INSERT INTO shop.orders VALUES ('AT-2', 'pending', 100);
+CREATE FUNCTION shop.again() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM t.at_pay('evt_at_2', 'AT-2');
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER again AFTER UPDATE ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.again();
+SELECT pay.paynotify_bind_orders('shop.orders', 'order_no', 'status', 'amount_fen');
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_2', 'AT-2');
+SELECT status, attempts, error_msg FROM payment_notify_log
+WHERE channel = 'at' AND notify_id = 'evt_at_2';
+SELECT status FROM shop.orders WHERE order_no = 'AT-2';
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+
+-- a temporary table is no orders table: it is gone with its session, and
+-- the binding would follow its name into the next session's temporary schema
+\c - at_op
+CREATE TEMP TABLE orders (order_no text PRIMARY KEY, status text NOT NULL,
+	amount_fen bigint NOT NULL);
+SELECT pay.paynotify_bind_orders('pg_temp.orders', 'order_no', 'status', 'amount_fen');
+\c - :su
+SET search_path = pay, public;
+SELECT orders FROM paynotify_binding;
+
+-- A hook runs as the role that registered it, so its function's owner
+-- must have that role's privileges already (be it, a member of it, or a
+-- superuser): otherwise the owner could change it (CREATE OR REPLACE, or
+-- drop it and create it again under the same name) and have its code run
+-- with the registering role's rights.
+CREATE ROLE at_evil LOGIN;
+CREATE SCHEMA hooks;
+GRANT USAGE, CREATE ON SCHEMA hooks TO at_op, at_evil;
+INSERT INTO public.orders VALUES ('AT-3', 'pending', 100);
+\c - at_op
+CREATE TABLE ops.private (note text);	-- at_op's, at_evil may not write it
+CREATE FUNCTION hooks.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO ops.private VALUES ('paid ' || (ev->'notice'->>'order_no')) $$;
+SELECT pay.paynotify_on('paid', 'hooks.on_paid(jsonb)');
+\c - at_evil
+-- a function of someone else's, even with EXECUTE, is not registered
+CREATE FUNCTION hooks.evil_hook(ev jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+\c - at_op
+SELECT pay.paynotify_on('paid', 'hooks.evil_hook(jsonb)');
+-- at_op drops its hook's function; at_evil creates one under its name
+DROP FUNCTION hooks.on_paid(jsonb);
+\c - at_evil
+CREATE FUNCTION hooks.on_paid(ev jsonb) RETURNS void LANGUAGE plpgsql AS
+	$$ BEGIN INSERT INTO ops.private VALUES ('written by at_evil''s code'); END $$;
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_3', 'AT-3');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_3';
+SELECT * FROM ops.private;
+SELECT status FROM orders WHERE order_no = 'AT-3';
+DELETE FROM paynotify_hook;
+-- nor does a superuser register a function a non-superuser could change
+\set VERBOSITY sqlstate
+SELECT paynotify_on('paid', 'hooks.evil_hook(jsonb)');
+\set VERBOSITY terse
+
+DROP SCHEMA ops, shop, hooks CASCADE;
+DROP FUNCTION t.at_pay(text, text);
+DROP OWNED BY at_op, at_evil;
+DROP ROLE at_op, at_evil;
+DELETE FROM public.orders WHERE order_no IN ('AT-1', 'AT-3');
