@@ -24,7 +24,8 @@ OBJS = \
 	src/form.o \
 	src/scan.o
 
-DATA = $(wildcard $(EXTENSION)--*.sql)
+DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql
+DATA_built = paynotify--1.1.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
 PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -41,6 +42,9 @@ EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regres
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
+	cat $^ > $@
 
 # every object is rebuilt when a shared header changes
 $(OBJS): $(wildcard src/*.h)
