@@ -69,6 +69,7 @@ for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/
     "$t"; count "$t" $?
 done
 
+[ $quick = 1 ] && { note test/e2e/relay.sh; test/e2e/relay.sh; count test/e2e/relay.sh $?; }	# (full runs: below)
 if [ $quick = 0 ]; then
     for t in test/e2e/*.sh test/model/run.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue

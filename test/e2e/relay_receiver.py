@@ -100,6 +100,9 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256
 
+    def handle_error(self, request, client_address):
+        pass    # a relay killed mid-request resets its connections
+
 
 srv = Server(("127.0.0.1", 0), Handler)
 with open(args.portfile + ".tmp", "w") as f:
