@@ -291,7 +291,7 @@ CREATE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DEFAULT 100)
 					  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
 						AND p.outbox_id < d.outbox_id
 						AND p.delivered_at IS NULL AND p.dead_at IS NULL)
-	ORDER BY d.next_attempt_at, d.id
+	ORDER BY d.next_attempt_at		-- the index's order: no sort of the backlog
 	LIMIT max_rows
 	FOR UPDATE OF d SKIP LOCKED
 $$;

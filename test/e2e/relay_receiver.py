@@ -53,6 +53,7 @@ def verified(msg_id, ts, sig, body):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True   # the reply's two writes must not wait for a delayed ACK
 
     def log_message(self, *a):
         pass
