@@ -149,6 +149,7 @@ typedef struct job
 	const char *body;
 	int			body_len;
 	int			max_in_flight;
+	int		   *in_flight;		/* shared by the jobs of one endpoint */
 	unsigned char secret[SECRET_MAX];
 	int			secret_len;		/* -1: the secret did not decode */
 	enum
@@ -511,18 +512,6 @@ finish_job(CURLM *multi, job *j, CURLcode rc)
 			   j->endpoint_id, j->status >= 200 && j->status <= 299 ? "delivered" : j->error);
 }
 
-/* In-flight count of the endpoint of j among jobs[0..n). */
-static int
-endpoint_in_flight(const job *jobs, int n, const job *j)
-{
-	int			c = 0;
-
-	for (int i = 0; i < n; i++)
-		if (jobs[i].state == JOB_RUNNING && strcmp(jobs[i].endpoint_id, j->endpoint_id) == 0)
-			c++;
-	return c;
-}
-
 /*
  * POSTs the jobs: starts what the limits allow, until every job is done or
  * may no longer start (deadline, SIGTERM) and none is running.
@@ -542,11 +531,13 @@ run_jobs(CURLM *multi, job *jobs, int n)
 
 		for (int i = 0; may_start && i < n && running < cfg.max_in_flight; i++)
 		{
-			if (jobs[i].state != JOB_WAITING ||
-				endpoint_in_flight(jobs, n, &jobs[i]) >= jobs[i].max_in_flight)
+			if (jobs[i].state != JOB_WAITING || *jobs[i].in_flight >= jobs[i].max_in_flight)
 				continue;
 			if (start_job(multi, &jobs[i]))
+			{
 				running++;
+				(*jobs[i].in_flight)++;
+			}
 		}
 		if (running == 0)
 			break;
@@ -562,6 +553,7 @@ run_jobs(CURLM *multi, job *jobs, int n)
 				continue;
 			finish_job(multi, j, msg->data.result);
 			running--;
+			(*j->in_flight)--;
 		}
 		if (running > 0)
 			curl_multi_poll(multi, NULL, 0, 50, NULL);
@@ -733,6 +725,7 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 	int			taken,
 				n;
 	job		   *jobs;
+	int		   *counts;
 	bool		ok;
 
 	snprintf(limit, sizeof(limit), "%lld", cfg.fanout_batch);
@@ -767,9 +760,12 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 		return command_ok(conn, "COMMIT") ? taken : -1;
 	}
 	jobs = calloc(n, sizeof(job));
-	if (jobs == NULL)
+	counts = calloc(n, sizeof(int));
+	if (jobs == NULL || counts == NULL)
 	{
 		pn_log("out of memory");
+		free(jobs);
+		free(counts);
 		PQclear(res);
 		return -1;
 	}
@@ -788,12 +784,21 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 		j->body = PQgetvalue(res, i, 6);
 		j->body_len = PQgetlength(res, i, 6);
 		j->state = JOB_WAITING;
+		/* the counter of the first job of the same endpoint (rows are few) */
+		j->in_flight = &counts[i];
+		for (int k = 0; k < i; k++)
+			if (strcmp(jobs[k].endpoint_id, j->endpoint_id) == 0)
+			{
+				j->in_flight = jobs[k].in_flight;
+				break;
+			}
 	}
 	run_jobs(multi, jobs, n);
 	ok = report(conn, jobs, n, failed) && command_ok(conn, "COMMIT");
 	for (int i = 0; i < n; i++)
 		OPENSSL_cleanse(jobs[i].secret, sizeof(jobs[i].secret));
 	free(jobs);
+	free(counts);
 	PQclear(res);
 	return ok ? taken + n : -1;
 }
