@@ -250,8 +250,10 @@ set_value(const setting *s, const char *value, const char *source)
 	}
 	if (!parse_number(value, s->min, s->max, NUMBER_AT(&cfg, s->offset)))
 	{
-		pn_log("%s %s must be a whole number from %lld to %lld", source,
-			   source[0] == '-' ? s->flag : s->env, s->min, s->max);
+		if (strcmp(source, "--") == 0)
+			pn_log("--%s must be a whole number from %lld to %lld", s->flag, s->min, s->max);
+		else
+			pn_log("%s must be a whole number from %lld to %lld", s->env, s->min, s->max);
 		return false;
 	}
 	return true;
