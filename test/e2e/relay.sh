@@ -9,8 +9,9 @@
 # "standardwebhooks"), nothing is left undelivered, each order's events were
 # accepted in order, no outbox row is left; an endpoint that refuses
 # connections dead-letters each delivery right when its horizon passes, and
-# one paynotify_redeliver call brings them all to the receiver.  Finally
-# SIGTERM stops both relays with status 0.  The roles are those of a real
+# one paynotify_redeliver call brings them all to the receiver.  SIGTERM
+# stops idle relays with status 0, and one in the middle of a batch after
+# recording the requests in flight and releasing the rest.  The roles are those of a real
 # installation: the shim's, the operator's (paynotify_admin) and the
 # relay's (paynotify_relay).
 #
@@ -121,9 +122,10 @@ traffic() {	# traffic FILE...: replay as the shim's role; errors (a crashed serv
 relay_env=(env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay"
     PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
 declare -A relay_pid
-start_relay() {	# start_relay NAME
-    "${relay_env[@]}" "$RELAY" --batch=20 >>"$dir/relay-$1.log" 2>&1 &
-    relay_pid[$1]=$!
+start_relay() {	# start_relay NAME [OPTION...]
+    local name=$1; shift
+    "${relay_env[@]}" "$RELAY" --batch=20 "$@" >>"$dir/relay-$name.log" 2>&1 &
+    relay_pid[$name]=$!
     pids+=($!)
 }
 start_relay r1
@@ -241,7 +243,7 @@ if [ $npm_ok = 1 ]; then
     check "standardwebhooks verifies every request" 0 $rc
 fi
 
-# graceful stop
+# graceful stop (idle relays)
 for r in r1 r2; do kill -TERM "${relay_pid[$r]}"; done
 for r in r1 r2; do
     rc=124
@@ -251,5 +253,32 @@ for r in r1 r2; do
     done
     check "SIGTERM stops relay $r with status 0" 0 "$rc"
 done
+
+# SIGTERM in the middle of a batch: the requests in flight finish and are
+# recorded, the claimed rest is released untouched
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_c=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/c', '$secret', max_in_flight => 2)")
+"$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 10 --start $((ORDERS + 41)) \
+    --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay3.sql" >/dev/null
+traffic "$dir/pay3.sql"
+start_relay r3 --timeout=5000
+for _ in $(seq 100); do [ "$(grep -c '"path": "/slow/c"' "$dir/received")" -ge 2 ] && break; sleep 0.05; done
+t_term=$(date +%s.%N)
+kill -TERM "${relay_pid[r3]}"
+wait "${relay_pid[r3]}"
+rc=$?
+check "SIGTERM mid-batch: status 0 within 2 s" "0 1" "$rc $(python3 -c "print(int($(date +%s.%N) - $t_term < 2))")"
+check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 others untouched" "2|8|10" \
+    "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
+check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
+
+# the command line
+check "--version" "paynotify-relay 1.1" "$("$RELAY" --version)"
+missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
+    "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
+check "--help names every variable with its default" "" "$missing"
+PAYNOTIFY_RELAY_BATCH=0 "$RELAY" >/dev/null 2>"$dir/err"
+check "a bad setting: exit 2, the variable named" "2 1" "$? $(grep -c 'PAYNOTIFY_RELAY_BATCH must be' "$dir/err")"
+
 if grep -qF "${secret#whsec_}" "$dir"/relay-*.log; then not_ok "no secret in the relay's log"; else ok "no secret in the relay's log"; fi
 finish

@@ -11,7 +11,8 @@ checked on its own against the Standard Webhooks scheme with Python's hmac
 id "." timestamp "." body)).  Then, at random: with probability --fail it
 answers 500, with --timeout it waits --hang seconds (longer than the relay's
 timeout) before answering, with --slow it waits 0.2 s and answers 200, else
-it answers 200 at once.  Paths under /fast/ never fail.  Each request is
+it answers 200 at once.  Paths under /fast/ never fail; under /slow/ every
+request waits 1 s and is answered 200.  Each request is
 appended to LOGFILE as one JSON line before the answer:
     {"at": unix time, "id", "timestamp", "signature", "body",
      "verified": bool, "verdict": "ok" | "fail" | "timeout", "path"}
@@ -66,10 +67,14 @@ class Handler(BaseHTTPRequestHandler):
         ok = verified(h.get("webhook-id"), h.get("webhook-timestamp"), h.get("webhook-signature"), body)
         with lock:
             r = rng.random()
+        delay = 0.0
         if not ok:
             verdict = "fail"
         elif self.path.startswith("/fast/"):
             verdict = "ok"
+        elif self.path.startswith("/slow/"):
+            verdict = "ok"
+            delay = 1.0
         elif r < args.fail:
             verdict = "fail"
         elif r < args.fail + args.timeout:
@@ -77,14 +82,15 @@ class Handler(BaseHTTPRequestHandler):
         else:
             verdict = "ok"
             if r < args.fail + args.timeout + args.slow:
-                time.sleep(0.2)
+                delay = 0.2
         rec = {"at": at, "id": h.get("webhook-id"), "timestamp": h.get("webhook-timestamp"),
                "signature": h.get("webhook-signature"), "body": body.decode("utf-8", "replace"),
                "verified": ok, "verdict": verdict, "path": self.path}
         with lock:
             log.write(json.dumps(rec) + "\n")
         if verdict == "timeout":
-            time.sleep(args.hang)
+            delay = args.hang
+        time.sleep(delay)
         status = 200 if verdict in ("ok", "timeout") else (401 if not ok else 500)
         reply = b"{}"
         try:
