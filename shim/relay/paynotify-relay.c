@@ -173,10 +173,18 @@ pn_log(const char *fmt,...)
 {
 	va_list		ap;
 	char		line[1024];
+	size_t		n;
 
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* one line each (libpq's messages end in a newline, some have several) */
+	for (char *p = line; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	n = strlen(line);
+	while (n > 0 && line[n - 1] == ' ')
+		line[--n] = '\0';
 	fprintf(stderr, "%s: %s\n", PN_PROGRAM, line);
 }
 
@@ -888,11 +896,11 @@ main(int argc, char **argv)
 				backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
 				continue;
 			}
-			backoff_ms = 100;
 		}
 		got = round_once(conn, multi, &failed);
 		if (got < 0)
 		{
+			/* a broken connection or a failing statement: start afresh, slowly */
 			PQfinish(conn);
 			conn = NULL;
 			if (once)
@@ -900,8 +908,11 @@ main(int argc, char **argv)
 				rc = 1;
 				break;
 			}
+			nap(backoff_ms);
+			backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
 			continue;
 		}
+		backoff_ms = 100;
 		if (got > 0)
 		{
 			idle_ms = cfg.poll_min_ms;
