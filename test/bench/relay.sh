@@ -25,6 +25,7 @@ chmod 755 "$dir"
 port=$(pn_free_port)
 pids=()
 cleanup() {
+    set +e
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     pn_cluster_stop "$dir"
     rm -rf "$dir"
