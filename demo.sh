@@ -3,8 +3,9 @@
 # installs what is missing, builds, starts a throwaway PostgreSQL cluster,
 # nginx and the FastCGI shim on loopback, creates an orders table, and runs
 # the blog's acceptance test: 1000 deliveries of one WeChat Pay notification
-# at concurrency 50.  Then it shows, from the database, what happened, and
-# stops everything it started.
+# at concurrency 50.  Then it shows, from the database, what happened, lets
+# paynotify-relay deliver the order's "paid" event to a small ERP receiver
+# (signed, Standard Webhooks), and stops everything it started.
 #
 #   ./demo.sh [-n DELIVERIES] [-c CONCURRENCY]
 set -euo pipefail
@@ -68,4 +69,36 @@ else
     echo "== NOT exactly once: see above" >&2
     exit 1
 fi
+
+echo "== paynotify-relay delivers the paid event to your ERP (here a small receiver on loopback)"
+secret="whsec_$(openssl rand -base64 32)"
+python3 test/e2e/relay_receiver.py "$STACK_DIR/erp.port" "$STACK_DIR/erp.log" "$secret" &
+STACK_PIDS+=("$!")
+for _ in $(seq 50); do [ -s "$STACK_DIR/erp.port" ] && break; sleep 0.1; done
+erp="http://127.0.0.1:$(cat "$STACK_DIR/erp.port")/erp/paynotify"
+stack_sql -q -v erp="$erp" -v secret="$secret" >/dev/null <<'SQL'
+CREATE ROLE notify_relay LOGIN IN ROLE paynotify_relay;
+SELECT paynotify_add_endpoint(:'erp', :'secret');
+SQL
+echo "   SELECT paynotify_add_endpoint('$erp', 'whsec_...');"
+echo "   PAYNOTIFY_DSN='... user=notify_relay' shim/relay/paynotify-relay"
+PAYNOTIFY_DSN="host=$STACK_DIR/pg port=$STACK_PGPORT dbname=postgres user=notify_relay" \
+    shim/relay/paynotify-relay 2>"$STACK_DIR/relay.log" &
+STACK_PIDS+=("$!")
+for _ in $(seq 100); do [ -s "$STACK_DIR/erp.log" ] && break; sleep 0.1; done
+python3 - "$STACK_DIR/erp.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(f"   the ERP got POST {r['path']}  webhook-id: {r['id']}  signature verified: {r['verified']}")
+    print(f"   {r['body']}")
+PY
+for _ in $(seq 50); do	# the relay records the 2xx just after the ERP has answered
+    [ "$(stack_sql -tA -c "SELECT count(delivered_at) FROM paynotify_delivery")" = 1 ] && break
+    sleep 0.1
+done
+stack_sql -X <<'SQL'
+\pset footer off
+SELECT endpoint_id, event, order_no, attempts, delivered_at IS NOT NULL AS delivered FROM paynotify_delivery;
+SQL
 echo "== stopping everything the demo started"

@@ -27,6 +27,7 @@ quick_tests=(
     shim/tests/send-test.sh
     test/e2e/dump.sh
     test/model/run.sh
+    test/e2e/relay.sh
 )
 # ... and, without --quick, after them:
 full_tests=(

@@ -1,0 +1,240 @@
+-- The relay's SQL side (1.1): endpoints and their checks, who may do what,
+-- the fan-out of outbox events to the endpoints that want them, claims (an
+-- order's later event waits for its earlier one), results (delivered; retry
+-- with backoff and jitter, never past the horizon; dead at the horizon),
+-- one-call redelivery, purge.  The operator (paynotify_admin) and the relay
+-- (paynotify_relay) act in fresh backends as their own login roles.
+\set VERBOSITY terse
+SELECT current_user AS su \gset
+SET search_path = pay, public;
+DELETE FROM paynotify_outbox;		-- events of the earlier tests
+SELECT rolcanlogin, rolsuper, rolinherit FROM pg_roles WHERE rolname = 'paynotify_relay';
+CREATE ROLE rl_op LOGIN IN ROLE paynotify_admin;
+CREATE ROLE rl_relay LOGIN IN ROLE paynotify_relay;
+GRANT USAGE ON SCHEMA pay TO rl_op, rl_relay;
+-- what the relay's group may execute: its three calls, nothing else
+SELECT p.oid::regprocedure AS relay_may_execute
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'paynotify'
+WHERE has_function_privilege('paynotify_relay', p.oid, 'EXECUTE')
+ORDER BY 1::text;
+
+\c - rl_op
+SET search_path = pay, public;
+-- what an endpoint must be
+SELECT paynotify_add_endpoint('ftp://erp.example/', 'whsec_' || repeat('A', 32));
+SELECT paynotify_add_endpoint('https://erp.example/a b', 'whsec_' || repeat('A', 32));
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'not-a-secret');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_c2hvcnQ=');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('A', 100));
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('A', 32), events => '{paid,shipped}');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('A', 32), events => '{}');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('A', 32), channels => '{"no spaces"}');
+SELECT paynotify_add_endpoint(NULL, 'whsec_' || repeat('A', 32));
+-- every event; refunds of channel rl only; one that will be disabled
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw') AS erp \gset
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/refunds', 'whsec_' || repeat('B', 32),
+	events => '{refunded}', channels => '{rl}') AS refunds \gset
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/off', 'whsec_' || repeat('C', 32)) AS off \gset
+SELECT paynotify_alter_endpoint(:off, enabled => false);
+SELECT paynotify_alter_endpoint(:erp, retry_base => '10 seconds', retry_max => '1 minute',
+	retry_horizon => '1 hour', max_in_flight => 4);
+SELECT paynotify_alter_endpoint(-1, enabled => false);
+SELECT paynotify_alter_endpoint(:erp, secret => 'whsec_short');
+SELECT id = :erp AS erp, url, events, channels, enabled, max_in_flight, retry_base, retry_max,
+	retry_horizon
+FROM paynotify_endpoint ORDER BY id;
+-- the operator reads everything but the secret, and cannot claim (a claim returns secrets)
+SELECT secret FROM paynotify_endpoint;
+SELECT * FROM paynotify_relay_claim(1);
+SELECT paynotify_relay_fanout();
+SELECT paynotify_relay_report('{}', '{}', '{}');
+
+-- events: two payments through paynotify_handle, then (as if from later
+-- notifications) a refund of the first order and a close on another channel
+\c - :su
+SET search_path = pay, public;
+SELECT paynotify_add_channel('rl', 'stripe', '{}');
+SELECT paynotify_add_key('rl', 's1', t.secret(1));
+CREATE FUNCTION t.rl_pay(evt text, ord text) RETURNS text LANGUAGE sql AS $$
+	SELECT outcome FROM t.stripe('rl', jsonb_build_object('id', evt, 'object', 'event',
+		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
+			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)])
+$$;
+INSERT INTO public.orders VALUES ('RL-1', 'pending', 100), ('RL-2', 'pending', 100);
+SELECT t.rl_pay('evt_rl_1', 'RL-1'), t.rl_pay('evt_rl_2', 'RL-2');
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	VALUES ('refunded', 'rl', 'RL-1', 're_1', 40), ('closed', 'other', 'RL-3', 'n_3', 0);
+
+\c - rl_relay
+SET search_path = pay, public;
+-- the relay reads and writes nothing itself
+SELECT count(*) FROM paynotify_delivery;
+SELECT count(*) FROM paynotify_outbox;
+SELECT paynotify_redeliver();
+SELECT * FROM paynotify_outbox_claim(1);
+-- fan-out takes the outbox in order, max_rows at a time
+SELECT paynotify_relay_fanout(3);
+SELECT paynotify_relay_fanout();
+SELECT paynotify_relay_fanout();
+
+\c - :su
+SET search_path = pay, public;
+SELECT count(*) AS outbox_left FROM paynotify_outbox;
+-- one delivery per (event, matching enabled endpoint); the body is the
+-- event, its id is the webhook-id
+SELECT e.url, d.event, d.order_no, d.attempts, d.body::jsonb - 'id' - 'occurred_at' AS body,
+	d.body::jsonb->>'id' = 'evt_' || d.outbox_id AS id_is_event,
+	d.body::jsonb->>'occurred_at' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$' AS occurred_at_utc
+FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id
+ORDER BY d.outbox_id, d.endpoint_id;
+
+\c - rl_relay
+SET search_path = pay, public;
+-- the claim: the refund of RL-1 waits for its payment at the same
+-- endpoint, not at the other one
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT url, body::jsonb->>'event' AS event, body::jsonb->>'order_no' AS order_no,
+	webhook_id = body::jsonb->>'id' AS webhook_id_ok, left(secret, 6) AS secret, max_in_flight, attempts
+FROM c ORDER BY delivery_id;
+-- results: RL-1 paid 200, RL-2 paid 503, RL-3 no response, the refund 204
+SELECT paynotify_relay_report(array_agg(delivery_id ORDER BY delivery_id),
+	array_agg(CASE (body::jsonb->>'order_no') || (body::jsonb->>'event')
+		WHEN 'RL-1paid' THEN 200 WHEN 'RL-2paid' THEN 503 WHEN 'RL-1refunded' THEN 204 END ORDER BY delivery_id),
+	array_agg(CASE WHEN body::jsonb->>'order_no' = 'RL-3' THEN 'Timeout was reached' END ORDER BY delivery_id))
+FROM c;
+COMMIT;
+
+\c - :su
+SET search_path = pay, public;
+SELECT e.url, d.event, d.order_no, d.attempts, d.last_status, d.last_error,
+	d.delivered_at IS NOT NULL AS delivered, d.dead_at IS NOT NULL AS dead,
+	d.next_attempt_at - d.last_attempt_at BETWEEN '5 s' AND '10 s' AS retry_in_5_to_10_s
+FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id
+ORDER BY d.outbox_id, d.endpoint_id;
+
+-- the next claim: RL-1's refund (its payment is delivered); the failed ones are not due yet
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT url, body::jsonb->>'event' AS event, body::jsonb->>'order_no' AS order_no FROM c;
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(500), array_agg(NULL::text)) FROM c;
+COMMIT;
+
+-- the backoff doubles (base 10 s: the second retry in 10 to 20 s) and is capped
+-- by retry_max (1 minute) and never lands past the horizon
+\c - :su
+SET search_path = pay, public;
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval
+	WHERE delivered_at IS NULL AND order_no IN ('RL-2', 'RL-3');
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(502), array_agg(NULL::text)) FROM c;
+COMMIT;
+\c - :su
+SET search_path = pay, public;
+SELECT d.order_no, d.event, d.attempts, d.last_error,
+	d.next_attempt_at - d.last_attempt_at BETWEEN '10 s' AND '20 s' AS retry_in_10_to_20_s
+FROM paynotify_delivery d WHERE d.delivered_at IS NULL ORDER BY d.outbox_id;
+UPDATE paynotify_delivery SET attempts = 40 WHERE order_no = 'RL-2';
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval WHERE order_no = 'RL-2';
+UPDATE paynotify_delivery SET started_at = now() - '59 min 50 s'::interval WHERE order_no = 'RL-3';
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval WHERE order_no = 'RL-3';
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(NULL::integer), array_agg('refused'::text)) FROM c;
+COMMIT;
+\c - :su
+SET search_path = pay, public;
+SELECT d.order_no, d.attempts, d.dead_at IS NOT NULL AS dead,
+	d.next_attempt_at - d.last_attempt_at BETWEEN '30 s' AND '60 s' AS capped_at_1_min,
+	d.next_attempt_at = d.started_at + '1 hour'::interval AS at_the_horizon
+FROM paynotify_delivery d WHERE d.delivered_at IS NULL ORDER BY d.outbox_id;
+
+-- dead letters: the horizon passes (made 0 here), the next failure is final
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_alter_endpoint(:erp, retry_horizon => '0');
+\c - :su
+SET search_path = pay, public;
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval WHERE delivered_at IS NULL;
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(500), array_agg(NULL::text)) FROM c;
+COMMIT;
+-- a dead letter is never claimed again
+SELECT count(*) AS claimable FROM paynotify_relay_claim(10);
+-- a report for a finished delivery changes nothing
+\c - :su
+SET search_path = pay, public;
+SELECT array_agg(id ORDER BY id) AS finished FROM paynotify_delivery \gset
+\c - rl_relay
+SET search_path = pay, public;
+SELECT paynotify_relay_report(:'finished', array_fill(200, ARRAY[cardinality(:'finished'::bigint[])]), '{}');
+\c - rl_op
+SET search_path = pay, public;
+SELECT d.order_no, d.event, d.attempts, d.last_status, d.last_error, d.dead_at IS NOT NULL AS dead,
+	d.delivered_at IS NOT NULL AS delivered
+FROM paynotify_delivery d ORDER BY d.outbox_id, d.endpoint_id;
+SELECT count(*) AS dead_letters FROM paynotify_delivery WHERE dead_at IS NOT NULL;
+
+-- one call replays them, with a fresh horizon
+SELECT paynotify_alter_endpoint(:erp, retry_horizon => '1 hour');
+SELECT paynotify_redeliver(endpoint_id => :refunds);
+SELECT paynotify_redeliver(endpoint_id => :erp);
+SELECT paynotify_redeliver();
+SELECT d.order_no, d.attempts, d.dead_at IS NULL AS alive, d.next_attempt_at <= now() AS due,
+	d.started_at > d.last_attempt_at AS fresh_horizon, d.last_error
+FROM paynotify_delivery d WHERE d.delivered_at IS NULL ORDER BY d.outbox_id;
+
+-- the replayed dead letters are claimed again
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+SELECT body::jsonb->>'event' AS event, body::jsonb->>'order_no' AS order_no
+FROM paynotify_relay_claim(10) ORDER BY 2;
+ROLLBACK;
+
+-- no enabled endpoint: the relay leaves the outbox to a worker of one's own
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint;
+\c - :su
+SET search_path = pay, public;
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	VALUES ('paid', 'rl', 'RL-4', 'n_4', 100);
+\c - rl_relay
+SET search_path = pay, public;
+SELECT paynotify_relay_fanout();
+SELECT count(*) AS claimable FROM paynotify_relay_claim(10);
+\c - rl_op
+SET search_path = pay, public;
+SELECT event, order_no FROM paynotify_outbox_claim(10);
+
+-- purge and drop
+SELECT paynotify_purge_deliveries('1 day');
+SELECT paynotify_purge_deliveries('0');
+SELECT paynotify_drop_endpoint(:off);
+SELECT paynotify_drop_endpoint(:off);
+SELECT paynotify_drop_endpoint(:erp);
+SELECT count(*) AS deliveries_left FROM paynotify_delivery;
+
+\c - :su
+SET search_path = pay, public;
+DELETE FROM paynotify_endpoint;
+DELETE FROM paynotify_channel WHERE name = 'rl';
+DELETE FROM public.orders WHERE order_no LIKE 'RL-%';
+DROP FUNCTION t.rl_pay(text, text);
+DROP OWNED BY rl_op, rl_relay;
+DROP ROLE rl_op, rl_relay;

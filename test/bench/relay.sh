@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# paynotify-relay's commit-to-receiver latency: prints figures, asserts nothing.
+#
+#   test/bench/relay.sh
+#
+# A throwaway cluster with default durability on loopback; pgbench applies
+# pre-signed Stripe payments through paynotify_handle at a fixed rate
+# (BENCH_RATE, default 1000/s) for BENCH_SECONDS (default 10) while one
+# paynotify-relay (default settings) delivers each "paid" event to a
+# loopback receiver that answers 200 at once and checks every signature.
+# Latency per event: the receiver's arrival time minus the event's
+# occurred_at (the paying transaction's start, a millisecond or so before
+# its commit).  Run twice: with paynotify.notify on (the relay LISTENs and
+# wakes at once) and off (the relay only polls the index of due deliveries).
+# Everything started is stopped by pid.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+
+rate=${BENCH_RATE:-1000}
+secs=${BENCH_SECONDS:-10}
+n=$((rate * secs * 2 + 1000))
+dir=$(mktemp -d /tmp/paynotify-relaybench.XXXXXX)
+chmod 755 "$dir"
+port=$(pn_free_port)
+pids=()
+cleanup() {
+    set +e
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    pn_cluster_stop "$dir"
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null
+pn_cluster_start "$dir" "$port"
+sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
+secret="whsec_$(openssl rand -base64 32)"
+sql -q >/dev/null <<SQL
+CREATE EXTENSION paynotify;
+CREATE ROLE relay LOGIN IN ROLE paynotify_relay;
+CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL, amount bigint);
+INSERT INTO orders SELECT 'B' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $n) i;
+SELECT paynotify_bind_orders('orders', amount_column => 'amount');
+SELECT paynotify_add_channel('st', 'stripe', '{}');
+SELECT paynotify_add_key('st', 's1', '$(cat test/vectors/keys/stripe_secret_1.txt)');
+CREATE SCHEMA bench;
+CREATE TABLE bench.req (id serial PRIMARY KEY, headers jsonb, body bytea);
+CREATE SEQUENCE bench.seq;
+SQL
+echo "== signing $n Stripe payments"
+shim/paynotify-send --gateway stripe --keys test/vectors/keys --mode distinct -n "$n" \
+    --order-format 'B%08d' --channel st --now "$(date +%s)" --seed 5 --quiet --dump-sql "$dir/signed.sql" >/dev/null
+sed -e "s/^SELECT outcome FROM paynotify_handle('st', /INSERT INTO bench.req (headers, body) VALUES (/" \
+    "$dir/signed.sql" | sql -q >/dev/null
+sql -q -c "VACUUM ANALYZE bench.req" >/dev/null
+cat >"$dir/handle.sql" <<'EOS'
+SELECT h.outcome FROM bench.req r, LATERAL paynotify_handle('st', r.headers, r.body) h WHERE r.id = (SELECT nextval('bench.seq'));
+EOS
+
+python3 test/e2e/relay_receiver.py "$dir/rport" "$dir/received" "$secret" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$dir/rport" ] && break; sleep 0.1; done
+sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/fast/erp', '$secret', events => '{paid}')" >/dev/null
+PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" shim/relay/paynotify-relay >"$dir/relay.log" 2>&1 &
+pids+=($!)
+
+for notify in on off; do
+    sql -q -c "ALTER DATABASE postgres SET paynotify.notify = $notify" >/dev/null
+    : >"$dir/received"
+    echo "== paynotify.notify = $notify: $rate payments/s for $secs s (pgbench -R), one relay"
+    "$PN_PGBIN/pgbench" -n -h "$dir" -p "$port" -U postgres -c 8 -j 2 -R "$rate" -T "$secs" \
+        -f "$dir/handle.sql" postgres 2>&1 | grep -E "^(tps|number of transactions actually)" | sed 's/^/   /'
+    for _ in $(seq 100); do
+        [ "$(sql -Atc "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)")" = 0 ] && break
+        sleep 0.1
+    done
+    python3 - "$dir/received" <<'EOF'
+import json, sys, datetime
+lat, bad = [], 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if not r['verified']: bad += 1
+    b = json.loads(r['body'])
+    t = datetime.datetime.strptime(b['occurred_at'], '%Y-%m-%dT%H:%M:%S.%fZ').replace(tzinfo=datetime.timezone.utc).timestamp()
+    lat.append((r['at'] - t) * 1000)
+lat.sort()
+if not lat: print('   nothing received'); sys.exit(0)
+p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+print('   received %d events (%d unverified); commit-to-receiver latency ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f'
+      % (len(lat), bad, p(0.5), p(0.9), p(0.99), lat[-1]))
+EOF
+done

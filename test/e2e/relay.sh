@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# paynotify-relay with real parts: a throwaway cluster, signed Stripe
+# notifications through paynotify_handle (payments, then refunds, of many
+# orders), a loopback receiver that fails, times out and is slow at random
+# and checks every signature itself, two relays SIGKILLed and restarted, and
+# the database crashed (immediate shutdown) and restarted mid-run.
+# Then: every event reached the receiver (accepted) at least once, every
+# request verifies (the receiver's own HMAC check and the npm library
+# "standardwebhooks"), nothing is left undelivered, each order's events were
+# accepted in order, no outbox row is left; an endpoint that refuses
+# connections dead-letters each delivery right when its horizon passes, and
+# one paynotify_redeliver call brings them all to the receiver.  SIGTERM
+# stops idle relays with status 0, and one in the middle of a batch after
+# recording the requests in flight and releasing the rest.  The roles are those of a real
+# installation: the shim's, the operator's (paynotify_admin) and the
+# relay's (paynotify_relay).
+#
+# Run as root (or the cluster's user) from anywhere in the repository:
+#   test/e2e/relay.sh
+# Everything started here is stopped by pid on exit.  Takes about a minute;
+# the last line printed is "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+
+ORDERS=${RELAY_TEST_ORDERS:-150}
+dir=$(mktemp -d /tmp/paynotify-relay.XXXXXX)
+chmod 755 "$dir"
+port=$(pn_free_port)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    pn_cluster_stop "$dir"
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -20 | sed 's/^/       /'; return 0; }
+check() {	# check DESC EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit
+}
+
+make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+RELAY=$PWD/shim/relay/paynotify-relay
+SEND=$PWD/shim/paynotify-send
+
+pn_cluster_start "$dir" "$port" "fsync = off" || exit 1
+sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
+q() { sql -Atc "$1"; }
+as_role() { local r=$1; shift; "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U "$r" -d postgres "$@"; }
+
+secret="whsec_$(openssl rand -base64 32)"
+sql >/dev/null <<SQL || { echo "setup failed"; exit 1; }
+CREATE EXTENSION paynotify;
+CREATE ROLE shim LOGIN IN ROLE paynotify_handler;
+CREATE ROLE ops LOGIN IN ROLE paynotify_admin;
+CREATE ROLE relay LOGIN IN ROLE paynotify_relay;
+CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL, amount bigint);
+INSERT INTO orders SELECT 'R' || lpad(i::text, 5, '0'), 'pending', 8888 FROM generate_series(1, $((ORDERS + 50))) i;
+SELECT paynotify_bind_orders('orders', amount_column => 'amount');
+SELECT paynotify_add_channel('st', 'stripe', '{}');
+SELECT paynotify_add_key('st', 's1', '$(cat test/vectors/keys/stripe_secret_1.txt)');
+SQL
+
+# the independent verifier
+npm_ok=0
+if timeout 90 npm install --silent --no-audit --no-fund --prefix "$dir/npm" standardwebhooks >"$dir/npm.log" 2>&1; then
+    npm_ok=1
+else
+    echo "# npm install standardwebhooks failed (offline?): only the receiver's own HMAC check is used"
+fi
+
+# the receiver
+python3 test/e2e/relay_receiver.py "$dir/rport" "$dir/received" "$secret" \
+    --fail 0.15 --timeout 0.03 --slow 0.1 --hang 1.2 --seed 7 &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$dir/rport" ] && break; sleep 0.1; done
+rport=$(cat "$dir/rport")
+closed=$(pn_free_port)		# nobody listens there: connection refused
+
+# the operator's configuration: chaos endpoint for every event
+ep_a=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/chaos', '$secret')") || exit 1
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_a, retry_base => '1 second', retry_max => '2 seconds', max_in_flight => 16)" >/dev/null
+
+# what the roles may do
+out=$(as_role ops -Atc "SELECT secret FROM paynotify_endpoint" 2>&1)
+case $out in *"permission denied"*) ok "paynotify_admin cannot read endpoint secrets" ;; *) not_ok "paynotify_admin cannot read endpoint secrets" "$out" ;; esac
+check "paynotify_admin reads the rest of the endpoint" "http://127.0.0.1:$rport/chaos|t" \
+    "$(as_role ops -Atc "SELECT url, enabled FROM paynotify_endpoint" 2>&1)"
+out=$(as_role ops -Atc "SELECT count(*) FROM paynotify_relay_claim(1)" 2>&1)
+case $out in *"permission denied"*) ok "paynotify_admin cannot claim (the claim returns secrets)" ;; *) not_ok "paynotify_admin cannot claim" "$out" ;; esac
+denied=0
+for stmt in "SELECT * FROM paynotify_delivery" "SELECT * FROM paynotify_outbox" \
+    "SELECT paynotify_redeliver()" "SELECT paynotify_add_endpoint('http://x/', '$secret')" \
+    "SELECT * FROM paynotify_outbox_claim(1)" "UPDATE paynotify_delivery SET attempts = 0"; do
+    out=$(as_role relay -Atc "$stmt" 2>&1)
+    case $out in *"permission denied"*) denied=$((denied + 1)) ;; *) echo "#   relay role could: $stmt" ;; esac
+done
+check "the relay's role can do nothing but claim and report" 6 "$denied"
+out=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1/', 'whsec_c2hvcnQ=')" 2>&1)
+case $out in *"24 to 64 bytes"*) ok "a short secret is refused" ;; *) not_ok "a short secret is refused" "$out" ;; esac
+
+# signed traffic: a payment, then a refund, of each order
+now=$(date +%s)
+"$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n "$ORDERS" --order-format 'R%05d' \
+    --channel st --now "$now" --quiet --dump-sql "$dir/pay.sql" >/dev/null || exit 1
+"$SEND" --gateway stripe --keys test/vectors/keys --mode distinct --event refund -n "$ORDERS" \
+    --order-format 'R%05d' --channel st --now "$now" --quiet --dump-sql "$dir/refund.sql" >/dev/null || exit 1
+traffic() {	# traffic FILE...: replay as the shim's role; errors (a crashed server) are fine
+    for f in "$@"; do as_role shim -v ON_ERROR_STOP=0 -f "$f" >/dev/null 2>&1; done
+}
+
+relay_env=(env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay"
+    PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
+declare -A relay_pid
+start_relay() {	# start_relay NAME [OPTION...]
+    local name=$1; shift
+    "${relay_env[@]}" "$RELAY" --batch=20 "$@" >>"$dir/relay-$name.log" 2>&1 &
+    relay_pid[$name]=$!
+    pids+=($!)
+}
+start_relay r1
+start_relay r2
+t0=$(date +%s.%N)
+
+traffic "$dir/pay.sql" &
+tpid=$!; pids+=($tpid)
+sleep 1.5
+kill -KILL "${relay_pid[r1]}"; wait "${relay_pid[r1]}" 2>/dev/null; start_relay r1
+sleep 1
+traffic "$dir/refund.sql" &
+tpid2=$!; pids+=($tpid2)
+sleep 1
+# crash the database (immediate shutdown by the postmaster's pid), restart it
+kill -QUIT "$(pn_cluster_pid "$dir")"
+for _ in $(seq 100); do [ -f "$dir/data/postmaster.pid" ] || break; sleep 0.1; done
+kill -KILL "${relay_pid[r2]}"; wait "${relay_pid[r2]}" 2>/dev/null; start_relay r2
+pn_as_user "$PN_PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null || { cat "$dir/server.log"; exit 1; }
+wait "$tpid" "$tpid2" 2>/dev/null
+# what was lost in the crash is sent again, as a gateway would; duplicates are answered as such
+traffic "$dir/pay.sql" "$dir/refund.sql"
+sleep 1
+kill -KILL "${relay_pid[r1]}"; wait "${relay_pid[r1]}" 2>/dev/null; start_relay r1
+
+check "every notification was applied" "$((2 * ORDERS))" \
+    "$(q "SELECT count(*) FROM payment_notify_log WHERE status = 'succeeded'")"
+
+# wait for the relays
+undelivered=-1
+for _ in $(seq 600); do
+    undelivered=$(q "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>/dev/null || echo -1)
+    [ "$undelivered" = 0 ] && break
+    sleep 0.1
+done
+t1=$(date +%s.%N)
+check "everything delivered (outbox empty, no pending delivery)" 0 "$undelivered"
+echo "# delivered in $(python3 -c "print(round($t1 - $t0, 1))") s; attempts: $(q "SELECT sum(attempts) FROM paynotify_delivery")"
+check "one delivery per event: a payment and a refund per order" "$ORDERS|$ORDERS|0" \
+    "$(q "SELECT count(*) FILTER (WHERE event = 'paid'), count(*) FILTER (WHERE event = 'refunded'), count(*) FILTER (WHERE event NOT IN ('paid', 'refunded')) FROM paynotify_delivery")"
+check "retries happened (failures, timeouts)" t "$(q "SELECT max(attempts) > 1 FROM paynotify_delivery")"
+
+python3 - "$dir/received" "$(q "SELECT string_agg('evt_' || outbox_id || ':' || order_no, ' ') FROM paynotify_delivery WHERE endpoint_id = $ep_a")" >"$dir/check.out" 2>&1 <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+want = dict(x.split(':') for x in sys.argv[2].split())
+bad = []
+unverified = [r['id'] for r in recs if not r['verified']]
+if unverified: bad.append('not verified by the receiver: %s' % unverified[:5])
+accepted = [r for r in recs if r['verdict'] == 'ok' and r['path'] == '/chaos']
+got = {r['id'] for r in accepted}
+missing = sorted(set(want) - got)
+if missing: bad.append('never accepted: %s' % missing[:10])
+extra = sorted(got - set(want))
+if extra: bad.append('accepted but not an event: %s' % extra[:10])
+# per order: the first acceptance of each event in the order of the events
+seen, last = set(), {}
+for r in accepted:
+    b = json.loads(r['body'])
+    if b['id'] != r['id']: bad.append('body id %s under webhook-id %s' % (b['id'], r['id']))
+    if r['id'] in seen: continue
+    seen.add(r['id'])
+    n = int(r['id'][4:]); o = b['order_no']
+    if last.get(o, 0) > n: bad.append('order %s: %s accepted after evt_%d' % (o, r['id'], last[o]))
+    last[o] = max(last.get(o, 0), n)
+    if b['event'] == 'refunded' and b['amount'] != 1000: bad.append('refund amount %s' % b['amount'])
+kinds = {}
+for r in recs: kinds[r['verdict']] = kinds.get(r['verdict'], 0) + 1
+print('# receiver: %d requests %s, %d events accepted, %d duplicates' % (len(recs), kinds, len(got), len(accepted) - len(got)))
+for b in bad: print(b)
+sys.exit(1 if bad else 0)
+EOF
+rc=$?
+head -1 "$dir/check.out"
+if [ $rc = 0 ]; then ok "every event accepted at least once, verified, per-order order held"; else not_ok "every event accepted at least once, verified, per-order order held" "$(cat "$dir/check.out")"; fi
+grep -q '"verdict": "fail"' "$dir/received" && grep -q '"verdict": "timeout"' "$dir/received"
+check "the receiver failed and timed out some requests" 0 $?
+
+# dead letters: an endpoint that refuses connections, horizon 3 s
+ep_b=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$closed/dead', '$secret', events => '{paid}', retry_horizon => '3 seconds')")
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '300 ms', retry_max => '1 second')" >/dev/null
+"$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 40 --start $((ORDERS + 1)) \
+    --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay2.sql" >/dev/null
+traffic "$dir/pay2.sql"
+sleep 1.5
+check "nothing is dead before the horizon" 0 "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
+for _ in $(seq 100); do
+    [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NULL")" = 0 ] && break
+    sleep 0.1
+done
+check "40 dead letters, each with its attempts and last error" "40|0|40" \
+    "$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts >= 3 AND last_status IS NULL AND last_error <> '') FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
+check "each dead right when its horizon passed (within 1 s)" "0" \
+    "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND NOT (dead_at >= started_at + retry_horizon AND dead_at < started_at + retry_horizon + interval '1 second')")"
+echo "# dead after horizon + $(q "SELECT round(extract(epoch FROM max(dead_at - started_at - retry_horizon))::numeric, 2) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b") s at most"
+check "the same events reached the live endpoint" 40 \
+    "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_a AND order_no > 'R$(printf %05d "$ORDERS")' AND delivered_at IS NOT NULL")"
+
+# one call replays them, here to a repaired URL
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, url => 'http://127.0.0.1:$rport/fast/b')" >/dev/null
+check "paynotify_redeliver requeues every dead letter" 40 "$(as_role ops -Atc "SELECT paynotify_redeliver(endpoint_id => $ep_b)")"
+for _ in $(seq 100); do
+    [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND delivered_at IS NULL")" = 0 ] && break
+    sleep 0.1
+done
+check "replayed dead letters delivered" "40|0" \
+    "$(q "SELECT count(delivered_at), count(dead_at) FROM paynotify_delivery WHERE endpoint_id = $ep_b")"
+check "the receiver got each of them" 40 "$(grep -c '"path": "/fast/b"' "$dir/received" | tr -d ' ')"
+
+# the independent check of every signature
+if [ $npm_ok = 1 ]; then
+    out=$(NODE_PATH="$dir/npm/node_modules" node test/e2e/relay_verify.js "$secret" "$dir/received" 2>&1)
+    rc=$?
+    echo "# standardwebhooks: $(echo "$out" | tail -1)"
+    check "standardwebhooks verifies every request" 0 $rc
+fi
+
+# graceful stop (idle relays)
+for r in r1 r2; do kill -TERM "${relay_pid[$r]}"; done
+for r in r1 r2; do
+    rc=124
+    for _ in $(seq 50); do
+        if ! kill -0 "${relay_pid[$r]}" 2>/dev/null; then wait "${relay_pid[$r]}"; rc=$?; break; fi
+        sleep 0.1
+    done
+    check "SIGTERM stops relay $r with status 0" 0 "$rc"
+done
+
+# SIGTERM in the middle of a batch: the requests in flight finish and are
+# recorded, the claimed rest is released untouched
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_c=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/c', '$secret', max_in_flight => 2)")
+"$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 10 --start $((ORDERS + 41)) \
+    --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay3.sql" >/dev/null
+traffic "$dir/pay3.sql"
+start_relay r3 --timeout=5000
+for _ in $(seq 100); do [ "$(grep -c '"path": "/slow/c"' "$dir/received")" -ge 2 ] && break; sleep 0.05; done
+t_term=$(date +%s.%N)
+kill -TERM "${relay_pid[r3]}"
+wait "${relay_pid[r3]}"
+rc=$?
+check "SIGTERM mid-batch: status 0 within 2 s" "0 1" "$rc $(python3 -c "print(int($(date +%s.%N) - $t_term < 2))")"
+check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 others untouched" "2|8|10" \
+    "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
+check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
+
+# the command line
+check "--version" "paynotify-relay 1.1" "$("$RELAY" --version)"
+missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
+    "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
+check "--help names every variable with its default" "" "$missing"
+PAYNOTIFY_RELAY_BATCH=0 "$RELAY" >/dev/null 2>"$dir/err"
+check "a bad setting: exit 2, the variable named" "2 1" "$? $(grep -c 'PAYNOTIFY_RELAY_BATCH must be' "$dir/err")"
+
+if grep -qF "${secret#whsec_}" "$dir"/relay-*.log; then not_ok "no secret in the relay's log"; else ok "no secret in the relay's log"; fi
+finish
