@@ -22,15 +22,17 @@ OBJS = \
 	src/verify_alipay.o \
 	src/verify_stripe.o \
 	src/form.o \
-	src/scan.o
+	src/scan.o \
+	src/ops.o
 
-DATA = $(wildcard $(EXTENSION)--*.sql)
+DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql
+DATA_built = paynotify--1.1.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
 PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges types accounts catalog keys ledger
+REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges types accounts catalog keys ledger ops
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race
@@ -41,6 +43,9 @@ EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regres
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
+	cat $^ > $@
 
 # every object is rebuilt when a shared header changes
 $(OBJS): $(wildcard src/*.h)

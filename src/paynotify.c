@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 
 #include "paynotify.h"
+#include "ops.h"
 
 PG_MODULE_MAGIC;
 
@@ -88,4 +89,5 @@ _PG_init(void)
 	pn_crypto_init();
 	pn_config_init();
 	pn_state_init();
+	pn_ops_init();
 }
