@@ -73,11 +73,21 @@ COMMENT ON FUNCTION @extschema@.paynotify_retention_floor(text) IS
 	'the shortest keep paynotify_purge accepts for a gateway: its retry horizon plus a day';
 
 -- Everything that happened to notifications, orders, in time order.
-CREATE FUNCTION @extschema@.paynotify_trace_rows(p_channel text, p_notify_id text, p_order_no text)
+CREATE FUNCTION @extschema@.paynotify_trace_rows(p_channel text, p_notify_id text, p_order_no text, p_by_order boolean)
 	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+#variable_conflict use_column
+BEGIN
+	IF p_by_order AND p_order_no IS NULL THEN
+		RAISE EXCEPTION 'order_no must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT p_by_order AND (p_channel IS NULL OR p_notify_id IS NULL) THEN
+		RAISE EXCEPTION 'channel and notify_id must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	RETURN QUERY
 	WITH n AS (
 		SELECT l.* FROM @extschema@.payment_notify_log l
 		WHERE (p_order_no IS NULL AND l.channel = p_channel AND l.notify_id = p_notify_id)
@@ -144,37 +154,23 @@ CREATE FUNCTION @extschema@.paynotify_trace_rows(p_channel text, p_notify_id tex
 		   OR (p_order_no IS NOT NULL AND o.order_no = p_order_no)
 	)
 	SELECT ev.at, ev.kind, ev.channel, ev.notify_id, ev.detail FROM ev
-	ORDER BY ev.at, ev.ord, ev.channel, ev.notify_id, ev.detail::text
+	ORDER BY ev.at, ev.ord, ev.channel, ev.notify_id, ev.detail::text;
+END
 $$;
 
 CREATE FUNCTION @extschema@.paynotify_trace(channel text, notify_id text)
 	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
-	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	LANGUAGE sql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
-	AS $$
-BEGIN
-	IF $1 IS NULL OR $2 IS NULL THEN
-		RAISE EXCEPTION 'channel and notify_id must not be null'
-			USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	RETURN QUERY SELECT * FROM @extschema@.paynotify_trace_rows($1, $2, NULL);
-END
-$$;
+	AS $$ SELECT * FROM @extschema@.paynotify_trace_rows($1, $2, NULL, false) $$;
 COMMENT ON FUNCTION @extschema@.paynotify_trace(text, text) IS
 	'everything that happened to one notification, in time order';
 
 CREATE FUNCTION @extschema@.paynotify_trace_order(order_no text)
 	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
-	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	LANGUAGE sql STABLE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
-	AS $$
-BEGIN
-	IF $1 IS NULL THEN
-		RAISE EXCEPTION 'order_no must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	RETURN QUERY SELECT * FROM @extschema@.paynotify_trace_rows(NULL, NULL, $1);
-END
-$$;
+	AS $$ SELECT * FROM @extschema@.paynotify_trace_rows(NULL, NULL, $1, true) $$;
 COMMENT ON FUNCTION @extschema@.paynotify_trace_order(text) IS
 	'everything that happened to one order (notifications, deliveries, payments, refunds, anomalies, status changes, outbox), in time order';
 
@@ -381,7 +377,7 @@ REVOKE ALL ON @extschema@.paynotify_order_history, @extschema@.paynotify_deliver
 	@extschema@.paynotify_stats FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_retention_floor(text),
-	@extschema@.paynotify_trace_rows(text, text, text),
+	@extschema@.paynotify_trace_rows(text, text, text, boolean),
 	@extschema@.paynotify_trace(text, text),
 	@extschema@.paynotify_trace_order(text),
 	@extschema@.paynotify_retry(text, text, boolean),

@@ -84,10 +84,10 @@ _PG_init(void)
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 
+	pn_ops_init();				/* defines paynotify.delivery_history */
 	MarkGUCPrefixReserved("paynotify");
 
 	pn_crypto_init();
 	pn_config_init();
 	pn_state_init();
-	pn_ops_init();
 }
