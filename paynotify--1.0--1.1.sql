@@ -319,8 +319,9 @@ BEGIN
 		RAISE EXCEPTION 'anomaly % does not exist', $1 USING ERRCODE = 'no_data_found';
 	END IF;
 	IF a.resolved_at IS NOT NULL THEN
-		RAISE EXCEPTION 'anomaly % was resolved at % by %', $1, a.resolved_at, a.resolved_by
-			USING ERRCODE = 'object_not_in_prerequisite_state';
+		RAISE EXCEPTION 'anomaly % was already resolved by %', $1, a.resolved_by
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('Resolved at %s: %s', a.resolved_at, a.note);
 	END IF;
 	RETURN QUERY UPDATE @extschema@.paynotify_anomaly x
 		SET resolved_at = pg_catalog.now(), resolved_by = session_user, note = $2
