@@ -63,7 +63,12 @@ else
     count "make installcheck" 0
 fi
 
-for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/tests/send-test.sh test/e2e/dump.sh; do
+# end-to-end tests that --quick runs too, one line each
+quick_e2e=(test/e2e/dump.sh)
+quick_e2e+=(test/e2e/upgrade.sh)
+quick_e2e+=(test/e2e/cron.sh)
+quick_e2e+=(test/e2e/monitoring.sh)
+for t in test/unit/run.sh test/unit/crypto-fault.sh shim/tests/cgi-test.sh shim/tests/send-test.sh "${quick_e2e[@]}"; do
     [ -x "$t" ] || continue
     note "$t"
     "$t"; count "$t" $?
@@ -72,7 +77,7 @@ done
 if [ $quick = 0 ]; then
     for t in test/e2e/*.sh test/model/run.sh test/chaos/run.sh test/fuzz/run.sh; do
         [ -x "$t" ] || continue
-        [ "$t" = test/e2e/dump.sh ] && continue	# run above, also with --quick
+        [[ " ${quick_e2e[*]} " == *" $t "* ]] && continue	# run above, also with --quick
         note "$t"
         "$t"; count "$t" $?
     done

@@ -21,7 +21,8 @@
 # A throwaway cluster with default durability (fsync on, synchronous_commit
 # on) on loopback; everything started is stopped by pid.  Environment:
 # BENCH_NOTIFICATIONS (signed once; each pgbench run delivers all of them,
-# default 40000), BENCH_GROWTH_ROWS (default 1000000).
+# default 40000), BENCH_GROWTH_ROWS (default 1000000), BENCH_DELIVERY_HISTORY
+# (paynotify.delivery_history for the run: off, failures or all; default off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)
@@ -42,7 +43,8 @@ stack_init bench
 stack_pg
 SQL() { stack_sql "$@"; }
 stack_schema 0 "$nsig"
-SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} >/dev/null
+SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} \
+    -c "ALTER DATABASE postgres SET paynotify.delivery_history = ${BENCH_DELIVERY_HISTORY:-off}" >/dev/null
 
 echo "== signing $nsig distinct WeChat notifications"
 shim/paynotify-send --gateway wxpay --keys test/vectors/keys --mode distinct -n "$nsig" \
