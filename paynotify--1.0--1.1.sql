@@ -228,7 +228,7 @@ COMMENT ON FUNCTION @extschema@.paynotify_retry_failed(interval, integer, boolea
 -- gateway; never failed, parked or anomaly rows, nor a notification with an
 -- anomaly; never payments or refunds.  Small batches, SKIP LOCKED.
 CREATE FUNCTION @extschema@.paynotify_purge(keep interval, max_rows integer DEFAULT 10000,
-		batch_size integer DEFAULT 1000)
+		batch_size integer DEFAULT 1000, only_channel text DEFAULT NULL)
 	RETURNS TABLE (channel text, kept interval, notifications bigint, deliveries bigint)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
@@ -251,7 +251,8 @@ BEGIN
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	FOR c IN SELECT x.channel, ch.gateway
-			 FROM (SELECT DISTINCT l.channel FROM @extschema@.payment_notify_log l) x
+			 FROM (SELECT DISTINCT l.channel FROM @extschema@.payment_notify_log l
+				   WHERE only_channel IS NULL OR l.channel = only_channel) x
 			 LEFT JOIN @extschema@.paynotify_channel ch ON ch.name = x.channel
 			 ORDER BY x.channel LOOP
 		floor_ := @extschema@.paynotify_retention_floor(c.gateway);
@@ -296,8 +297,8 @@ BEGIN
 	END LOOP;
 END
 $$;
-COMMENT ON FUNCTION @extschema@.paynotify_purge(interval, integer, integer) IS
-	'deletes settled notifications older than keep (never sooner than the gateway''s retry horizon plus a day), at most max_rows in batches; returns what it removed per channel';
+COMMENT ON FUNCTION @extschema@.paynotify_purge(interval, integer, integer, text) IS
+	'deletes settled notifications older than keep (never sooner than the gateway''s retry horizon plus a day), at most max_rows in batches, of one channel or all; returns what it removed per channel';
 
 -- Marks an anomaly as looked at.
 CREATE FUNCTION @extschema@.paynotify_resolve_anomaly(id bigint, note text)
@@ -383,7 +384,7 @@ REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_trace_order(text),
 	@extschema@.paynotify_retry(text, text, boolean),
 	@extschema@.paynotify_retry_failed(interval, integer, boolean),
-	@extschema@.paynotify_purge(interval, integer, integer),
+	@extschema@.paynotify_purge(interval, integer, integer, text),
 	@extschema@.paynotify_resolve_anomaly(bigint, text)
 	FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
@@ -392,7 +393,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_trace_order(text),
 	@extschema@.paynotify_retry(text, text, boolean),
 	@extschema@.paynotify_retry_failed(interval, integer, boolean),
-	@extschema@.paynotify_purge(interval, integer, integer),
+	@extschema@.paynotify_purge(interval, integer, integer, text),
 	@extschema@.paynotify_resolve_anomaly(bigint, text)
 	TO paynotify_admin;
 GRANT SELECT ON @extschema@.paynotify_order_history, @extschema@.paynotify_delivery,

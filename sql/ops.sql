@@ -170,7 +170,9 @@ SET search_path = pay, public;
 SELECT id AS anomaly_id FROM paynotify_anomaly WHERE channel = 'op' AND notify_id = 'evt_op_1' \gset
 SELECT kind, resolved_by, note, resolved_at IS NOT NULL AS resolved
 FROM paynotify_resolve_anomaly(:anomaly_id, 'same payment, amount typo in a test resend');
+\set VERBOSITY sqlstate
 SELECT * FROM paynotify_resolve_anomaly(:anomaly_id, 'again');
+\set VERBOSITY terse
 SELECT * FROM paynotify_resolve_anomaly(-1, 'no such');
 SELECT * FROM paynotify_resolve_anomaly(:anomaly_id, ' ');
 SELECT * FROM paynotify_resolve_anomaly(NULL, 'x');
@@ -186,10 +188,10 @@ UPDATE pay.payment_notify_log SET last_seen = now() - interval '5 days', first_s
 SET search_path = pay, public;
 SET client_min_messages = notice;
 SELECT gateway, paynotify_retention_floor(gateway) FROM (VALUES ('wxpay'), ('alipay'), ('stripe')) g(gateway);
-SELECT * FROM paynotify_purge('30 days') WHERE channel = 'op';
-SELECT channel, kept, notifications FROM paynotify_purge('1 hour', max_rows => 1) WHERE channel = 'op';
-SELECT channel, kept, notifications FROM paynotify_purge('4 days', batch_size => 1) WHERE channel = 'op';
-SELECT * FROM paynotify_purge('4 days') WHERE channel = 'op';
+SELECT * FROM paynotify_purge('30 days', only_channel => 'op');
+SELECT channel, kept, notifications FROM paynotify_purge('1 hour', max_rows => 1, only_channel => 'op');
+SELECT channel, kept, notifications FROM paynotify_purge('4 days', batch_size => 1, only_channel => 'op');
+SELECT * FROM paynotify_purge('4 days', only_channel => 'op');
 -- what is left: the anomaly's notification, the parked one, the failed one
 SELECT notify_id, status FROM payment_notify_log WHERE channel = 'op' ORDER BY 1;
 SELECT count(*) AS payments_kept FROM payment_record WHERE channel = 'op';

@@ -44,7 +44,7 @@ stack_pg
 SQL() { stack_sql "$@"; }
 stack_schema 0 "$nsig"
 SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} \
-    -c "ALTER DATABASE postgres SET paynotify.delivery_history = ${BENCH_DELIVERY_HISTORY:-off}" >/dev/null
+    -c "ALTER DATABASE postgres SET paynotify.delivery_history = '${BENCH_DELIVERY_HISTORY:-off}'" >/dev/null
 
 echo "== signing $nsig distinct WeChat notifications"
 shim/paynotify-send --gateway wxpay --keys test/vectors/keys --mode distinct -n "$nsig" \
