@@ -25,7 +25,7 @@ COMMENT ON TABLE @extschema@.paynotify_order_history IS
 
 -- One row per authenticated delivery when paynotify.delivery_history is
 -- "all" (or per delivery not acknowledged when it is "failures").
-CREATE TABLE @extschema@.paynotify_delivery (
+CREATE TABLE @extschema@.paynotify_delivery_history (
 	id			bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	channel		text NOT NULL,
 	notify_id	text NOT NULL,
@@ -35,8 +35,8 @@ CREATE TABLE @extschema@.paynotify_delivery (
 	payload_sha256 text,
 	client		text
 );
-CREATE INDEX paynotify_delivery_notification ON @extschema@.paynotify_delivery (channel, notify_id);
-COMMENT ON TABLE @extschema@.paynotify_delivery IS
+CREATE INDEX paynotify_delivery_history_notification ON @extschema@.paynotify_delivery_history (channel, notify_id);
+COMMENT ON TABLE @extschema@.paynotify_delivery_history IS
 	'paynotify: per-delivery history (paynotify.delivery_history): time, outcome, HTTP status, payload hash, client';
 
 -- the notifications of an order, for paynotify_trace_order
@@ -48,11 +48,11 @@ ALTER TABLE @extschema@.paynotify_anomaly
 	ADD COLUMN note text;
 
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_order_history', '');
-SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_delivery', '');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_delivery_history', '');
 SELECT pg_catalog.pg_extension_config_dump(
 	pg_catalog.pg_get_serial_sequence('@extschema@.paynotify_order_history', 'id'), '');
 SELECT pg_catalog.pg_extension_config_dump(
-	pg_catalog.pg_get_serial_sequence('@extschema@.paynotify_delivery', 'id'), '');
+	pg_catalog.pg_get_serial_sequence('@extschema@.paynotify_delivery_history', 'id'), '');
 
 -- The shortest time a settled notification is kept: its gateway's retry
 -- horizon (WeChat Pay 24 h 4 min, documented about 24 h 15 m; Alipay 25 h;
@@ -114,7 +114,7 @@ BEGIN
 		SELECT d.at, 1, 'delivery', d.channel, d.notify_id,
 			jsonb_build_object('outcome', d.outcome, 'http_status', d.http_status,
 				'payload_sha256', d.payload_sha256, 'client', d.client)
-		FROM @extschema@.paynotify_delivery d JOIN ids USING (channel, notify_id)
+		FROM @extschema@.paynotify_delivery_history d JOIN ids USING (channel, notify_id)
 		UNION ALL
 		SELECT a.created_at, 3, 'anomaly', a.channel, a.notify_id,
 			jsonb_build_object('id', a.id, 'kind', a.kind, 'order_no', a.order_no,
@@ -280,7 +280,7 @@ BEGIN
 				WHERE l.channel = v.channel AND l.notify_id = v.notify_id
 				RETURNING l.channel, l.notify_id
 			), dgone AS (
-				DELETE FROM @extschema@.paynotify_delivery dl USING gone g
+				DELETE FROM @extschema@.paynotify_delivery_history dl USING gone g
 				WHERE dl.channel = g.channel AND dl.notify_id = g.notify_id
 				RETURNING 1
 			)
@@ -375,7 +375,7 @@ CREATE VIEW @extschema@.paynotify_stats AS
 COMMENT ON VIEW @extschema@.paynotify_stats IS
 	'paynotify: per channel, notifications by status, deliveries, duplicate ratio, failed and parked now and their oldest age, anomalies, outbox backlog';
 
-REVOKE ALL ON @extschema@.paynotify_order_history, @extschema@.paynotify_delivery,
+REVOKE ALL ON @extschema@.paynotify_order_history, @extschema@.paynotify_delivery_history,
 	@extschema@.paynotify_stats FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_retention_floor(text),
@@ -396,7 +396,7 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_purge(interval, integer, integer, text),
 	@extschema@.paynotify_resolve_anomaly(bigint, text)
 	TO paynotify_admin;
-GRANT SELECT ON @extschema@.paynotify_order_history, @extschema@.paynotify_delivery,
+GRANT SELECT ON @extschema@.paynotify_order_history, @extschema@.paynotify_delivery_history,
 	@extschema@.paynotify_stats
 	TO paynotify_admin;
 

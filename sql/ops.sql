@@ -56,7 +56,7 @@ SET paynotify.delivery_history = 'failures';
 SELECT t.op('evt_op_1', 'OP-1') AS duplicate, t.op('evt_op_2', 'OP-2') AS still_missing;
 RESET paynotify.delivery_history;
 SELECT t.op('evt_op_1', 'OP-1') AS not_recorded;
-SELECT outcome, http_status, client, count(*) FROM paynotify_delivery WHERE channel = 'op'
+SELECT outcome, http_status, client, count(*) FROM paynotify_delivery_history WHERE channel = 'op'
 	GROUP BY 1, 2, 3 ORDER BY 1, 2;
 
 -- Who may: only paynotify_admin (and superusers)
@@ -195,7 +195,7 @@ SELECT * FROM paynotify_purge('4 days', only_channel => 'op');
 -- what is left: the anomaly's notification, the parked one, the failed one
 SELECT notify_id, status FROM payment_notify_log WHERE channel = 'op' ORDER BY 1;
 SELECT count(*) AS payments_kept FROM payment_record WHERE channel = 'op';
-SELECT count(*) AS deliveries_kept FROM paynotify_delivery WHERE channel = 'op';
+SELECT count(*) AS deliveries_kept FROM paynotify_delivery_history WHERE channel = 'op';
 SELECT * FROM paynotify_purge(NULL);
 SELECT * FROM paynotify_purge('4 days', 0);
 RESET client_min_messages;
@@ -212,5 +212,5 @@ WHERE p.proname IN ('paynotify_trace', 'paynotify_trace_order', 'paynotify_trace
 ORDER BY 1;
 SELECT c.relname, c.relacl FROM pg_class c
 WHERE c.relnamespace = 'pay'::regnamespace
-  AND c.relname IN ('paynotify_stats', 'paynotify_order_history', 'paynotify_delivery')
+  AND c.relname IN ('paynotify_stats', 'paynotify_order_history', 'paynotify_delivery_history')
 ORDER BY 1;

@@ -77,7 +77,7 @@ void
 pn_ops_init(void)
 {
 	DefineCustomEnumVariable("paynotify.delivery_history",
-							 "Which deliveries paynotify_handle records in paynotify_delivery.",
+							 "Which deliveries paynotify_handle records in paynotify_delivery_history.",
 							 "off: none; failures: those not acknowledged; all: every authenticated delivery.",
 							 &delivery_history,
 							 DH_OFF,
@@ -273,7 +273,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	if (delivery_history == DH_OFF ||
 		(delivery_history == DH_FAILURES && pn_outcome_acknowledges(outcome)))
 		return;
-	if (!OidIsValid(get_relname_relid("paynotify_delivery", cfg->nsp)))
+	if (!OidIsValid(get_relname_relid("paynotify_delivery_history", cfg->nsp)))
 		return;
 	pn_gateway_reply(ch->gw, outcome, PN_OK, &reply);
 	if (pn_header(headers, "X-Paynotify-Client", &client) != 1)
@@ -285,7 +285,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	plan = saved_plan(&delivery_plan, &delivery_nsp, cfg->nsp,
-					  psprintf("INSERT INTO %s.paynotify_delivery"
+					  psprintf("INSERT INTO %s.paynotify_delivery_history"
 							   " (channel, notify_id, outcome, http_status, payload_sha256, client)"
 							   " VALUES ($1, $2, $3, $4, $5, $6)", cfg->schema),
 					  6, argtypes);

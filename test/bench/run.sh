@@ -436,13 +436,13 @@ run_history() {
     for r in $(seq 1 "$rounds"); do
         for mode in off all; do
             SQL -q -c "ALTER DATABASE postgres SET paynotify.delivery_history = '$mode'" \
-                -c "TRUNCATE paynotify_delivery, paynotify_order_history" >/dev/null
+                -c "TRUNCATE paynotify_delivery_history, paynotify_order_history" >/dev/null
             reset_tables
             p=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
             SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
             d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
             printf '%-6s %-5s %12.1f %14.1f   (delivery rows: %s)\n' "$r" "$mode" "$p" "$d" \
-                "$(SQL -tA -c "SELECT count(*) FROM paynotify_delivery")"
+                "$(SQL -tA -c "SELECT count(*) FROM paynotify_delivery_history")"
             first[$mode]+="$p "
             dup[$mode]+="$d "
         done
