@@ -23,6 +23,7 @@ typedef struct request_env
 	const char *request_uri;
 	const char *content_length;
 	const char *content_type;
+	const char *remote_addr;
 } request_env;
 
 /* One header on its way into the JSON object. */
@@ -51,6 +52,7 @@ static const struct
 	{"REQUEST_URI", offsetof(request_env, request_uri)},
 	{"CONTENT_LENGTH", offsetof(request_env, content_length)},
 	{"CONTENT_TYPE", offsetof(request_env, content_type)},
+	{"REMOTE_ADDR", offsetof(request_env, remote_addr)},
 };
 
 #define HTTP_PREFIX "HTTP_"
@@ -287,7 +289,9 @@ parse_length(pn_request *req, const char *value)
 
 /*
  * Builds the headers JSON object: every HTTP_* variable, named in lower case
- * with '_' as '-', plus CONTENT_TYPE as "content-type" when not empty.
+ * with '_' as '-', plus CONTENT_TYPE as "content-type" when not empty, and
+ * REMOTE_ADDR as "x-paynotify-client" (replacing any the client sent) for
+ * paynotify.delivery_history.
  * Values keep their case and bytes.  Returns 400 when a name or value is not
  * valid UTF-8 (jsonb could not hold it, and changing it would be worse).
  */
@@ -312,6 +316,9 @@ collect_headers(pn_request *req, const request_env *env, char **envp)
 	if (status == PN_OK && env->content_type && env->content_type[0])
 		status = header_add(&list, "CONTENT_TYPE", strlen("CONTENT_TYPE"),
 							env->content_type, true);
+	if (status == PN_OK && env->remote_addr && env->remote_addr[0])
+		status = header_add(&list, "X_PAYNOTIFY_CLIENT", strlen("X_PAYNOTIFY_CLIENT"),
+							env->remote_addr, true);
 
 	pn_buf_append(out, "{", 1);
 	for (size_t i = 0; i < list.n && status == PN_OK; i++)

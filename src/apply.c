@@ -31,6 +31,7 @@
 
 #include "paynotify.h"
 #include "pnconfig.h"
+#include "ops.h"
 
 #define NOTIFY_CHANNEL "paynotify"
 
@@ -80,6 +81,7 @@ void
 pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
 	set_result(res, PN_PROCESSED, "succeeded", NULL);
+	pn_history_cause(ch->name, n->notify_id);
 	if (n->anomaly != NULL)
 	{
 		anomaly_result(cfg, ch, n, res, n->anomaly);
@@ -161,10 +163,13 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		nulls[3] = 'n';
 	if (n->currency == NULL)
 		nulls[4] = 'n';
+	pn_history_own_move(true);
 	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "order update failed");
+	pn_history_own_move(false);
 	if (SPI_processed == 1)
 	{
+		pn_history_move(cfg, n->order_no, "pending", "paid");
 		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
 		pn_apply_parked(cfg, n->order_no);
@@ -797,4 +802,11 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 		applying_order = outer;
 	}
 	PG_END_TRY();
+}
+
+/* The notice stored on a log row, for paynotify_retry (ops.c). */
+PnNotice *
+pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
+{
+	return notice_from_jsonb(j, notify_id);
 }

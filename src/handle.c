@@ -31,6 +31,7 @@
 
 #include "paynotify.h"
 #include "pnconfig.h"
+#include "ops.h"
 
 PG_FUNCTION_INFO_V1(paynotify_handle);
 
@@ -68,6 +69,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	PnRequest	req;
 	PnNotice	notice;
 	PnReason	reason;
+	PnOutcome	outcome;
 	bytea	   *body;
 
 	pn_require_read_committed("paynotify_handle");
@@ -117,7 +119,9 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
 		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
-	return reply_row(fcinfo, ch->gw, dedup_and_apply(cfg, ch, &notice), PN_OK);
+	outcome = dedup_and_apply(cfg, ch, &notice);
+	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
+	return reply_row(fcinfo, ch->gw, outcome, PN_OK);
 }
 
 /*
@@ -233,7 +237,8 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 	/* It failed before: run the business step again. */
 	(void) apply_in_subxact(cfg, ch, n, &res, &error);
 	pn_log_update(cfg, ch->name, n->notify_id,
-				  res.outcome == PN_PARKED ? pn_notice_to_jsonb(n) : NULL, &res, error, true);
+				  res.outcome == PN_PARKED || res.outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
+				  &res, error, true);
 	return res.outcome;
 }
 
@@ -331,4 +336,12 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 	nulls[1] = (reply.content_type == NULL);
 	nulls[2] = (reply.body == NULL);
 	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+}
+
+/* The business step in its subtransaction, for paynotify_retry (ops.c). */
+bool
+pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+			  PnApplied *res, char **error)
+{
+	return apply_in_subxact(cfg, ch, n, res, error);
 }

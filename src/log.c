@@ -21,6 +21,9 @@
 
 static Datum text_or_null(const char *s, char *null);
 
+/* Parked and failed rows keep the notice, to be applied again later. */
+#define keeps_notice(res) ((res)->outcome == PN_PARKED || (res)->outcome == PN_FAILED)
+
 /* A text argument, or NULL (marking it so in null). */
 static Datum
 text_or_null(const char *s, char *null)
@@ -68,8 +71,9 @@ pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id)
 
 /*
  * The first delivery's row, written after its business step with how that
- * went (error: the failure's message, or NULL).  A parked notification
- * keeps its extracted notice, to be applied later without its body.
+ * went (error: the failure's message, or NULL).  A parked or failed
+ * notification keeps its extracted notice, to be applied later without its
+ * body (when its order moves, or by paynotify_retry).
  */
 void
 pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
@@ -88,8 +92,8 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[5] = CStringGetTextDatum(res->log_status);
 	args[6] = text_or_null(res->note, &nulls[6]);
 	args[7] = text_or_null(error, &nulls[7]);
-	args[8] = res->outcome == PN_PARKED ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
-	nulls[8] = res->outcome == PN_PARKED ? ' ' : 'n';
+	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
+	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "notification log insert failed");
 }
@@ -112,8 +116,8 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
 	args[2] = CStringGetTextDatum(res->log_status);
 	args[3] = text_or_null(res->note, &nulls[3]);
 	args[4] = text_or_null(error, &nulls[4]);
-	args[5] = res->outcome == PN_PARKED ? JsonbPGetDatum(notice) : (Datum) 0;
-	nulls[5] = res->outcome == PN_PARKED ? ' ' : 'n';
+	args[5] = keeps_notice(res) && notice ? JsonbPGetDatum(notice) : (Datum) 0;
+	nulls[5] = keeps_notice(res) && notice ? ' ' : 'n';
 	args[6] = Int32GetDatum(1);
 	args[7] = Int32GetDatum(delivered ? 1 : 0);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)

@@ -15,6 +15,7 @@
 #include "utils/guc.h"
 
 #include "paynotify.h"
+#include "ops.h"
 
 PG_MODULE_MAGIC;
 
@@ -83,6 +84,7 @@ _PG_init(void)
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 
+	pn_ops_init();				/* defines paynotify.delivery_history */
 	MarkGUCPrefixReserved("paynotify");
 
 	pn_crypto_init();

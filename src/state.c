@@ -22,6 +22,7 @@
 
 #include "paynotify.h"
 #include "pnconfig.h"
+#include "ops.h"
 
 PG_FUNCTION_INFO_V1(paynotify_transit);
 PG_FUNCTION_INFO_V1(paynotify_guard_transition);
@@ -89,9 +90,14 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = CStringGetTextDatum(pn_status_value(&cfg->status_map, from));
 	args[2] = CStringGetTextDatum(pn_status_value(&cfg->status_map, to));
+	pn_history_own_move(true);
 	if (pn_orders_execute(cfg, PLAN_ORDER_MOVE, args, NULL, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "order update failed");
-	return SPI_processed == 1;
+	pn_history_own_move(false);
+	if (SPI_processed != 1)
+		return false;
+	pn_history_move(cfg, order_no, from, to);
+	return true;
 }
 
 typedef struct TransitCall
@@ -147,6 +153,7 @@ paynotify_transit(PG_FUNCTION_ARGS)
 	c.from = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	c.to = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	c.moved = false;
+	pn_history_cause(NULL, NULL);
 	pn_run_as(pn_function_owner(c.fn_oid), transit_call, &c);
 	PG_RETURN_BOOL(c.moved);
 }
@@ -228,5 +235,8 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 				 errdetail("Column \"%s\" changed from %s to %s.", column, from, to),
 				 errhint("Legal transitions are listed in paynotify_transition.")));
 	}
+	if (RelationGetRelid(td->tg_relation) == cfg->orders_oid &&
+		strcmp(column, cfg->status_col_name) == 0)
+		pn_history_guard(fcinfo->flinfo->fn_oid, td, from_state, to_state);
 	return PointerGetDatum(td->tg_newtuple);
 }

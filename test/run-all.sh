@@ -28,6 +28,9 @@ quick_tests=(
     test/e2e/dump.sh
     test/model/run.sh
     test/e2e/relay.sh
+    test/e2e/upgrade.sh
+    test/e2e/cron.sh
+    test/e2e/monitoring.sh
 )
 # ... and, without --quick, after them:
 full_tests=(

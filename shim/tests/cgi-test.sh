@@ -376,6 +376,10 @@ cgi headers "$TMP/small.json" \
 expect headers 200 processed "headers request"
 check "header names lower-cased with '-', values kept exactly, nothing else" yes \
     "$(json_true "$TMP/headers.out" "b['headers'] == {'wechatpay-signature': 'AbC+/dEf==', 'wechatpay-serial': 'PUB_KEY_ID_0114', 'x-mixed': 'MiXeD \"quoted\" \\\\back\\\\slash', 'x-utf8': '\u652f\u4ed8\u6210\u529f', 'x-control': 'tab\there\x01', 'x-empty': '', 'content-type': 'application/json; charset=utf-8'}")"
+cgi client "$TMP/small.json" REMOTE_ADDR=198.51.100.9 HTTP_X_PAYNOTIFY_CLIENT=spoofed
+expect client 200 processed "client address request"
+check "REMOTE_ADDR passed as x-paynotify-client, replacing the client's own" yes \
+    "$(json_true "$TMP/client.out" "b['headers'] == {'x-paynotify-client': '198.51.100.9'}")"
 before=$(calls)
 cgi bad_utf8 "$TMP/small.json" HTTP_X_LATIN1=$'caf\xe9'
 expect bad_utf8 400 refused "header value not UTF-8"

@@ -17,11 +17,15 @@
 #           concurrency; CGI mode (fcgiwrap) for the record.
 #   growth  db at 8 clients again with 1,000,000 rows already in
 #           payment_notify_log and payment_record: ratio to the empty run.
+#   history paynotify.delivery_history off against all: first deliveries/s
+#           and duplicates/s at 8 clients in BENCH_ROUNDS (default 5)
+#           interleaved rounds; medians and their ratio (not in "all").
 #
 # A throwaway cluster with default durability (fsync on, synchronous_commit
 # on) on loopback; everything started is stopped by pid.  Environment:
 # BENCH_NOTIFICATIONS (signed once; each pgbench run delivers all of them,
-# default 40000), BENCH_GROWTH_ROWS (default 1000000).
+# default 40000), BENCH_GROWTH_ROWS (default 1000000), BENCH_DELIVERY_HISTORY
+# (paynotify.delivery_history for the run: off, failures or all; default off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)
@@ -42,7 +46,8 @@ stack_init bench
 stack_pg
 SQL() { stack_sql "$@"; }
 stack_schema 0 "$nsig"
-SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} >/dev/null
+SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} \
+    -c "ALTER DATABASE postgres SET paynotify.delivery_history = '${BENCH_DELIVERY_HISTORY:-off}'" >/dev/null
 
 echo "== signing $nsig distinct WeChat notifications"
 shim/paynotify-send --gateway wxpay --keys test/vectors/keys --mode distinct -n "$nsig" \
@@ -422,10 +427,38 @@ run_http() {
     [ -n "${TPS[db8]:-}" ] || echo "(db TPS: n/a unless the db part runs first in the same invocation: run.sh db http)"
 }
 
+# The cost of paynotify.delivery_history: off and all in interleaved rounds.
+run_history() {
+    local rounds=${BENCH_ROUNDS:-5} mode p d
+    local -A first dup
+    echo "== history: paynotify.delivery_history off vs all, 8 clients, $rounds interleaved rounds ($nsig notifications each)"
+    printf '%-6s %-5s %12s %14s\n' round mode first/s duplicates/s
+    for r in $(seq 1 "$rounds"); do
+        for mode in off all; do
+            SQL -q -c "ALTER DATABASE postgres SET paynotify.delivery_history = '$mode'" \
+                -c "TRUNCATE paynotify_delivery_history, paynotify_order_history" >/dev/null
+            reset_tables
+            p=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+            SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
+            d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+            printf '%-6s %-5s %12.1f %14.1f   (delivery rows: %s)\n' "$r" "$mode" "$p" "$d" \
+                "$(SQL -tA -c "SELECT count(*) FROM paynotify_delivery_history")"
+            first[$mode]+="$p "
+            dup[$mode]+="$d "
+        done
+    done
+    SQL -q -c "ALTER DATABASE postgres SET paynotify.delivery_history = '${BENCH_DELIVERY_HISTORY:-off}'" >/dev/null
+    local fo fa do_ da
+    # shellcheck disable=SC2086
+    fo=$(median ${first[off]}); fa=$(median ${first[all]}); do_=$(median ${dup[off]}); da=$(median ${dup[all]})
+    echo "medians: first deliveries off $fo/s, all $fa/s (ratio $(ratio "$fa" "$fo")); duplicates off $do_/s, all $da/s (ratio $(ratio "$da" "$do_"))"
+}
+
 for part in "${parts[@]}"; do
     case $part in
         db) run_db ;;
         growth) run_growth ;;
+        history) run_history ;;
         storm) stack_http fastcgi; run_storm ;;
         http) run_http ;;
         *) echo "unknown part $part" >&2; exit 2 ;;

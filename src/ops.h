@@ -1,0 +1,31 @@
+/*-------------------------------------------------------------------------
+ *
+ * ops.h
+ *	  Operations (ops.c): order history, delivery history, retry.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PN_OPS_H
+#define PN_OPS_H
+
+#include "commands/trigger.h"
+
+#include "pnconfig.h"
+
+extern void pn_ops_init(void);
+extern void pn_history_own_move(bool on);
+extern void pn_history_cause(const char *channel, const char *notify_id);
+extern void pn_history_move(PnConfig *cfg, const char *order_no, const char *from,
+							const char *to);
+extern void pn_history_guard(Oid fn_oid, TriggerData *td, const char *from, const char *to);
+extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							   PnOutcome outcome, Jsonb *headers);
+
+/* handle.c: the business step in its subtransaction, as a redelivery runs it */
+extern bool pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						  PnApplied *res, char **error);
+
+/* apply.c: the notice as stored on the log row */
+extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
+
+#endif							/* PN_OPS_H */

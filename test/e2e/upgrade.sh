@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# The upgrade from 1.0 to 1.1: a database created with
+# CREATE EXTENSION paynotify VERSION '1.0' and filled with traffic on all
+# three gateways (every signed test vector replayed, Stripe payments and
+# refunds, failures, parked refunds, anomalies) is upgraded with
+# ALTER EXTENSION paynotify UPDATE.  Every row of every table must survive
+# (count and a hash of the sorted rows, over the 1.0 columns), the new
+# functions must work on the old rows (trace, retry of an old failure, stats,
+# purge), and the upgraded extension must have exactly the catalog objects
+# of a fresh CREATE EXTENSION paynotify (1.1): \dx+ listings, definitions of
+# functions, tables, views, triggers, indexes, constraints, privileges and
+# pg_extension_config_dump registrations.
+#
+# Run as root (or as the cluster's user) from anywhere in the repository:
+#   test/e2e/upgrade.sh
+# Everything started here is stopped by pid on exit.  The last line printed
+# is "N passed, M failed".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+
+dir=$(mktemp -d /tmp/paynotify-upgrade.XXXXXX)
+chmod 755 "$dir"
+port=$(pn_free_port)
+trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "ok   - $1"; }
+not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '       %s\n' "$2"; return 0; }
+check() {	# check DESC EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
+}
+finish() {
+    echo "$pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit
+}
+
+pn_cluster_start "$dir" "$port" "fsync = off"
+pn_fixture_copy "$dir"
+chmod -R a+rX "$dir/vectors"
+sql() { pn_psql "$dir" "$port" "$@"; }
+q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
+
+# the fixture, with the extension at 1.0 in "old" and at 1.1 in "fresh"
+sed "s/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA pay VERSION '1.0';/" \
+    test/fixture.sql >"$dir/fixture10.sql"
+grep -q "VERSION '1.0'" "$dir/fixture10.sql" || { not_ok "fixture creates version 1.0"; finish; }
+sql -d postgres -c "CREATE DATABASE old" -c "CREATE DATABASE fresh" >/dev/null
+sql -d old -c "SET paynotify_test.vdir = '$dir/vectors/'" -f "$dir/fixture10.sql" >/dev/null
+sql -d fresh -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+check "old database is at 1.0" 1.0 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "fresh database is at 1.1" 1.1 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+
+PGOPTIONS="-c client_min_messages=error" sql -d old >/dev/null <<'SQL'
+-- failures: a WeChat and an Alipay payment for orders that do not exist yet
+SELECT t.configure('wx_transaction_success_valid', 'u_wx');
+SELECT t.deliver('wx_transaction_success_valid', 'u_wx');
+SELECT t.configure('ali_trade_success_valid', 'u_ali');
+SELECT t.deliver('ali_trade_success_valid', 'u_ali');
+-- parked: a WeChat refund whose payment is not recorded
+SELECT t.configure('wx_refund_success_pubkey_id_valid', 'u_wxr');
+SELECT t.prepare_order('wx_refund_success_pubkey_id_valid');
+SELECT t.deliver('wx_refund_success_pubkey_id_valid', 'u_wxr');
+-- every signed test notification on its own channel, twice (all three gateways)
+SELECT count(*) FROM t.manifest, t.replay(name, 'r_');
+-- Stripe: payments, a refund, an amount mismatch (anomaly), a failure
+SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
+SELECT pay.paynotify_add_key('st', 's1', t.secret(1));
+CREATE FUNCTION t.evt(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS $$
+	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
+		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
+		'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object(
+			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
+			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
+	)::text
+$$;
+CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
+	$$ SELECT outcome FROM t.stripe('st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+SELECT t.set_order('U' || i, 'pending') FROM generate_series(1, 20) i;
+SELECT t.st('evt_pay_' || i, 'U' || i) FROM generate_series(1, 20) i;
+SELECT t.st('evt_pay_1', 'U1');
+SELECT t.st('evt_refund_1', 'U1', 'refund');
+SELECT t.set_order('UX', 'pending', 1);
+SELECT t.st('evt_mismatch', 'UX');
+SELECT t.st('evt_missing', 'UM');
+SELECT t.st('evt_missing_old', 'UM2');
+-- a failure written by the 1.0 library, which kept no notice for it
+UPDATE pay.payment_notify_log SET notice = NULL WHERE channel = 'st' AND notify_id = 'evt_missing_old';
+SQL
+
+check "traffic: failed on all three gateways" "alipay stripe wxpay" \
+    "$(q old "SELECT string_agg(DISTINCT c.gateway, ' ' ORDER BY c.gateway) FROM pay.payment_notify_log l
+              JOIN pay.paynotify_channel c ON c.name = l.channel WHERE l.status = 'failed'")"
+check "traffic: parked" 1 "$(q old "SELECT count(*) FROM pay.payment_notify_log WHERE status = 'parked'")"
+check "traffic: anomalies" yes "$(q old "SELECT CASE WHEN count(*) >= 1 THEN 'yes' ELSE 'none' END FROM pay.paynotify_anomaly")"
+check "traffic: payments on all three gateways" 3 \
+    "$(q old "SELECT count(DISTINCT c.gateway) FROM pay.payment_record p JOIN pay.paynotify_channel c ON c.name = p.channel")"
+
+# hashes DB: per table of the extension and the application, its row count
+# and an md5 of its sorted rows over the columns it had at 1.0
+tables=$(q old "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+                WHERE schemaname IN ('pay', 'public') ORDER BY 1")
+declare -A cols
+for t in $tables; do
+    cols[$t]=$(q old "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
+                      WHERE attrelid = '$t'::regclass AND attnum > 0 AND NOT attisdropped")
+done
+hashes() {
+    for t in $tables; do
+        q old "SELECT '$t', count(*), md5(COALESCE(string_agg(x::text, E'\n' ORDER BY x::text), ''))
+               FROM (SELECT ${cols[$t]} FROM $t) x"
+    done
+    q old "SELECT 'outbox_id_seq', last_value FROM pay.paynotify_outbox_id_seq"
+    q old "SELECT 'anomaly_id_seq', last_value FROM pay.paynotify_anomaly_id_seq"
+}
+hashes >"$dir/before"
+
+if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update.log" 2>&1; then
+    ok "ALTER EXTENSION paynotify UPDATE"
+else
+    not_ok "ALTER EXTENSION paynotify UPDATE" "$(head -5 "$dir/update.log")"
+fi
+check "old database is at 1.1" 1.1 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+hashes >"$dir/after"
+if diff "$dir/before" "$dir/after" >"$dir/hashes.diff"; then
+    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before")) survived the update"
+else
+    not_ok "rows survived the update" "$(head -20 "$dir/hashes.diff")"
+fi
+
+# the new functions on old rows, as an operator
+sql -d old -c "CREATE ROLE upgrade_op LOGIN IN ROLE paynotify_admin" -c "GRANT USAGE ON SCHEMA pay TO upgrade_op" >/dev/null
+op() { "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U upgrade_op -d old -Atc "$@" 2>&1; }
+op_state() { "$PN_PGBIN/psql" -X -q -v VERBOSITY=sqlstate -h "$dir" -p "$port" -U upgrade_op -d old -Atc "$@" 2>&1; }
+check "trace of an old notification" "notification succeeded|payment|outbox" \
+    "$(op "SELECT string_agg(kind || COALESCE(' ' || (detail->>'status'), ''), '|' ORDER BY n)
+           FROM pay.paynotify_trace('st', 'evt_pay_2') WITH ORDINALITY x(at, kind, channel, notify_id, detail, n)
+           WHERE kind IN ('notification', 'payment', 'outbox')")"
+check "trace of an old order" yes \
+    "$(op "SELECT CASE WHEN count(*) FILTER (WHERE kind = 'refund') = 1 AND count(*) FILTER (WHERE kind = 'payment') = 1
+                  THEN 'yes' ELSE string_agg(kind, ',') END FROM pay.paynotify_trace_order('U1')")"
+check "stats on old rows: failed now per gateway" "st:2 u_ali:1 u_wx:1" \
+    "$(op "SELECT string_agg(channel || ':' || failed, ' ' ORDER BY channel) FROM pay.paynotify_stats WHERE failed > 0")"
+check "stats on old rows: parked now" "u_wxr:1" \
+    "$(op "SELECT string_agg(channel || ':' || parked, ' ' ORDER BY channel) FROM pay.paynotify_stats WHERE parked > 0")"
+sql -d old -c "SELECT t.set_order('UM', 'pending')" >/dev/null
+check "dry run of an old failure" "failed|processed|succeeded" \
+    "$(op "SELECT status_before || '|' || outcome || '|' || status FROM pay.paynotify_retry('st', 'evt_missing', true)")"
+check "retry of an old failure" "failed|processed|succeeded" \
+    "$(op "SELECT status_before || '|' || outcome || '|' || status FROM pay.paynotify_retry('st', 'evt_missing')")"
+check "its payment recorded once" 1 "$(q old "SELECT count(*) FROM pay.payment_record WHERE notify_id = 'evt_missing'")"
+check "a failure from the 1.0 library has no notice to replay: SQLSTATE 55000" "55000" \
+    "$(op_state "SELECT * FROM pay.paynotify_retry('st', 'evt_missing_old')" | head -1 | sed 's/^ERROR: *//')"
+check "resolve an old anomaly" 1 \
+    "$(op "SELECT count(*) FROM pay.paynotify_resolve_anomaly((SELECT min(id) FROM pay.paynotify_anomaly), 'checked after the upgrade')")"
+check "purge on old rows keeps everything young" 0 \
+    "$(op "SELECT sum(notifications) FROM pay.paynotify_purge('30 days')")"
+check "a new delivery after the update" processed \
+    "$(q old "SELECT t.set_order('U21', 'pending'); SELECT t.st('evt_pay_21', 'U21')" 2>/dev/null | tail -1)"
+check "its move is in the order history" "pending>paid paynotify" \
+    "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
+
+# The upgraded and the fresh extension: the same catalog objects
+catalog() {
+    local db=$1
+    sql -d "$db" -c '\dx+ paynotify' | sed 's/  *$//'
+    q "$db" "
+    WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'paynotify'),
+    members AS (SELECT d.classid, d.objid FROM pg_depend d, ext
+                WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = ext.oid AND d.deptype = 'e')
+    SELECT 'function ' || p.oid::regprocedure || E'\n' || pg_get_functiondef(p.oid)
+           || E'\nacl ' || COALESCE(p.proacl::text, '-') || ' owner ' || p.proowner::regrole
+    FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+    UNION ALL
+    SELECT 'relation ' || c.oid::regclass || ' kind ' || c.relkind::text || ' acl ' || COALESCE(c.relacl::text, '-')
+           || COALESCE(E'\nview ' || pg_get_viewdef(c.oid), '')
+           || COALESCE((SELECT E'\n' || string_agg(format('column %s %s %s %s %s', a.attname,
+                          format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity,
+                          pg_get_expr(ad.adbin, ad.adrelid)), E'\n' ORDER BY a.attnum)
+                        FROM pg_attribute a LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+                        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '')
+           || COALESCE((SELECT E'\n' || string_agg('constraint ' || conname || ' ' || pg_get_constraintdef(oid), E'\n' ORDER BY conname)
+                        FROM pg_constraint WHERE conrelid = c.oid), '')
+           || COALESCE((SELECT E'\n' || string_agg('index ' || pg_get_indexdef(indexrelid), E'\n' ORDER BY 1)
+                        FROM pg_index WHERE indrelid = c.oid), '')
+           || COALESCE((SELECT E'\n' || string_agg('trigger ' || pg_get_triggerdef(oid), E'\n' ORDER BY 1)
+                        FROM pg_trigger WHERE tgrelid = c.oid AND NOT tgisinternal), '')
+           || COALESCE(E'\ncomment ' || obj_description(c.oid, 'pg_class'), '')
+    FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+    UNION ALL
+    SELECT 'config_dump ' || x.cfg::regclass || ' ' || COALESCE(x.cond, '')
+    FROM pg_extension e, unnest(e.extconfig, e.extcondition) x(cfg, cond)
+    WHERE e.extname = 'paynotify'
+    ORDER BY 1"
+}
+catalog old >"$dir/catalog.old"
+catalog fresh >"$dir/catalog.fresh"
+if diff "$dir/catalog.old" "$dir/catalog.fresh" >"$dir/catalog.diff"; then
+    ok "upgraded 1.0 and fresh 1.1 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
+else
+    not_ok "upgraded 1.0 and fresh 1.1 have the same objects" "$(head -30 "$dir/catalog.diff")"
+fi
+
+finish
