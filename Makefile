@@ -9,10 +9,12 @@ OBJS = \
 	src/paynotify.o \
 	src/gateway.o \
 	src/json.o \
+	src/settings.o \
 	src/crypto.o \
 	src/config.o \
 	src/lock.o \
 	src/log.o \
+	src/notice.o \
 	src/subxact.o \
 	src/security.o \
 	src/state.o \
@@ -21,14 +23,15 @@ OBJS = \
 	src/verify_wxpay.o \
 	src/verify_alipay.o \
 	src/verify_stripe.o \
-	src/form.o \
-	src/scan.o
+	src/parse/form.o \
+	src/parse/stripe_sig.o \
+	src/parse/scan.o
 
 DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql
 DATA_built = paynotify--1.1.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
-PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
 REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges attacks types accounts catalog keys ledger
@@ -47,7 +50,7 @@ paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
 	cat $^ > $@
 
 # every object is rebuilt when a shared header changes
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/parse/*.h)
 
 .PHONY: shim dist
 shim:

@@ -141,8 +141,8 @@ pn_channel_key(const PnChannel *ch, const char *key_id, int64 now)
 }
 
 /* Whether an outcome acknowledges the notification (the gateway stops). */
-bool
-pn_outcome_acknowledges(PnOutcome outcome)
+static bool
+outcome_acknowledges(PnOutcome outcome)
 {
 	return outcome == PN_PROCESSED || outcome == PN_DUPLICATE ||
 		outcome == PN_IGNORED || outcome == PN_PARKED;
@@ -190,7 +190,7 @@ pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason reason, PnRepl
 		return;
 	}
 	reply->content_type = gw->content_type;
-	if (pn_outcome_acknowledges(outcome))
+	if (outcome_acknowledges(outcome))
 	{
 		reply->status = 200;
 		reply->body = gw->ack_body;
