@@ -36,11 +36,12 @@ static const PnAction legacy_actions[] = {
 	PN_ACT_NONE, PN_ACT_PAY, PN_ACT_REFUND, PN_ACT_REFUND_FAILED, PN_ACT_CLOSE
 };
 
+static const char *action_name(PnAction action);
 static PnAction action_from_jsonb(Jsonb *j);
 
 /* The stored name of an action. */
-const char *
-pn_action_name(PnAction action)
+static const char *
+action_name(PnAction action)
 {
 	if ((int) action >= 0 && (int) action < (int) lengthof(action_names))
 		return action_names[action];
@@ -55,7 +56,7 @@ JsonbValue *
 pn_notice_push(JsonbParseState **st, const PnNotice *n)
 {
 	(void) pushJsonbValue(st, WJB_BEGIN_OBJECT, NULL);
-	pn_jsonb_push_text(st, "action", pn_action_name(n->action));
+	pn_jsonb_push_text(st, "action", action_name(n->action));
 	pn_jsonb_push_text(st, "notify_id", n->notify_id);
 	pn_jsonb_push_text(st, "event_type", n->event_type);
 	pn_jsonb_push_text(st, "order_no", n->order_no);

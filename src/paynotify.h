@@ -226,7 +226,6 @@ extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
 extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val);
 
 /* ---------- notice.c: a notice as stored (parked, anomalies, hooks) ---------- */
-extern const char *pn_action_name(PnAction action);
 extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
 extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
