@@ -314,7 +314,7 @@ static void
 spi_query(PnConfig *cfg, const char *tmpl)
 {
 	if (SPI_execute(expand_sql(cfg, tmpl), true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 }
 
 /*
@@ -333,7 +333,7 @@ load_config_tables(PnConfig *cfg)
 			 " WHERE p.proname = 'paynotify_config_changed' AND p.pronamespace = %u",
 			 cfg->nsp);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	cfg->nconfig_relids = SPI_processed;
 	cfg->config_relids = MemoryContextAlloc(cfg->cxt, sizeof(Oid) * Max(cfg->nconfig_relids, 1));
 	for (int i = 0; i < cfg->nconfig_relids; i++)
@@ -540,7 +540,7 @@ load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map)
 							   schema);
 
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	map->n = SPI_processed;
 	map->names = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
 	map->values = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
@@ -801,7 +801,7 @@ guard_load(void *arg)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	g->ntransitions = SPI_processed;
 	g->transitions = MemoryContextAlloc(g->cxt, sizeof(char *) * 2 * Max(g->ntransitions, 1));
 	for (int i = 0; i < g->ntransitions; i++)
@@ -812,7 +812,7 @@ guard_load(void *arg)
 	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column"
 				   " FROM %s.paynotify_binding", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	if (SPI_processed == 1)
 	{
 		char	   *oid = spi_text(0, 1);

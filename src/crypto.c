@@ -158,7 +158,7 @@ digest_by_name(const char *name)
  */
 
 /*
- * Decode strictly (scan.c); false when in is not exactly canonical padded
+ * Decode strictly (parse/scan.c); false when in is not exactly canonical padded
  * base64.  The result is palloc'd.
  */
 bool

@@ -151,7 +151,7 @@ spi_write(void *arg)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	if (SPI_execute_with_args(w->sql, w->nargs, w->argtypes, w->values, w->nulls,
 							  false, 0) < 0)
-		elog(ERROR, "paynotify: paynotify configuration write failed");
+		elog(ERROR, "paynotify: configuration write failed");
 	SPI_finish();
 }
 
