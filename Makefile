@@ -9,10 +9,12 @@ OBJS = \
 	src/paynotify.o \
 	src/gateway.o \
 	src/json.o \
+	src/settings.o \
 	src/crypto.o \
 	src/config.o \
 	src/lock.o \
 	src/log.o \
+	src/notice.o \
 	src/subxact.o \
 	src/security.o \
 	src/state.o \
@@ -21,18 +23,19 @@ OBJS = \
 	src/verify_wxpay.o \
 	src/verify_alipay.o \
 	src/verify_stripe.o \
-	src/form.o \
-	src/scan.o \
+	src/parse/form.o \
+	src/parse/stripe_sig.o \
+	src/parse/scan.o \
 	src/ops.o
 
 DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql
 DATA_built = paynotify--1.1.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
-PG_CPPFLAGS = -Isrc $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges attacks types accounts catalog keys ledger relay ops
+REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges attacks types accounts catalog keys ledger relay ops notice
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim purge_concurrent
@@ -48,7 +51,7 @@ paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
 	cat $^ > $@
 
 # every object is rebuilt when a shared header changes
-$(OBJS): $(wildcard src/*.h)
+$(OBJS): $(wildcard src/*.h src/parse/*.h)
 
 .PHONY: shim dist
 shim:

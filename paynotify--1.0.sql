@@ -276,6 +276,8 @@ SELECT pg_catalog.pg_extension_config_dump(
 CREATE FUNCTION @extschema@.paynotify_config_changed() RETURNS trigger
 	AS 'MODULE_PATHNAME', 'paynotify_config_changed' LANGUAGE C;
 
+-- The one list of configuration tables: the backend finds them by this
+-- trigger (load_config_tables in src/config.c).
 DO $$
 DECLARE
 	t text;
@@ -702,7 +704,7 @@ BEGIN
 		END IF;
 	END IF;
 	IF amount_column IS NULL THEN
-		RAISE WARNING 'orders table % is bound without an amount column: payment amounts are not checked', qualified
+		RAISE WARNING 'paynotify: orders table % is bound without an amount column: payment amounts are not checked', qualified
 			USING HINT = 'Give amount_column (the order total in minor units) to have every payment checked against it.';
 	END IF;
 	INSERT INTO @extschema@.paynotify_binding (orders, key_column, status_column, amount_column,

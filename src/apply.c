@@ -24,16 +24,25 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/fmgrprotos.h"
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 #include "ops.h"
 
+PG_FUNCTION_INFO_V1(paynotify_transit);
+
 #define NOTIFY_CHANNEL "paynotify"
+
+/*
+ * PostgreSQL's own bound on a NOTIFY payload: NOTIFY_PAYLOAD_MAX_LENGTH of
+ * commands/async.c, which no header exports.  Async_Notify raises for a
+ * payload of this many bytes or more; a longer event is not announced
+ * (its outbox row is still there for workers that poll).
+ */
+#define NOTIFY_PAYLOAD_MAX_LENGTH (BLCKSZ - NAMEDATALEN - 128)
 
 typedef struct OrderRow
 {
@@ -74,7 +83,11 @@ static void hook_call(void *arg);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   PnApplied *res, const char *kind);
-static PnNotice *notice_from_jsonb(Jsonb *j, const char *notify_id);
+static void apply_parked(PnConfig *cfg, const char *order_no);
+static void apply_parked_trade(PnConfig *cfg, const char *order_no,
+							   const char *trade_no);
+static Datum hook_argument(const char *event, const PnChannel *ch,
+						   const PnNotice *n, int64 outbox_id, int64 amount);
 
 /* Apply one authentic notification; res says how it went. */
 void
@@ -165,14 +178,14 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		nulls[4] = 'n';
 	pn_history_own_move(true);
 	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "order update failed");
+		elog(ERROR, "paynotify: order update failed");
 	pn_history_own_move(false);
 	if (SPI_processed == 1)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
 		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
-		pn_apply_parked(cfg, n->order_no);
+		apply_parked(cfg, n->order_no);
 		return;
 	}
 
@@ -181,7 +194,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	if (strcmp(row.status, "pending") == 0)
 	{
 		if (!payment_mismatch(cfg, ch, n, &row, res))
-			elog(ERROR, "order \"%s\" is pending but could not be paid", n->order_no);
+			elog(ERROR, "paynotify: order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
 	if (payment_get(cfg, ch->name, n->trade_no, &amount))
@@ -201,7 +214,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 			return;
 		insert_payment(cfg, ch, n);
 		emit(cfg, "paid", ch, n, n->order_amount);
-		pn_apply_parked(cfg, n->order_no);
+		apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
 		set_result(res, PN_PROCESSED, "succeeded", note);
 		return;
@@ -210,7 +223,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	insert_payment(cfg, ch, n);
 	anomaly_result(cfg, ch, n, res,
 				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
-	pn_apply_parked_trade(cfg, n->order_no, n->trade_no);
+	apply_parked_trade(cfg, n->order_no, n->trade_no);
 }
 
 /*
@@ -348,7 +361,7 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 	char	   *status;
 
 	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
-		elog(ERROR, "order lookup failed");
+		elog(ERROR, "paynotify: order lookup failed");
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NO_DATA_FOUND),
@@ -370,7 +383,7 @@ payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(trade_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "payment lookup failed");
+		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)
 		return NULL;
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
@@ -386,7 +399,7 @@ payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amo
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(trade_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "payment lookup failed");
+		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)
 		return false;
 	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
@@ -404,7 +417,7 @@ order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded)
 	Datum		arg = CStringGetTextDatum(order_no);
 
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_TRADES), &arg, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "payment lookup failed");
+		elog(ERROR, "paynotify: payment lookup failed");
 	*all_refunded = true;
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -429,7 +442,7 @@ refund_get(PnConfig *cfg, const char *channel, const char *refund_id)
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(refund_id);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "refund lookup failed");
+		elog(ERROR, "paynotify: refund lookup failed");
 	if (SPI_processed == 0)
 		return NULL;
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
@@ -456,7 +469,7 @@ insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (n->currency == NULL)
 		nulls[4] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "payment insert failed");
+		elog(ERROR, "paynotify: payment insert failed");
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -482,7 +495,7 @@ insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char 
 	if (trade_no == NULL)
 		nulls[3] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "refund insert failed");
+		elog(ERROR, "paynotify: refund insert failed");
 	return SPI_processed == 1;
 }
 
@@ -499,7 +512,7 @@ refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char
 	args[3] = CStringGetTextDatum(trade_no);
 	args[4] = CStringGetTextDatum(n->notify_id);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUCCEED), args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "refund update failed");
+		elog(ERROR, "paynotify: refund update failed");
 	return SPI_processed == 1;
 }
 
@@ -514,7 +527,7 @@ refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no)
 	args[1] = CStringGetTextDatum(trade_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUM), args, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
-		elog(ERROR, "refund sum query failed");
+		elog(ERROR, "paynotify: refund sum query failed");
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
@@ -537,7 +550,7 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 	args[3] = CStringGetTextDatum(n->notify_id);
 	args[4] = Int64GetDatum(amount);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "outbox insert failed");
+		elog(ERROR, "paynotify: outbox insert failed");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 
 	if (paynotify_notify)
@@ -547,28 +560,40 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 						 id, event, ch->name);
 		escape_json(&msg, n->order_no);
 		appendStringInfoChar(&msg, '}');
-		if (msg.len < NAMEDATALEN * 100)	/* NOTIFY payloads are bounded */
+		if (msg.len < NOTIFY_PAYLOAD_MAX_LENGTH)
 			Async_Notify(NOTIFY_CHANNEL, msg.data);
 	}
 
 	for (int i = 0; i < cfg->nhooks; i++)
 	{
-		StringInfoData arg;
-		Jsonb	   *notice;
 		HookCall	call;
 
 		if (strcmp(cfg->hooks[i].event, event) != 0)
 			continue;
-		notice = pn_notice_to_jsonb(n);
-		initStringInfo(&arg);
-		appendStringInfo(&arg, "{\"event\": \"%s\", \"channel\": \"%s\", \"outbox_id\": " INT64_FORMAT
-						 ", \"amount\": " INT64_FORMAT ", \"notice\": %s}",
-						 event, ch->name, id, amount,
-						 JsonbToCString(NULL, &notice->root, VARSIZE(notice)));
 		call.hook = &cfg->hooks[i];
-		call.arg = DirectFunctionCall1(jsonb_in, CStringGetDatum(arg.data));
+		call.arg = hook_argument(event, ch, n, id, amount);
 		run_hook(&call);
 	}
+}
+
+/*
+ * A hook's one jsonb argument: {"event", "channel", "outbox_id", "amount",
+ * "notice": {...}} (the notice as pn_notice_to_jsonb has it).
+ */
+static Datum
+hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
+			  int64 outbox_id, int64 amount)
+{
+	JsonbParseState *st = NULL;
+
+	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	pn_jsonb_push_text(&st, "event", event);
+	pn_jsonb_push_text(&st, "channel", ch->name);
+	pn_jsonb_push_int64(&st, "outbox_id", outbox_id);
+	pn_jsonb_push_int64(&st, "amount", amount);
+	pn_jsonb_push_key(&st, "notice");
+	(void) pn_notice_push(&st, n);
+	return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
 }
 
 /*
@@ -661,69 +686,10 @@ pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *ki
 	if (n->order_no == NULL)
 		nulls[2] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "anomaly insert failed");
+		elog(ERROR, "paynotify: anomaly insert failed");
 	ereport(WARNING,
-			(errmsg("paynotify anomaly \"%s\" on channel \"%s\", notification \"%s\"",
+			(errmsg("paynotify: anomaly \"%s\" on channel \"%s\", notification \"%s\"",
 					kind, channel, n->notify_id)));
-}
-
-/* ---------------------------------------------------------------------
- * The notice as stored (parked rows, anomalies, hook arguments)
- * ---------------------------------------------------------------------
- */
-
-static void
-add_text(StringInfo s, const char *key, const char *val)
-{
-	appendStringInfo(s, ", \"%s\": ", key);
-	if (val)
-		escape_json(s, val);
-	else
-		appendStringInfoString(s, "null");
-}
-
-/* The extracted fields of a notice (not its payload) as jsonb. */
-Jsonb *
-pn_notice_to_jsonb(const PnNotice *n)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	appendStringInfo(&s, "{\"action\": %d", (int) n->action);
-	add_text(&s, "notify_id", n->notify_id);
-	add_text(&s, "event_type", n->event_type);
-	add_text(&s, "order_no", n->order_no);
-	add_text(&s, "trade_no", n->trade_no);
-	add_text(&s, "currency", n->currency);
-	add_text(&s, "refund_id", n->refund_id);
-	appendStringInfo(&s, ", \"order_amount\": " INT64_FORMAT ", \"refund_amount\": " INT64_FORMAT
-					 ", \"refunded_total\": " INT64_FORMAT "}",
-					 n->order_amount, n->refund_amount, n->refunded_total);
-	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
-}
-
-/* The inverse of pn_notice_to_jsonb. */
-static PnNotice *
-notice_from_jsonb(Jsonb *j, const char *notify_id)
-{
-	PnNotice   *n = palloc0(sizeof(PnNotice));
-	int64		action = PN_ACT_NONE;
-
-	n->notify_id = pstrdup(notify_id);
-	(void) pn_json_int64(j, "action", &action);
-	n->action = (PnAction) action;
-	(void) pn_json_string(j, "event_type", &n->event_type);
-	(void) pn_json_string(j, "order_no", &n->order_no);
-	(void) pn_json_string(j, "trade_no", &n->trade_no);
-	(void) pn_json_string(j, "currency", &n->currency);
-	(void) pn_json_string(j, "refund_id", &n->refund_id);
-	if (!pn_json_int64(j, "order_amount", &n->order_amount))
-		n->order_amount = -1;
-	if (!pn_json_int64(j, "refund_amount", &n->refund_amount))
-		n->refund_amount = -1;
-	if (!pn_json_int64(j, "refunded_total", &n->refunded_total))
-		n->refunded_total = -1;
-	return n;
 }
 
 /*
@@ -731,10 +697,10 @@ notice_from_jsonb(Jsonb *j, const char *notify_id)
  * the order moved.  Runs inside the caller's business step: if one fails,
  * the move that released it fails too and is retried with it.
  */
-void
-pn_apply_parked(PnConfig *cfg, const char *order_no)
+static void
+apply_parked(PnConfig *cfg, const char *order_no)
 {
-	pn_apply_parked_trade(cfg, order_no, NULL);
+	apply_parked_trade(cfg, order_no, NULL);
 }
 
 /*
@@ -746,8 +712,8 @@ pn_apply_parked(PnConfig *cfg, const char *order_no)
 static const char *applying_order = NULL;
 
 /* The same, for the notifications parked for one trade of the order only. */
-void
-pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
+static void
+apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 {
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
@@ -764,7 +730,7 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 	if (trade_no == NULL)
 		nulls[1] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_LIST), args, nulls, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "parked lookup failed");
+		elog(ERROR, "paynotify: parked lookup failed");
 	nparked = SPI_processed;
 	if (nparked == 0)
 		return;
@@ -792,7 +758,7 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 
 			if (ch == NULL || notices[i] == NULL)
 				continue;		/* channel removed: leave it parked, visibly */
-			n = notice_from_jsonb(notices[i], ids[i]);
+			n = pn_notice_from_jsonb(notices[i], ids[i]);
 			pn_apply(cfg, ch, n, &res);
 			pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
 		}
@@ -804,9 +770,65 @@ pn_apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 	PG_END_TRY();
 }
 
-/* The notice stored on a log row, for paynotify_retry (ops.c). */
-PnNotice *
-pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
+/* ---------------------------------------------------------------------
+ * paynotify_transit: a move by the application
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct TransitCall
 {
-	return notice_from_jsonb(j, notify_id);
+	Oid			fn_oid;
+	Oid			caller;
+	char	   *order_no;
+	char	   *from;
+	char	   *to;
+	bool		moved;
+} TransitCall;
+
+/* The body of paynotify_transit, as the extension's owner. */
+static void
+transit_call(void *arg)
+{
+	TransitCall *c = (TransitCall *) arg;
+	PnConfig   *cfg = pn_config(c->fn_oid);
+
+	if (cfg->bound && OidIsValid(pn_relation_owner(cfg->orders_oid)) &&
+		!pg_class_ownercheck(cfg->orders_oid, c->caller) &&
+		pg_class_aclcheck(cfg->orders_oid, c->caller, ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", cfg->orders),
+				 errdetail("paynotify_transit moves orders of the bound table for roles that own it or may UPDATE it.")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	c->moved = pn_transit(cfg, c->order_no, c->from, c->to);
+	if (c->moved)
+		apply_parked(cfg, c->order_no);
+	SPI_finish();
+}
+
+/*
+ * paynotify_transit(order_no text, from_state text, to_state text)
+ *   returns boolean
+ *
+ * A successful move also applies the notifications parked for this order.
+ * Not SECURITY DEFINER: the caller must own the orders table or hold UPDATE
+ * on it; paynotify's own tables are then used as the extension's owner, the
+ * orders table as its owner, hooks as the roles that registered them.
+ */
+Datum
+paynotify_transit(PG_FUNCTION_ARGS)
+{
+	TransitCall c;
+
+	pn_require_read_committed("paynotify_transit");
+	c.fn_oid = fcinfo->flinfo->fn_oid;
+	c.caller = GetUserId();
+	c.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	c.from = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	c.to = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	c.moved = false;
+	pn_history_cause(NULL, NULL);
+	pn_run_as(pn_function_owner(c.fn_oid), transit_call, &c);
+	PG_RETURN_BOOL(c.moved);
 }

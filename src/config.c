@@ -39,7 +39,7 @@
 #include "utils/syscache.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 
 PG_FUNCTION_INFO_V1(paynotify_config_changed);
 PG_FUNCTION_INFO_V1(paynotify_check_settings);
@@ -168,6 +168,7 @@ static void config_inval_callback(Datum arg, Oid relid);
 static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
 static PnConfig *config_load(Oid nsp);
+static void load_config_tables(PnConfig *cfg);
 static void load_channels(PnConfig *cfg);
 static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
@@ -201,7 +202,7 @@ config_inval_callback(Datum arg, Oid relid)
 		stale = true;
 		return;
 	}
-	for (int i = 0; i < (int) lengthof(current->config_relids); i++)
+	for (int i = 0; i < current->nconfig_relids; i++)
 		if (current->config_relids[i] == relid)
 			stale = true;
 }
@@ -270,22 +271,16 @@ config_load(Oid nsp)
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext old;
 	PnConfig   *cfg;
-	static const char *const tables[] = {
-		"paynotify_channel", "paynotify_key", "paynotify_binding",
-		"paynotify_transition", "paynotify_hook"
-	};
 
 	cfg = MemoryContextAllocZero(cxt, sizeof(PnConfig));
 	cfg->cxt = cxt;
 	cfg->nsp = nsp;
 	cfg->schema = MemoryContextStrdup(cxt, quote_identifier(get_namespace_name(nsp)));
-	for (int i = 0; i < (int) lengthof(tables); i++)
-		cfg->config_relids[i] = get_relname_relid(tables[i], nsp);
-
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	PG_TRY();
 	{
+		load_config_tables(cfg);
 		load_channels(cfg);
 		load_keys(cfg);
 		load_binding(cfg);
@@ -319,7 +314,36 @@ static void
 spi_query(PnConfig *cfg, const char *tmpl)
 {
 	if (SPI_execute(expand_sql(cfg, tmpl), true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
+}
+
+/*
+ * The configuration tables: those the extension script gave a
+ * paynotify_config_changed trigger (the one list of them), so that a
+ * change to any of them makes every backend load a new generation.
+ */
+static void
+load_config_tables(PnConfig *cfg)
+{
+	char		sql[256];
+
+	snprintf(sql, sizeof(sql),
+			 "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t"
+			 " JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid"
+			 " WHERE p.proname = 'paynotify_config_changed' AND p.pronamespace = %u",
+			 cfg->nsp);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	cfg->nconfig_relids = SPI_processed;
+	cfg->config_relids = MemoryContextAlloc(cfg->cxt, sizeof(Oid) * Max(cfg->nconfig_relids, 1));
+	for (int i = 0; i < cfg->nconfig_relids; i++)
+	{
+		bool		isnull;
+
+		cfg->config_relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+															   SPI_tuptable->tupdesc, 1,
+															   &isnull));
+	}
 }
 
 /* Channels with their gateway and parsed settings. */
@@ -407,7 +431,7 @@ load_key(PnConfig *cfg, PnChannel *ch, PnKey *key, const char *material,
 			/* refused at paynotify_add_key; only a hand-edited row gets here */
 			ereport(WARNING,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("key \"%s\" of channel \"%s\" is unusable: %s",
+					 errmsg("paynotify: key \"%s\" of channel \"%s\" is unusable: %s",
 							key->key_id, ch->name, err)));
 			key->not_before = key->not_after = 1;	/* never active */
 			return;
@@ -516,7 +540,7 @@ load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map)
 							   schema);
 
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	map->n = SPI_processed;
 	map->names = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
 	map->values = MemoryContextAlloc(cxt, sizeof(char *) * Max(map->n, 1));
@@ -709,7 +733,7 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 				 errhint("Call paynotify_bind_orders first.")));
 	plan = SPI_prepare(expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
 	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		elog(ERROR, "paynotify: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(plan);
 	cfg->plans[id] = plan;
 	return plan;
@@ -774,10 +798,10 @@ guard_load(void *arg)
 	char	   *sql;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	g->ntransitions = SPI_processed;
 	g->transitions = MemoryContextAlloc(g->cxt, sizeof(char *) * 2 * Max(g->ntransitions, 1));
 	for (int i = 0; i < g->ntransitions; i++)
@@ -788,7 +812,7 @@ guard_load(void *arg)
 	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column"
 				   " FROM %s.paynotify_binding", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify configuration query failed");
+		elog(ERROR, "paynotify: configuration query failed");
 	if (SPI_processed == 1)
 	{
 		char	   *oid = spi_text(0, 1);
@@ -854,7 +878,7 @@ paynotify_config_changed(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		elog(ERROR, "paynotify_config_changed: not called by trigger manager");
+		elog(ERROR, "paynotify: paynotify_config_changed: not called by trigger manager");
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(NULL);
 }
@@ -895,7 +919,7 @@ paynotify_check_key(PG_FUNCTION_ARGS)
 	char	   *material = text_to_cstring(PG_GETARG_TEXT_PP(2));
 
 	if (gw == NULL)
-		elog(ERROR, "unknown gateway");
+		elog(ERROR, "paynotify: unknown gateway");
 	if (key_id[0] == '\0' || strlen(key_id) > 128 ||
 		!pg_verify_mbstr(PG_SQL_ASCII, key_id, strlen(key_id), true))
 		ereport(ERROR,

@@ -3,23 +3,102 @@
  * crypto.c
  *	  The backend's cryptography: base64, PEM/X.509 keys, RSA signature
  *	  verification, AES-GCM opening, HMAC-SHA256, constant-time comparison,
- *	  and the two SQL primitives built on them.  With scan.c (the strict
- *	  base64 decoder and the PEM loaders, free of PostgreSQL so that they can
- *	  be fuzzed) it is the only code that includes OpenSSL.
+ *	  and the two SQL primitives built on them.  The only code that includes
+ *	  OpenSSL.
  *
  * Nothing here raises between allocating an OpenSSL object and freeing it:
  * the helpers return verdicts and the SQL-callable functions raise only after
  * every object is freed, so no PG_TRY is needed to avoid leaks.  Algorithms
  * are fetched once per backend.
  *
+ * The PEM loaders (pem.h) use no PostgreSQL: built with -DPN_PEM_ONLY, this
+ * file is only them, which is how the libFuzzer target test/fuzz/fuzz_pem.c
+ * links them.
+ *
  *-------------------------------------------------------------------------
  */
+#ifndef PN_PEM_ONLY
 #include "postgres.h"
+#endif
 
+#include <limits.h>
+#include <string.h>
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/rsa.h>
+#include <openssl/x509.h>
+
+#include "pem.h"
+
+/* ---------------------------------------------------------------------
+ * PEM keys and certificates (no PostgreSQL)
+ * ---------------------------------------------------------------------
+ */
+
+EVP_PKEY *
+pn_pem_pkey(const char *pem, size_t len, const char **err)
+{
+	BIO		   *bio;
+	EVP_PKEY   *pkey = NULL;
+	X509	   *cert;
+
+	*err = "not a PEM public key or certificate";
+	if (len > INT_MAX)
+		return NULL;
+	bio = BIO_new_mem_buf(pem, (int) len);
+	if (bio == NULL)
+		return NULL;
+	pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
+	if (pkey == NULL)
+	{
+		(void) BIO_reset(bio);
+		cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+		if (cert != NULL)
+		{
+			pkey = X509_get_pubkey(cert);
+			X509_free(cert);
+		}
+	}
+	BIO_free(bio);
+	ERR_clear_error();
+	if (pkey != NULL && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA)
+		*err = "not an RSA key";
+	else if (pkey != NULL && EVP_PKEY_get_bits(pkey) < PN_MIN_RSA_BITS)
+		*err = "RSA key shorter than 2048 bits";
+	else if (pkey != NULL)
+	{
+		*err = NULL;
+		return pkey;
+	}
+	EVP_PKEY_free(pkey);
+	return NULL;
+}
+
+char *
+pn_pem_cert_serial(const char *pem, size_t len)
+{
+	BIO		   *bio = len <= INT_MAX ? BIO_new_mem_buf(pem, (int) len) : NULL;
+	X509	   *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+	BIGNUM	   *bn = NULL;
+	char	   *hex = NULL;
+
+	if (cert != NULL)
+		bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
+	if (bn != NULL)
+		hex = BN_bn2hex(bn);
+	BN_free(bn);
+	X509_free(cert);
+	BIO_free(bio);
+	ERR_clear_error();
+	return hex;
+}
+
+#ifndef PN_PEM_ONLY
 
 #include "fmgr.h"
 #include "utils/builtins.h"
@@ -38,6 +117,7 @@ static EVP_CIPHER *gcm[3];		/* AES-128/192/256-GCM */
 static EVP_MAC *hmac;
 
 static const EVP_MD *digest_by_name(const char *name);
+static void sha256(const unsigned char *msg, size_t len, unsigned char out[32]);
 
 /* Fetch the algorithms once per backend. */
 void
@@ -78,7 +158,7 @@ digest_by_name(const char *name)
  */
 
 /*
- * Decode strictly (scan.c); false when in is not exactly canonical padded
+ * Decode strictly (parse/scan.c); false when in is not exactly canonical padded
  * base64.  The result is palloc'd.
  */
 bool
@@ -100,16 +180,6 @@ pn_base64_decode(const char *in, int inlen, unsigned char **out, int *outlen)
 	return true;
 }
 
-/* Standard padded base64 of in, palloc'd and NUL-terminated. */
-char *
-pn_base64_encode(const unsigned char *in, int inlen)
-{
-	char	   *out = palloc((inlen + 2) / 3 * 4 + 1);
-
-	EVP_EncodeBlock((unsigned char *) out, in, inlen);
-	return out;
-}
-
 /* ---------------------------------------------------------------------
  * Keys
  * ---------------------------------------------------------------------
@@ -117,7 +187,7 @@ pn_base64_encode(const unsigned char *in, int inlen)
 
 /*
  * An RSA public key (at least 2048 bits) from a PEM "PUBLIC KEY" or an X.509
- * certificate (scan.c).  Returns an EVP_PKEY the caller frees with
+ * certificate (pn_pem_pkey).  Returns an EVP_PKEY the caller frees with
  * pn_pkey_free, or NULL with *err set to a fixed message.
  */
 void *
@@ -128,7 +198,7 @@ pn_pkey_load(const char *pem, int len, const char **err)
 		*err = "not a PEM public key or certificate";
 		return NULL;
 	}
-	return pn_scan_pkey(pem, (size_t) len, err);
+	return pn_pem_pkey(pem, (size_t) len, err);
 }
 
 /* Free a key from pn_pkey_load (NULL is fine). */
@@ -142,7 +212,7 @@ pn_pkey_free(void *pkey)
 char *
 pn_cert_serial(const char *pem, int len)
 {
-	char	   *hex = len >= 0 ? pn_scan_cert_serial(pem, (size_t) len) : NULL;
+	char	   *hex = len >= 0 ? pn_pem_cert_serial(pem, (size_t) len) : NULL;
 	char	   *result = hex ? pstrdup(hex) : NULL;
 
 	OPENSSL_free(hex);
@@ -214,7 +284,7 @@ pn_key_verify(const PnKey *key, const unsigned char *msg, size_t msglen,
 
 	if (key->verifier == NULL)
 		return pn_rsa_verify(key->pkey, "sha256", msg, msglen, sig, siglen) == 1;
-	pn_sha256(msg, msglen, digest);
+	sha256(msg, msglen, digest);
 	ok = EVP_PKEY_verify((EVP_PKEY_CTX *) key->verifier, sig, siglen, digest, sizeof(digest)) == 1;
 	ERR_clear_error();
 	return ok;
@@ -222,8 +292,9 @@ pn_key_verify(const PnKey *key, const unsigned char *msg, size_t msglen,
 
 /*
  * Open AES-GCM (128/192/256 chosen by key length) where ct ends with its
- * 16-byte tag.  False on any failure, a wrong tag above all; the plaintext
- * buffer is palloc'd and NUL-terminated, and never returned unverified.
+ * tag of PN_GCM_TAG_LEN bytes.  False on any failure, a wrong tag above
+ * all; the plaintext buffer is palloc'd and NUL-terminated, and never
+ * returned unverified.
  */
 bool
 pn_aead_open(const unsigned char *key, int keylen,
@@ -237,7 +308,7 @@ pn_aead_open(const unsigned char *key, int keylen,
 	unsigned char *out;
 	int			n = 0,
 				fin = 0;
-	int			datalen = ctlen - 16;
+	int			datalen = ctlen - PN_GCM_TAG_LEN;
 	bool		ok;
 
 	if (keylen != 16 && keylen != 24 && keylen != 32)
@@ -253,7 +324,7 @@ pn_aead_open(const unsigned char *key, int keylen,
 		EVP_DecryptInit_ex(ctx, NULL, NULL, key, nonce) == 1 &&
 		(aadlen == 0 || EVP_DecryptUpdate(ctx, NULL, &n, aad, aadlen) == 1) &&
 		EVP_DecryptUpdate(ctx, out, &n, ct, datalen) == 1 &&
-		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, 16,
+		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, PN_GCM_TAG_LEN,
 							(void *) (ct + datalen)) == 1 &&
 		EVP_DecryptFinal_ex(ctx, out + n, &fin) == 1;
 	EVP_CIPHER_CTX_free(ctx);
@@ -300,6 +371,16 @@ pn_hmac_sha256(const unsigned char *key, int keylen,
 	return ok;
 }
 
+/* SHA-256 of msg. */
+void
+pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32])
+{
+	unsigned int outlen = 0;
+
+	if (EVP_Digest(msg, len, out, &outlen, md_sha256, NULL) != 1 || outlen != 32)
+		elog(ERROR, "paynotify: SHA-256 failed");
+}
+
 /* Constant-time equality of two equally long buffers. */
 bool
 pn_ct_equal(const void *a, const void *b, size_t len)
@@ -308,13 +389,13 @@ pn_ct_equal(const void *a, const void *b, size_t len)
 }
 
 /* SHA-256 of msg. */
-void
-pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32])
+static void
+sha256(const unsigned char *msg, size_t len, unsigned char out[32])
 {
 	unsigned int outlen = 0;
 
 	if (EVP_Digest(msg, len, out, &outlen, md_sha256, NULL) != 1 || outlen != 32)
-		elog(ERROR, "SHA-256 failed");
+		elog(ERROR, "paynotify: SHA-256 failed");
 }
 
 /* ---------------------------------------------------------------------
@@ -392,10 +473,10 @@ paynotify_aead_decrypt(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("ciphertext is not valid base64")));
-	if (ctlen < 16)
+	if (ctlen < PN_GCM_TAG_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ciphertext is shorter than its 16-byte tag")));
+				 errmsg("ciphertext is shorter than its %d-byte tag", PN_GCM_TAG_LEN)));
 	if (!pn_aead_open((unsigned char *) VARDATA_ANY(key), keylen,
 					  (unsigned char *) VARDATA_ANY(nonce), VARSIZE_ANY_EXHDR(nonce),
 					  (unsigned char *) VARDATA_ANY(aad), VARSIZE_ANY_EXHDR(aad),
@@ -409,3 +490,5 @@ paynotify_aead_decrypt(PG_FUNCTION_ARGS)
 	memcpy(VARDATA(result), plain, plainlen);
 	PG_RETURN_BYTEA_P(result);
 }
+
+#endif							/* PN_PEM_ONLY */

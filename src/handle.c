@@ -30,7 +30,7 @@
 #include "utils/guc.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 #include "ops.h"
 
 PG_FUNCTION_INFO_V1(paynotify_handle);
@@ -48,7 +48,7 @@ static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 static void force_synchronous_commit(void);
 static void relax_synchronous_commit(void);
 
-/* Unix seconds: paynotify.now when set, else the transaction's clock. */
+/* Unix seconds: paynotify.now when set, else the system clock. */
 int64
 pn_now(void)
 {
@@ -158,7 +158,7 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 	PnLockResult lock;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	pn_log_get(cfg, ch->name, n, &ex);
 	if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
 	{
@@ -327,7 +327,7 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 	bool		nulls[4] = {false, false, false, false};
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
+		elog(ERROR, "paynotify: return type must be a row type");
 	pn_gateway_reply(gw, outcome, reason, &reply);
 	values[0] = Int32GetDatum(reply.status);
 	values[1] = reply.content_type ? CStringGetTextDatum(reply.content_type) : (Datum) 0;

@@ -2,14 +2,15 @@
  *
  * json.c
  *	  Reading requests: header lookup, JSON bodies into jsonb, dotted-path
- *	  field access, exact number parsing, and channel settings.
+ *	  field access and exact number parsing; and the few helpers that build
+ *	  jsonb values (notice.c, apply.c).
  *
  * Everything a request reaches in this file returns a verdict instead of
  * raising: a malformed notification must be answered, never abort the
  * transaction.  PostgreSQL's own JSON parser does the parsing; the
  * hand-written scanners it needs (the nesting-depth pre-scan, because the
  * parser's recursion would otherwise end in a stack-depth ERROR, the
- * number-token check, and exact amounts) live in scan.c, free of
+ * number-token check, and exact amounts) live in parse/scan.c, free of
  * PostgreSQL so that they can be fuzzed on their own.
  *
  *-------------------------------------------------------------------------
@@ -55,7 +56,6 @@ static void build_array_start(void *state);
 static void build_array_end(void *state);
 static void build_key(void *state, char *fname, bool isnull);
 static void build_scalar(void *state, char *token, JsonTokenType type);
-static JsonbValue *path_value(Jsonb *doc, const char *path, JsonbValue *buf);
 
 /* ---------------------------------------------------------------------
  * Headers
@@ -254,8 +254,8 @@ build_scalar(void *state, char *token, JsonTokenType type)
  */
 
 /* Follow a dotted path of object keys; NULL when any step is missing. */
-static JsonbValue *
-path_value(Jsonb *doc, const char *path, JsonbValue *buf)
+JsonbValue *
+pn_json_value(Jsonb *doc, const char *path, JsonbValue *buf)
 {
 	JsonbContainer *cont;
 	const char *seg = path;
@@ -284,7 +284,7 @@ bool
 pn_json_string(Jsonb *doc, const char *path, char **value)
 {
 	JsonbValue	buf;
-	JsonbValue *v = path_value(doc, path, &buf);
+	JsonbValue *v = pn_json_value(doc, path, &buf);
 
 	if (v == NULL || v->type != jbvString ||
 		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
@@ -298,7 +298,7 @@ bool
 pn_json_int64(Jsonb *doc, const char *path, int64 *value)
 {
 	JsonbValue	buf;
-	JsonbValue *v = path_value(doc, path, &buf);
+	JsonbValue *v = pn_json_value(doc, path, &buf);
 	char	   *s;
 	bool		neg;
 
@@ -319,7 +319,7 @@ bool
 pn_json_bool(Jsonb *doc, const char *path, bool *value)
 {
 	JsonbValue	buf;
-	JsonbValue *v = path_value(doc, path, &buf);
+	JsonbValue *v = pn_json_value(doc, path, &buf);
 
 	if (v == NULL || v->type != jbvBool)
 		return false;
@@ -333,7 +333,7 @@ pn_json_present(Jsonb *doc, const char *path)
 {
 	JsonbValue	buf;
 
-	return path_value(doc, path, &buf) != NULL;
+	return pn_json_value(doc, path, &buf) != NULL;
 }
 
 /* ---------------------------------------------------------------------
@@ -369,100 +369,48 @@ pn_parse_decimal(const char *s, int len, int scale, int64 *value)
 }
 
 /* ---------------------------------------------------------------------
- * Channel settings (configuration time and cache load: these may raise)
+ * Building jsonb (pushJsonbValue into an object being built)
  * ---------------------------------------------------------------------
  */
 
-/* A text setting; NULL when absent and not required. */
-char *
-pn_setting_text(Jsonb *settings, const char *key, bool required)
-{
-	JsonbValue	buf;
-	JsonbValue *v = path_value(settings, key, &buf);
-
-	if (v == NULL || v->type == jbvNull)
-	{
-		if (required)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("setting \"%s\" is required", key)));
-		return NULL;
-	}
-	if (v->type != jbvString || v->val.string.len == 0 ||
-		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("setting \"%s\" must be a non-empty string", key)));
-	return pnstrdup(v->val.string.val, v->val.string.len);
-}
-
-/* An integer setting within [min, max], dflt when absent. */
-int
-pn_setting_int(Jsonb *settings, const char *key, int dflt, int min, int max)
-{
-	int64		v;
-
-	if (!pn_json_present(settings, key))
-		return dflt;
-	if (!pn_json_int64(settings, key, &v) || v < min || v > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("setting \"%s\" must be an integer between %d and %d",
-						key, min, max)));
-	return (int) v;
-}
-
-/* A boolean setting: 1 true, 0 false, -1 absent. */
-int
-pn_setting_bool(Jsonb *settings, const char *key)
-{
-	bool		b;
-
-	if (!pn_json_present(settings, key))
-		return -1;
-	if (!pn_json_bool(settings, key, &b))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("setting \"%s\" must be true or false", key)));
-	return b ? 1 : 0;
-}
-
-/*
- * Refuse any settings key not in allowed (NULL-terminated): a typo such as
- * "mch_id" must not silently disable a check.
- */
+/* Push an object key. */
 void
-pn_settings_only(Jsonb *settings, const char *gateway, const char *const *allowed)
+pn_jsonb_push_key(JsonbParseState **st, const char *key)
 {
-	JsonbIterator *it;
+	JsonbValue	k;
+
+	k.type = jbvString;
+	k.val.string.val = (char *) key;
+	k.val.string.len = strlen(key);
+	(void) pushJsonbValue(st, WJB_KEY, &k);
+}
+
+/* Push key: a string, or null when val is NULL. */
+void
+pn_jsonb_push_text(JsonbParseState **st, const char *key, const char *val)
+{
 	JsonbValue	v;
-	JsonbIteratorToken tok;
 
-	if (!JB_ROOT_IS_OBJECT(settings))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s settings must be a JSON object", gateway)));
-	it = JsonbIteratorInit(&settings->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	pn_jsonb_push_key(st, key);
+	if (val == NULL)
+		v.type = jbvNull;
+	else
 	{
-		bool		known = false;
-		StringInfoData list;
-
-		if (tok != WJB_KEY)
-			continue;
-		for (int i = 0; allowed[i]; i++)
-			if (strlen(allowed[i]) == (size_t) v.val.string.len &&
-				memcmp(allowed[i], v.val.string.val, v.val.string.len) == 0)
-				known = true;
-		if (known)
-			continue;
-		initStringInfo(&list);
-		for (int i = 0; allowed[i]; i++)
-			appendStringInfo(&list, "%s%s", i ? ", " : "", allowed[i]);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown %s setting \"%.*s\"", gateway,
-						Min(v.val.string.len, 64), v.val.string.val),
-				 errhint("Settings for %s are %s.", gateway, list.data)));
+		v.type = jbvString;
+		v.val.string.val = (char *) val;
+		v.val.string.len = strlen(val);
 	}
+	(void) pushJsonbValue(st, WJB_VALUE, &v);
+}
+
+/* Push key: an integer. */
+void
+pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val)
+{
+	JsonbValue	v;
+
+	pn_jsonb_push_key(st, key);
+	v.type = jbvNumeric;
+	v.val.numeric = int64_to_numeric(val);
+	(void) pushJsonbValue(st, WJB_VALUE, &v);
 }

@@ -17,7 +17,7 @@
 #include "utils/builtins.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 
 static Datum text_or_null(const char *s, char *null);
 
@@ -47,7 +47,7 @@ pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 	if (n->payload == NULL)
 		nulls[2] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_GET), args, nulls, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "notification log lookup failed");
+		elog(ERROR, "paynotify: notification log lookup failed");
 	row->found = (SPI_processed == 1);
 	if (!row->found)
 		return;
@@ -66,7 +66,7 @@ pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id)
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(notify_id);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_SEEN), args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "notification log update failed");
+		elog(ERROR, "paynotify: notification log update failed");
 }
 
 /*
@@ -95,7 +95,7 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "notification log insert failed");
+		elog(ERROR, "paynotify: notification log insert failed");
 }
 
 /*
@@ -121,5 +121,5 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
 	args[6] = Int32GetDatum(1);
 	args[7] = Int32GetDatum(delivered ? 1 : 0);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "notification log update failed");
+		elog(ERROR, "paynotify: notification log update failed");
 }

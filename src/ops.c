@@ -29,7 +29,7 @@
 #include "utils/memutils.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 #include "ops.h"
 
 PG_FUNCTION_INFO_V1(paynotify_retry);

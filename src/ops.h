@@ -10,7 +10,7 @@
 
 #include "commands/trigger.h"
 
-#include "pnconfig.h"
+#include "pipeline.h"
 
 extern void pn_ops_init(void);
 extern void pn_history_own_move(bool on);
@@ -24,8 +24,5 @@ extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotic
 /* handle.c: the business step in its subtransaction, as a redelivery runs it */
 extern bool pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						  PnApplied *res, char **error);
-
-/* apply.c: the notice as stored on the log row */
-extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
 
 #endif							/* PN_OPS_H */

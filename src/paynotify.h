@@ -8,8 +8,10 @@
  * request and turns it into a PnNotice; everything after that (lock, dedup,
  * state machine, records, outbox, reply row) is gateway-agnostic.
  *
- * Only crypto.c and scan.c (PostgreSQL-free, fuzzed on its own) include
- * OpenSSL headers; everything else sees key objects as opaque pointers.
+ * Only crypto.c includes OpenSSL headers; everything else sees key objects
+ * as opaque pointers.  The request parsers that need neither PostgreSQL nor
+ * OpenSSL (parse/: form, Stripe-Signature, scanners) are fuzzed on their
+ * own and have their own headers.
  *
  *-------------------------------------------------------------------------
  */
@@ -173,8 +175,9 @@ typedef struct PnGateway
 	/*
 	 * How this gateway reads a reply (pn_gateway_reply builds it): every
 	 * reply has this content type; an acknowledgement is 200 with ack_body;
-	 * a failure has the status of pn_failure_status and fail_body, where %s,
-	 * if present, becomes the fixed message of pn_failure_message.
+	 * a failure has the status failure_status (gateway.c) chooses and
+	 * fail_body, where %s, if present, becomes the fixed message
+	 * failure_message chooses.
 	 */
 	const char *content_type;
 	const char *ack_body;
@@ -191,9 +194,9 @@ extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
 								   int64 now);
 extern bool pn_key_active(const PnKey *key, int64 now);
 /* The one reply builder (gw NULL: no channel, a plain-text reply). */
+extern bool pn_outcome_acknowledges(PnOutcome outcome);
 extern void pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason reason,
 							 PnReply *reply);
-extern bool pn_outcome_acknowledges(PnOutcome outcome);
 
 /* the gateways */
 extern const PnGateway pn_gateway_wxpay;
@@ -208,6 +211,7 @@ extern int	pn_header(Jsonb *headers, const char *name, char **value);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
 /* Dotted-path lookups; false when absent or of another type. */
+extern JsonbValue *pn_json_value(Jsonb *doc, const char *path, JsonbValue *buf);
 extern bool pn_json_string(Jsonb *doc, const char *path, char **value);
 extern bool pn_json_int64(Jsonb *doc, const char *path, int64 *value);
 extern bool pn_json_bool(Jsonb *doc, const char *path, bool *value);
@@ -216,7 +220,18 @@ extern bool pn_json_present(Jsonb *doc, const char *path);
 extern bool pn_parse_int64(const char *s, int len, int64 *value);
 /* Exact "123", "123.4", "123.45" (scale digits at most) to minor units. */
 extern bool pn_parse_decimal(const char *s, int len, int scale, int64 *value);
-/* Settings helpers: ereport on wrong type. */
+/* Building an object with pushJsonbValue: a key, a key and its value. */
+extern void pn_jsonb_push_key(JsonbParseState **st, const char *key);
+extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
+							   const char *val);	/* NULL: null */
+extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val);
+
+/* ---------- notice.c: a notice as stored (parked, anomalies, hooks) ---------- */
+extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
+extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
+extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
+
+/* ---------- settings.c: gateway settings (ereport on wrong type) ---------- */
 extern char *pn_setting_text(Jsonb *settings, const char *key, bool required);
 extern int	pn_setting_int(Jsonb *settings, const char *key, int dflt,
 						   int min, int max);
@@ -228,7 +243,6 @@ extern void pn_settings_only(Jsonb *settings, const char *gateway,
 /* Strict standard base64 (padded); false when not base64. palloc'd result. */
 extern bool pn_base64_decode(const char *in, int inlen, unsigned char **out,
 							 int *outlen);
-extern char *pn_base64_encode(const unsigned char *in, int inlen);
 /* PEM public key or X.509 certificate; NULL and *err on failure. */
 extern void *pn_pkey_load(const char *pem, int len, const char **err);
 extern void pn_pkey_free(void *pkey);
@@ -238,7 +252,9 @@ extern char *pn_cert_serial(const char *pem, int len);
 extern int	pn_rsa_verify(void *pkey, const char *digest,
 						  const unsigned char *msg, size_t msglen,
 						  const unsigned char *sig, size_t siglen);
-/* AES-GCM (size by key length) with 16-byte tag at the end of ct. */
+/* AES-GCM's tag: the last PN_GCM_TAG_LEN bytes of a ciphertext. */
+#define PN_GCM_TAG_LEN 16
+/* AES-GCM (size by key length) with its tag at the end of ct. */
 extern bool pn_aead_open(const unsigned char *key, int keylen,
 						 const unsigned char *nonce, int noncelen,
 						 const unsigned char *aad, int aadlen,
@@ -254,8 +270,8 @@ extern bool pn_hmac_sha256(const unsigned char *key, int keylen,
 						   const unsigned char *msg1, size_t len1,
 						   const unsigned char *msg2, size_t len2,
 						   unsigned char out[32]);
-extern bool pn_ct_equal(const void *a, const void *b, size_t len);
 extern void pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32]);
+extern bool pn_ct_equal(const void *a, const void *b, size_t len);
 extern void pn_crypto_init(void);
 
 /* ---------- apply.c: layer 4 ---------- */
@@ -285,9 +301,6 @@ typedef enum PnLockResult
 } PnLockResult;
 
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
-
-/* ---------- state.c ---------- */
-extern void pn_state_init(void);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);

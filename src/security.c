@@ -94,7 +94,7 @@ pn_function_owner(Oid fn_oid)
 	Oid			owner;
 
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+		elog(ERROR, "paynotify: cache lookup failed for function %u", fn_oid);
 	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
 	ReleaseSysCache(tup);
 	return owner;
@@ -148,10 +148,10 @@ spi_write(void *arg)
 	SpiWrite   *w = (SpiWrite *) arg;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	if (SPI_execute_with_args(w->sql, w->nargs, w->argtypes, w->values, w->nulls,
 							  false, 0) < 0)
-		elog(ERROR, "paynotify configuration write failed");
+		elog(ERROR, "paynotify: configuration write failed");
 	SPI_finish();
 }
 
@@ -286,7 +286,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	}
 	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
 	if (nargs != PG_NARGS())
-		elog(ERROR, "paynotify_bind_orders called with %d arguments, declared with %d",
+		elog(ERROR, "paynotify: paynotify_bind_orders called with %d arguments, declared with %d",
 			 PG_NARGS(), nargs);
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "SELECT %s.paynotify_bind_orders_internal(", own_schema(fcinfo));
@@ -331,10 +331,10 @@ status_cast(void *arg)
 	sql = psprintf("SELECT ($1)::%s::pg_catalog.text",
 				   format_type_with_typemod(typid, typmod));
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	if (SPI_execute_with_args(sql, 1, &argtype, &value, NULL, true, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
-		elog(ERROR, "status value cast failed");
+		elog(ERROR, "paynotify: status value cast failed");
 	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	c->result = isnull ? NULL : (text *) SPI_datumTransfer(value, false, -1);
 	SPI_finish();

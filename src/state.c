@@ -4,7 +4,8 @@
  *	  The order state machine: legal transitions come from the editable
  *	  paynotify_transition table (cached per backend), moves are conditional
  *	  updates, and a trigger guards the orders table against illegal moves
- *	  from any code path.
+ *	  from any code path.  (paynotify_transit, a move that also applies the
+ *	  parked notifications, is in apply.c.)
  *
  *-------------------------------------------------------------------------
  */
@@ -21,17 +22,10 @@
 #include "utils/rel.h"
 
 #include "paynotify.h"
-#include "pnconfig.h"
+#include "pipeline.h"
 #include "ops.h"
 
-PG_FUNCTION_INFO_V1(paynotify_transit);
 PG_FUNCTION_INFO_V1(paynotify_guard_transition);
-
-/* Nothing to set up: transitions are part of the configuration cache. */
-void
-pn_state_init(void)
-{
-}
 
 /* Whether from → to is one of n (from, to) pairs. */
 static bool
@@ -92,70 +86,12 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 	args[2] = CStringGetTextDatum(pn_status_value(&cfg->status_map, to));
 	pn_history_own_move(true);
 	if (pn_orders_execute(cfg, PLAN_ORDER_MOVE, args, NULL, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "order update failed");
+		elog(ERROR, "paynotify: order update failed");
 	pn_history_own_move(false);
 	if (SPI_processed != 1)
 		return false;
 	pn_history_move(cfg, order_no, from, to);
 	return true;
-}
-
-typedef struct TransitCall
-{
-	Oid			fn_oid;
-	Oid			caller;
-	char	   *order_no;
-	char	   *from;
-	char	   *to;
-	bool		moved;
-} TransitCall;
-
-/* The body of paynotify_transit, as the extension's owner. */
-static void
-transit_call(void *arg)
-{
-	TransitCall *c = (TransitCall *) arg;
-	PnConfig   *cfg = pn_config(c->fn_oid);
-
-	if (cfg->bound && OidIsValid(pn_relation_owner(cfg->orders_oid)) &&
-		!pg_class_ownercheck(cfg->orders_oid, c->caller) &&
-		pg_class_aclcheck(cfg->orders_oid, c->caller, ACL_UPDATE) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for table %s", cfg->orders),
-				 errdetail("paynotify_transit moves orders of the bound table for roles that own it or may UPDATE it.")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	c->moved = pn_transit(cfg, c->order_no, c->from, c->to);
-	if (c->moved)
-		pn_apply_parked(cfg, c->order_no);
-	SPI_finish();
-}
-
-/*
- * paynotify_transit(order_no text, from_state text, to_state text)
- *   returns boolean
- *
- * A successful move also applies the notifications parked for this order.
- * Not SECURITY DEFINER: the caller must own the orders table or hold UPDATE
- * on it; paynotify's own tables are then used as the extension's owner, the
- * orders table as its owner, hooks as the roles that registered them.
- */
-Datum
-paynotify_transit(PG_FUNCTION_ARGS)
-{
-	TransitCall c;
-
-	pn_require_read_committed("paynotify_transit");
-	c.fn_oid = fcinfo->flinfo->fn_oid;
-	c.caller = GetUserId();
-	c.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	c.from = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	c.to = text_to_cstring(PG_GETARG_TEXT_PP(2));
-	c.moved = false;
-	pn_history_cause(NULL, NULL);
-	pn_run_as(pn_function_owner(c.fn_oid), transit_call, &c);
-	PG_RETURN_BOOL(c.moved);
 }
 
 /*

@@ -4,7 +4,7 @@
  *	  The Stripe gateway: webhook events signed with HMAC-SHA256 in the
  *	  Stripe-Signature header, see docs/GATEWAYS.md §3.
  *
- * Order of checks (docs/GATEWAYS.md §0): parse the header (form.c) → HMAC of
+ * Order of checks (docs/GATEWAYS.md §0): parse the header (parse/stripe_sig.c) → HMAC of
  * "t.body" with every active secret against every v1 → symmetric time
  * window → parse the event → object/id/type → livemode.  The key of the
  * HMAC is the whole secret string as its bytes, whsec_ prefix included
@@ -25,7 +25,7 @@
 
 #include "utils/jsonb.h"
 
-#include "form.h"
+#include "stripe_sig.h"
 #include "paynotify.h"
 
 #define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"

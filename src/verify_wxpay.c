@@ -231,7 +231,7 @@ open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload)
 	if (pn_json_present(envelope, "resource.associated_data") &&
 		!pn_json_string(envelope, "resource.associated_data", &aad))
 		return PN_R_MALFORMED;
-	if (!pn_base64_decode(ciphertext, strlen(ciphertext), &ct, &ctlen) || ctlen < 16 ||
+	if (!pn_base64_decode(ciphertext, strlen(ciphertext), &ct, &ctlen) || ctlen < PN_GCM_TAG_LEN ||
 		nonce[0] == '\0')
 		return PN_R_MALFORMED;
 	if (!pn_aead_open(conf->apiv3_key, APIV3_KEY_LEN,

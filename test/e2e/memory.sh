@@ -93,7 +93,7 @@ start=$(date +%s)
         fi
     done
     echo "SELECT 'mark ' || t.rss_kb() || ' ' || t.context_bytes();"
-} | sql -q 2>&1 >"$dir/out" | grep -v 'paynotify anomaly\|business step failed\|DETAIL\|hook refuses\|CONTEXT\|PL/pgSQL\|SQL statement' || true
+} | sql -q 2>&1 >"$dir/out" | grep -v 'paynotify: anomaly\|business step failed\|DETAIL\|hook refuses\|CONTEXT\|PL/pgSQL\|SQL statement' || true
 elapsed=$(( $(date +%s) - start ))
 
 grep -v '^mark' "$dir/out" | sort | uniq -c | sort -rn

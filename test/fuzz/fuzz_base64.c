@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * fuzz_base64.c
- *	  libFuzzer target: the strict base64 decoder (src/scan.c).
+ *	  libFuzzer target: the strict base64 decoder (src/parse/scan.c).
  *
  * Invariants, on every input:
  *	- the input read as base64: accepted exactly when it is the canonical

@@ -2,7 +2,7 @@
  *
  * fuzz_form.c
  *	  libFuzzer target: the urlencoded form decoder and Alipay's canonical
- *	  content (src/form.c), with their invariants checked on every input.
+ *	  content (src/parse/form.c), with their invariants checked on every input.
  *
  *-------------------------------------------------------------------------
  */

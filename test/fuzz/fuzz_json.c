@@ -2,7 +2,7 @@
  *
  * fuzz_json.c
  *	  libFuzzer target: the JSON depth pre-scan and number-token check
- *	  (src/scan.c) in front of PostgreSQL's own JSON parser, as
+ *	  (src/parse/scan.c) in front of PostgreSQL's own JSON parser, as
  *	  pn_parse_json (src/json.c) runs them: no NUL byte, depth pre-scan,
  *	  UTF-8 check, then pg_parse_json, from the frontend build of the parser
  *	  (libpgcommon), which is the same source as the backend's.

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * fuzz_number.c
- *	  libFuzzer target: exact integers and decimal amounts (src/scan.c),
+ *	  libFuzzer target: exact integers and decimal amounts (src/parse/scan.c),
  *	  checked against an independent reference on every input.
  *
  * The first input byte picks the scale (0..20, beyond the 18 the parser

@@ -2,7 +2,7 @@
  *
  * fuzz_pem.c
  *	  libFuzzer target: PEM public-key / certificate loading and the
- *	  certificate serial (src/scan.c).
+ *	  certificate serial (src/crypto.c).
  *
  * An input that starts with "-----BEGIN" is taken as PEM text as is; any
  * other input is taken as DER and wrapped, once as a "PUBLIC KEY" and once
@@ -23,7 +23,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
-#include "scan.h"
+#include "pem.h"
 
 /* Abort (a crash libFuzzer reports) when an invariant does not hold. */
 static void
@@ -38,7 +38,7 @@ static void
 check(const char *pem, size_t len)
 {
 	const char *err = "unset";
-	EVP_PKEY   *pkey = pn_scan_pkey(pem, len, &err);
+	EVP_PKEY   *pkey = pn_pem_pkey(pem, len, &err);
 	char	   *serial;
 
 	require((pkey != NULL) == (err == NULL));
@@ -53,7 +53,7 @@ check(const char *pem, size_t len)
 				strcmp(err, "RSA key shorter than 2048 bits") == 0);
 	require(ERR_peek_error() == 0);
 
-	serial = pn_scan_cert_serial(pem, len);
+	serial = pn_pem_cert_serial(pem, len);
 	require(ERR_peek_error() == 0);
 	if (serial != NULL)
 	{
@@ -106,7 +106,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	const char *err;
 
 	OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
-	EVP_PKEY_free(pn_scan_pkey("x", 1, &err));
+	EVP_PKEY_free(pn_pem_pkey("x", 1, &err));
 	(void) argc;
 	(void) argv;
 	return 0;

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * fuzz_stripe_sig.c
- *	  libFuzzer target: the Stripe-Signature header parser (src/form.c),
+ *	  libFuzzer target: the Stripe-Signature header parser (src/parse/stripe_sig.c),
  *	  with its invariants checked on every input.
  *
  *-------------------------------------------------------------------------
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "form.h"
+#include "stripe_sig.h"
 
 /* Abort (a crash libFuzzer reports) when an invariant does not hold. */
 static void

@@ -5,12 +5,14 @@
 #
 # Targets (test/fuzz/fuzz_*.c), each checking invariants on every input:
 #   fuzz_form        urlencoded form decoding, Alipay's canonical content
-#   fuzz_stripe_sig  the Stripe-Signature header
-#   fuzz_base64      strict base64 (canonical spelling only)
+#                    (src/parse/form.c)
+#   fuzz_stripe_sig  the Stripe-Signature header (src/parse/stripe_sig.c)
+#   fuzz_base64      strict base64, canonical spelling only (src/parse/scan.c)
 #   fuzz_json        depth pre-scan and number check before pg_parse_json
 #                    (PostgreSQL's frontend JSON parser, libpgcommon)
 #   fuzz_number      exact integers and decimal amounts, against a reference
 #   fuzz_pem         PEM / DER public keys, certificates and their serials
+#                    (the PEM loaders of src/crypto.c, built alone)
 #
 # Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), OpenSSL's
 # headers, postgresql-server-dev-15 (for fuzz_json) and the openssl command
@@ -123,24 +125,32 @@ seed_pem() {
 
 # shellcheck disable=SC2054
 cflags=(-g -O1 -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
-        -fno-sanitize-recover=all -I"$root/src")
+        -fno-sanitize-recover=all -I"$root/src" -I"$root/src/parse")
+parse=$root/src/parse
 build() {
     local t=$1
     case $t in
-        fuzz_form|fuzz_stripe_sig)
+        fuzz_form)
+            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/form.c" "$parse/scan.c" ;;
+        fuzz_stripe_sig)
+            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/stripe_sig.c" "$parse/scan.c" ;;
+        fuzz_number)
+            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/scan.c" ;;
+        fuzz_base64)
+            # OpenSSL's encoder is the reference the decoder is checked against
             # shellcheck disable=SC2086
-            "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" "$root/src/form.c" \
-                "$root/src/scan.c" $ssl_libs ;;
-        fuzz_base64|fuzz_number|fuzz_pem)
+            "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" "$parse/scan.c" $ssl_libs ;;
+        fuzz_pem)
+            # crypto.c's PEM loaders alone (no PostgreSQL)
             # shellcheck disable=SC2086
-            "$cc" "${cflags[@]}" -std=c99 $ssl_cflags -o "$bin/$t" "$here/$t.c" \
-                "$root/src/scan.c" $ssl_libs ;;
+            "$cc" "${cflags[@]}" -std=c99 -DPN_PEM_ONLY $ssl_cflags -o "$bin/$t" "$here/$t.c" \
+                "$root/src/crypto.c" $ssl_libs ;;
         fuzz_json)
             # PostgreSQL's headers want GNU C and are not -Wextra clean
             # shellcheck disable=SC2086
             "$cc" "${cflags[@]}" -std=gnu11 -Wno-unused-parameter \
                 -Wno-missing-field-initializers -Wno-sign-compare -Wno-ignored-attributes $ssl_cflags \
-                -I"$pg_inc" -o "$bin/$t" "$here/$t.c" "$root/src/scan.c" \
+                -I"$pg_inc" -o "$bin/$t" "$here/$t.c" "$parse/scan.c" \
                 "$pg_lib/libpgcommon.a" "$pg_lib/libpgport.a" $ssl_libs -lm ;;
         *) echo "unknown target $t" >&2; return 1 ;;
     esac

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * form_test.c
- *	  Unit test of src/form.c, built without PostgreSQL (test/unit/run.sh).
+ *	  Unit test of src/parse/form.c and src/parse/stripe_sig.c, built
+ *	  without PostgreSQL (test/unit/run.sh).
  *
  * Checks the edge cases of the form decoder and of the Stripe-Signature
  * parser, then rebuilds the signed content of every ali_* vector and
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "form.h"
+#include "stripe_sig.h"
 
 static int	failures;
 static int	checks;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build and run the PostgreSQL-free unit test of src/form.c, with ASan and
+# Build and run the PostgreSQL-free unit test of src/parse/ (form.c,
+# stripe_sig.c), with ASan and
 # UBSan when the compiler has them.  usage: test/unit/run.sh [VECTORS_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -8,13 +9,12 @@ vectors=${1:-${PAYNOTIFY_VECTORS:-$root/test/vectors}}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 cc=${CC:-cc}
-flags=(-std=c99 -g -O1 -Wall -Wextra -Werror -I"$root/src")
+flags=(-std=c99 -g -O1 -Wall -Wextra -Werror -I"$root/src/parse")
 if "$cc" -fsanitize=address,undefined -x c -o "$out/probe" - <<<'int main(void){return 0;}' 2>/dev/null; then
     flags+=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 fi
-# shellcheck disable=SC2046
-"$cc" "${flags[@]}" $(pkg-config --cflags openssl) -o "$out/form_test" "$here/form_test.c" \
-    "$root/src/form.c" "$root/src/scan.c" $(pkg-config --libs openssl)
+"$cc" "${flags[@]}" -o "$out/form_test" "$here/form_test.c" \
+    "$root/src/parse/form.c" "$root/src/parse/stripe_sig.c" "$root/src/parse/scan.c"
 if [ -d "$vectors/cases" ]; then
     "$out/form_test" "$vectors"
 else

@@ -1,11 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * form.c
- *	  The urlencoded form Alipay posts, the canonical content Alipay signs,
- *	  and the Stripe-Signature header, parsed without PostgreSQL.
+ *	  The urlencoded form Alipay posts and the canonical content Alipay
+ *	  signs, parsed without PostgreSQL.
  *
- * Nothing here allocates: the caller passes the PnForm / PnStripeSig and
- * the byte buffers, so the same code runs inside a backend (palloc'd
+ * Nothing here allocates: the caller passes the PnForm and the byte
+ * buffers, so the same code runs inside a backend (palloc'd
  * buffers) and inside a libFuzzer target (test/fuzz/).  Every decision is
  * strict, because these bytes decide what a signature covers:
  *
@@ -13,9 +13,7 @@
  *	  escape, a NUL byte, an empty or '='-less item, or a repeated name is an
  *	  error, never silently kept or merged;
  *	- the signed content is built from the decoded octets as they are: no
- *	  charset is applied (a GBK form is signed in GBK);
- *	- Stripe-Signature items are split on ',' and '=' without trimming, as
- *	  the Stripe SDKs do.
+ *	  charset is applied (a GBK form is signed in GBK).
  *
  *-------------------------------------------------------------------------
  */
@@ -25,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int	hex_value(unsigned char c);
 static PnFormStatus decode_part(const char *in, size_t len, char *out,
 								size_t *outlen);
 static int	param_cmp(const void *a, const void *b);
@@ -33,27 +30,11 @@ static int	name_cmp(const char *a, size_t alen, const char *b, size_t blen);
 static bool is_signature_param(const PnFormParam *p);
 static PnFormStatus add_item(const char *item, size_t len, PnForm *form,
 							 char *buf, size_t bufsize, size_t *used);
-static bool parse_lower_hex(const char *s, size_t len, unsigned char *out);
-static PnSigStatus sig_item(const char *item, size_t len, PnStripeSig *sig,
-							bool *seen_t);
 
 /* ---------------------------------------------------------------------
  * Form decoding
  * ---------------------------------------------------------------------
  */
-
-/* The value of a hex digit (either case), or -1. */
-static int
-hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /*
  * Decode one name or value ('+' → space, %XX → byte) into out, which has
@@ -75,8 +56,8 @@ decode_part(const char *in, size_t len, char *out, size_t *outlen)
 
 			if (len - i < 3)
 				return PN_FORM_BAD_ESCAPE;
-			hi = hex_value((unsigned char) in[i + 1]);
-			lo = hex_value((unsigned char) in[i + 2]);
+			hi = pn_scan_hex_value((unsigned char) in[i + 1]);
+			lo = pn_scan_hex_value((unsigned char) in[i + 2]);
 			if (hi < 0 || lo < 0)
 				return PN_FORM_BAD_ESCAPE;
 			c = (unsigned char) (hi * 16 + lo);
@@ -300,125 +281,4 @@ pn_form_status_message(PnFormStatus status)
 			return "form buffer too small";
 	}
 	return "invalid form";
-}
-
-/* ---------------------------------------------------------------------
- * Stripe-Signature
- * ---------------------------------------------------------------------
- */
-
-/*
- * Exactly 64 lower-case hex digits into 32 bytes.  Stripe sends lower case
- * and the node/python SDKs compare strings, so upper case never matches.
- */
-static bool
-parse_lower_hex(const char *s, size_t len, unsigned char *out)
-{
-	if (len != 64)
-		return false;
-	for (size_t i = 0; i < 64; i++)
-	{
-		int			d = (s[i] >= 'A' && s[i] <= 'F') ? -1 :
-			hex_value((unsigned char) s[i]);
-
-		if (d < 0)
-			return false;
-		if (i % 2 == 0)
-			out[i / 2] = (unsigned char) (d << 4);
-		else
-			out[i / 2] |= (unsigned char) d;
-	}
-	return true;
-}
-
-/* Take one key=value item of the header into sig. */
-static PnSigStatus
-sig_item(const char *item, size_t len, PnStripeSig *sig, bool *seen_t)
-{
-	const char *eq = memchr(item, '=', len);
-	const char *val;
-	size_t		klen,
-				vlen;
-
-	if (eq == NULL || memchr(eq + 1, '=', len - (size_t) (eq - item) - 1))
-		return PN_SIG_BAD_ITEM;
-	klen = (size_t) (eq - item);
-	val = eq + 1;
-	vlen = len - klen - 1;
-
-	if (klen == 1 && item[0] == 't')
-	{
-		if (*seen_t)
-			return PN_SIG_DUP_TIMESTAMP;
-		*seen_t = true;
-		if (vlen > PN_STRIPE_MAX_T_DIGITS || !pn_scan_int64(val, vlen, &sig->t_value))
-			return PN_SIG_BAD_TIMESTAMP;
-		sig->t = val;
-		sig->t_len = vlen;
-	}
-	else if (klen == 2 && memcmp(item, "v1", 2) == 0)
-	{
-		if (sig->nv1 < PN_STRIPE_MAX_V1 &&
-			parse_lower_hex(val, vlen, sig->v1[sig->nv1]))
-			sig->nv1++;
-		else
-			sig->v1_skipped++;
-	}
-	else if (klen == 2 && memcmp(item, "v0", 2) == 0)
-		sig->v0_count++;
-	/* any other key: ignored, as every Stripe SDK does */
-	return PN_SIG_OK;
-}
-
-/* See form.h. */
-PnSigStatus
-pn_stripe_sig_parse(const char *hdr, size_t len, PnStripeSig *sig)
-{
-	size_t		pos = 0;
-	int			items = 0;
-	bool		seen_t = false;
-
-	memset(sig, 0, sizeof(*sig));
-	if (len == 0)
-		return PN_SIG_EMPTY;
-	for (;;)
-	{
-		const char *comma = memchr(hdr + pos, ',', len - pos);
-		size_t		itemlen = comma ? (size_t) (comma - (hdr + pos)) : len - pos;
-		PnSigStatus st;
-
-		if (++items > PN_STRIPE_MAX_ITEMS)
-			return PN_SIG_TOO_MANY;
-		st = sig_item(hdr + pos, itemlen, sig, &seen_t);
-		if (st != PN_SIG_OK)
-			return st;
-		if (comma == NULL)
-			break;
-		pos += itemlen + 1;
-	}
-	return seen_t ? PN_SIG_OK : PN_SIG_NO_TIMESTAMP;
-}
-
-/* Fixed text for a header status. */
-const char *
-pn_sig_status_message(PnSigStatus status)
-{
-	switch (status)
-	{
-		case PN_SIG_OK:
-			return "ok";
-		case PN_SIG_EMPTY:
-			return "empty Stripe-Signature header";
-		case PN_SIG_BAD_ITEM:
-			return "Stripe-Signature item without exactly one '='";
-		case PN_SIG_NO_TIMESTAMP:
-			return "Stripe-Signature without t";
-		case PN_SIG_BAD_TIMESTAMP:
-			return "Stripe-Signature t is not a decimal timestamp";
-		case PN_SIG_DUP_TIMESTAMP:
-			return "Stripe-Signature t given twice";
-		case PN_SIG_TOO_MANY:
-			return "too many Stripe-Signature items";
-	}
-	return "invalid Stripe-Signature";
 }

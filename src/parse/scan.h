@@ -1,16 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * scan.h
- *	  The hand-written scanners, without PostgreSQL: strict base64, the
- *	  JSON nesting-depth pre-scan and number-token check, exact integer and
- *	  decimal amounts, and PEM public keys / certificates.
+ *	  The hand-written scanners, without PostgreSQL or OpenSSL: strict
+ *	  base64, the JSON nesting-depth pre-scan and number-token check, and
+ *	  exact integer and decimal amounts.
  *
- * scan.c includes no PostgreSQL header and allocates nothing except the
- * OpenSSL objects and strings it hands to its caller (who frees them, see
- * each function).  Everything else is written into buffers the caller
- * provides, so the same code runs inside a backend (json.c and crypto.c
- * wrap it with palloc'd results) and inside the libFuzzer targets in
- * test/fuzz/.  Every function is total: any input bytes give a verdict,
+ * scan.c includes no PostgreSQL or OpenSSL header and allocates nothing:
+ * everything is written into buffers the caller provides, so the same code
+ * runs inside a backend (json.c and crypto.c wrap it with palloc'd results)
+ * and inside the libFuzzer targets in test/fuzz/.  Every function is total: any input bytes give a verdict,
  * never a crash, and every loop is bounded by the input.
  *
  *-------------------------------------------------------------------------
@@ -37,6 +35,11 @@
 extern bool pn_scan_base64(const char *in, size_t inlen,
 						   unsigned char *out, size_t outsize,
 						   size_t *outlen);
+
+/* ---------- hex ---------- */
+
+/* The value of a hex digit (either case), or -1. */
+extern int	pn_scan_hex_value(unsigned char c);
 
 /* ---------- JSON ---------- */
 
@@ -77,27 +80,5 @@ extern bool pn_scan_int64(const char *s, size_t len, int64_t *value);
  */
 extern bool pn_scan_decimal(const char *s, size_t len, int scale,
 							int64_t *value);
-
-/* ---------- PEM keys (OpenSSL) ---------- */
-
-#define PN_MIN_RSA_BITS 2048
-
-struct evp_pkey_st;
-
-/*
- * An RSA public key of at least PN_MIN_RSA_BITS bits from the first PEM
- * "PUBLIC KEY" in pem, or else from its first X.509 "CERTIFICATE".  The
- * caller frees it with EVP_PKEY_free.  NULL with *err set to a fixed
- * message otherwise.  Leaves OpenSSL's error queue empty.
- */
-extern struct evp_pkey_st *pn_scan_pkey(const char *pem, size_t len,
-										const char **err);
-
-/*
- * The serial number of the first PEM certificate in pem, as upper-case hex
- * (BN_bn2hex: a '-' first when negative), or NULL when there is none.  The
- * caller frees it with OPENSSL_free.  Leaves OpenSSL's error queue empty.
- */
-extern char *pn_scan_cert_serial(const char *pem, size_t len);
 
 #endif							/* PAYNOTIFY_SCAN_H */

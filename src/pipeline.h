@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
- * pnconfig.h
- *	  The per-backend configuration generation and its prepared plans
- *	  (config.c), used by the pipeline, the state machine and the business
- *	  step.  Gateway modules never need this header.
+ * pipeline.h
+ *	  The pipeline after authentication: the per-backend configuration
+ *	  generation and its prepared plans (config.c), the notification log
+ *	  (log.c), the state machine (state.c) and the business step (apply.c),
+ *	  as handle.c runs them.  Gateway modules never need this header.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef PNCONFIG_H
-#define PNCONFIG_H
+#ifndef PAYNOTIFY_PIPELINE_H
+#define PAYNOTIFY_PIPELINE_H
 
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
@@ -71,7 +72,8 @@ typedef struct PnConfig
 	MemoryContext cxt;			/* everything below lives here */
 	Oid			nsp;			/* extension schema */
 	char	   *schema;			/* its quoted name */
-	Oid			config_relids[5];
+	int			nconfig_relids;
+	Oid		   *config_relids;	/* tables whose change reloads this */
 
 	int			nchannels;
 	PnChannel  *channels;
@@ -137,11 +139,7 @@ extern void pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
-extern void pn_apply_parked(PnConfig *cfg, const char *order_no);
-extern void pn_apply_parked_trade(PnConfig *cfg, const char *order_no,
-								  const char *trade_no);
-extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 					   const char *kind);
 
-#endif							/* PNCONFIG_H */
+#endif							/* PAYNOTIFY_PIPELINE_H */

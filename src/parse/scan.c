@@ -1,13 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * scan.c
- *	  Strict base64, the JSON depth pre-scan and number-token check, exact
- *	  integer and decimal amounts, and PEM key / certificate loading, all
- *	  without PostgreSQL.
+ *	  Strict base64, the JSON depth pre-scan and number-token check, and
+ *	  exact integer and decimal amounts, without PostgreSQL or OpenSSL.
  *
  * These are the scanners paynotify runs over request bytes itself (the JSON
- * grammar, the form and the crypto are left to PostgreSQL, form.c and
- * OpenSSL).  They take lengths, never rely on a terminating NUL, write only
+ * grammar, the form and the signatures are left to PostgreSQL, form.c and
+ * crypto.c).  They take lengths, never rely on a terminating NUL, write only
  * into the caller's buffers and never raise, so json.c and crypto.c wrap
  * them for the backend and test/fuzz/ links them alone.
  *
@@ -17,13 +16,6 @@
 
 #include <limits.h>
 #include <string.h>
-
-#include <openssl/bio.h>
-#include <openssl/bn.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 static int	base64_value(unsigned char c);
 
@@ -54,7 +46,7 @@ pn_scan_base64(const char *in, size_t inlen, unsigned char *out,
 			   size_t outsize, size_t *outlen)
 {
 	size_t		pad = 0;
-	int			n;
+	size_t		n;
 
 	if (inlen == 0 || inlen % 4 != 0 || inlen > INT_MAX ||
 		out == NULL || outsize < PN_BASE64_DECODED_SIZE(inlen))
@@ -83,11 +75,38 @@ pn_scan_base64(const char *in, size_t inlen, unsigned char *out,
 		 (pad == 2 ? 0x0f : 0x03)) != 0)
 		return false;
 
-	n = EVP_DecodeBlock(out, (const unsigned char *) in, (int) inlen);
-	if (n < 0 || (size_t) n < pad)
-		return false;
-	*outlen = (size_t) n - pad;
+	/* every character is valid now: 4 of them give 3 bytes */
+	n = 0;
+	for (size_t i = 0; i < inlen; i += 4)
+	{
+		uint32_t	v = 0;
+
+		for (size_t j = 0; j < 4; j++)
+			v = (v << 6) | (uint32_t) (in[i + j] == '=' ? 0 :
+									   base64_value((unsigned char) in[i + j]));
+		out[n++] = (unsigned char) (v >> 16);
+		out[n++] = (unsigned char) (v >> 8);
+		out[n++] = (unsigned char) v;
+	}
+	*outlen = n - pad;
 	return true;
+}
+
+/* ---------------------------------------------------------------------
+ * hex
+ * ---------------------------------------------------------------------
+ */
+
+int
+pn_scan_hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
 }
 
 /* ---------------------------------------------------------------------
@@ -204,67 +223,4 @@ pn_scan_decimal(const char *s, size_t len, int scale, int64_t *value)
 		whole *= 10;
 	*value = whole + frac;
 	return true;
-}
-
-/* ---------------------------------------------------------------------
- * PEM keys and certificates
- * ---------------------------------------------------------------------
- */
-
-struct evp_pkey_st *
-pn_scan_pkey(const char *pem, size_t len, const char **err)
-{
-	BIO		   *bio;
-	EVP_PKEY   *pkey = NULL;
-	X509	   *cert;
-
-	*err = "not a PEM public key or certificate";
-	if (len > INT_MAX)
-		return NULL;
-	bio = BIO_new_mem_buf(pem, (int) len);
-	if (bio == NULL)
-		return NULL;
-	pkey = PEM_read_bio_PUBKEY(bio, NULL, NULL, NULL);
-	if (pkey == NULL)
-	{
-		(void) BIO_reset(bio);
-		cert = PEM_read_bio_X509(bio, NULL, NULL, NULL);
-		if (cert != NULL)
-		{
-			pkey = X509_get_pubkey(cert);
-			X509_free(cert);
-		}
-	}
-	BIO_free(bio);
-	ERR_clear_error();
-	if (pkey != NULL && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA)
-		*err = "not an RSA key";
-	else if (pkey != NULL && EVP_PKEY_get_bits(pkey) < PN_MIN_RSA_BITS)
-		*err = "RSA key shorter than 2048 bits";
-	else if (pkey != NULL)
-	{
-		*err = NULL;
-		return pkey;
-	}
-	EVP_PKEY_free(pkey);
-	return NULL;
-}
-
-char *
-pn_scan_cert_serial(const char *pem, size_t len)
-{
-	BIO		   *bio = len <= INT_MAX ? BIO_new_mem_buf(pem, (int) len) : NULL;
-	X509	   *cert = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
-	BIGNUM	   *bn = NULL;
-	char	   *hex = NULL;
-
-	if (cert != NULL)
-		bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), NULL);
-	if (bn != NULL)
-		hex = BN_bn2hex(bn);
-	BN_free(bn);
-	X509_free(cert);
-	BIO_free(bio);
-	ERR_clear_error();
-	return hex;
 }

@@ -1,0 +1,38 @@
+-- The notice kept with a parked notification names its action ("refund"),
+-- never the number of a C enum; a row kept before, with the number, is
+-- still applied as that action.  Hooks see the same notice.
+\set VERBOSITY terse
+SET search_path = pay, public;
+
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES
+	('NT-1', 'pending', 100), ('NT-2', 'pending', 100);
+SELECT paynotify_add_channel('nt_s', 'stripe', '{}');
+SELECT paynotify_add_key('nt_s', 's1', t.secret(1));
+
+-- refunds before their payments: parked, with the action by name
+SELECT t.stripe_ledger('nt_s', 'NT-1', 'evt_nt_1', 'pi_nt_1', 100, 100, ARRAY['re_nt_1']);
+SELECT t.stripe_ledger('nt_s', 'NT-2', 'evt_nt_2', 'pi_nt_2', 100, 100, ARRAY['re_nt_2']);
+SELECT notify_id, status, notice->'action' AS action, notice->>'trade_no' AS trade_no,
+	notice->'refund_amount' AS refund_amount, notice->'order_amount' AS order_amount
+FROM payment_notify_log WHERE notify_id LIKE 'evt_nt_%' ORDER BY notify_id;
+
+-- the second as a row written when the number was stored (2: refund)
+UPDATE payment_notify_log SET notice = jsonb_set(notice, '{action}', '2')
+WHERE notify_id = 'evt_nt_2';
+
+-- a hook on the refund sees the notice with its action's name
+CREATE TABLE t.nt_seen (action text, notify_id text, refund_amount bigint);
+CREATE FUNCTION t.nt_refunded(ev jsonb) RETURNS void LANGUAGE sql AS $$
+	INSERT INTO t.nt_seen VALUES (ev->'notice'->>'action', ev->'notice'->>'notify_id',
+		(ev->'notice'->>'refund_amount')::bigint)
+$$;
+SELECT paynotify_on('refunded', 't.nt_refunded(jsonb)');
+
+-- the payments apply both parked refunds, the old row's as a refund too
+SELECT t.stripe_ledger('nt_s', 'NT-1', 'evt_nt_3', 'pi_nt_1', 100);
+SELECT t.stripe_ledger('nt_s', 'NT-2', 'evt_nt_4', 'pi_nt_2', 100);
+SELECT order_no, status FROM public.orders WHERE order_no LIKE 'NT-%' ORDER BY order_no;
+SELECT notify_id, status FROM payment_notify_log WHERE notify_id LIKE 'evt_nt_%' ORDER BY notify_id;
+SELECT refund_id, order_no, amount, status FROM paynotify_refund WHERE order_no LIKE 'NT-%' ORDER BY refund_id;
+SELECT * FROM t.nt_seen ORDER BY notify_id;
+DELETE FROM paynotify_hook;
