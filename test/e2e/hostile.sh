@@ -196,10 +196,10 @@ check "mutated requests whose signed bytes are genuine came out authentic at lea
 
 # ---- 3. through the CGI shim ---------------------------------------------------------
 
-if [ -f shim/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
+if [ -f shim/cgi/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
     echo "# through paynotify-cgi as a CGI process"
     mkdir -p "$TMP/build/shim"
-    cp shim/*.c shim/*.h shim/Makefile "$TMP/build/shim/" && cp paynotify.control "$TMP/build/"
+    cp -r shim/Makefile shim/common shim/cgi "$TMP/build/shim/" && cp paynotify.control "$TMP/build/"
     if make -s -C "$TMP/build/shim" paynotify-cgi >"$TMP/shim-build.log" 2>&1; then
         psql_su -q -c "CREATE ROLE pn_hostile_shim LOGIN IN ROLE paynotify_handler;
                        GRANT USAGE ON SCHEMA pay TO paynotify_handler;" >/dev/null

@@ -171,9 +171,9 @@ drain(CURLM *m, struct pn_source *src, struct xfer **freelist, int *nfree)
 		else
 			rep.curl_error = curl_easy_strerror(msg->data.result);
 		rep.outcome = x->outcome[0] ? x->outcome : "none";
-		rep.body = x->body.p;
+		rep.body = x->body.data;
 		rep.body_len = x->body.len;
-		rep.headers = x->hdrs.p;
+		rep.headers = x->hdrs.data;
 		curl_multi_remove_handle(m, x->h);
 		src->done(src->ctx, x->req, &rep);
 		if (!x->req->shared)

@@ -86,7 +86,7 @@ read_key_file(const char *dir, const char *name, size_t *len)
 	f = fopen(path, "rb");
 	if (!f)
 	{
-		fprintf(stderr, "paynotify-send: cannot read key file \"%s\": %s\n",
+		pn_log("cannot read key file \"%s\": %s",
 				path, strerror(errno));
 		return NULL;
 	}
@@ -191,7 +191,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 				return -1;
 			if (cert_serial(txt, k->wx_serial, sizeof(k->wx_serial)) != 0)
 			{
-				fprintf(stderr, "paynotify-send: \"%s\" is not a PEM certificate (give --serial)\n", wx_cert);
+				pn_log("\"%s\" is not a PEM certificate (give --serial)", wx_cert);
 				free(txt);
 				return -1;
 			}
@@ -202,7 +202,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 		trim_right(txt, &len);
 		if (len != 32)
 		{
-			fprintf(stderr, "paynotify-send: the APIv3 key \"%s\" must be exactly 32 bytes, not %zu\n",
+			pn_log("the APIv3 key \"%s\" must be exactly 32 bytes, not %zu",
 					apiv3, len);
 			free(txt);
 			return -1;
@@ -230,7 +230,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 		trim_right(k->stripe_secret, &len);
 		if (len == 0)
 		{
-			fprintf(stderr, "paynotify-send: the Stripe secret \"%s\" is empty\n", stripe_secret);
+			pn_log("the Stripe secret \"%s\" is empty", stripe_secret);
 			return -1;
 		}
 		memcpy(k->alt_secret, "whsec_", 6);
@@ -242,7 +242,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 	{
 		if (!(probe = load_private(txt)) || EVP_PKEY_get_base_id(probe) != EVP_PKEY_RSA)
 		{
-			fprintf(stderr, "paynotify-send: \"%s\" is not a PEM RSA private key\n",
+			pn_log("\"%s\" is not a PEM RSA private key",
 					c->gateway == PN_WXPAY ? wx_key : ali_key);
 			EVP_PKEY_free(probe);
 			return -1;
@@ -299,7 +299,7 @@ pn_signer_free(struct pn_signer *s)
 static _Noreturn void
 ssl_die(const char *what)
 {
-	fprintf(stderr, "paynotify-send: OpenSSL failed to %s\n", what);
+	pn_log("OpenSSL failed to %s", what);
 	ERR_print_errors_fp(stderr);
 	abort();
 }
@@ -578,7 +578,7 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_buf_init(&msg);
 	pn_buf_init(&sig);
 	wx_plaintext(c, r, &pt);
-	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.p, pt.len, &ct);
+	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
 
 	pn_json_init(&j, &body, false);
 	pn_json_open(&j, NULL, '{');
@@ -590,20 +590,20 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_json_open(&j, "resource", '{');
 	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
 	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
-	pn_json_str(&j, "ciphertext", ct.p);
+	pn_json_str(&j, "ciphertext", ct.data);
 	pn_json_str(&j, "associated_data", aad);
 	pn_json_str(&j, "nonce", gnonce);
 	pn_json_close(&j, '}');
 	pn_json_close(&j, '}');
 
 	pn_buf_printf(&msg, "%s\n%s\n", ts, hnonce);
-	pn_buf_put(&msg, body.p, body.len);
+	pn_buf_put(&msg, body.data, body.len);
 	pn_buf_putc(&msg, '\n');
 	if (bad == PN_BAD_PROBE)
 		pn_buf_puts(&sig, "WECHATPAY/SIGNTEST/");
-	rsa_sign_b64(s, s->key, msg.p, msg.len, &sig);
+	rsa_sign_b64(s, s->key, msg.data, msg.len, &sig);
 	/* tampered: one field changes after signing (+08:00 -> +09:00) */
-	if (bad == PN_BAD_TAMPERED && (p = strstr(body.p, "+08:00")) != NULL)
+	if (bad == PN_BAD_TAMPERED && (p = strstr(body.data, "+08:00")) != NULL)
 		p[2] = '9';
 
 	add_header(r, "Content-Type", "application/json");
@@ -611,7 +611,7 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	add_header(r, "Wechatpay-Nonce", hnonce);
 	add_header(r, "Wechatpay-Serial",
 			   bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_serial : c->keys.wx_serial);
-	add_header(r, "Wechatpay-Signature", sig.p);
+	add_header(r, "Wechatpay-Signature", sig.data);
 	add_header(r, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
 	add_header(r, "Wechatpay-Timestamp", ts);
 	r->body_len = body.len;
@@ -751,7 +751,7 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 		pn_buf_printf(&content, "%s=%s", sorted[i].k, sorted[i].v);
 	}
 	pn_buf_init(&sig);
-	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.p, content.len, &sig);
+	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.data, content.len, &sig);
 	free(f[sign_at].v);
 	f[sign_at].v = pn_buf_steal(&sig);
 
@@ -862,9 +862,9 @@ build_stripe(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_buf_init(&msg);
 	stripe_body(c, r, evt, 0, &body);
 	pn_buf_printf(&msg, "%lld.", (long long) now);
-	pn_buf_put(&msg, body.p, body.len);
+	pn_buf_put(&msg, body.data, body.len);
 	hmac_hex(bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_secret : c->keys.stripe_secret,
-			 msg.p, msg.len, mac);
+			 msg.data, msg.len, mac);
 	if (bad == PN_BAD_TAMPERED)
 	{
 		pn_buf_reset(&body);

@@ -32,7 +32,9 @@
 
 #include <curl/curl.h>
 
-#define PN_VERSION		"1.0"
+#ifndef PAYNOTIFY_VERSION
+#define PAYNOTIFY_VERSION	"unknown"
+#endif
 #define MAX_SCHEDULE	64
 #define EXIT_USAGE		2
 
@@ -220,10 +222,10 @@ ledger_line(struct run *run, const struct pn_req *req, const struct pn_reply *re
 				  req->notify_id, req->order_no, req->attempt + 1,
 				  rep->curl_code == 0 ? rep->status : 0L, rep->outcome ? rep->outcome : "none",
 				  ack ? 1 : 0, req->bad == PN_BAD_NONE ? "-" : pn_bad_names[req->bad]);
-	w = write(run->ledger_fd, b.p, b.len);
+	w = write(run->ledger_fd, b.data, b.len);
 	if (w < 0 || (size_t) w != b.len)
 	{
-		fprintf(stderr, "paynotify-send: cannot write the ledger \"%s\": %s\n", run->o->ledger,
+		pn_log("cannot write the ledger \"%s\": %s", run->o->ledger,
 				w < 0 ? strerror(errno) : "short write");
 		run->ledger_failed = true;
 	}
@@ -499,7 +501,7 @@ sql_line(struct pn_buf *b, const char *channel, const struct pn_req *r)
 	pn_buf_puts(b, "SELECT outcome FROM paynotify_handle(");
 	sql_literal(b, channel, strlen(channel));
 	pn_buf_puts(b, ", ");
-	sql_literal(b, js.p, js.len);
+	sql_literal(b, js.data, js.len);
 	pn_buf_puts(b, "::jsonb, '\\x");
 	for (size_t i = 0; i < r->body_len; i++)
 	{
@@ -526,7 +528,7 @@ dump_dir_one(const struct run *run, size_t seq, const struct pn_req *r, FILE *in
 	for (int i = 0; i < r->nh; i++)
 		pn_buf_printf(&h, "%s: %s\n", r->hname[i], r->hval[i]);
 	snprintf(path, sizeof(path), "%s/headers.txt", dir);
-	rc = write_file(path, h.p, h.len);
+	rc = write_file(path, h.data, h.len);
 	pn_buf_free(&h);
 	snprintf(path, sizeof(path), "%s/%s", dir,
 			 run->conf->gateway == PN_ALIPAY ? "body.form" : "body.json");
@@ -557,7 +559,7 @@ run_dump(struct run *run, const char *channel)
 		snprintf(path, sizeof(path), "%s/index.tsv", o->dump_dir);
 		if (mkdir_p(o->dump_dir) != 0 || !(index = fopen(path, "w")))
 		{
-			fprintf(stderr, "paynotify-send: cannot write to \"%s\": %s\n", o->dump_dir, strerror(errno));
+			pn_log("cannot write to \"%s\": %s", o->dump_dir, strerror(errno));
 			return 1;
 		}
 		fputs("seq\tgateway\tevent\tbad\torder_no\tnotify_id\tdelivery\n", index);
@@ -567,7 +569,7 @@ run_dump(struct run *run, const char *channel)
 		sql = strcmp(o->dump_sql, "-") == 0 ? stdout : fopen(o->dump_sql, "w");
 		if (!sql)
 		{
-			fprintf(stderr, "paynotify-send: cannot write \"%s\": %s\n", o->dump_sql, strerror(errno));
+			pn_log("cannot write \"%s\": %s", o->dump_sql, strerror(errno));
 			if (index)
 				fclose(index);
 			return 1;
@@ -580,14 +582,14 @@ run_dump(struct run *run, const char *channel)
 		seq++;
 		if (index && dump_dir_one(run, seq, r, index) != 0)
 		{
-			fprintf(stderr, "paynotify-send: cannot write under \"%s\": %s\n", o->dump_dir, strerror(errno));
+			pn_log("cannot write under \"%s\": %s", o->dump_dir, strerror(errno));
 			rc = 1;
 		}
 		if (sql)
 		{
 			pn_buf_reset(&line);
 			sql_line(&line, channel, r);
-			if (fwrite(line.p, 1, line.len, sql) != line.len)
+			if (fwrite(line.data, 1, line.len, sql) != line.len)
 				rc = 1;
 		}
 		if (!r->shared)
@@ -769,13 +771,13 @@ report_json(struct run *run, double elapsed, bool interrupted)
 		pn_json_str(&j, "outcome", run->one_outcome);
 		pn_json_bool(&j, "acked", run->total.acked > 0);
 		pn_json_str(&j, "error", run->one_error);
-		json_reply_headers(&j, run->one_headers.p);
-		pn_json_strn(&j, "body", run->one_body.p, run->one_body.len);
+		json_reply_headers(&j, run->one_headers.data);
+		pn_json_strn(&j, "body", run->one_body.data, run->one_body.len);
 		pn_json_close(&j, '}');
 	}
 	pn_json_close(&j, '}');
 	pn_buf_putc(&b, '\n');
-	fwrite(b.p, 1, b.len, stdout);
+	fwrite(b.data, 1, b.len, stdout);
 	pn_buf_free(&b);
 }
 
@@ -793,9 +795,9 @@ report_text(struct run *run, double elapsed, bool interrupted)
 			printf("! no reply: %s\n", run->one_error);
 		else
 		{
-			fwrite(run->one_headers.p, 1, run->one_headers.len, stdout);
-			fwrite(run->one_body.p, 1, run->one_body.len, stdout);
-			if (run->one_body.len && run->one_body.p[run->one_body.len - 1] != '\n')
+			fwrite(run->one_headers.data, 1, run->one_headers.len, stdout);
+			fwrite(run->one_body.data, 1, run->one_body.len, stdout);
+			if (run->one_body.len && run->one_body.data[run->one_body.len - 1] != '\n')
 				putchar('\n');
 			printf("-- status %ld, outcome %s, %s, %.2f ms\n", run->one_status, run->one_outcome,
 				   run->total.acked ? "acknowledged" : "not acknowledged", run->one_latency * 1000.0);
@@ -1191,7 +1193,7 @@ parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c, const char 
 				usage(stdout);
 				return -1;
 			case OPT_VERSION:
-				printf("paynotify-send %s (%s)\n", PN_VERSION, curl_version());
+				printf("paynotify-send %s (%s)\n", PAYNOTIFY_VERSION, curl_version());
 				return -1;
 			case OPT_GATEWAY:
 				if ((v = lookup(optarg, gateway_names, 3)) < 0)
@@ -1562,7 +1564,7 @@ report_dump(const struct run *run, const char *channel)
 		}
 		pn_json_close(&j, '}');
 		pn_buf_putc(&b, '\n');
-		fwrite(b.p, 1, b.len, stdout);
+		fwrite(b.data, 1, b.len, stdout);
 		pn_buf_free(&b);
 	}
 	else if (!o->dump_sql || strcmp(o->dump_sql, "-") != 0)
@@ -1585,6 +1587,7 @@ main(int argc, char **argv)
 	bool		need_alt = false;
 	int			rc;
 
+	pn_log_init("paynotify-send", false);
 	opts_defaults(&o, &c);
 	rc = parse_args(argc, argv, &o, &c, &bad_arg);
 	if (rc != 0)
@@ -1620,7 +1623,7 @@ main(int argc, char **argv)
 	if (o.ledger &&
 		(run.ledger_fd = open(o.ledger, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
 	{
-		fprintf(stderr, "paynotify-send: cannot open the ledger \"%s\": %s\n", o.ledger, strerror(errno));
+		pn_log("cannot open the ledger \"%s\": %s", o.ledger, strerror(errno));
 		run_free(&run);
 		pn_keys_free(&c.keys);
 		curl_global_cleanup();
