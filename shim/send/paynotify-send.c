@@ -147,7 +147,6 @@ main(int argc, char **argv)
 	struct opts o;
 	struct pn_conf c;
 	struct run run;
-	const char *bad_arg = NULL;
 	char		channel[256];
 	struct sigaction sa;
 	bool		need_alt = false;
@@ -155,10 +154,10 @@ main(int argc, char **argv)
 
 	pn_log_init("paynotify-send", false);
 	opts_defaults(&o, &c);
-	rc = parse_args(argc, argv, &o, &c, &bad_arg);
+	rc = parse_args(argc, argv, &o, &c);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	if ((rc = finish_opts(&o, &c, bad_arg)) != 0)
+	if ((rc = finish_opts(&o, &c)) != 0)
 		return rc;
 	if (!o.seed_given)
 		c.seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid() ^

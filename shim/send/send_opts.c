@@ -273,60 +273,109 @@ parse_bad(const char *s, enum pn_gateway gw, struct opts *o)
 	return false;
 }
 
-enum
+static bool set_gateway(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_mode(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_event(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_order_format(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_seed(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_now(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_timeout(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_time_scale(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_schedule(const char *arg, struct opts *o, struct pn_conf *c);
+
+/* How an option takes its argument. */
+enum arg_kind
 {
-	OPT_GATEWAY = 256, OPT_URL, OPT_MODE, OPT_EVENT, OPT_START, OPT_ORDER_FORMAT,
-	OPT_AMOUNT, OPT_REFUND_AMOUNT, OPT_CURRENCY, OPT_MCHID, OPT_APPID, OPT_APP_ID,
-	OPT_SELLER_ID, OPT_LIVEMODE, OPT_SEED, OPT_NOW, OPT_KEYS, OPT_WX_KEY, OPT_WX_CERT,
-	OPT_SERIAL, OPT_APIV3, OPT_ALI_KEY, OPT_STRIPE_SECRET, OPT_TIMEOUT, OPT_SAME_SIG,
-	OPT_BAD, OPT_TIME_SCALE, OPT_SCHEDULE, OPT_EXTRA, OPT_THREADS, OPT_PRESIGN,
-	OPT_JSON, OPT_QUIET, OPT_VERBOSE, OPT_DUMP_DIR, OPT_DUMP_SQL, OPT_CHANNEL, OPT_VERSION,
-	OPT_LEDGER
+	ARG_FLAG,					/* no argument: sets a bool to true */
+	ARG_STRING,					/* keeps the argument */
+	ARG_LL,						/* a long long in [min, max] */
+	ARG_INT,					/* an int in [min, max] */
+	ARG_CUSTOM,					/* parse() checks and stores it */
+	ARG_HELP,					/* prints the help, exits 0 */
+	ARG_VERSION					/* prints the version, exits 0 */
 };
 
-static const struct option long_opts[] = {
-	{"gateway", required_argument, NULL, OPT_GATEWAY},
-	{"url", required_argument, NULL, OPT_URL},
-	{"mode", required_argument, NULL, OPT_MODE},
-	{"event", required_argument, NULL, OPT_EVENT},
-	{"start", required_argument, NULL, OPT_START},
-	{"order-format", required_argument, NULL, OPT_ORDER_FORMAT},
-	{"amount", required_argument, NULL, OPT_AMOUNT},
-	{"refund-amount", required_argument, NULL, OPT_REFUND_AMOUNT},
-	{"currency", required_argument, NULL, OPT_CURRENCY},
-	{"mchid", required_argument, NULL, OPT_MCHID},
-	{"appid", required_argument, NULL, OPT_APPID},
-	{"app-id", required_argument, NULL, OPT_APP_ID},
-	{"seller-id", required_argument, NULL, OPT_SELLER_ID},
-	{"livemode", no_argument, NULL, OPT_LIVEMODE},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"now", required_argument, NULL, OPT_NOW},
-	{"keys", required_argument, NULL, OPT_KEYS},
-	{"wx-key", required_argument, NULL, OPT_WX_KEY},
-	{"wx-cert", required_argument, NULL, OPT_WX_CERT},
-	{"serial", required_argument, NULL, OPT_SERIAL},
-	{"apiv3-key", required_argument, NULL, OPT_APIV3},
-	{"alipay-key", required_argument, NULL, OPT_ALI_KEY},
-	{"stripe-secret", required_argument, NULL, OPT_STRIPE_SECRET},
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"same-signature", no_argument, NULL, OPT_SAME_SIG},
-	{"bad", required_argument, NULL, OPT_BAD},
-	{"time-scale", required_argument, NULL, OPT_TIME_SCALE},
-	{"schedule", required_argument, NULL, OPT_SCHEDULE},
-	{"extra-deliveries", required_argument, NULL, OPT_EXTRA},
-	{"threads", required_argument, NULL, OPT_THREADS},
-	{"presign", required_argument, NULL, OPT_PRESIGN},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"quiet", no_argument, NULL, OPT_QUIET},
-	{"verbose", no_argument, NULL, OPT_VERBOSE},
-	{"dump-dir", required_argument, NULL, OPT_DUMP_DIR},
-	{"dump-sql", required_argument, NULL, OPT_DUMP_SQL},
-	{"channel", required_argument, NULL, OPT_CHANNEL},
-	{"ledger", required_argument, NULL, OPT_LEDGER},
-	{"help", no_argument, NULL, 'h'},
-	{"version", no_argument, NULL, OPT_VERSION},
-	{NULL, 0, NULL, 0}
+/* One option: its names, where it goes, how it is checked. */
+struct optdef
+{
+	const char *name;			/* --name, or NULL for a short-only option */
+	char		short_name;		/* -c, or 0 for a long-only option */
+	enum arg_kind kind;
+	bool		in_conf;		/* offset is into struct pn_conf, else opts */
+	size_t		offset;
+	long long	min;			/* ARG_LL, ARG_INT */
+	long long	max;
+	bool		(*parse) (const char *arg, struct opts *o, struct pn_conf *c);
+	const char *error;			/* for a bad argument; %s is the argument */
 };
+
+#define IN_OPTS(f) .in_conf = false, .offset = offsetof(struct opts, f)
+#define IN_CONF(f) .in_conf = true, .offset = offsetof(struct pn_conf, f)
+
+static const struct optdef optdefs[] = {
+	{.name = "gateway", .kind = ARG_CUSTOM, .parse = set_gateway,
+	.error = "unknown gateway \"%s\" (wxpay, alipay, stripe)"},
+	{.name = "url", .kind = ARG_STRING, IN_OPTS(url)},
+	{.name = "mode", .kind = ARG_CUSTOM, .parse = set_mode,
+	.error = "unknown mode \"%s\" (one, storm, distinct, retry, bad)"},
+	{.name = "event", .kind = ARG_CUSTOM, .parse = set_event,
+	.error = "unknown event \"%s\" (pay, refund)"},
+	{.short_name = 'n', .kind = ARG_LL, IN_OPTS(n), .min = 1, .max = 100000000,
+	.error = "-n wants an integer 1..100000000, not \"%s\""},
+	{.short_name = 'c', .kind = ARG_INT, IN_OPTS(conc), .min = 1, .max = 10000,
+	.error = "-c wants an integer 1..10000, not \"%s\""},
+	{.name = "start", .kind = ARG_LL, IN_OPTS(start), .min = 0, .max = 999999999999LL,
+	.error = "--start wants an integer 0..999999999999, not \"%s\""},
+	{.name = "order-format", .kind = ARG_CUSTOM, .parse = set_order_format,
+	.error = "--order-format needs exactly one %%d conversion: \"%s\""},
+	{.name = "amount", .kind = ARG_LL, IN_CONF(amount), .min = 1, .max = 100000000000LL,
+	.error = "--amount wants minor units 1..100000000000, not \"%s\""},
+	{.name = "refund-amount", .kind = ARG_LL, IN_CONF(refund_amount),
+		.min = 1, .max = 100000000000LL,
+	.error = "--refund-amount wants minor units 1..100000000000, not \"%s\""},
+	{.name = "currency", .kind = ARG_STRING, IN_CONF(currency)},
+	{.name = "mchid", .kind = ARG_STRING, IN_CONF(mchid)},
+	{.name = "appid", .kind = ARG_STRING, IN_CONF(appid)},
+	{.name = "app-id", .kind = ARG_STRING, IN_CONF(ali_app_id)},
+	{.name = "seller-id", .kind = ARG_STRING, IN_CONF(seller_id)},
+	{.name = "livemode", .kind = ARG_FLAG, IN_CONF(livemode)},
+	{.name = "seed", .kind = ARG_CUSTOM, .parse = set_seed,
+	.error = "--seed wants a non-negative integer, not \"%s\""},
+	{.name = "now", .kind = ARG_CUSTOM, .parse = set_now,
+	.error = "--now wants unix seconds, not \"%s\""},
+	{.name = "keys", .kind = ARG_STRING, IN_OPTS(keys_dir)},
+	{.name = "wx-key", .kind = ARG_STRING, IN_OPTS(wx_key)},
+	{.name = "wx-cert", .kind = ARG_STRING, IN_OPTS(wx_cert)},
+	{.name = "serial", .kind = ARG_STRING, IN_OPTS(serial)},
+	{.name = "apiv3-key", .kind = ARG_STRING, IN_OPTS(apiv3)},
+	{.name = "alipay-key", .kind = ARG_STRING, IN_OPTS(ali_key)},
+	{.name = "stripe-secret", .kind = ARG_STRING, IN_OPTS(stripe_secret)},
+	{.name = "timeout", .kind = ARG_CUSTOM, .parse = set_timeout,
+	.error = "--timeout wants seconds 0.001..3600, not \"%s\""},
+	{.name = "same-signature", .kind = ARG_FLAG, IN_OPTS(same_signature)},
+	{.name = "bad", .kind = ARG_STRING, IN_OPTS(bad)},
+	{.name = "time-scale", .kind = ARG_CUSTOM, .parse = set_time_scale,
+	.error = "--time-scale wants a factor 1e-9..1000, not \"%s\""},
+	{.name = "schedule", .kind = ARG_CUSTOM, .parse = set_schedule,
+	.error = "--schedule wants up to 64 comma-separated seconds, not \"%s\""},
+	{.name = "extra-deliveries", .kind = ARG_LL, IN_OPTS(extra), .min = 0, .max = 1000,
+	.error = "--extra-deliveries wants 0..1000, not \"%s\""},
+	{.name = "threads", .kind = ARG_INT, IN_OPTS(threads), .min = 1, .max = 256,
+	.error = "--threads wants 1..256, not \"%s\""},
+	{.name = "presign", .kind = ARG_LL, IN_OPTS(presign), .min = 1, .max = 100000000,
+	.error = "--presign wants 1..100000000, not \"%s\""},
+	{.name = "json", .kind = ARG_FLAG, IN_OPTS(json)},
+	{.name = "quiet", .kind = ARG_FLAG, IN_OPTS(quiet)},
+	{.name = "verbose", .kind = ARG_FLAG, IN_OPTS(verbose)},
+	{.name = "dump-dir", .kind = ARG_STRING, IN_OPTS(dump_dir)},
+	{.name = "dump-sql", .kind = ARG_STRING, IN_OPTS(dump_sql)},
+	{.name = "channel", .kind = ARG_STRING, IN_OPTS(channel)},
+	{.name = "ledger", .kind = ARG_STRING, IN_OPTS(ledger)},
+	{.name = "help", .short_name = 'h', .kind = ARG_HELP},
+	{.name = "version", .kind = ARG_VERSION},
+};
+
+#define NOPTDEFS (sizeof(optdefs) / sizeof(optdefs[0]))
 
 /* Sets the defaults that do not depend on other options. */
 void
@@ -369,174 +418,195 @@ lookup(const char *s, const char *const *names, int n)
 	return -1;
 }
 
-/* Parses argv; returns 0, EXIT_USAGE, or -1 for --help/--version (exit 0). */
-int
-parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c, const char **bad_arg)
+static bool
+set_gateway(const char *arg, struct opts *o, struct pn_conf *c)
 {
-	int			ch;
+	int			v = lookup(arg, gateway_names, 3);
+
+	(void) o;
+	if (v >= 0)
+		c->gateway = (enum pn_gateway) v;
+	return v >= 0;
+}
+
+static bool
+set_mode(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	int			v = lookup(arg, mode_names, 5);
+
+	(void) c;
+	if (v >= 0)
+		o->mode = (enum mode) v;
+	return v >= 0;
+}
+
+static bool
+set_event(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	int			v = lookup(arg, event_names, 2);
+
+	(void) o;
+	if (v >= 0)
+		c->event = (enum pn_event) v;
+	return v >= 0;
+}
+
+static bool
+set_order_format(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	(void) c;
+	return parse_order_format(arg, o->order_fmt, sizeof(o->order_fmt));
+}
+
+static bool
+set_seed(const char *arg, struct opts *o, struct pn_conf *c)
+{
 	long long	v;
+
+	if (!pn_parse_ll(arg, 0, INT64_MAX, &v))
+		return false;
+	c->seed = (uint64_t) v;
+	o->seed_given = true;
+	return true;
+}
+
+static bool
+set_now(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	long long	v;
+
+	(void) o;
+	if (!pn_parse_ll(arg, 1, 253402300799LL, &v))
+		return false;
+	c->now_fixed = (time_t) v;
+	return true;
+}
+
+static bool
+set_timeout(const char *arg, struct opts *o, struct pn_conf *c)
+{
 	double		d;
 
-	while ((ch = getopt_long(argc, argv, "hn:c:", long_opts, NULL)) != -1)
+	(void) c;
+	if (!pn_parse_double(arg, 0.001, 3600, &d))
+		return false;
+	o->timeout_ms = (long) (d * 1000.0 + 0.5);
+	return true;
+}
+
+static bool
+set_time_scale(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	(void) c;
+	return pn_parse_double(arg, 1e-9, 1000, &o->time_scale);
+}
+
+static bool
+set_schedule(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	(void) c;
+	return parse_schedule(arg, o);
+}
+
+/*
+ * getopt_long's view of the table: each long option returns 256 + its row,
+ * each short one its letter.
+ */
+static void
+getopt_tables(struct option *longs, char *shorts)
+{
+	size_t		k = 0;
+	size_t		n = 0;
+
+	for (size_t i = 0; i < NOPTDEFS; i++)
 	{
-		switch (ch)
+		const struct optdef *d = &optdefs[i];
+		bool		arg = d->kind != ARG_FLAG && d->kind != ARG_HELP &&
+			d->kind != ARG_VERSION;
+
+		if (d->name)
+			longs[k++] = (struct option) {d->name, arg ? required_argument : no_argument,
+			NULL, 256 + (int) i};
+		if (d->short_name)
 		{
-			case 'h':
-				usage(stdout);
-				return -1;
-			case OPT_VERSION:
-				printf("paynotify-send %s (%s)\n", PAYNOTIFY_VERSION, curl_version());
-				return -1;
-			case OPT_GATEWAY:
-				if ((v = lookup(optarg, gateway_names, 3)) < 0)
-					return bad_usage("unknown gateway \"%s\" (wxpay, alipay, stripe)", optarg);
-				c->gateway = (enum pn_gateway) v;
-				break;
-			case OPT_URL:
-				o->url = optarg;
-				break;
-			case OPT_MODE:
-				if ((v = lookup(optarg, mode_names, 5)) < 0)
-					return bad_usage("unknown mode \"%s\" (one, storm, distinct, retry, bad)", optarg);
-				o->mode = (enum mode) v;
-				break;
-			case OPT_EVENT:
-				if ((v = lookup(optarg, event_names, 2)) < 0)
-					return bad_usage("unknown event \"%s\" (pay, refund)", optarg);
-				c->event = (enum pn_event) v;
-				break;
-			case 'n':
-				if (!pn_parse_ll(optarg, 1, 100000000, &o->n))
-					return bad_usage("-n wants an integer 1..100000000, not \"%s\"", optarg);
-				break;
-			case 'c':
-				if (!pn_parse_ll(optarg, 1, 10000, &v))
-					return bad_usage("-c wants an integer 1..10000, not \"%s\"", optarg);
-				o->conc = (int) v;
-				break;
-			case OPT_START:
-				if (!pn_parse_ll(optarg, 0, 999999999999LL, &o->start))
-					return bad_usage("--start wants an integer 0..999999999999, not \"%s\"", optarg);
-				break;
-			case OPT_ORDER_FORMAT:
-				if (!parse_order_format(optarg, o->order_fmt, sizeof(o->order_fmt)))
-					return bad_usage("--order-format needs exactly one %%d conversion: \"%s\"", optarg);
-				break;
-			case OPT_AMOUNT:
-				if (!pn_parse_ll(optarg, 1, 100000000000LL, &c->amount))
-					return bad_usage("--amount wants minor units 1..100000000000, not \"%s\"", optarg);
-				break;
-			case OPT_REFUND_AMOUNT:
-				if (!pn_parse_ll(optarg, 1, 100000000000LL, &c->refund_amount))
-					return bad_usage("--refund-amount wants minor units 1..100000000000, not \"%s\"", optarg);
-				break;
-			case OPT_CURRENCY:
-				c->currency = optarg;
-				break;
-			case OPT_MCHID:
-				c->mchid = optarg;
-				break;
-			case OPT_APPID:
-				c->appid = optarg;
-				break;
-			case OPT_APP_ID:
-				c->ali_app_id = optarg;
-				break;
-			case OPT_SELLER_ID:
-				c->seller_id = optarg;
-				break;
-			case OPT_LIVEMODE:
-				c->livemode = true;
-				break;
-			case OPT_SEED:
-				if (!pn_parse_ll(optarg, 0, INT64_MAX, &v))
-					return bad_usage("--seed wants a non-negative integer, not \"%s\"", optarg);
-				c->seed = (uint64_t) v;
-				o->seed_given = true;
-				break;
-			case OPT_NOW:
-				if (!pn_parse_ll(optarg, 1, 253402300799LL, &v))
-					return bad_usage("--now wants unix seconds, not \"%s\"", optarg);
-				c->now_fixed = (time_t) v;
-				break;
-			case OPT_KEYS:
-				o->keys_dir = optarg;
-				break;
-			case OPT_WX_KEY:
-				o->wx_key = optarg;
-				break;
-			case OPT_WX_CERT:
-				o->wx_cert = optarg;
-				break;
-			case OPT_SERIAL:
-				o->serial = optarg;
-				break;
-			case OPT_APIV3:
-				o->apiv3 = optarg;
-				break;
-			case OPT_ALI_KEY:
-				o->ali_key = optarg;
-				break;
-			case OPT_STRIPE_SECRET:
-				o->stripe_secret = optarg;
-				break;
-			case OPT_TIMEOUT:
-				if (!pn_parse_double(optarg, 0.001, 3600, &d))
-					return bad_usage("--timeout wants seconds 0.001..3600, not \"%s\"", optarg);
-				o->timeout_ms = (long) (d * 1000.0 + 0.5);
-				break;
-			case OPT_SAME_SIG:
-				o->same_signature = true;
-				break;
-			case OPT_BAD:
-				*bad_arg = optarg;
-				break;
-			case OPT_TIME_SCALE:
-				if (!pn_parse_double(optarg, 1e-9, 1000, &o->time_scale))
-					return bad_usage("--time-scale wants a factor 1e-9..1000, not \"%s\"", optarg);
-				break;
-			case OPT_SCHEDULE:
-				if (!parse_schedule(optarg, o))
-					return bad_usage("--schedule wants up to 64 comma-separated seconds, not \"%s\"", optarg);
-				break;
-			case OPT_EXTRA:
-				if (!pn_parse_ll(optarg, 0, 1000, &o->extra))
-					return bad_usage("--extra-deliveries wants 0..1000, not \"%s\"", optarg);
-				break;
-			case OPT_THREADS:
-				if (!pn_parse_ll(optarg, 1, 256, &v))
-					return bad_usage("--threads wants 1..256, not \"%s\"", optarg);
-				o->threads = (int) v;
-				break;
-			case OPT_PRESIGN:
-				if (!pn_parse_ll(optarg, 1, 100000000, &o->presign))
-					return bad_usage("--presign wants 1..100000000, not \"%s\"", optarg);
-				break;
-			case OPT_JSON:
-				o->json = true;
-				break;
-			case OPT_QUIET:
-				o->quiet = true;
-				break;
-			case OPT_VERBOSE:
-				o->verbose = true;
-				break;
-			case OPT_DUMP_DIR:
-				o->dump_dir = optarg;
-				break;
-			case OPT_DUMP_SQL:
-				o->dump_sql = optarg;
-				break;
-			case OPT_CHANNEL:
-				o->channel = optarg;
-				break;
-			case OPT_LEDGER:
-				o->ledger = optarg;
-				break;
-			default:
-				fputs("Try paynotify-send --help.\n", stderr);
-				return EXIT_USAGE;
+			shorts[n++] = d->short_name;
+			if (arg)
+				shorts[n++] = ':';
 		}
+	}
+	longs[k] = (struct option) {NULL, 0, NULL, 0};
+	shorts[n] = '\0';
+}
+
+/* The row of getopt_long's return value, or NULL for an unknown option. */
+static const struct optdef *
+find_optdef(int ch)
+{
+	if (ch >= 256 && ch < 256 + (int) NOPTDEFS)
+		return &optdefs[ch - 256];
+	for (size_t i = 0; i < NOPTDEFS; i++)
+		if (ch > 0 && optdefs[i].short_name == ch)
+			return &optdefs[i];
+	return NULL;
+}
+
+/* Applies one option: 0, EXIT_USAGE, or -1 for --help/--version. */
+static int
+apply_optdef(const struct optdef *d, const char *arg, struct opts *o, struct pn_conf *c)
+{
+	char	   *at = (d->in_conf ? (char *) c : (char *) o) + d->offset;
+	long long	v;
+
+	switch (d->kind)
+	{
+		case ARG_FLAG:
+			*(bool *) at = true;
+			return 0;
+		case ARG_STRING:
+			*(const char **) at = arg;
+			return 0;
+		case ARG_LL:
+		case ARG_INT:
+			if (!pn_parse_ll(arg, d->min, d->max, &v))
+				return bad_usage(d->error, arg);
+			if (d->kind == ARG_LL)
+				*(long long *) at = v;
+			else
+				*(int *) at = (int) v;
+			return 0;
+		case ARG_CUSTOM:
+			return d->parse(arg, o, c) ? 0 : bad_usage(d->error, arg);
+		case ARG_HELP:
+			usage(stdout);
+			return -1;
+		case ARG_VERSION:
+			printf("paynotify-send %s (%s)\n", PAYNOTIFY_VERSION, curl_version());
+			return -1;
+	}
+	return EXIT_USAGE;
+}
+
+/* Parses argv; returns 0, EXIT_USAGE, or -1 for --help/--version (exit 0). */
+int
+parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c)
+{
+	struct option longs[NOPTDEFS + 1];
+	char		shorts[2 * NOPTDEFS + 1];
+	int			ch;
+
+	getopt_tables(longs, shorts);
+	while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1)
+	{
+		const struct optdef *d = find_optdef(ch);
+		int			rc;
+
+		if (d == NULL)
+		{
+			fputs("Try paynotify-send --help.\n", stderr);
+			return EXIT_USAGE;
+		}
+		if ((rc = apply_optdef(d, optarg, o, c)) != 0)
+			return rc;
 	}
 	if (optind < argc)
 		return bad_usage("unexpected argument \"%s\"", argv[optind]);
@@ -545,8 +615,9 @@ parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c, const char 
 
 /* Cross-option checks and defaults that depend on other options. */
 int
-finish_opts(struct opts *o, struct pn_conf *c, const char *bad_arg)
+finish_opts(struct opts *o, struct pn_conf *c)
 {
+	const char *bad_arg = o->bad;
 	const double *sched;
 	int			nsched;
 	char		probe[256];

@@ -41,6 +41,7 @@ struct opts
 	int			n_schedule;
 	long long	extra;
 	bool		same_signature;
+	const char *bad;			/* --bad, checked once --gateway is known */
 	int			bad_kinds[PN_BAD_COUNT];
 	int			n_bad_kinds;
 	int			threads;
@@ -122,9 +123,8 @@ extern volatile int stop_flag;
 
 /* send_opts.c */
 void		opts_defaults(struct opts *o, struct pn_conf *c);
-int			parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c,
-					   const char **bad_arg);
-int			finish_opts(struct opts *o, struct pn_conf *c, const char *bad_arg);
+int			parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c);
+int			finish_opts(struct opts *o, struct pn_conf *c);
 void		channel_name(const struct opts *o, const struct pn_conf *c, char *out,
 						 size_t outsz);
 
