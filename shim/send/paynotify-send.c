@@ -178,7 +178,7 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 	{
-		fputs("paynotify-send: cannot initialise libcurl\n", stderr);
+		pn_log("cannot initialise libcurl");
 		pn_keys_free(&c.keys);
 		return 1;
 	}

@@ -162,6 +162,53 @@ generate_rsa_pem(void)
 }
 
 /*
+ * WeChat Pay's key material: the platform private key, the certificate's
+ * serial (or --serial), the APIv3 key; and a serial that is not it, for
+ * --bad unknown-serial.  0, or -1 after printing why.
+ */
+static int
+load_wx_keys(struct pn_keys *k, const char *dir, const char *wx_key,
+			 const char *wx_cert, const char *serial, const char *apiv3,
+			 struct pn_rng *rng)
+{
+	size_t		len;
+	char	   *txt;
+
+	if (!(k->wx_key_pem = read_key_file(dir, wx_key, &len)))
+		return -1;
+	if (serial)
+		snprintf(k->wx_serial, sizeof(k->wx_serial), "%s", serial);
+	else
+	{
+		if (!(txt = read_key_file(dir, wx_cert, &len)))
+			return -1;
+		if (cert_serial(txt, k->wx_serial, sizeof(k->wx_serial)) != 0)
+		{
+			pn_log("\"%s\" is not a PEM certificate (give --serial)", wx_cert);
+			free(txt);
+			return -1;
+		}
+		free(txt);
+	}
+	if (!(txt = read_key_file(dir, apiv3, &len)))
+		return -1;
+	trim_right(txt, &len);
+	if (len != 32)
+	{
+		pn_log("the APIv3 key \"%s\" must be exactly 32 bytes, not %zu",
+				apiv3, len);
+		free(txt);
+		return -1;
+	}
+	memcpy(k->apiv3, txt, 32);
+	free(txt);
+	do
+		pn_rng_chars(rng, k->alt_serial, 40, PN_HEX_UPPER);
+	while (strcmp(k->alt_serial, k->wx_serial) == 0);
+	return 0;
+}
+
+/*
  * Loads what the configured gateway needs (and nothing else) from dir.
  * need_alt also prepares unconfigured key material for --bad.  Returns 0,
  * or -1 after printing why.
@@ -181,37 +228,8 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 	pn_rng_seed(&rng, c->seed, 0x6b657973, 0, 0, 0);
 	if (c->gateway == PN_WXPAY)
 	{
-		if (!(k->wx_key_pem = read_key_file(dir, wx_key, &len)))
+		if (load_wx_keys(k, dir, wx_key, wx_cert, serial, apiv3, &rng) != 0)
 			return -1;
-		if (serial)
-			snprintf(k->wx_serial, sizeof(k->wx_serial), "%s", serial);
-		else
-		{
-			if (!(txt = read_key_file(dir, wx_cert, &len)))
-				return -1;
-			if (cert_serial(txt, k->wx_serial, sizeof(k->wx_serial)) != 0)
-			{
-				pn_log("\"%s\" is not a PEM certificate (give --serial)", wx_cert);
-				free(txt);
-				return -1;
-			}
-			free(txt);
-		}
-		if (!(txt = read_key_file(dir, apiv3, &len)))
-			return -1;
-		trim_right(txt, &len);
-		if (len != 32)
-		{
-			pn_log("the APIv3 key \"%s\" must be exactly 32 bytes, not %zu",
-					apiv3, len);
-			free(txt);
-			return -1;
-		}
-		memcpy(k->apiv3, txt, 32);
-		free(txt);
-		do
-			pn_rng_chars(&rng, k->alt_serial, 40, PN_HEX_UPPER);
-		while (strcmp(k->alt_serial, k->wx_serial) == 0);
 	}
 	else if (c->gateway == PN_ALIPAY)
 	{
@@ -219,7 +237,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 			return -1;
 		if (need_alt && !(k->alt_key_pem = generate_rsa_pem()))
 		{
-			fputs("paynotify-send: cannot generate an RSA key\n", stderr);
+			pn_log("cannot generate an RSA key");
 			return -1;
 		}
 	}
@@ -535,6 +553,30 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	pn_json_close(&j, '}');
 }
 
+/* The notification's envelope around the sealed resource. */
+static void
+wx_envelope(struct pn_buf *body, bool pay, const char *uuid, const char *created,
+			const char *ciphertext, const char *aad, const char *gnonce)
+{
+	struct pn_json j;
+
+	pn_json_init(&j, body, false);
+	pn_json_open(&j, NULL, '{');
+	pn_json_str(&j, "id", uuid);
+	pn_json_str(&j, "create_time", created);
+	pn_json_str(&j, "resource_type", "encrypt-resource");
+	pn_json_str(&j, "event_type", pay ? "TRANSACTION.SUCCESS" : "REFUND.SUCCESS");
+	pn_json_str(&j, "summary", pay ? "支付成功" : "退款成功");
+	pn_json_open(&j, "resource", '{');
+	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
+	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
+	pn_json_str(&j, "ciphertext", ciphertext);
+	pn_json_str(&j, "associated_data", aad);
+	pn_json_str(&j, "nonce", gnonce);
+	pn_json_close(&j, '}');
+	pn_json_close(&j, '}');
+}
+
 /* Envelope, then headers signed over "ts\nnonce\nbody\n". */
 static struct pn_req *
 build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
@@ -553,7 +595,6 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 				body,
 				msg,
 				sig;
-	struct pn_json j;
 	bool		pay = c->event == PN_EV_PAY;
 	const char *aad = pay ? "transaction" : "refund";
 	char	   *p;
@@ -580,21 +621,7 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	wx_plaintext(c, r, &pt);
 	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
 
-	pn_json_init(&j, &body, false);
-	pn_json_open(&j, NULL, '{');
-	pn_json_str(&j, "id", uuid);
-	pn_json_str(&j, "create_time", created);
-	pn_json_str(&j, "resource_type", "encrypt-resource");
-	pn_json_str(&j, "event_type", pay ? "TRANSACTION.SUCCESS" : "REFUND.SUCCESS");
-	pn_json_str(&j, "summary", pay ? "支付成功" : "退款成功");
-	pn_json_open(&j, "resource", '{');
-	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
-	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
-	pn_json_str(&j, "ciphertext", ct.data);
-	pn_json_str(&j, "associated_data", aad);
-	pn_json_str(&j, "nonce", gnonce);
-	pn_json_close(&j, '}');
-	pn_json_close(&j, '}');
+	wx_envelope(&body, pay, uuid, created, ct.data, aad, gnonce);
 
 	pn_buf_printf(&msg, "%s\n%s\n", ts, hnonce);
 	pn_buf_put(&msg, body.data, body.len);
@@ -657,6 +684,68 @@ kv_add(struct kv *f, int *n, const char *k, const char *v)
 	(*n)++;
 }
 
+/* A refund's fields (gmt_close too when it closes the trade). */
+static void
+ali_refund_fields(const struct pn_conf *c, const struct pn_req *r, struct pn_rng *nr,
+				  bool closed, struct kv *f, int *n)
+{
+	char		gmt_refund[40],
+				refund_yuan[32],
+				refund_no[PN_ID_LEN + 4];
+
+	pn_fmt_yuan(c->refund_amount, refund_yuan, sizeof(refund_yuan));
+	pn_fmt_beijing(c->epoch, "%Y-%m-%d %H:%M:%S", gmt_refund, sizeof(gmt_refund));
+	if (closed)
+		kv_add(f, n, "gmt_close", gmt_refund);
+	snprintf(gmt_refund + strlen(gmt_refund), sizeof(gmt_refund) - strlen(gmt_refund),
+			 ".%03d", (int) pn_rng_below(nr, 1000));
+	snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
+	kv_add(f, n, "refund_fee", refund_yuan);
+	kv_add(f, n, "out_biz_no", refund_no);
+	kv_add(f, n, "gmt_refund", gmt_refund);
+}
+
+/* The content Alipay signs: sorted k=v without sign, sign_type, empty values. */
+static void
+ali_content(const struct kv *f, int n, struct pn_buf *content)
+{
+	struct kv	sorted[40];
+
+	memcpy(sorted, f, sizeof(struct kv) * (size_t) n);
+	qsort(sorted, (size_t) n, sizeof(struct kv), kv_cmp);
+	pn_buf_init(content);
+	for (int i = 0; i < n; i++)
+	{
+		if (!strcmp(sorted[i].k, "sign") || !strcmp(sorted[i].k, "sign_type") || !sorted[i].v[0])
+			continue;
+		if (content->len)
+			pn_buf_putc(content, '&');
+		pn_buf_printf(content, "%s=%s", sorted[i].k, sorted[i].v);
+	}
+}
+
+/* The wire form in field order; tampered: the amount grows by one fen. */
+static void
+ali_form(const struct pn_conf *c, const struct kv *f, int n, int bad, struct pn_buf *body)
+{
+	char		yuan[32];
+
+	pn_buf_init(body);
+	for (int i = 0; i < n; i++)
+	{
+		if (i)
+			pn_buf_putc(body, '&');
+		pn_buf_printf(body, "%s=", f[i].k);
+		if (bad == PN_BAD_TAMPERED && !strcmp(f[i].k, "total_amount"))
+		{
+			pn_fmt_yuan(c->amount + 1, yuan, sizeof(yuan));
+			form_escape(body, yuan);
+		}
+		else
+			form_escape(body, f[i].v);
+	}
+}
+
 /*
  * Form fields in Alipay's (unsorted) wire order; the signature covers the
  * sorted k=v pairs without sign, sign_type and empty values.
@@ -665,22 +754,18 @@ static struct pn_req *
 build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 		  int bad, time_t now)
 {
-	struct kv	f[40],
-				sorted[40];
+	struct kv	f[40];
 	int			n = 0,
 				sign_at;
 	struct pn_rng nr;
 	char		gmt_create[32],
 				gmt_payment[32],
 				notify_time[32],
-				gmt_refund[40],
 				nid[40],
 				trade_no[40],
 				buyer[24],
 				yuan[32],
-				refund_yuan[32],
-				fund[96],
-				refund_no[PN_ID_LEN + 4];
+				fund[96];
 	struct pn_buf content,
 				sig,
 				body;
@@ -698,7 +783,6 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%d %H:%M:%S", gmt_payment, sizeof(gmt_payment));
 	pn_fmt_beijing(now, "%Y-%m-%d %H:%M:%S", notify_time, sizeof(notify_time));
 	pn_fmt_yuan(c->amount, yuan, sizeof(yuan));
-	pn_fmt_yuan(c->refund_amount, refund_yuan, sizeof(refund_yuan));
 	snprintf(fund, sizeof(fund), "[{\"amount\":\"%s\",\"fundChannel\":\"ALIPAYACCOUNT\"}]", yuan);
 
 	kv_add(f, &n, "gmt_create", gmt_create);
@@ -726,50 +810,17 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	kv_add(f, &n, "sign_type", "RSA2");
 	kv_add(f, &n, "seller_id", c->seller_id);
 	if (!pay)
-	{
-		pn_fmt_beijing(c->epoch, "%Y-%m-%d %H:%M:%S", gmt_refund, sizeof(gmt_refund));
-		if (closed)
-			kv_add(f, &n, "gmt_close", gmt_refund);
-		snprintf(gmt_refund + strlen(gmt_refund), sizeof(gmt_refund) - strlen(gmt_refund),
-				 ".%03d", (int) pn_rng_below(&nr, 1000));
-		snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
-		kv_add(f, &n, "refund_fee", refund_yuan);
-		kv_add(f, &n, "out_biz_no", refund_no);
-		kv_add(f, &n, "gmt_refund", gmt_refund);
-	}
+		ali_refund_fields(c, r, &nr, closed, f, &n);
 
 	/* content to sign */
-	memcpy(sorted, f, sizeof(struct kv) * (size_t) n);
-	qsort(sorted, (size_t) n, sizeof(struct kv), kv_cmp);
-	pn_buf_init(&content);
-	for (int i = 0; i < n; i++)
-	{
-		if (!strcmp(sorted[i].k, "sign") || !strcmp(sorted[i].k, "sign_type") || !sorted[i].v[0])
-			continue;
-		if (content.len)
-			pn_buf_putc(&content, '&');
-		pn_buf_printf(&content, "%s=%s", sorted[i].k, sorted[i].v);
-	}
+	ali_content(f, n, &content);
 	pn_buf_init(&sig);
 	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.data, content.len, &sig);
 	free(f[sign_at].v);
 	f[sign_at].v = pn_buf_steal(&sig);
 
 	/* wire form; tampered: the amount grows by one fen after signing */
-	pn_buf_init(&body);
-	for (int i = 0; i < n; i++)
-	{
-		if (i)
-			pn_buf_putc(&body, '&');
-		pn_buf_printf(&body, "%s=", f[i].k);
-		if (bad == PN_BAD_TAMPERED && !strcmp(f[i].k, "total_amount"))
-		{
-			pn_fmt_yuan(c->amount + 1, yuan, sizeof(yuan));
-			form_escape(&body, yuan);
-		}
-		else
-			form_escape(&body, f[i].v);
-	}
+	ali_form(c, f, n, bad, &body);
 	add_header(r, "Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
 	r->body_len = body.len;
 	r->body = pn_buf_steal(&body);

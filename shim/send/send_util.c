@@ -27,7 +27,7 @@ static int	cmp_u32(const void *a, const void *b);
 static _Noreturn void
 oom(void)
 {
-	fputs("paynotify-send: out of memory\n", stderr);
+	pn_log("out of memory");
 	abort();
 }
 
