@@ -31,7 +31,7 @@
 # Environment: PN_HOSTILE_SEED (default 20260101), PN_HOSTILE_MUTATIONS
 # (default 25000), PN_HOSTILE_SECONDS (bound on the mutation run, default
 # 60), PN_KEEP_TMP=1 keeps the temporary directory.  Needs postgresql-15
-# with contrib (pgcrypto), python3 and the openssl command.  Everything
+# with contrib (pgcrypto), python3 and python3-cryptography.  Everything
 # started here is stopped by pid on exit.  The last line printed is
 # "N passed, M failed"; the exit status is non-zero when M > 0.
 set -uo pipefail

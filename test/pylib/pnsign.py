@@ -12,11 +12,18 @@ TEST-ONLY keys of test/vectors/keys (python3-cryptography).
   Stripe         HMAC-SHA256 keyed by the whole whsec_ secret over
                  "t.body"; header Stripe-Signature: t=...,v1=....
 
-check_vectors() reproduces committed vectors byte for byte (signatures
-are deterministic), so a helper that drifts from the gateways' rules
-fails loudly instead of producing notifications nobody would send.
+The one signer of the Python tests (test/model, test/e2e/hostile,
+test/unit/make_*.py): the classes for tests that think in merchants and
+keys, the functions below them for tests that name key files and build
+hostile variants.  check_vectors() reproduces committed vectors byte for
+byte (signatures are deterministic), so a helper that drifts from the
+gateways' rules fails loudly instead of producing notifications nobody
+would send.  Import it with
+    sys.path.insert(0, <repository>/test/pylib); import pnsign
 """
 import base64
+import binascii
+import functools
 import hashlib
 import hmac
 import json
@@ -25,6 +32,7 @@ import time
 import urllib.parse
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -33,6 +41,7 @@ VECTORS = os.environ.get("PN_VECTORS") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "vectors")
 
 WX_SIGNATURE_TYPE = "WECHATPAY2-SHA256-RSA2048"
+WX_SERIAL_1 = "7E3F2A9C1B5D4E6F80912A3B4C5D6E7F8091A2B3"
 
 
 def vpath(*parts):
@@ -44,8 +53,17 @@ def vread(*parts):
         return f.read()
 
 
-def _private_key(name):
-    return serialization.load_pem_private_key(vread("keys", name), password=None)
+def manifest():
+    """The vectors' manifest: a list of cases."""
+    with open(vpath("manifest.json")) as f:
+        return json.load(f)
+
+
+@functools.lru_cache(maxsize=None)
+def private_key(name):
+    """A private key of test/vectors/keys by file name (or keys/ path)."""
+    return serialization.load_pem_private_key(vread("keys", os.path.basename(name)),
+                                              password=None)
 
 
 def rsa_sha256(key, message):
@@ -53,27 +71,70 @@ def rsa_sha256(key, message):
     return base64.b64encode(key.sign(message, padding.PKCS1v15(), hashes.SHA256())).decode()
 
 
+def rsa_sign(keyfile, message):
+    """rsa_sha256 with the private key in test/vectors/keys/keyfile."""
+    return rsa_sha256(private_key(keyfile), message)
+
+
+def rsa_verify(pubfile, message, sig):
+    """Whether sig (base64 text) is an RSA-SHA256 signature of message by the
+    public key in vectors/pubfile (a keys/... path)."""
+    try:
+        raw = base64.b64decode(sig, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    key = serialization.load_pem_public_key(vread(pubfile))
+    try:
+        key.verify(raw, message, padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return False
+    return True
+
+
 # ---- WeChat Pay v3 ----------------------------------------------------------
+
+def wx_apiv3_key():
+    return vread("keys", "wechat_apiv3.key").strip()
+
+
+def wx_message(ts, nonce, body):
+    """What WeChat signs: "timestamp\\nnonce\\nbody\\n" (bytes)."""
+    return ts + b"\n" + nonce + b"\n" + body + b"\n"
+
+
+def wx_headers(ts, nonce, body, keyfile="wechat_platform_1.key.pem", serial=WX_SERIAL_1):
+    """The signed headers of one delivery of body (bytes)."""
+    sig = rsa_sign(keyfile, wx_message(b"%d" % ts, nonce.encode(), body))
+    return {"Content-Type": "application/json", "Wechatpay-Timestamp": str(ts),
+            "Wechatpay-Nonce": nonce, "Wechatpay-Signature": sig,
+            "Wechatpay-Serial": serial,
+            "Wechatpay-Signature-Type": WX_SIGNATURE_TYPE}
+
+
+def wx_resource(plain, nonce="hostileNonce", aad="transaction", key=None):
+    """The envelope's resource: plain (bytes) sealed with AEAD_AES_256_GCM
+    under the APIv3 key (ciphertext || 16-byte tag, base64)."""
+    ct = AESGCM(key or wx_apiv3_key()).encrypt(nonce.encode(), plain, aad.encode() or None)
+    return {"original_type": aad, "algorithm": "AEAD_AES_256_GCM",
+            "ciphertext": base64.b64encode(ct).decode(),
+            "associated_data": aad, "nonce": nonce}
+
 
 class WeChat:
     """Notifications of one WeChat Pay merchant, signed with platform key N."""
 
     def __init__(self, platform=1, mchid="1900000109", appid="wx0000000000test01"):
-        self.key = _private_key("wechat_platform_%d.key.pem" % platform)
+        self.keyfile = "wechat_platform_%d.key.pem" % platform
         cert = x509.load_pem_x509_certificate(vread("keys", "wechat_platform_%d.cert.pem" % platform))
         self.serial = "%X" % cert.serial_number
         self.cert_pem = vread("keys", "wechat_platform_%d.cert.pem" % platform).decode()
-        self.apiv3_key = vread("keys", "wechat_apiv3.key").strip()
+        self.apiv3_key = wx_apiv3_key()
         self.mchid = mchid
         self.appid = appid
 
     def resource(self, plain, nonce, associated_data):
         """The envelope's resource: plain (bytes) sealed with AES-256-GCM."""
-        ct = AESGCM(self.apiv3_key).encrypt(nonce.encode(), plain,
-                                             associated_data.encode() or None)
-        return {"original_type": associated_data, "algorithm": "AEAD_AES_256_GCM",
-                "ciphertext": base64.b64encode(ct).decode(),
-                "associated_data": associated_data, "nonce": nonce}
+        return wx_resource(plain, nonce, associated_data, key=self.apiv3_key)
 
     def envelope(self, notify_id, event_type, plain_obj, original_type, summary,
                  nonce, create_time="2026-01-01T08:00:06+08:00"):
@@ -91,20 +152,70 @@ class WeChat:
         nonce per delivery, as WeChat re-signs every retry)."""
         ts = int(time.time()) if ts is None else ts
         nonce = nonce or base64.b32encode(os.urandom(20)).decode()[:32]
-        sig = rsa_sha256(self.key, b"%d\n%s\n" % (ts, nonce.encode()) + body + b"\n")
-        return {"Content-Type": "application/json", "Wechatpay-Timestamp": str(ts),
-                "Wechatpay-Nonce": nonce, "Wechatpay-Signature": sig,
-                "Wechatpay-Serial": self.serial,
-                "Wechatpay-Signature-Type": WX_SIGNATURE_TYPE}
+        return wx_headers(ts, nonce, body, keyfile=self.keyfile, serial=self.serial)
 
 
 # ---- Alipay -----------------------------------------------------------------
+
+def form_decode(body):
+    """[(name bytes, value bytes)] as form.c reads them, or None when form.c
+    would refuse the body (bad escape, NUL, empty item, no '=')."""
+    if not body:
+        return None
+    out = []
+    for item in body.split(b"&"):
+        if b"=" not in item or item.startswith(b"="):
+            return None
+        name, value = item.split(b"=", 1)
+        parts = []
+        for raw in (name, value):
+            dec = bytearray()
+            i = 0
+            while i < len(raw):
+                c = raw[i]
+                if c == 0x25:
+                    h = raw[i + 1:i + 3]
+                    if len(h) < 2 or any(x not in b"0123456789abcdefABCDEF" for x in h):
+                        return None
+                    c = int(h, 16)
+                    i += 2
+                elif c == 0x2B:
+                    c = 0x20
+                if c == 0:
+                    return None
+                dec.append(c)
+                i += 1
+            parts.append(bytes(dec))
+        out.append((parts[0], parts[1]))
+    return out
+
+
+def alipay_content(params, keep_empty=False):
+    """Alipay's signed content of decoded params (bytes pairs): sorted by
+    name, sign and sign_type (and empty values, unless keep_empty) left out."""
+    items = sorted((n, v) for n, v in params
+                   if n not in (b"sign", b"sign_type") and (keep_empty or v != b""))
+    return b"&".join(n + b"=" + v for n, v in items)
+
+
+def alipay_body(fields, keyfile="alipay_1.key.pem", sign=True):
+    """A urlencoded body of fields (list of (str, str)), signed with RSA2
+    (sign_type RSA2 added after sign unless fields has one)."""
+    fields = list(fields)
+    if sign:
+        params = [(k.encode(), v if isinstance(v, bytes) else v.encode())
+                  for k, v in fields]
+        fields.append(("sign", rsa_sign(keyfile, alipay_content(params))))
+        if not any(k == "sign_type" for k, _ in fields):
+            fields.append(("sign_type", "RSA2"))
+    return urllib.parse.urlencode(fields).encode()
+
 
 class Alipay:
     """Asynchronous notifications of one Alipay app, signed RSA2 with key N."""
 
     def __init__(self, key=1, app_id="2021000000000001"):
-        self.key = _private_key("alipay_%d.key.pem" % key)
+        self.keyfile = "alipay_%d.key.pem" % key
         self.pub_pem = vread("keys", "alipay_%d.pub.pem" % key).decode()
         self.app_id = app_id
 
@@ -112,13 +223,12 @@ class Alipay:
     def content(fields):
         """The signed content of fields [(name, value) str]: sorted by name,
         sign and sign_type and empty values left out."""
-        items = sorted((k, v) for k, v in fields if k not in ("sign", "sign_type") and v != "")
-        return "&".join(k + "=" + v for k, v in items)
+        return alipay_content([(k.encode(), v.encode()) for k, v in fields]).decode()
 
     def body(self, fields, sign_type="RSA2"):
         """The urlencoded body of fields [(name, value) str], signed."""
         fields = list(fields)
-        sig = rsa_sha256(self.key, self.content(fields).encode("utf-8"))
+        sig = rsa_sign(self.keyfile, self.content(fields).encode("utf-8"))
         fields += [("sign", sig), ("sign_type", sign_type)]
         return urllib.parse.urlencode(fields).encode()
 
@@ -129,14 +239,30 @@ class Alipay:
 
 # ---- Stripe -----------------------------------------------------------------
 
+def stripe_secret(n):
+    return vread("keys", "stripe_secret_%d.txt" % n).strip()
+
+
+def stripe_v1(secret, ts, body):
+    """The v1 signature: HMAC-SHA256 keyed by the whole secret over "t.body"
+    (ts an int or its text)."""
+    return hmac.new(secret, str(ts).encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def stripe_header(ts, body, secrets=(1,)):
+    """A Stripe-Signature value with one v1 per secret number."""
+    return "t=%d" % ts + "".join(",v1=" + stripe_v1(stripe_secret(n), ts, body)
+                                 for n in secrets)
+
+
 class Stripe:
     """Webhook events of one Stripe endpoint, signed with secret N."""
 
     def __init__(self, secret=1):
-        self.secret = vread("keys", "stripe_secret_%d.txt" % secret).strip()
+        self.secret = stripe_secret(secret)
 
     def signature(self, body, ts):
-        return hmac.new(self.secret, str(ts).encode() + b"." + body, hashlib.sha256).hexdigest()
+        return stripe_v1(self.secret, ts, body)
 
     def headers(self, body, ts=None):
         ts = int(time.time()) if ts is None else ts
@@ -147,8 +273,7 @@ class Stripe:
 # ---- the helpers reproduce the committed vectors --------------------------
 
 def _manifest():
-    with open(vpath("manifest.json")) as f:
-        return {c["case"]: c for c in json.load(f)}
+    return {c["case"]: c for c in manifest()}
 
 
 def _case_file(case, which):
