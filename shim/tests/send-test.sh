@@ -44,7 +44,7 @@ cleanup() {
 	if [ -n "$PG_DIR" ]; then
 		pn_cluster_stop "$PG_DIR"
 	fi
-	rm -rf "$TMP"
+	remove_tmp "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
