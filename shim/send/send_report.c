@@ -102,6 +102,28 @@ json_reply_headers(struct pn_json *j, const char *raw)
 	pn_json_close(j, ']');
 }
 
+/* What every JSON report starts with: the run's mode, gateway and event. */
+static void
+json_run_head(struct pn_json *j, struct pn_buf *b, const struct run *run)
+{
+	pn_buf_init(b);
+	pn_json_init(j, b, false);
+	pn_json_open(j, NULL, '{');
+	pn_json_str(j, "mode", mode_names[run->o->mode]);
+	pn_json_str(j, "gateway", gateway_names[run->conf->gateway]);
+	pn_json_str(j, "event", event_names[run->conf->event]);
+}
+
+/* Closes a JSON report and prints it as one line. */
+static void
+json_run_print(struct pn_json *j, struct pn_buf *b)
+{
+	pn_json_close(j, '}');
+	pn_buf_putc(b, '\n');
+	fwrite(b->data, 1, b->len, stdout);
+	pn_buf_free(b);
+}
+
 void
 report_json(struct run *run, double elapsed, bool interrupted)
 {
@@ -110,12 +132,7 @@ report_json(struct run *run, double elapsed, bool interrupted)
 	struct pn_json j;
 	char		key[32];
 
-	pn_buf_init(&b);
-	pn_json_init(&j, &b, false);
-	pn_json_open(&j, NULL, '{');
-	pn_json_str(&j, "mode", mode_names[o->mode]);
-	pn_json_str(&j, "gateway", gateway_names[run->conf->gateway]);
-	pn_json_str(&j, "event", event_names[run->conf->event]);
+	json_run_head(&j, &b, run);
 	pn_json_str(&j, "url", o->url ? o->url : "");
 	pn_json_int(&j, "seed", (long long) run->conf->seed);
 	pn_json_int(&j, "concurrency", o->conc);
@@ -173,10 +190,7 @@ report_json(struct run *run, double elapsed, bool interrupted)
 		pn_json_strn(&j, "body", run->one_body.data, run->one_body.len);
 		pn_json_close(&j, '}');
 	}
-	pn_json_close(&j, '}');
-	pn_buf_putc(&b, '\n');
-	fwrite(b.data, 1, b.len, stdout);
-	pn_buf_free(&b);
+	json_run_print(&j, &b);
 }
 
 void
@@ -239,12 +253,7 @@ report_dump(const struct run *run, const char *channel)
 		struct pn_buf b;
 		struct pn_json j;
 
-		pn_buf_init(&b);
-		pn_json_init(&j, &b, false);
-		pn_json_open(&j, NULL, '{');
-		pn_json_str(&j, "mode", mode_names[o->mode]);
-		pn_json_str(&j, "gateway", gateway_names[run->conf->gateway]);
-		pn_json_str(&j, "event", event_names[run->conf->event]);
+		json_run_head(&j, &b, run);
 		pn_json_int(&j, "seed", (long long) run->conf->seed);
 		pn_json_int(&j, "dumped", (long long) run->finished);
 		if (o->dump_dir)
@@ -254,10 +263,7 @@ report_dump(const struct run *run, const char *channel)
 			pn_json_str(&j, "dump_sql", o->dump_sql);
 			pn_json_str(&j, "channel", channel);
 		}
-		pn_json_close(&j, '}');
-		pn_buf_putc(&b, '\n');
-		fwrite(b.data, 1, b.len, stdout);
-		pn_buf_free(&b);
+		json_run_print(&j, &b);
 	}
 	else if (!o->dump_sql || strcmp(o->dump_sql, "-") != 0)
 		printf("wrote %zu requests (%s %s, seed %llu)%s%s%s%s\n", run->finished,

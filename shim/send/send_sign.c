@@ -426,29 +426,20 @@ pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz)
 }
 
 /*
- * Digits derived from the order number alone, so that every notification
- * about one order (payment, refund, any run) names the same trade.
+ * Characters (digits, or letters and digits) derived from the order number
+ * alone, so that every notification about one order (payment, refund, any
+ * run) names the same trade.
  */
 static void
-order_digits(const char *order_no, const char *salt, int ndigits, char *out)
+order_chars(const char *order_no, const char *salt, int n, const char *alphabet,
+			char *out)
 {
 	struct pn_rng r;
 	char		key[PN_ID_LEN * 2];
 
 	snprintf(key, sizeof(key), "%s/%s", salt, order_no);
 	pn_rng_seed(&r, pn_hash64(key), 0, 0, 0, 0);
-	pn_rng_chars(&r, out, (size_t) ndigits, PN_DIGITS);
-}
-
-static void
-order_alnum(const char *order_no, const char *salt, int n, char *out)
-{
-	struct pn_rng r;
-	char		key[PN_ID_LEN * 2];
-
-	snprintf(key, sizeof(key), "%s/%s", salt, order_no);
-	pn_rng_seed(&r, pn_hash64(key), 0, 0, 0, 0);
-	pn_rng_chars(&r, out, (size_t) n, PN_ALNUM);
+	pn_rng_chars(&r, out, (size_t) n, alphabet);
 }
 
 /* Random streams: one per notification, one per delivery of it. */
@@ -504,9 +495,9 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(txid, "4200000000", 10);
-	order_digits(r->order_no, "wx-transaction", 18, txid + 10);
+	order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, txid + 10);
 	memcpy(openid, "oTEST", 5);
-	order_alnum(r->order_no, "wx-openid", 22, openid + 5);
+	order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, openid + 5);
 	pn_fmt_beijing(pay ? c->epoch - 1 : c->epoch, "%Y-%m-%dT%H:%M:%S+08:00", t, sizeof(t));
 	pn_json_init(&j, out, false);
 	pn_json_open(&j, NULL, '{');
@@ -536,7 +527,7 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	else
 	{
 		memcpy(refund_id, "50300000002", 11);
-		order_digits(r->order_no, "wx-refund", 18, refund_id + 11);
+		order_chars(r->order_no, "wx-refund", 18, PN_DIGITS, refund_id + 11);
 		snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
 		pn_json_str(&j, "out_refund_no", refund_no);
 		pn_json_str(&j, "refund_id", refund_id);
@@ -776,9 +767,9 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_rng_chars(&nr, nid, 34, PN_DIGITS);
 	snprintf(r->notify_id, sizeof(r->notify_id), "%s", nid);
 	memcpy(trade_no, "2026010122001", 13);
-	order_digits(r->order_no, "ali-trade", 15, trade_no + 13);
+	order_chars(r->order_no, "ali-trade", 15, PN_DIGITS, trade_no + 13);
 	memcpy(buyer, "2088", 4);
-	order_digits(r->order_no, "ali-buyer", 12, buyer + 4);
+	order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, buyer + 4);
 	pn_fmt_beijing(c->epoch - 6, "%Y-%m-%d %H:%M:%S", gmt_create, sizeof(gmt_create));
 	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%d %H:%M:%S", gmt_payment, sizeof(gmt_payment));
 	pn_fmt_beijing(now, "%Y-%m-%d %H:%M:%S", notify_time, sizeof(notify_time));
@@ -843,9 +834,9 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(pi, "pi_", 3);
-	order_alnum(r->order_no, "stripe-pi", 24, pi + 3);
+	order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, pi + 3);
 	memcpy(ch, "ch_", 3);
-	order_alnum(r->order_no, "stripe-ch", 24, ch + 3);
+	order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, ch + 3);
 	pn_json_init(&j, out, true);
 	pn_json_open(&j, NULL, '{');
 	pn_json_str(&j, "id", evt);
