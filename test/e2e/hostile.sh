@@ -53,7 +53,7 @@ export PGCLIENTENCODING=UTF8 PYTHONIOENCODING=utf-8 PYTHONDONTWRITEBYTECODE=1
 pass=0
 fail=0
 
-# ok, not_ok, check, summary, remove_tmp: test/lib.sh
+# ok, not_ok, check, relay_results, summary, remove_tmp: test/lib.sh
 finish() {
     summary
     exit
@@ -120,13 +120,7 @@ ncases=$(wc -l <"$TMP/run_cases.sql")
 # one statement, one transaction per request; anomalies' WARNINGs stay in the log
 PGOPTIONS="-c client_min_messages=error" \
     psql_su -qAt -v ON_ERROR_STOP=0 -f "$TMP/run_cases.sql" >"$TMP/run_cases.out" 2>&1
-while IFS= read -r line; do
-    case "$line" in
-        PASS\ *) ok "${line#PASS }" ;;
-        FAIL\ *) not_ok "${line#FAIL }" ;;
-        *) not_ok "unexpected output" "$line" ;;
-    esac
-done <"$TMP/run_cases.out"
+relay_results "$TMP/run_cases.out"
 check "every hostile request answered" "$ncases" "$(grep -cE '^(PASS|FAIL) ' "$TMP/run_cases.out")"
 
 # SQL in the fields was stored as data, and every table is still there.
@@ -206,13 +200,7 @@ if [ -f shim/cgi/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
         python3 "$HERE/cgi.py" "$TMP/build/shim/paynotify-cgi" \
             "host=$PGDIR port=$PGPORT dbname=postgres user=pn_hostile_shim" \
             "$PN_PGBIN/psql" "$PGDIR" "$PGPORT" >"$TMP/cgi.out" 2>&1
-        while IFS= read -r line; do
-            case "$line" in
-                PASS\ *) ok "cgi: ${line#PASS }" ;;
-                FAIL\ *) not_ok "cgi: ${line#FAIL }" ;;
-                *) not_ok "cgi: unexpected output" "$line" ;;
-            esac
-        done <"$TMP/cgi.out"
+        relay_results "$TMP/cgi.out" "cgi: "
     else
         echo "  (skipped: the shim does not build here; see $TMP/shim-build.log)"
         tail -5 "$TMP/shim-build.log"
