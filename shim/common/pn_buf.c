@@ -68,18 +68,30 @@ bool
 pn_buf_appendf(pn_buf *b, const char *fmt,...)
 {
 	va_list		ap;
-	int			n;
+	bool		ok;
 
 	va_start(ap, fmt);
+	ok = pn_buf_vappendf(b, fmt, ap);
+	va_end(ap);
+	return ok;
+}
+
+/* pn_buf_appendf with a va_list. */
+bool
+pn_buf_vappendf(pn_buf *b, const char *fmt, va_list ap)
+{
+	va_list		again;
+	int			n;
+
+	va_copy(again, ap);
 	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || !pn_buf_reserve(b, (size_t) n))
-		return false;
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t) n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t) n;
-	return true;
+	if (n >= 0 && pn_buf_reserve(b, (size_t) n))
+	{
+		vsnprintf(b->data + b->len, (size_t) n + 1, fmt, again);
+		b->len += (size_t) n;
+	}
+	va_end(again);
+	return n >= 0 && !b->failed;
 }
 
 /* Empties the buffer, keeping its storage (and a failure). */

@@ -11,6 +11,7 @@
 #ifndef PAYNOTIFY_SHIM_COMMON_H
 #define PAYNOTIFY_SHIM_COMMON_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -29,6 +30,8 @@ extern bool pn_buf_reserve(pn_buf *b, size_t extra);
 extern bool pn_buf_append(pn_buf *b, const void *data, size_t n);
 extern bool pn_buf_appendf(pn_buf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
+extern bool pn_buf_vappendf(pn_buf *b, const char *fmt, va_list ap)
+			__attribute__((format(printf, 2, 0)));
 extern void pn_buf_reset(pn_buf *b);
 extern char *pn_buf_steal(pn_buf *b);
 extern void pn_buf_free(pn_buf *b);

@@ -1,11 +1,11 @@
 /*
  * send.h
  *		Declarations shared by the files of paynotify-send, the "gateway in
- *		a box": send_util.c (buffers, PRNG, JSON writer, statistics),
+ *		a box": send_util.c (allocation, PRNG, JSON writer, statistics),
  *		send_sign.c (keys and the per-gateway notification builders, the
  *		only file that includes OpenSSL headers), send_gen.c (signing
- *		threads), send_http.c (the libcurl multi engine) and
- *		paynotify-send.c (options, modes, dumps, reports).
+ *		threads) and send_http.c (the libcurl multi engine).  The run
+ *		itself (options, modes, dumps, reports) is in send_run.h.
  *
  *		Threads: builders run on several signing threads at once.  Everything
  *		reachable from a const struct pn_conf is read-only after start-up;
@@ -202,7 +202,6 @@ void		pn_signer_free(struct pn_signer *s);
 struct pn_req *pn_build(const struct pn_conf *c, struct pn_signer *s,
 						long long order_index, uint32_t attempt, int bad);
 void		pn_req_free(struct pn_req *r);
-const char *pn_req_header(const struct pn_req *r, const char *name);
 void		pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz);
 
 /* ---------------------------------------------------------------- gen */

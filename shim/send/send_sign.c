@@ -30,6 +30,9 @@
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 
+/* AEAD_AES_256_GCM's tag, appended to the ciphertext. */
+#define GCM_TAG_LEN 16
+
 /* Per-thread crypto state. */
 struct pn_signer
 {
@@ -348,12 +351,12 @@ rsa_sign_b64(struct pn_signer *s, EVP_PKEY *key, const void *msg, size_t n,
 	b64(sig, siglen, out);
 }
 
-/* base64(AES-256-GCM(key, nonce, aad, pt) || 16-byte tag), as WeChat sends. */
+/* base64(AES-256-GCM(key, nonce, aad, pt) || tag), as WeChat sends. */
 static void
 gcm_seal_b64(struct pn_signer *s, const unsigned char *key, const char *nonce,
 			 const char *aad, const char *pt, size_t ptlen, struct pn_buf *out)
 {
-	unsigned char *ct = pn_xmalloc(ptlen + 16);
+	unsigned char *ct = pn_xmalloc(ptlen + GCM_TAG_LEN);
 	int			n = 0,
 				m = 0;
 
@@ -364,10 +367,10 @@ gcm_seal_b64(struct pn_signer *s, const unsigned char *key, const char *nonce,
 									 (int) strlen(aad)) != 1) ||
 		EVP_EncryptUpdate(s->cc, ct, &n, (const unsigned char *) pt, (int) ptlen) != 1 ||
 		EVP_EncryptFinal_ex(s->cc, ct + n, &m) != 1 ||
-		EVP_CIPHER_CTX_ctrl(s->cc, EVP_CTRL_GCM_GET_TAG, 16, ct + n + m) != 1)
+		EVP_CIPHER_CTX_ctrl(s->cc, EVP_CTRL_GCM_GET_TAG, GCM_TAG_LEN, ct + n + m) != 1)
 		ssl_die("encrypt");
 	EVP_CIPHER_CTX_reset(s->cc);
-	b64(ct, (size_t) (n + m) + 16, out);
+	b64(ct, (size_t) (n + m) + GCM_TAG_LEN, out);
 	free(ct);
 }
 
@@ -393,15 +396,6 @@ add_header(struct pn_req *r, const char *name, const char *value)
 	r->hname[r->nh] = pn_xstrdup(name);
 	r->hval[r->nh] = pn_xstrdup(value);
 	r->nh++;
-}
-
-const char *
-pn_req_header(const struct pn_req *r, const char *name)
-{
-	for (int i = 0; i < r->nh; i++)
-		if (strcasecmp(r->hname[i], name) == 0)
-			return r->hval[i];
-	return NULL;
 }
 
 void

@@ -1,8 +1,9 @@
 /*
  * send_util.c
- *		Small helpers for paynotify-send: checked allocation, growable
- *		buffers, a seeded PRNG, a JSON writer, number parsing, time
- *		formatting and the counters a run reports.  No global state, so all
+ *		Small helpers for paynotify-send: checked allocation, appends to
+ *		the shared buffer (common/) that end the program when memory runs
+ *		out, a seeded PRNG, a JSON writer, number parsing, time formatting
+ *		and the counters a run reports.  No global state, so all
  *		of it may be used from any thread.
  */
 #include "send.h"
@@ -110,21 +111,11 @@ void
 pn_buf_printf(struct pn_buf *b, const char *fmt,...)
 {
 	va_list		ap;
-	int			n;
-	char	   *tail;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	pn_buf_vappendf(b, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
-	pn_buf_reserve(b, (size_t) n);
 	buf_check(b);
-	tail = b->data + b->len;
-	va_start(ap, fmt);
-	vsnprintf(tail, (size_t) n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t) n;
 }
 
 /* ------------------------------------------------------------------ PRNG */
