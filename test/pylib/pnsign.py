@@ -76,6 +76,22 @@ def rsa_sign(keyfile, message):
     return rsa_sha256(private_key(keyfile), message)
 
 
+def public_key(path):
+    """The PEM public key in the file at path."""
+    with open(path, "rb") as f:
+        return serialization.load_pem_public_key(f.read())
+
+
+def rsa_verify_raw(key, message, raw):
+    """Whether raw (bytes) is an RSA-SHA256 PKCS#1 v1.5 signature of message
+    by the public key."""
+    try:
+        key.verify(raw, message, padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        return False
+    return True
+
+
 def rsa_verify(pubfile, message, sig):
     """Whether sig (base64 text) is an RSA-SHA256 signature of message by the
     public key in vectors/pubfile (a keys/... path)."""
@@ -83,12 +99,12 @@ def rsa_verify(pubfile, message, sig):
         raw = base64.b64decode(sig, validate=True)
     except (binascii.Error, ValueError):
         return False
-    key = serialization.load_pem_public_key(vread(pubfile))
-    try:
-        key.verify(raw, message, padding.PKCS1v15(), hashes.SHA256())
-    except InvalidSignature:
-        return False
-    return True
+    return rsa_verify_raw(public_key(vpath(pubfile)), message, raw)
+
+
+def cert_serial(pem):
+    """A PEM certificate's serial number as WeChat writes it (hex, capitals)."""
+    return "%X" % x509.load_pem_x509_certificate(pem).serial_number
 
 
 # ---- WeChat Pay v3 ----------------------------------------------------------
@@ -125,8 +141,7 @@ class WeChat:
 
     def __init__(self, platform=1, mchid="1900000109", appid="wx0000000000test01"):
         self.keyfile = "wechat_platform_%d.key.pem" % platform
-        cert = x509.load_pem_x509_certificate(vread("keys", "wechat_platform_%d.cert.pem" % platform))
-        self.serial = "%X" % cert.serial_number
+        self.serial = cert_serial(vread("keys", "wechat_platform_%d.cert.pem" % platform))
         self.cert_pem = vread("keys", "wechat_platform_%d.cert.pem" % platform).decode()
         self.apiv3_key = wx_apiv3_key()
         self.mchid = mchid
