@@ -259,7 +259,7 @@ echo "# building"
 if ! make -s -C shim paynotify-cgi >"$TMP/build.log" 2>&1 || grep -q 'warning' "$TMP/build.log"; then
     cat "$TMP/build.log"
     not_ok "shim builds without warnings"
-    echo "$pass passed, $fail failed"
+    summary
     exit 1
 fi
 ok "shim builds without warnings"
@@ -267,7 +267,7 @@ ok "shim builds without warnings"
 echo "# database on port $PGPORT"
 if ! pn_cluster_start "$PGDIR" "$PGPORT" || ! setup_database >/dev/null || ! setup_login_role; then
     not_ok "throwaway cluster with the handler function and login role"
-    echo "$pass passed, $fail failed"
+    summary
     exit 1
 fi
 ok "throwaway cluster with the handler function and login role"
@@ -657,5 +657,4 @@ unset VALGRIND
 leaks=$(grep -l -F -- "$SHIM_PASSWORD" "$TMP"/*.err "$TMP"/*/error.log "$TMP"/*.vg 2>/dev/null | wc -l)
 check "the DSN password appears in no log" 0 "$leaks"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary
