@@ -110,6 +110,20 @@ check_rc() {
     if [ "$rc" = "$want" ]; then ok "$desc"; else not_ok "$desc (exit $rc, want $want)" "$out"; fi
 }
 
+# relay_results FILE [PREFIX]: one ok or not_ok per "PASS desc" or
+# "FAIL desc" line of FILE (a helper program's report); any other line is
+# a failure.
+relay_results() {
+    local line
+    while IFS= read -r line; do
+        case "$line" in
+            PASS\ *) ok "${2:-}${line#PASS }" ;;
+            FAIL\ *) not_ok "${2:-}${line#FAIL }" ;;
+            *) not_ok "${2:-}unexpected output" "$line" ;;
+        esac
+    done <"$1"
+}
+
 # summary: prints the counts; false when anything failed.
 summary() {
     [ "${skip:-0}" = 0 ] || echo "(${skip} skipped)"

@@ -36,34 +36,9 @@ NGINX_PIDFILES=()
 pass=0
 fail=0
 
-# ---- reporting --------------------------------------------------------------
-
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-not_ok() {
-    fail=$((fail + 1))
-    echo "FAIL - $1"
-    [ -n "${2:-}" ] && printf '       %s\n' "$2"
-    return 0
-}
-# check DESC EXPECTED ACTUAL
-check() {
-    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
-}
-
 # ---- processes ----------------------------------------------------------------
 
-# stop_pid PID [SIGNAL]: signal a process we started and wait until it is gone.
-stop_pid() {
-    local pid=$1 sig=${2:-TERM}
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -"$sig" "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.05
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-}
-
+# ok, not_ok, check, summary, stop_pid, remove_tmp: test/lib.sh
 cleanup() {
     local pid f
     for f in "${NGINX_PIDFILES[@]}"; do
@@ -71,11 +46,7 @@ cleanup() {
     done
     for pid in "${STARTED[@]}"; do stop_pid "$pid"; done
     pn_cluster_stop "$PGDIR" 2>/dev/null
-    if [ "${PN_KEEP_TMP:-0}" = 1 ]; then
-        echo "kept $TMP"
-    else
-        rm -rf "$TMP"
-    fi
+    remove_tmp "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -288,7 +259,7 @@ echo "# building"
 if ! make -s -C shim paynotify-cgi >"$TMP/build.log" 2>&1 || grep -q 'warning' "$TMP/build.log"; then
     cat "$TMP/build.log"
     not_ok "shim builds without warnings"
-    echo "$pass passed, $fail failed"
+    summary
     exit 1
 fi
 ok "shim builds without warnings"
@@ -296,7 +267,7 @@ ok "shim builds without warnings"
 echo "# database on port $PGPORT"
 if ! pn_cluster_start "$PGDIR" "$PGPORT" || ! setup_database >/dev/null || ! setup_login_role; then
     not_ok "throwaway cluster with the handler function and login role"
-    echo "$pass passed, $fail failed"
+    summary
     exit 1
 fi
 ok "throwaway cluster with the handler function and login role"
@@ -690,5 +661,4 @@ unset VALGRIND
 leaks=$(grep -l -F -- "$SHIM_PASSWORD" "$TMP"/*.err "$TMP"/*/error.log "$TMP"/*.vg 2>/dev/null | wc -l)
 check "the DSN password appears in no log" 0 "$leaks"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+summary

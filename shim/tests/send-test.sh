@@ -44,7 +44,7 @@ cleanup() {
 	if [ -n "$PG_DIR" ]; then
 		pn_cluster_stop "$PG_DIR"
 	fi
-	rm -rf "$TMP"
+	remove_tmp "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -90,7 +90,7 @@ echo "# command line"
 "$SEND" --help >"$TMP/help" 2>&1
 check_cmd "--help exits 0" test $? = 0
 missing=
-for f in $(grep -o '{"[a-z0-9-]*", [a-z_]*_argument' "$ROOT/shim/paynotify-send.c" | sed 's/{"\([^"]*\)".*/\1/'); do
+for f in $(grep -o '{\.name = "[a-z0-9-]*"' "$ROOT/shim/send/send_opts.c" | sed 's/.*"\([^"]*\)"/\1/'); do
 	grep -q -- "--$f" "$TMP/help" || missing="$missing --$f"
 done
 for f in -n -c; do grep -q -- "^  $f " "$TMP/help" || missing="$missing $f"; done

@@ -5,9 +5,8 @@ POST /notify/<channel>: the gateway is the channel's prefix (wxpay, alipay,
 stripe).  Each request is verified the way a merchant must (WeChat: headers,
 signature type, +-300 s window, serial, WECHATPAY/SIGNTEST/ probe, RSA
 signature; Alipay: sign_type, RSA signature over the sorted content, app_id;
-Stripe: HMAC of "t.body" with the whole whsec_ secret, +-300 s window).  RSA
-is checked in pure Python (modular exponentiation and the PKCS#1 v1.5
-encoding); the public numbers are read once with the openssl CLI.
+Stripe: HMAC of "t.body" with the whole whsec_ secret, +-300 s window), with
+the tests' one signing module (test/pylib/pnsign.py, python3-cryptography).
 
 Then, per notification id: the first --fail-first deliveries get a failure
 (outcome "failed"), the next one "processed", every later one "duplicate".
@@ -20,57 +19,25 @@ usage: send_responder.py --keys DIR --port-file FILE [--fail-first K]
 """
 import argparse
 import base64
-import hashlib
 import hmac
 import json
 import os
-import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote_to_bytes, urlparse
 
-SHA256_PREFIX = bytes.fromhex("3031300d060960864801650304020105000420")
-
-
-def rsa_public(path):
-    """(n, e) of a PEM public key, read with the openssl CLI."""
-    out = subprocess.run(["openssl", "rsa", "-pubin", "-in", path, "-noout", "-text"],
-                         capture_output=True, check=True).stdout.decode()
-    hexdigits, e, in_mod = [], 65537, False
-    for line in out.splitlines():
-        s = line.strip()
-        if s.startswith("Modulus"):
-            in_mod = True
-            continue
-        if s.startswith("Exponent"):
-            e = int(s.split()[1])
-            in_mod = False
-            continue
-        if in_mod:
-            hexdigits.append(s.replace(":", ""))
-    return int("".join(hexdigits), 16), e
-
-
-def rsa_verify(pub, msg, sig):
-    n, e = pub
-    k = (n.bit_length() + 7) // 8
-    if len(sig) != k:
-        return False
-    em = pow(int.from_bytes(sig, "big"), e, n).to_bytes(k, "big")
-    t = SHA256_PREFIX + hashlib.sha256(msg).digest()
-    want = b"\x00\x01" + b"\xff" * (k - len(t) - 3) + b"\x00" + t
-    return hmac.compare_digest(em, want)
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "pylib"))
+import pnsign  # noqa: E402
 
 class State:
     def __init__(self, keys, fail_first, now):
         k = lambda n: os.path.join(keys, n)
-        self.wx_pub = rsa_public(k("wechat_platform_1.pub.pem"))
-        self.ali_pub = rsa_public(k("alipay_1.pub.pem"))
-        serial = subprocess.run(["openssl", "x509", "-in", k("wechat_platform_1.cert.pem"), "-noout", "-serial"],
-                                capture_output=True, check=True).stdout.decode()
-        self.wx_serial = serial.strip().split("=", 1)[1]
+        self.wx_pub = pnsign.public_key(k("wechat_platform_1.pub.pem"))
+        self.ali_pub = pnsign.public_key(k("alipay_1.pub.pem"))
+        with open(k("wechat_platform_1.cert.pem"), "rb") as f:
+            self.wx_serial = pnsign.cert_serial(f.read())
         self.secret = open(k("stripe_secret_1.txt")).read().strip().encode()
         self.now = now
         self.lock = threading.Lock()
@@ -121,7 +88,7 @@ def verify_wxpay(st, hs, body):
     if sig.startswith("WECHATPAY/SIGNTEST/"):
         return None, "rejected"
     msg = hs["wechatpay-timestamp"].encode() + b"\n" + hs["wechatpay-nonce"].encode() + b"\n" + body + b"\n"
-    if not rsa_verify(st.wx_pub, msg, base64.b64decode(sig)):
+    if not pnsign.rsa_verify_raw(st.wx_pub, msg, base64.b64decode(sig)):
         return None, "rejected"
     return json.loads(body)["id"], "ok"
 
@@ -133,9 +100,8 @@ def verify_alipay(st, hs, body):
         params[k.decode()] = unquote_to_bytes(v.replace(b"+", b" "))
     if params.get("sign_type") != b"RSA2" or "sign" not in params:
         return None, "rejected"
-    content = b"&".join(k.encode() + b"=" + v for k, v in sorted(params.items())
-                        if k not in ("sign", "sign_type") and v != b"")
-    if not rsa_verify(st.ali_pub, content, base64.b64decode(params["sign"])):
+    content = pnsign.alipay_content([(k.encode(), v) for k, v in params.items()])
+    if not pnsign.rsa_verify_raw(st.ali_pub, content, base64.b64decode(params["sign"])):
         return None, "rejected"
     if params.get("app_id") != b"2021000000000001":
         return None, "rejected"
@@ -147,7 +113,7 @@ def verify_stripe(st, hs, body):
     t = [v for k, v in items if k == "t"]
     if not t:
         return None, "malformed"
-    mac = hmac.new(st.secret, t[0].encode() + b"." + body, hashlib.sha256).hexdigest()
+    mac = pnsign.stripe_v1(st.secret, t[0], body)
     if not any(k == "v1" and hmac.compare_digest(v, mac) for k, v in items):
         return None, "rejected"
     if abs(st.clock() - int(t[0])) > 300:

@@ -247,6 +247,24 @@ http_fcgiwrap_stop() {
     http_forget "$1"
 }
 
+# http_round_col SERIES LINE WHY [split]: the table column of one run (LINE
+# from http_summary, WHY from http_db_check) in col: its req/s, p50 and p99
+# (and the outcome split when asked), or INVALID and why.  A valid run's
+# numbers are added to the caller's arrays SERIES_rps, SERIES_p50, SERIES_p99.
+http_round_col() {
+    local -n rps_of=$1_rps p50_of=$1_p50 p99_of=$1_p99
+    local line=$2 why=$3 st rps p50 p99 el split
+    read -r st rps p50 p99 el split <<<"$line"
+    if [ "$st" = ok ] && [ -z "$why" ]; then
+        rps_of+=("$rps") p50_of+=("$p50") p99_of+=("$p99")
+        col=$(printf '%7s %6s %6s' "$rps" "$p50" "$p99")
+        [ -z "${4:-}" ] || col+="  $split"
+    else
+        [ "$st" = ok ] && line=""
+        col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
+    fi
+}
+
 # run_storm: BENCH_STORM_ROUNDS rounds (default 5) through the stack the case
 # below started, each after reset_tables: the storm (1000 deliveries of one
 # notification at concurrency 50), then BENCH_STORM_NOTIFICATIONS distinct
@@ -265,7 +283,7 @@ run_storm() {
     printf '%-6s | %-44s | %-22s | %-22s\n' round "storm req/s p50 p99 (ms), outcomes" \
         "first/s p50 p99 (ms)" "dup/s p50 p99 (ms)"
     local -a s_rps=() s_p50=() s_p99=() f_rps=() f_p50=() f_p99=() d_rps=() d_p50=() d_p99=()
-    local line st rps p50 p99 el split why storm_col first_col dup_col ord range
+    local line why col storm_col first_col dup_col ord range
     ord=$(printf 'PN%08d' "$storm_order")
     range="order_no BETWEEN 'PN00000001' AND '$(printf 'PN%08d' "$n")'"
     for ((r = 1; r <= rounds; r++)); do
@@ -276,41 +294,23 @@ run_storm() {
         why=$(http_db_check "succeeded|1000|1|1|paid" "SELECT l.status, l.delivery_count, l.attempts,
             (SELECT count(*) FROM payment_record WHERE order_no = '$ord'), (SELECT status FROM orders WHERE order_no = '$ord')
             FROM payment_notify_log l WHERE l.order_no = '$ord'")
-        read -r st rps p50 p99 el split <<<"$line"
-        if [ "$st" = ok ] && [ -z "$why" ]; then
-            s_rps+=("$rps") s_p50+=("$p50") s_p99+=("$p99")
-            storm_col=$(printf '%7s %6s %6s  %s' "$rps" "$p50" "$p99" "$split")
-        else
-            [ "$st" = ok ] && line=""
-            storm_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
-        fi
+        http_round_col s "$line" "$why" split
+        storm_col=$col
         # first deliveries, then the same notifications again
         http_send "$dir/first.$r.json" --mode distinct -n "$n" -c 50 --start 1 --seed 42
         line=$(http_summary "$dir/first.$r.json" "processed=$n")
         why=$(http_db_check "$n|$n|$n|$n" "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
             (SELECT count(*) FROM payment_record WHERE $range), (SELECT count(*) FROM orders WHERE $range AND status = 'paid')
             FROM payment_notify_log WHERE $range")
-        read -r st rps p50 p99 el split <<<"$line"
-        if [ "$st" = ok ] && [ -z "$why" ]; then
-            f_rps+=("$rps") f_p50+=("$p50") f_p99+=("$p99")
-            first_col=$(printf '%7s %6s %6s' "$rps" "$p50" "$p99")
-        else
-            [ "$st" = ok ] && line=""
-            first_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
-        fi
+        http_round_col f "$line" "$why"
+        first_col=$col
         http_send "$dir/dup.$r.json" --mode distinct -n "$n" -c 50 --start 1 --seed 42
         line=$(http_summary "$dir/dup.$r.json" "duplicate=$n")
         why=$(http_db_check "$n|$n|$((2 * n))|$n" "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),
             sum(delivery_count), (SELECT count(*) FROM payment_record WHERE $range)
             FROM payment_notify_log WHERE $range")
-        read -r st rps p50 p99 el split <<<"$line"
-        if [ "$st" = ok ] && [ -z "$why" ]; then
-            d_rps+=("$rps") d_p50+=("$p50") d_p99+=("$p99")
-            dup_col=$(printf '%7s %6s %6s' "$rps" "$p50" "$p99")
-        else
-            [ "$st" = ok ] && line=""
-            dup_col="INVALID: ${line#invalid }${line:+${why:+; }}$why"
-        fi
+        http_round_col d "$line" "$why"
+        dup_col=$col
         printf '%-6s | %-44s | %-22s | %-22s\n' "$r" "$storm_col" "$first_col" "$dup_col"
     done
     printf '%-6s | %-44s | %-22s | %-22s\n' median \

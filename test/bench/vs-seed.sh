@@ -78,7 +78,7 @@ cleanup() {
     if [ -n "${VS_LOGS:-}" ] && [ -d "$work/logs" ]; then
         mkdir -p "$VS_LOGS" && cp -r "$work/logs/." "$VS_LOGS/" && echo "raw outputs kept in $VS_LOGS"
     fi
-    rm -rf "$work"
+    remove_tmp "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -219,8 +219,8 @@ print(rps, p50, p99, other, ok, non2xx, nerr, sent, complete, fp, "_".join(statu
 PY
 }
 
-# check SIDE KIND OK_REPLIES SENT COMPLETE: nothing when the database agrees with the replies
-check() {
+# db_agrees SIDE KIND OK_REPLIES SENT COMPLETE: nothing when the database agrees with the replies
+db_agrees() {
     local side=$1 kind=$2 ok=$3 sent=$4 complete=$5 got
     if [ "$side" = seed ]; then
         if [ "$kind" = storm ]; then
@@ -264,7 +264,7 @@ one() {	# one SIDE KIND ROUND
     [ "$rps" != - ] || why="load.sh printed no summary: $(tail -2 "$out" | tr '\n' ' ')"
     [ -n "$why" ] || [ "$non2xx" = 0 ] || why="non-2xx replies: $status"
     [ -n "$why" ] || [ "$nerr" = 0 ] || why="transport errors: $(grep -E '^(errors|Failed requests):' "$out" | tr '\n' ' ')"
-    [ -n "$why" ] || why=$(check "$side" "$kind" "$ok" "$sent" "$complete")
+    [ -n "$why" ] || why=$(db_agrees "$side" "$kind" "$ok" "$sent" "$complete")
     local note="$ok x 2xx"
     if [ "$kind" = distinct ]; then
         if [ "$complete" = complete ]; then

@@ -21,18 +21,13 @@ cd "$(dirname "$0")/../.."
 dir=$(mktemp -d /tmp/paynotify-dump.XXXXXX)
 chmod 755 "$dir"
 port=$(pn_free_port)
-trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
+trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '       %s\n' "$2"; return 0; }
-check() {	# check DESC EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
-}
+# ok, not_ok, check, summary, remove_tmp: test/lib.sh
 finish() {
-    echo "$pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
+    summary
     exit
 }
 

@@ -31,7 +31,7 @@
 # Environment: PN_HOSTILE_SEED (default 20260101), PN_HOSTILE_MUTATIONS
 # (default 25000), PN_HOSTILE_SECONDS (bound on the mutation run, default
 # 60), PN_KEEP_TMP=1 keeps the temporary directory.  Needs postgresql-15
-# with contrib (pgcrypto), python3 and the openssl command.  Everything
+# with contrib (pgcrypto), python3 and python3-cryptography.  Everything
 # started here is stopped by pid on exit.  The last line printed is
 # "N passed, M failed"; the exit status is non-zero when M > 0.
 set -uo pipefail
@@ -53,7 +53,7 @@ export PGCLIENTENCODING=UTF8 PYTHONIOENCODING=utf-8 PYTHONDONTWRITEBYTECODE=1
 pass=0
 fail=0
 
-# ok, not_ok, check, summary, remove_tmp: test/lib.sh
+# ok, not_ok, check, relay_results, summary, remove_tmp: test/lib.sh
 finish() {
     summary
     exit
@@ -120,13 +120,7 @@ ncases=$(wc -l <"$TMP/run_cases.sql")
 # one statement, one transaction per request; anomalies' WARNINGs stay in the log
 PGOPTIONS="-c client_min_messages=error" \
     psql_su -qAt -v ON_ERROR_STOP=0 -f "$TMP/run_cases.sql" >"$TMP/run_cases.out" 2>&1
-while IFS= read -r line; do
-    case "$line" in
-        PASS\ *) ok "${line#PASS }" ;;
-        FAIL\ *) not_ok "${line#FAIL }" ;;
-        *) not_ok "unexpected output" "$line" ;;
-    esac
-done <"$TMP/run_cases.out"
+relay_results "$TMP/run_cases.out"
 check "every hostile request answered" "$ncases" "$(grep -cE '^(PASS|FAIL) ' "$TMP/run_cases.out")"
 
 # SQL in the fields was stored as data, and every table is still there.
@@ -196,23 +190,17 @@ check "mutated requests whose signed bytes are genuine came out authentic at lea
 
 # ---- 3. through the CGI shim ---------------------------------------------------------
 
-if [ -f shim/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
+if [ -f shim/cgi/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
     echo "# through paynotify-cgi as a CGI process"
     mkdir -p "$TMP/build/shim"
-    cp shim/*.c shim/*.h shim/Makefile "$TMP/build/shim/" && cp paynotify.control "$TMP/build/"
+    cp -r shim/Makefile shim/common shim/cgi "$TMP/build/shim/" && cp paynotify.control "$TMP/build/"
     if make -s -C "$TMP/build/shim" paynotify-cgi >"$TMP/shim-build.log" 2>&1; then
         psql_su -q -c "CREATE ROLE pn_hostile_shim LOGIN IN ROLE paynotify_handler;
                        GRANT USAGE ON SCHEMA pay TO paynotify_handler;" >/dev/null
         python3 "$HERE/cgi.py" "$TMP/build/shim/paynotify-cgi" \
             "host=$PGDIR port=$PGPORT dbname=postgres user=pn_hostile_shim" \
             "$PN_PGBIN/psql" "$PGDIR" "$PGPORT" >"$TMP/cgi.out" 2>&1
-        while IFS= read -r line; do
-            case "$line" in
-                PASS\ *) ok "cgi: ${line#PASS }" ;;
-                FAIL\ *) not_ok "cgi: ${line#FAIL }" ;;
-                *) not_ok "cgi: unexpected output" "$line" ;;
-            esac
-        done <"$TMP/cgi.out"
+        relay_results "$TMP/cgi.out" "cgi: "
     else
         echo "  (skipped: the shim does not build here; see $TMP/shim-build.log)"
         tail -5 "$TMP/shim-build.log"

@@ -15,7 +15,7 @@ limit_kb=${MEMORY_LIMIT_KB:-1024}
 dir=$(mktemp -d /tmp/paynotify-mem.XXXXXX)
 chmod 755 "$dir"
 port=$(pn_free_port)
-trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
+trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
 pn_cluster_start "$dir" "$port" "fsync = off" "synchronous_commit = off"
 pn_fixture_copy "$dir"
@@ -104,12 +104,11 @@ echo "RssAnon after warm-up ${rss1} kB, at the end ${rss2} kB: growth ${growth} 
 echo "memory contexts after warm-up ${ctx1} B, at the end ${ctx2} B"
 
 pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok: $1"; else fail=$((fail + 1)); echo "FAILED: $1"; fi; }
+# check, check_cmd, summary: test/lib.sh
 for o in processed duplicate ignored parked failed rejected malformed; do
-    check "outcome $o seen" "grep -qx $o '$dir/out'"
+    check_cmd "outcome $o seen" grep -qx "$o" "$dir/out"
 done
-check "every call answered" "[ \$(grep -cv '^mark' '$dir/out') -eq $calls ]"
-check "private memory growth ${growth} kB <= ${limit_kb} kB" "[ $growth -le $limit_kb ]"
-check "memory contexts do not grow (${ctx1} -> ${ctx2})" "[ $ctx2 -le $((ctx1 + 65536)) ]"
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+check "every call answered" "$calls" "$(grep -cv '^mark' "$dir/out")"
+check_cmd "private memory growth ${growth} kB <= ${limit_kb} kB" test "$growth" -le "$limit_kb"
+check_cmd "memory contexts do not grow (${ctx1} -> ${ctx2})" test "$ctx2" -le $((ctx1 + 65536))
+summary

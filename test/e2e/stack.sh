@@ -124,8 +124,7 @@ stack_shim() {
 stack_shim_stop() {
     local sig=${1:-TERM} pid
     pid=$(cat "$STACK_DIR/shim.pid" 2>/dev/null) || return 0
-    kill -"$sig" "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    stop_pid "$pid" "$sig"
     rm -f "$STACK_DIR/shim.pid"
 }
 
@@ -167,9 +166,7 @@ stack_nginx() {
 # stack_nginx_stop: stop nginx (by its pid file's pid).
 stack_nginx_stop() {
     [ -n "$STACK_NGINX_PID" ] || return 0
-    kill -QUIT "$STACK_NGINX_PID" 2>/dev/null
-    for _ in $(seq 1 100); do kill -0 "$STACK_NGINX_PID" 2>/dev/null || break; sleep 0.05; done
-    kill -KILL "$STACK_NGINX_PID" 2>/dev/null || true
+    stop_pid "$STACK_NGINX_PID" QUIT
     STACK_NGINX_PID=""
 }
 

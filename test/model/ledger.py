@@ -1,4 +1,4 @@
-"""The reference model of paynotify's ledger (/work/issues/LEDGER-SPEC.md,
+"""The reference model of paynotify's ledger (docs/LEDGER.md,
 the rules src/apply.c follows) and the scenario generator.
 
 Three parts:
@@ -196,7 +196,7 @@ REFUNDABLE = ("paid", "received", "refunding")
 
 def simulate(o, arrivals):
     """Apply the notifications of o in the order of arrivals (notify ids;
-    repeats are duplicates and change nothing) by LEDGER-SPEC's rules and
+    repeats are duplicates and change nothing) by the rules of docs/LEDGER.md and
     return the same quantities as predict()."""
     by_id = {n["nid"]: n for n in o["notes"]}
     st = {"status": "paid" if o["app_paid"] else "pending", "pay": {}, "ref": {},

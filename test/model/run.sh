@@ -36,7 +36,7 @@ make -s >/dev/null && make -s install >/dev/null || exit 1
 
 dir=$(mktemp -d /tmp/paynotify-model.XXXXXX)
 chmod 711 "$dir"
-cleanup() { pn_cluster_stop "$dir/pg"; rm -rf "$dir"; }
+cleanup() { pn_cluster_stop "$dir/pg"; remove_tmp "$dir"; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM

@@ -54,10 +54,9 @@ chmod 755 "$TMP"
 PGDIR=$TMP/pg
 pass=0
 fail=0
-check() {	# check NAME STATUS
-    if [ "$2" -eq 0 ]; then pass=$((pass + 1)); echo "ok: $1"
-    else fail=$((fail + 1)); echo "FAILED: $1"; fi
-}
+# check_status NAME STATUS: STATUS (an exit status) must be 0 (check, summary,
+# remove_tmp: test/lib.sh)
+check_status() { check "$1" 0 "$2"; }
 # copy_tree SRC DST: the tree's own files (tracked, and new ones that are
 # not ignored), none of its build products
 copy_tree() {
@@ -90,7 +89,7 @@ cleanup() {
         make -s -C "$TMP/restore" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
             || { echo "reinstalling the tree's extension failed:"; tail -20 "$TMP/restore.log"; }
     fi
-    if [ "${PN_KEEP_TMP:-0}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+    remove_tmp "$TMP"
 }
 trap cleanup EXIT
 [ $had_make_install = 1 ] && copy_tree "$TOP" "$TMP/restore"
@@ -104,16 +103,16 @@ git -C "$SRC" init -q && git -C "$SRC" add -A &&
 (cd "$SRC" && dpkg-buildpackage -us -uc -b) >"$TMP/build.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && tail -40 "$TMP/build.log"
-check "dpkg-buildpackage -us -uc -b" $rc
+check_status "dpkg-buildpackage -us -uc -b" $rc
 grep -E 'warning:' "$TMP/build.log" | grep -v -e 'strip-program' | head -20
 status=$(git -C "$SRC" status --porcelain --ignored=no)
 [ -z "$status" ] || echo "$status"
-check "git status clean after the build" "$([ -z "$status" ]; echo $?)"
+check_status "git status clean after the build" "$([ -z "$status" ]; echo $?)"
 
 ctl_version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$SRC/paynotify.control")
 deb_version=$(cd "$SRC" && dpkg-parsechangelog -S Version)
 echo "paynotify.control: $ctl_version, debian/changelog: $deb_version"
-check "debian/changelog has the control file's version" "$([ -n "$ctl_version" ] && [ "$deb_version" = "$ctl_version" ]; echo $?)"
+check_status "debian/changelog has the control file's version" "$([ -n "$ctl_version" ] && [ "$deb_version" = "$ctl_version" ]; echo $?)"
 python3 - "$SRC/META.json" "$ctl_version" "$SRC" <<'EOF'
 # META.json: the keys and value shapes of the PGXN META spec 1.0.0, and
 # the version of the control file (as SemVer: 1.1 is 1.1.0)
@@ -158,13 +157,13 @@ for e in errors:
     print("META.json:", e)
 sys.exit(1 if errors else 0)
 EOF
-check "META.json: PGXN structure, version $ctl_version" $?
+check_status "META.json: PGXN structure, version $ctl_version" $?
 
 DEB_EXT=$(ls "$TMP"/build/${PKG_EXT}_*.deb 2>/dev/null | head -1)
 DEB_SHIM=$(ls "$TMP"/build/${PKG_SHIM}_*.deb 2>/dev/null | head -1)
-check "both packages built" "$([ -f "$DEB_EXT" ] && [ -f "$DEB_SHIM" ]; echo $?)"
+check_status "both packages built" "$([ -f "$DEB_EXT" ] && [ -f "$DEB_SHIM" ]; echo $?)"
 if [ ! -f "$DEB_EXT" ] || [ ! -f "$DEB_SHIM" ]; then
-    echo "$pass passed, $((fail + 1)) failed"; exit 1
+    not_ok "the packages are there to install"; summary; exit 1
 fi
 
 # ---- 2. lintian -------------------------------------------------------------
@@ -172,7 +171,7 @@ if command -v lintian >/dev/null; then
     echo "== lintian"
     lintian --info "$TMP"/build/paynotify_*_*.changes >"$TMP/lintian.log" 2>&1
     grep -E '^[EW]:' "$TMP/lintian.log" | sort -u
-    check "lintian: no errors" "$(grep -q '^E:' "$TMP/lintian.log"; [ $? -ne 0 ]; echo $?)"
+    check_status "lintian: no errors" "$(grep -q '^E:' "$TMP/lintian.log"; [ $? -ne 0 ]; echo $?)"
 else
     echo "lintian is not installed: not run"
 fi
@@ -183,8 +182,8 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "$DEB_EXT" "$DEB_SHIM" >"$TMP/install.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && tail -30 "$TMP/install.log"
-check "apt-get install ./$(basename "$DEB_EXT") ./$(basename "$DEB_SHIM")" $rc
-check "both packages installed, version $ctl_version" \
+check_status "apt-get install ./$(basename "$DEB_EXT") ./$(basename "$DEB_SHIM")" $rc
+check_status "both packages installed, version $ctl_version" \
     "$([ "$(dpkg-query -W -f='${Version}' $PKG_EXT)" = "$ctl_version" ] &&
        [ "$(dpkg-query -W -f='${Version}' $PKG_SHIM)" = "$ctl_version" ]; echo $?)"
 
@@ -200,26 +199,26 @@ for f in /usr/sbin/paynotify-cgi /lib/systemd/system/paynotify-cgi.service \
          /usr/share/man/man8/paynotify-cgi.8.gz /usr/share/doc/$PKG_SHIM/copyright; do
     dpkg -S "$f" 2>/dev/null | grep -q "^$PKG_SHIM: " || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
 done
-check "installed files belong to their packages" $files_ok
+check_status "installed files belong to their packages" $files_ok
 cmp -s $EXTDIR/paynotify.control "$SRC/paynotify.control"
-check "installed paynotify.control is the tree's" $?
+check_status "installed paynotify.control is the tree's" $?
 cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" | cmp -s - "$EXTDIR/paynotify--1.1.sql"
-check "installed paynotify--1.1.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql" $?
+check_status "installed paynotify--1.1.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql" $?
 cmp -s "$SRC/paynotify--1.0--1.1.sql" $EXTDIR/paynotify--1.0--1.1.sql
-check "installed paynotify--1.0--1.1.sql is the tree's" $?
+check_status "installed paynotify--1.0--1.1.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -qw Pg_magic_func
-check "paynotify.so is a PostgreSQL module" $?
+check_status "paynotify.so is a PostgreSQL module" $?
 grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
-check "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
+check_status "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
 getent passwd paynotify >/dev/null && [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ]
-check "user paynotify exists; settings file 0640 root:paynotify" $?
+check_status "user paynotify exists; settings file 0640 root:paynotify" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
-check "nginx snippets have no placeholders left" $?
+check_status "nginx snippets have no placeholders left" $?
 
 out=$(paynotify-cgi --version 2>&1)
 rc=$?
 echo "paynotify-cgi --version: $out"
-check "paynotify-cgi --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "paynotify-cgi $ctl_version" ] &&
+check_status "paynotify-cgi --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "paynotify-cgi $ctl_version" ] &&
     [ "$(command -v paynotify-cgi)" = /usr/sbin/paynotify-cgi ]; echo $?)"
 
 if command -v nginx >/dev/null; then
@@ -243,7 +242,7 @@ http {
 }
 EOF
         nginx -t -q -p "$TMP/nginx" -c "$TMP/nginx/$s.conf" 2>&1 | grep -v 'could not open error log'
-        check "nginx -t accepts snippets/paynotify-$s.conf" "${PIPESTATUS[0]}"
+        check_status "nginx -t accepts snippets/paynotify-$s.conf" "${PIPESTATUS[0]}"
     done
 fi
 if command -v systemd-analyze >/dev/null; then
@@ -251,7 +250,7 @@ if command -v systemd-analyze >/dev/null; then
           /lib/systemd/system/paynotify-cgi.service 2>&1)
     rc=$?
     [ -n "$out" ] && echo "$out"
-    check "systemd-analyze verify: the units" $rc
+    check_status "systemd-analyze verify: the units" $rc
 fi
 
 # ---- 4. pg_buildext installcheck -------------------------------------------
@@ -266,7 +265,7 @@ grep -E '^(test | *[A-Za-z0-9_]+ +\.\.\. |ok |not ok )|tests? passed|failed' "$T
 if [ $rc -ne 0 ]; then
     tail -60 "$TMP/installcheck.log"
 fi
-check "pg_buildext installcheck (pg_regress and isolation, installed files)" $rc
+check_status "pg_buildext installcheck (pg_regress and isolation, installed files)" $rc
 
 # ---- 5. the installed extension and shim in a throwaway cluster --------------
 echo "== throwaway cluster"
@@ -275,13 +274,13 @@ if pn_cluster_start "$PGDIR" "$PGPORT"; then
     v=$(pn_psql "$PGDIR" "$PGPORT" -At -c 'CREATE EXTENSION paynotify' \
         -c "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")
     echo "CREATE EXTENSION paynotify: $v"
-    check "CREATE EXTENSION paynotify installs $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
+    check_status "CREATE EXTENSION paynotify installs $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
     pn_psql "$PGDIR" "$PGPORT" -c 'CREATE DATABASE upgraded'
     v=$(pn_psql "$PGDIR" "$PGPORT" -d upgraded -At -c "CREATE EXTENSION paynotify VERSION '1.0'" \
         -c 'ALTER EXTENSION paynotify UPDATE' \
         -c "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")
     echo "1.0, then ALTER EXTENSION paynotify UPDATE: $v"
-    check "1.0 updates to $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
+    check_status "1.0 updates to $ctl_version" "$([ "$v" = "$ctl_version" ]; echo $?)"
 
     # one CGI request through the packaged program and extension: a channel
     # that is not configured is answered by paynotify_handle, not by 503
@@ -293,13 +292,12 @@ if pn_cluster_start "$PGDIR" "$PGPORT"; then
     rc=$?
     head -c 600 "$TMP/cgi.out" | tr -d '\r'; echo
     [ -s "$TMP/cgi.err" ] && cat "$TMP/cgi.err"
-    check "packaged paynotify-cgi answers through the packaged extension" \
+    check_status "packaged paynotify-cgi answers through the packaged extension" \
         "$([ $rc -eq 0 ] && grep -qi '^Paynotify-Outcome: ' "$TMP/cgi.out" &&
            ! grep -qi '^Paynotify-Outcome: unavailable' "$TMP/cgi.out"; echo $?)"
     pn_cluster_stop "$PGDIR"
 else
-    check "throwaway cluster with the system PostgreSQL starts" 1
+    check_status "throwaway cluster with the system PostgreSQL starts" 1
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 dir=$(mktemp -d /tmp/paynotify-mac.XXXXXX)
 chmod 755 "$dir"
 port=$(pn_free_port)
-trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
+trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
 cat >"$dir/failmac.c" <<'C'
 #include <stddef.h>
@@ -54,18 +54,11 @@ SQL
 )
 echo "$out"
 want=$'401 rejected\n401 rejected\nlogged 0\norder pending'
-fail=0
-if [ "$(echo "$out" | grep -v '^$')" != "$want" ]; then
-    echo "FAIL: with HMAC failing, a Stripe event must be rejected (right MAC and zero MAC alike)"
-    fail=1
-fi
-if ! grep -q 'HMAC-SHA256 failed for a key of channel "mac"' "$dir/server.log"; then
-    echo "FAIL: the server log does not report the HMAC failure"
-    fail=1
-fi
-if grep -q -e whsec_ "$dir/server.log"; then
-    echo "FAIL: a secret reached the server log"
-    fail=1
-fi
-[ $fail = 0 ] && echo "PASS: a failed HMAC verifies nothing"
-exit $fail
+# check, check_cmd, summary: test/lib.sh
+check "with HMAC failing, a Stripe event is rejected (right MAC and zero MAC alike)" \
+    "$want" "$(echo "$out" | grep -v '^$')"
+check_cmd "the server log reports the HMAC failure" \
+    grep -q 'HMAC-SHA256 failed for a key of channel "mac"' "$dir/server.log"
+check_cmd "no secret reached the server log" \
+    bash -c '! grep -q -e whsec_ "$1"' _ "$dir/server.log"
+summary

@@ -5,17 +5,20 @@ Prints the INSERT that fills t.ali_form: each row is a urlencoded body
 signed exactly as Alipay signs (RSA2 over the sorted, skip-empty content
 without sign/sign_type), with the TEST-ONLY private keys of test/vectors/keys.
 PKCS#1 v1.5 signatures are deterministic, so the output is byte-identical on
-every run.  Needs python3 and the openssl CLI.
+every run.  Needs python3 and python3-cryptography (test/pylib/pnsign.py).
 
     test/unit/make_alipay_forms.py [VECTORS_DIR] > /tmp/forms.sql
 """
 import os
-import subprocess
 import sys
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-VECTORS = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, '..', 'vectors')
+if len(sys.argv) > 1:
+    os.environ['PN_VECTORS'] = sys.argv[1]
+sys.path.insert(0, os.path.join(HERE, '..', 'pylib'))
+import pnsign  # noqa: E402
+
 KEYS = {1: 'alipay_1.key.pem', 2: 'alipay_2.key.pem'}
 
 BASE = [
@@ -58,22 +61,14 @@ FORMS = [
 ]
 
 
-def sign(content, key):
-    """Base64 SHA256withRSA signature of content with test key #key."""
-    out = subprocess.run(['openssl', 'dgst', '-sha256', '-sign', os.path.join(VECTORS, 'keys', KEYS[key])],
-                         input=content, capture_output=True, check=True).stdout
-    return subprocess.run(['openssl', 'base64', '-A'], input=out, capture_output=True, check=True).stdout
-
-
 def body(key, overrides):
     """The urlencoded, signed body."""
     params = dict(BASE)
     params.update(overrides)
     enc = 'gbk' if params.get('charset') == 'GBK' else 'utf-8'
     items = [(k, v if isinstance(v, bytes) else v.encode(enc)) for k, v in params.items() if v is not None]
-    content = b'&'.join(k.encode() + b'=' + v for k, v in sorted(items)
-                        if k not in ('sign', 'sign_type') and v)
-    items.append(('sign', sign(content, key)))
+    content = pnsign.alipay_content([(k.encode(), v) for k, v in items])
+    items.append(('sign', pnsign.rsa_sign(KEYS[key], content)))
     return '&'.join(k + '=' + urllib.parse.quote_plus(v) for k, v in items), params.get('charset')
 
 

@@ -8,7 +8,7 @@ with the TEST-ONLY APIv3 key (AES-256-GCM) and signed RSA-SHA256 with the
 TEST-ONLY platform key 1 of test/vectors/keys, for the channel that
 t.configure('wx_transaction_success_valid', ...) sets up.  PKCS#1 v1.5 and
 GCM with fixed nonces are deterministic: the output is the same on every
-run.  Needs python3 and the openssl CLI.
+run.  Needs python3 and python3-cryptography (test/pylib/pnsign.py).
 
     test/unit/make_ledger_notices.py > test/ledger_notices.json
 """
@@ -17,7 +17,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e", "hostile"))
+sys.path.insert(0, os.path.join(HERE, "..", "pylib"))
 import pnsign as s  # noqa: E402
 
 TS = 1767300000
@@ -102,7 +102,7 @@ def build(i, name, spec):
 
 
 def main():
-    s.check_gcm()
+    s.check_vectors()
     out = [build(i + 1, n, spec) for i, (n, spec) in enumerate(NOTICES)]
     json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
     sys.stdout.write("\n")

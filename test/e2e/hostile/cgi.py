@@ -10,11 +10,13 @@ line per request: the reply's status and Paynotify-Outcome, and, for every
 refused, rejected or malformed request, that nothing was written.
 """
 import json
+import os
 import subprocess
 import sys
 import time
 
-import pnsign as s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pylib"))
+import pnsign as s  # noqa: E402
 
 SHIM, DSN, PSQL, PGDIR, PGPORT = sys.argv[1:6]
 NOW = int(time.time())

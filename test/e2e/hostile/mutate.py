@@ -17,7 +17,7 @@ gateway signed, by each gateway's own rule, computed here independently of
 paynotify:
   WeChat  body, Wechatpay-Timestamp, -Nonce and -Signature identical to
           those of some vector (RSA signatures and their canonical base64
-          have one spelling), and the signature verifies (openssl) over
+          have one spelling), and the signature verifies (pnsign.rsa_verify) over
           them with the key the channel files under Wechatpay-Serial;
   Stripe  some t and v1 in Stripe-Signature with v1 = HMAC-SHA256 of
           "t.body" under one of the channel's secrets;
@@ -27,13 +27,14 @@ paynotify:
 Only an allowed request may come out authentic (anything but rejected or
 malformed); hostile.sql checks that.
 """
-import hmac
-import hashlib
 import json
+import os
 import random
 import sys
 
-import pnsign as s
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "pylib"))
+import pnsign as s  # noqa: E402
+import pnsql as q  # noqa: E402
 
 INTERESTING = [b"\x00", b"\xff", b"\xc3", b"\x80", b'"', b"\\", b"[", b"{", b"]", b"}",
                b",", b":", b"&", b"=", b"%", b"%00", b"%zz", b"+", b"\n", b"\r\n", b" ",
@@ -44,25 +45,7 @@ INTERESTING = [b"\x00", b"\xff", b"\xc3", b"\x80", b'"', b"\\", b"[", b"{", b"]"
 
 def wx_verifies(keyfile, ts, nonce, sig, body):
     """Whether sig (base64) is key's RSA-SHA256 over WeChat's message."""
-    import base64
-    import binascii
-    import os
-    import subprocess
-    import tempfile
-    try:
-        raw = base64.b64decode(sig, validate=True)
-    except (binascii.Error, ValueError):
-        return False
-    with tempfile.NamedTemporaryFile(delete=False) as f:
-        f.write(raw)
-    try:
-        r = subprocess.run(["openssl", "dgst", "-sha256", "-verify", s.vpath(keyfile),
-                            "-signature", f.name],
-                           input=ts.encode() + b"\n" + nonce.encode() + b"\n" + body + b"\n",
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    finally:
-        os.unlink(f.name)
-    return r.returncode == 0
+    return s.rsa_verify(keyfile, s.wx_message(ts.encode(), nonce.encode(), body), sig)
 
 
 def lookup(headers, name):
@@ -133,7 +116,7 @@ class Vectors:
                     v1s.append(kv[1])
             for secret in self.secrets(c):
                 for t in ts:
-                    mac = hmac.new(secret, t.encode() + b"." + body, hashlib.sha256).hexdigest()
+                    mac = s.stripe_v1(secret, t, body)
                     if mac in v1s:
                         return True
             return False
@@ -289,9 +272,9 @@ def main():
         allowed = vec.allowed(c, headers, body)
         allowed_n += allowed
         out.write("INSERT INTO h.mut VALUES (%d, %s, %s, %s, %s, %d, %s, %s);\n" % (
-            i, s.sql_text(c["case"]), s.sql_text(vec.channel(c)),
-            s.sql_jsonb(json.dumps(headers, ensure_ascii=True)), s.sql_bytea(body),
-            c["now_unix"], "true" if allowed else "false", s.sql_text(" ".join(ops))))
+            i, q.sql_text(c["case"]), q.sql_text(vec.channel(c)),
+            q.sql_jsonb(json.dumps(headers, ensure_ascii=True)), q.sql_bytea(body),
+            c["now_unix"], "true" if allowed else "false", q.sql_text(" ".join(ops))))
     sys.stderr.write("mutate.py: %d mutations of %d vectors (seed %d), %d still genuinely "
                      "signed\n" % (count, len(vec.cases), seed, allowed_n))
 

@@ -14,6 +14,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * True when s[0..n) is well-formed UTF-8 (pn_utf8_len) without NUL: what
+ * jsonb accepts, as it rejects invalid UTF-8 and cannot hold \u0000.  The
+ * caller refuses the request otherwise rather than altering a header.
+ */
+static bool
+utf8_valid(const char *s, size_t n)
+{
+	size_t		i = 0;
+
+	while (i < n)
+	{
+		size_t		k = pn_utf8_len(s + i, n - i);
+
+		if (k == 0 || s[i] == '\0')
+			return false;
+		i += k;
+	}
+	return true;
+}
+
 /* The environment variables a request is read from, found in one pass. */
 typedef struct request_env
 {
@@ -325,9 +346,9 @@ collect_headers(pn_request *req, const request_env *env, char **envp)
 	{
 		if (i > 0)
 			pn_buf_append(out, ",", 1);
-		pn_json_string(out, list.items[i].name.data, list.items[i].name.len);
+		pn_json_escape(out, list.items[i].name.data, list.items[i].name.len);
 		pn_buf_append(out, ":", 1);
-		pn_json_string(out, list.items[i].value.data, list.items[i].value.len);
+		pn_json_escape(out, list.items[i].value.data, list.items[i].value.len);
 	}
 	pn_buf_append(out, "}", 1);
 	if (status == PN_OK && out->failed)
@@ -348,7 +369,7 @@ header_add(header_list *list, const char *name, size_t name_len,
 	size_t		value_len = strlen(value);
 	header	   *h = NULL;
 
-	if (!pn_utf8_valid(name, name_len) || !pn_utf8_valid(value, value_len))
+	if (!utf8_valid(name, name_len) || !utf8_valid(value, value_len))
 		return PN_BAD_REQUEST;
 	if (!pn_buf_reserve(&lname, name_len))
 		return PN_UNAVAILABLE;

@@ -171,9 +171,9 @@ drain(CURLM *m, struct pn_source *src, struct xfer **freelist, int *nfree)
 		else
 			rep.curl_error = curl_easy_strerror(msg->data.result);
 		rep.outcome = x->outcome[0] ? x->outcome : "none";
-		rep.body = x->body.p;
+		rep.body = x->body.data;
 		rep.body_len = x->body.len;
-		rep.headers = x->hdrs.p;
+		rep.headers = x->hdrs.data;
 		curl_multi_remove_handle(m, x->h);
 		src->done(src->ctx, x->req, &rep);
 		if (!x->req->shared)
@@ -185,6 +185,62 @@ drain(CURLM *m, struct pn_source *src, struct xfer **freelist, int *nfree)
 		done++;
 	}
 	return done;
+}
+
+/*
+ * Starts transfers on the free handles while the source has requests due:
+ * 0, or -1 when a transfer cannot start.  *exhausted when the source has
+ * nothing more to send at all.
+ */
+static int
+engine_fill(CURLM *m, const struct pn_engine_opts *o, struct pn_source *src,
+			struct xfer **freelist, int *nfree, double now, double *wait,
+			bool *exhausted)
+{
+	while (!*o->stop && *nfree > 0)
+	{
+		struct pn_req *req = src->next(src->ctx, now, o->concurrency - *nfree, wait);
+
+		if (!req)
+		{
+			*exhausted = *wait < 0;
+			return 0;
+		}
+		if (xfer_start(m, freelist[*nfree - 1], req) != 0)
+		{
+			pn_log("cannot start a transfer");
+			if (!req->shared)
+				pn_req_free(req);
+			return -1;
+		}
+		(*nfree)--;
+	}
+	return 0;
+}
+
+/* Ends every transfer still running and frees the handles. */
+static void
+engine_free(CURLM *m, struct xfer *xs, int conc)
+{
+	for (int i = 0; i < conc; i++)
+	{
+		if (xs[i].req)
+		{
+			curl_multi_remove_handle(m, xs[i].h);
+			if (!xs[i].req->shared)
+				pn_req_free(xs[i].req);
+		}
+		curl_slist_free_all(xs[i].hl);
+		if (xs[i].h)
+		{
+			curl_easy_cleanup(xs[i].h);
+			pn_buf_free(&xs[i].body);
+			pn_buf_free(&xs[i].hdrs);
+		}
+	}
+	if (m)
+		curl_multi_cleanup(m);
+	free(xs);
 }
 
 /*
@@ -222,25 +278,7 @@ pn_engine_run(const struct pn_engine_opts *o, struct pn_source *src)
 		bool		exhausted = false;
 		long		to;
 
-		while (!*o->stop && nfree > 0)
-		{
-			struct pn_req *req = src->next(src->ctx, now, conc - nfree, &wait);
-
-			if (!req)
-			{
-				exhausted = wait < 0;
-				break;
-			}
-			if (xfer_start(m, freelist[nfree - 1], req) != 0)
-			{
-				fputs("paynotify-send: cannot start a transfer\n", stderr);
-				if (!req->shared)
-					pn_req_free(req);
-				rc = -1;
-				break;
-			}
-			nfree--;
-		}
+		rc = engine_fill(m, o, src, freelist, &nfree, now, &wait, &exhausted);
 		if (*o->stop)
 			exhausted = true;
 		if (rc != 0 || (exhausted && nfree == conc))
@@ -260,25 +298,7 @@ pn_engine_run(const struct pn_engine_opts *o, struct pn_source *src)
 		curl_multi_poll(m, NULL, 0, (int) to, NULL);
 	}
 
-	for (int i = 0; i < conc; i++)
-	{
-		if (xs[i].req)
-		{
-			curl_multi_remove_handle(m, xs[i].h);
-			if (!xs[i].req->shared)
-				pn_req_free(xs[i].req);
-		}
-		curl_slist_free_all(xs[i].hl);
-		if (xs[i].h)
-		{
-			curl_easy_cleanup(xs[i].h);
-			pn_buf_free(&xs[i].body);
-			pn_buf_free(&xs[i].hdrs);
-		}
-	}
-	if (m)
-		curl_multi_cleanup(m);
-	free(xs);
+	engine_free(m, xs, conc);
 	free(freelist);
 	return rc;
 }

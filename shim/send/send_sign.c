@@ -30,6 +30,9 @@
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 
+/* AEAD_AES_256_GCM's tag, appended to the ciphertext. */
+#define GCM_TAG_LEN 16
+
 /* Per-thread crypto state. */
 struct pn_signer
 {
@@ -86,7 +89,7 @@ read_key_file(const char *dir, const char *name, size_t *len)
 	f = fopen(path, "rb");
 	if (!f)
 	{
-		fprintf(stderr, "paynotify-send: cannot read key file \"%s\": %s\n",
+		pn_log("cannot read key file \"%s\": %s",
 				path, strerror(errno));
 		return NULL;
 	}
@@ -162,6 +165,53 @@ generate_rsa_pem(void)
 }
 
 /*
+ * WeChat Pay's key material: the platform private key, the certificate's
+ * serial (or --serial), the APIv3 key; and a serial that is not it, for
+ * --bad unknown-serial.  0, or -1 after printing why.
+ */
+static int
+load_wx_keys(struct pn_keys *k, const char *dir, const char *wx_key,
+			 const char *wx_cert, const char *serial, const char *apiv3,
+			 struct pn_rng *rng)
+{
+	size_t		len;
+	char	   *txt;
+
+	if (!(k->wx_key_pem = read_key_file(dir, wx_key, &len)))
+		return -1;
+	if (serial)
+		snprintf(k->wx_serial, sizeof(k->wx_serial), "%s", serial);
+	else
+	{
+		if (!(txt = read_key_file(dir, wx_cert, &len)))
+			return -1;
+		if (cert_serial(txt, k->wx_serial, sizeof(k->wx_serial)) != 0)
+		{
+			pn_log("\"%s\" is not a PEM certificate (give --serial)", wx_cert);
+			free(txt);
+			return -1;
+		}
+		free(txt);
+	}
+	if (!(txt = read_key_file(dir, apiv3, &len)))
+		return -1;
+	trim_right(txt, &len);
+	if (len != 32)
+	{
+		pn_log("the APIv3 key \"%s\" must be exactly 32 bytes, not %zu",
+				apiv3, len);
+		free(txt);
+		return -1;
+	}
+	memcpy(k->apiv3, txt, 32);
+	free(txt);
+	do
+		pn_rng_chars(rng, k->alt_serial, 40, PN_HEX_UPPER);
+	while (strcmp(k->alt_serial, k->wx_serial) == 0);
+	return 0;
+}
+
+/*
  * Loads what the configured gateway needs (and nothing else) from dir.
  * need_alt also prepares unconfigured key material for --bad.  Returns 0,
  * or -1 after printing why.
@@ -181,37 +231,8 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 	pn_rng_seed(&rng, c->seed, 0x6b657973, 0, 0, 0);
 	if (c->gateway == PN_WXPAY)
 	{
-		if (!(k->wx_key_pem = read_key_file(dir, wx_key, &len)))
+		if (load_wx_keys(k, dir, wx_key, wx_cert, serial, apiv3, &rng) != 0)
 			return -1;
-		if (serial)
-			snprintf(k->wx_serial, sizeof(k->wx_serial), "%s", serial);
-		else
-		{
-			if (!(txt = read_key_file(dir, wx_cert, &len)))
-				return -1;
-			if (cert_serial(txt, k->wx_serial, sizeof(k->wx_serial)) != 0)
-			{
-				fprintf(stderr, "paynotify-send: \"%s\" is not a PEM certificate (give --serial)\n", wx_cert);
-				free(txt);
-				return -1;
-			}
-			free(txt);
-		}
-		if (!(txt = read_key_file(dir, apiv3, &len)))
-			return -1;
-		trim_right(txt, &len);
-		if (len != 32)
-		{
-			fprintf(stderr, "paynotify-send: the APIv3 key \"%s\" must be exactly 32 bytes, not %zu\n",
-					apiv3, len);
-			free(txt);
-			return -1;
-		}
-		memcpy(k->apiv3, txt, 32);
-		free(txt);
-		do
-			pn_rng_chars(&rng, k->alt_serial, 40, PN_HEX_UPPER);
-		while (strcmp(k->alt_serial, k->wx_serial) == 0);
 	}
 	else if (c->gateway == PN_ALIPAY)
 	{
@@ -219,7 +240,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 			return -1;
 		if (need_alt && !(k->alt_key_pem = generate_rsa_pem()))
 		{
-			fputs("paynotify-send: cannot generate an RSA key\n", stderr);
+			pn_log("cannot generate an RSA key");
 			return -1;
 		}
 	}
@@ -230,7 +251,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 		trim_right(k->stripe_secret, &len);
 		if (len == 0)
 		{
-			fprintf(stderr, "paynotify-send: the Stripe secret \"%s\" is empty\n", stripe_secret);
+			pn_log("the Stripe secret \"%s\" is empty", stripe_secret);
 			return -1;
 		}
 		memcpy(k->alt_secret, "whsec_", 6);
@@ -242,7 +263,7 @@ pn_keys_load(struct pn_conf *c, const char *dir, const char *wx_key,
 	{
 		if (!(probe = load_private(txt)) || EVP_PKEY_get_base_id(probe) != EVP_PKEY_RSA)
 		{
-			fprintf(stderr, "paynotify-send: \"%s\" is not a PEM RSA private key\n",
+			pn_log("\"%s\" is not a PEM RSA private key",
 					c->gateway == PN_WXPAY ? wx_key : ali_key);
 			EVP_PKEY_free(probe);
 			return -1;
@@ -299,7 +320,7 @@ pn_signer_free(struct pn_signer *s)
 static _Noreturn void
 ssl_die(const char *what)
 {
-	fprintf(stderr, "paynotify-send: OpenSSL failed to %s\n", what);
+	pn_log("OpenSSL failed to %s", what);
 	ERR_print_errors_fp(stderr);
 	abort();
 }
@@ -330,12 +351,12 @@ rsa_sign_b64(struct pn_signer *s, EVP_PKEY *key, const void *msg, size_t n,
 	b64(sig, siglen, out);
 }
 
-/* base64(AES-256-GCM(key, nonce, aad, pt) || 16-byte tag), as WeChat sends. */
+/* base64(AES-256-GCM(key, nonce, aad, pt) || tag), as WeChat sends. */
 static void
 gcm_seal_b64(struct pn_signer *s, const unsigned char *key, const char *nonce,
 			 const char *aad, const char *pt, size_t ptlen, struct pn_buf *out)
 {
-	unsigned char *ct = pn_xmalloc(ptlen + 16);
+	unsigned char *ct = pn_xmalloc(ptlen + GCM_TAG_LEN);
 	int			n = 0,
 				m = 0;
 
@@ -346,10 +367,10 @@ gcm_seal_b64(struct pn_signer *s, const unsigned char *key, const char *nonce,
 									 (int) strlen(aad)) != 1) ||
 		EVP_EncryptUpdate(s->cc, ct, &n, (const unsigned char *) pt, (int) ptlen) != 1 ||
 		EVP_EncryptFinal_ex(s->cc, ct + n, &m) != 1 ||
-		EVP_CIPHER_CTX_ctrl(s->cc, EVP_CTRL_GCM_GET_TAG, 16, ct + n + m) != 1)
+		EVP_CIPHER_CTX_ctrl(s->cc, EVP_CTRL_GCM_GET_TAG, GCM_TAG_LEN, ct + n + m) != 1)
 		ssl_die("encrypt");
 	EVP_CIPHER_CTX_reset(s->cc);
-	b64(ct, (size_t) (n + m) + 16, out);
+	b64(ct, (size_t) (n + m) + GCM_TAG_LEN, out);
 	free(ct);
 }
 
@@ -377,15 +398,6 @@ add_header(struct pn_req *r, const char *name, const char *value)
 	r->nh++;
 }
 
-const char *
-pn_req_header(const struct pn_req *r, const char *name)
-{
-	for (int i = 0; i < r->nh; i++)
-		if (strcasecmp(r->hname[i], name) == 0)
-			return r->hval[i];
-	return NULL;
-}
-
 void
 pn_req_free(struct pn_req *r)
 {
@@ -408,29 +420,20 @@ pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz)
 }
 
 /*
- * Digits derived from the order number alone, so that every notification
- * about one order (payment, refund, any run) names the same trade.
+ * Characters (digits, or letters and digits) derived from the order number
+ * alone, so that every notification about one order (payment, refund, any
+ * run) names the same trade.
  */
 static void
-order_digits(const char *order_no, const char *salt, int ndigits, char *out)
+order_chars(const char *order_no, const char *salt, int n, const char *alphabet,
+			char *out)
 {
 	struct pn_rng r;
 	char		key[PN_ID_LEN * 2];
 
 	snprintf(key, sizeof(key), "%s/%s", salt, order_no);
 	pn_rng_seed(&r, pn_hash64(key), 0, 0, 0, 0);
-	pn_rng_chars(&r, out, (size_t) ndigits, PN_DIGITS);
-}
-
-static void
-order_alnum(const char *order_no, const char *salt, int n, char *out)
-{
-	struct pn_rng r;
-	char		key[PN_ID_LEN * 2];
-
-	snprintf(key, sizeof(key), "%s/%s", salt, order_no);
-	pn_rng_seed(&r, pn_hash64(key), 0, 0, 0, 0);
-	pn_rng_chars(&r, out, (size_t) n, PN_ALNUM);
+	pn_rng_chars(&r, out, (size_t) n, alphabet);
 }
 
 /* Random streams: one per notification, one per delivery of it. */
@@ -486,9 +489,9 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(txid, "4200000000", 10);
-	order_digits(r->order_no, "wx-transaction", 18, txid + 10);
+	order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, txid + 10);
 	memcpy(openid, "oTEST", 5);
-	order_alnum(r->order_no, "wx-openid", 22, openid + 5);
+	order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, openid + 5);
 	pn_fmt_beijing(pay ? c->epoch - 1 : c->epoch, "%Y-%m-%dT%H:%M:%S+08:00", t, sizeof(t));
 	pn_json_init(&j, out, false);
 	pn_json_open(&j, NULL, '{');
@@ -518,7 +521,7 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	else
 	{
 		memcpy(refund_id, "50300000002", 11);
-		order_digits(r->order_no, "wx-refund", 18, refund_id + 11);
+		order_chars(r->order_no, "wx-refund", 18, PN_DIGITS, refund_id + 11);
 		snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
 		pn_json_str(&j, "out_refund_no", refund_no);
 		pn_json_str(&j, "refund_id", refund_id);
@@ -532,6 +535,30 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 		pn_json_int(&j, "payer_refund", c->refund_amount);
 		pn_json_close(&j, '}');
 	}
+	pn_json_close(&j, '}');
+}
+
+/* The notification's envelope around the sealed resource. */
+static void
+wx_envelope(struct pn_buf *body, bool pay, const char *uuid, const char *created,
+			const char *ciphertext, const char *aad, const char *gnonce)
+{
+	struct pn_json j;
+
+	pn_json_init(&j, body, false);
+	pn_json_open(&j, NULL, '{');
+	pn_json_str(&j, "id", uuid);
+	pn_json_str(&j, "create_time", created);
+	pn_json_str(&j, "resource_type", "encrypt-resource");
+	pn_json_str(&j, "event_type", pay ? "TRANSACTION.SUCCESS" : "REFUND.SUCCESS");
+	pn_json_str(&j, "summary", pay ? "支付成功" : "退款成功");
+	pn_json_open(&j, "resource", '{');
+	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
+	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
+	pn_json_str(&j, "ciphertext", ciphertext);
+	pn_json_str(&j, "associated_data", aad);
+	pn_json_str(&j, "nonce", gnonce);
+	pn_json_close(&j, '}');
 	pn_json_close(&j, '}');
 }
 
@@ -553,7 +580,6 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 				body,
 				msg,
 				sig;
-	struct pn_json j;
 	bool		pay = c->event == PN_EV_PAY;
 	const char *aad = pay ? "transaction" : "refund";
 	char	   *p;
@@ -578,32 +604,18 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_buf_init(&msg);
 	pn_buf_init(&sig);
 	wx_plaintext(c, r, &pt);
-	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.p, pt.len, &ct);
+	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
 
-	pn_json_init(&j, &body, false);
-	pn_json_open(&j, NULL, '{');
-	pn_json_str(&j, "id", uuid);
-	pn_json_str(&j, "create_time", created);
-	pn_json_str(&j, "resource_type", "encrypt-resource");
-	pn_json_str(&j, "event_type", pay ? "TRANSACTION.SUCCESS" : "REFUND.SUCCESS");
-	pn_json_str(&j, "summary", pay ? "支付成功" : "退款成功");
-	pn_json_open(&j, "resource", '{');
-	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
-	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
-	pn_json_str(&j, "ciphertext", ct.p);
-	pn_json_str(&j, "associated_data", aad);
-	pn_json_str(&j, "nonce", gnonce);
-	pn_json_close(&j, '}');
-	pn_json_close(&j, '}');
+	wx_envelope(&body, pay, uuid, created, ct.data, aad, gnonce);
 
 	pn_buf_printf(&msg, "%s\n%s\n", ts, hnonce);
-	pn_buf_put(&msg, body.p, body.len);
+	pn_buf_put(&msg, body.data, body.len);
 	pn_buf_putc(&msg, '\n');
 	if (bad == PN_BAD_PROBE)
 		pn_buf_puts(&sig, "WECHATPAY/SIGNTEST/");
-	rsa_sign_b64(s, s->key, msg.p, msg.len, &sig);
+	rsa_sign_b64(s, s->key, msg.data, msg.len, &sig);
 	/* tampered: one field changes after signing (+08:00 -> +09:00) */
-	if (bad == PN_BAD_TAMPERED && (p = strstr(body.p, "+08:00")) != NULL)
+	if (bad == PN_BAD_TAMPERED && (p = strstr(body.data, "+08:00")) != NULL)
 		p[2] = '9';
 
 	add_header(r, "Content-Type", "application/json");
@@ -611,7 +623,7 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	add_header(r, "Wechatpay-Nonce", hnonce);
 	add_header(r, "Wechatpay-Serial",
 			   bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_serial : c->keys.wx_serial);
-	add_header(r, "Wechatpay-Signature", sig.p);
+	add_header(r, "Wechatpay-Signature", sig.data);
 	add_header(r, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
 	add_header(r, "Wechatpay-Timestamp", ts);
 	r->body_len = body.len;
@@ -657,6 +669,68 @@ kv_add(struct kv *f, int *n, const char *k, const char *v)
 	(*n)++;
 }
 
+/* A refund's fields (gmt_close too when it closes the trade). */
+static void
+ali_refund_fields(const struct pn_conf *c, const struct pn_req *r, struct pn_rng *nr,
+				  bool closed, struct kv *f, int *n)
+{
+	char		gmt_refund[40],
+				refund_yuan[32],
+				refund_no[PN_ID_LEN + 4];
+
+	pn_fmt_yuan(c->refund_amount, refund_yuan, sizeof(refund_yuan));
+	pn_fmt_beijing(c->epoch, "%Y-%m-%d %H:%M:%S", gmt_refund, sizeof(gmt_refund));
+	if (closed)
+		kv_add(f, n, "gmt_close", gmt_refund);
+	snprintf(gmt_refund + strlen(gmt_refund), sizeof(gmt_refund) - strlen(gmt_refund),
+			 ".%03d", (int) pn_rng_below(nr, 1000));
+	snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
+	kv_add(f, n, "refund_fee", refund_yuan);
+	kv_add(f, n, "out_biz_no", refund_no);
+	kv_add(f, n, "gmt_refund", gmt_refund);
+}
+
+/* The content Alipay signs: sorted k=v without sign, sign_type, empty values. */
+static void
+ali_content(const struct kv *f, int n, struct pn_buf *content)
+{
+	struct kv	sorted[40];
+
+	memcpy(sorted, f, sizeof(struct kv) * (size_t) n);
+	qsort(sorted, (size_t) n, sizeof(struct kv), kv_cmp);
+	pn_buf_init(content);
+	for (int i = 0; i < n; i++)
+	{
+		if (!strcmp(sorted[i].k, "sign") || !strcmp(sorted[i].k, "sign_type") || !sorted[i].v[0])
+			continue;
+		if (content->len)
+			pn_buf_putc(content, '&');
+		pn_buf_printf(content, "%s=%s", sorted[i].k, sorted[i].v);
+	}
+}
+
+/* The wire form in field order; tampered: the amount grows by one fen. */
+static void
+ali_form(const struct pn_conf *c, const struct kv *f, int n, int bad, struct pn_buf *body)
+{
+	char		yuan[32];
+
+	pn_buf_init(body);
+	for (int i = 0; i < n; i++)
+	{
+		if (i)
+			pn_buf_putc(body, '&');
+		pn_buf_printf(body, "%s=", f[i].k);
+		if (bad == PN_BAD_TAMPERED && !strcmp(f[i].k, "total_amount"))
+		{
+			pn_fmt_yuan(c->amount + 1, yuan, sizeof(yuan));
+			form_escape(body, yuan);
+		}
+		else
+			form_escape(body, f[i].v);
+	}
+}
+
 /*
  * Form fields in Alipay's (unsorted) wire order; the signature covers the
  * sorted k=v pairs without sign, sign_type and empty values.
@@ -665,22 +739,18 @@ static struct pn_req *
 build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 		  int bad, time_t now)
 {
-	struct kv	f[40],
-				sorted[40];
+	struct kv	f[40];
 	int			n = 0,
 				sign_at;
 	struct pn_rng nr;
 	char		gmt_create[32],
 				gmt_payment[32],
 				notify_time[32],
-				gmt_refund[40],
 				nid[40],
 				trade_no[40],
 				buyer[24],
 				yuan[32],
-				refund_yuan[32],
-				fund[96],
-				refund_no[PN_ID_LEN + 4];
+				fund[96];
 	struct pn_buf content,
 				sig,
 				body;
@@ -691,14 +761,13 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_rng_chars(&nr, nid, 34, PN_DIGITS);
 	snprintf(r->notify_id, sizeof(r->notify_id), "%s", nid);
 	memcpy(trade_no, "2026010122001", 13);
-	order_digits(r->order_no, "ali-trade", 15, trade_no + 13);
+	order_chars(r->order_no, "ali-trade", 15, PN_DIGITS, trade_no + 13);
 	memcpy(buyer, "2088", 4);
-	order_digits(r->order_no, "ali-buyer", 12, buyer + 4);
+	order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, buyer + 4);
 	pn_fmt_beijing(c->epoch - 6, "%Y-%m-%d %H:%M:%S", gmt_create, sizeof(gmt_create));
 	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%d %H:%M:%S", gmt_payment, sizeof(gmt_payment));
 	pn_fmt_beijing(now, "%Y-%m-%d %H:%M:%S", notify_time, sizeof(notify_time));
 	pn_fmt_yuan(c->amount, yuan, sizeof(yuan));
-	pn_fmt_yuan(c->refund_amount, refund_yuan, sizeof(refund_yuan));
 	snprintf(fund, sizeof(fund), "[{\"amount\":\"%s\",\"fundChannel\":\"ALIPAYACCOUNT\"}]", yuan);
 
 	kv_add(f, &n, "gmt_create", gmt_create);
@@ -726,50 +795,17 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	kv_add(f, &n, "sign_type", "RSA2");
 	kv_add(f, &n, "seller_id", c->seller_id);
 	if (!pay)
-	{
-		pn_fmt_beijing(c->epoch, "%Y-%m-%d %H:%M:%S", gmt_refund, sizeof(gmt_refund));
-		if (closed)
-			kv_add(f, &n, "gmt_close", gmt_refund);
-		snprintf(gmt_refund + strlen(gmt_refund), sizeof(gmt_refund) - strlen(gmt_refund),
-				 ".%03d", (int) pn_rng_below(&nr, 1000));
-		snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
-		kv_add(f, &n, "refund_fee", refund_yuan);
-		kv_add(f, &n, "out_biz_no", refund_no);
-		kv_add(f, &n, "gmt_refund", gmt_refund);
-	}
+		ali_refund_fields(c, r, &nr, closed, f, &n);
 
 	/* content to sign */
-	memcpy(sorted, f, sizeof(struct kv) * (size_t) n);
-	qsort(sorted, (size_t) n, sizeof(struct kv), kv_cmp);
-	pn_buf_init(&content);
-	for (int i = 0; i < n; i++)
-	{
-		if (!strcmp(sorted[i].k, "sign") || !strcmp(sorted[i].k, "sign_type") || !sorted[i].v[0])
-			continue;
-		if (content.len)
-			pn_buf_putc(&content, '&');
-		pn_buf_printf(&content, "%s=%s", sorted[i].k, sorted[i].v);
-	}
+	ali_content(f, n, &content);
 	pn_buf_init(&sig);
-	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.p, content.len, &sig);
+	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.data, content.len, &sig);
 	free(f[sign_at].v);
 	f[sign_at].v = pn_buf_steal(&sig);
 
 	/* wire form; tampered: the amount grows by one fen after signing */
-	pn_buf_init(&body);
-	for (int i = 0; i < n; i++)
-	{
-		if (i)
-			pn_buf_putc(&body, '&');
-		pn_buf_printf(&body, "%s=", f[i].k);
-		if (bad == PN_BAD_TAMPERED && !strcmp(f[i].k, "total_amount"))
-		{
-			pn_fmt_yuan(c->amount + 1, yuan, sizeof(yuan));
-			form_escape(&body, yuan);
-		}
-		else
-			form_escape(&body, f[i].v);
-	}
+	ali_form(c, f, n, bad, &body);
 	add_header(r, "Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
 	r->body_len = body.len;
 	r->body = pn_buf_steal(&body);
@@ -792,9 +828,9 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(pi, "pi_", 3);
-	order_alnum(r->order_no, "stripe-pi", 24, pi + 3);
+	order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, pi + 3);
 	memcpy(ch, "ch_", 3);
-	order_alnum(r->order_no, "stripe-ch", 24, ch + 3);
+	order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, ch + 3);
 	pn_json_init(&j, out, true);
 	pn_json_open(&j, NULL, '{');
 	pn_json_str(&j, "id", evt);
@@ -862,9 +898,9 @@ build_stripe(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_buf_init(&msg);
 	stripe_body(c, r, evt, 0, &body);
 	pn_buf_printf(&msg, "%lld.", (long long) now);
-	pn_buf_put(&msg, body.p, body.len);
+	pn_buf_put(&msg, body.data, body.len);
 	hmac_hex(bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_secret : c->keys.stripe_secret,
-			 msg.p, msg.len, mac);
+			 msg.data, msg.len, mac);
 	if (bad == PN_BAD_TAMPERED)
 	{
 		pn_buf_reset(&body);

@@ -1,11 +1,11 @@
 /*
  * send.h
  *		Declarations shared by the files of paynotify-send, the "gateway in
- *		a box": send_util.c (buffers, PRNG, JSON writer, statistics),
+ *		a box": send_util.c (allocation, PRNG, JSON writer, statistics),
  *		send_sign.c (keys and the per-gateway notification builders, the
  *		only file that includes OpenSSL headers), send_gen.c (signing
- *		threads), send_http.c (the libcurl multi engine) and
- *		paynotify-send.c (options, modes, dumps, reports).
+ *		threads) and send_http.c (the libcurl multi engine).  The run
+ *		itself (options, modes, dumps, reports) is in send_run.h.
  *
  *		Threads: builders run on several signing threads at once.  Everything
  *		reachable from a const struct pn_conf is read-only after start-up;
@@ -20,18 +20,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "pn_common.h"
+
 #define PN_MAX_HDR		8
 #define PN_ID_LEN		64
 
 /* ---------------------------------------------------------------- util */
-
-/* Growable byte buffer, always NUL-terminated. */
-struct pn_buf
-{
-	char	   *p;
-	size_t		len;
-	size_t		cap;
-};
 
 void	   *pn_xmalloc(size_t n);
 void	   *pn_xcalloc(size_t n, size_t size);
@@ -39,15 +33,12 @@ void	   *pn_xrealloc(void *p, size_t n);
 char	   *pn_xstrdup(const char *s);
 char	   *pn_xmemdup(const void *p, size_t n);
 
-void		pn_buf_init(struct pn_buf *b);
-void		pn_buf_free(struct pn_buf *b);
-void		pn_buf_reset(struct pn_buf *b);
+/* pn_buf (common/) appends that end the program when memory runs out */
 void		pn_buf_put(struct pn_buf *b, const void *p, size_t n);
 void		pn_buf_puts(struct pn_buf *b, const char *s);
 void		pn_buf_putc(struct pn_buf *b, char c);
 void		pn_buf_printf(struct pn_buf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
-char	   *pn_buf_steal(struct pn_buf *b);
 
 /* xoshiro256** seeded through splitmix64: fast, reproducible, not crypto. */
 struct pn_rng
@@ -85,7 +76,6 @@ void		pn_json_int(struct pn_json *j, const char *key, long long val);
 void		pn_json_num(struct pn_json *j, const char *key, double val);
 void		pn_json_bool(struct pn_json *j, const char *key, bool val);
 void		pn_json_null(struct pn_json *j, const char *key);
-void		pn_json_escape(struct pn_buf *b, const char *s, size_t n);
 
 double		pn_mono_now(void);
 bool		pn_parse_ll(const char *s, long long lo, long long hi, long long *out);
@@ -212,7 +202,6 @@ void		pn_signer_free(struct pn_signer *s);
 struct pn_req *pn_build(const struct pn_conf *c, struct pn_signer *s,
 						long long order_index, uint32_t attempt, int bad);
 void		pn_req_free(struct pn_req *r);
-const char *pn_req_header(const struct pn_req *r, const char *name);
 void		pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz);
 
 /* ---------------------------------------------------------------- gen */

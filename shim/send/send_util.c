@@ -1,8 +1,9 @@
 /*
  * send_util.c
- *		Small helpers for paynotify-send: checked allocation, growable
- *		buffers, a seeded PRNG, a JSON writer, number parsing, time
- *		formatting and the counters a run reports.  No global state, so all
+ *		Small helpers for paynotify-send: checked allocation, appends to
+ *		the shared buffer (common/) that end the program when memory runs
+ *		out, a seeded PRNG, a JSON writer, number parsing, time formatting
+ *		and the counters a run reports.  No global state, so all
  *		of it may be used from any thread.
  */
 #include "send.h"
@@ -27,7 +28,7 @@ static int	cmp_u32(const void *a, const void *b);
 static _Noreturn void
 oom(void)
 {
-	fputs("paynotify-send: out of memory\n", stderr);
+	pn_log("out of memory");
 	abort();
 }
 
@@ -79,48 +80,19 @@ pn_xstrdup(const char *s)
 
 /* --------------------------------------------------------------- buffers */
 
-void
-pn_buf_init(struct pn_buf *b)
-{
-	b->cap = 256;
-	b->p = pn_xmalloc(b->cap);
-	b->p[0] = '\0';
-	b->len = 0;
-}
-
-void
-pn_buf_free(struct pn_buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
-
-void
-pn_buf_reset(struct pn_buf *b)
-{
-	b->len = 0;
-	b->p[0] = '\0';
-}
-
-/* Makes room for n more bytes plus the terminating NUL. */
+/* Ends the program when an append to b failed. */
 static void
-buf_grow(struct pn_buf *b, size_t n)
+buf_check(const struct pn_buf *b)
 {
-	if (b->len + n + 1 <= b->cap)
-		return;
-	while (b->len + n + 1 > b->cap)
-		b->cap *= 2;
-	b->p = pn_xrealloc(b->p, b->cap);
+	if (b->failed)
+		oom();
 }
 
 void
 pn_buf_put(struct pn_buf *b, const void *p, size_t n)
 {
-	buf_grow(b, n);
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	b->p[b->len] = '\0';
+	pn_buf_append(b, p, n);
+	buf_check(b);
 }
 
 void
@@ -139,32 +111,11 @@ void
 pn_buf_printf(struct pn_buf *b, const char *fmt,...)
 {
 	va_list		ap;
-	int			n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+	pn_buf_vappendf(b, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t) n >= b->cap - b->len)
-	{
-		buf_grow(b, (size_t) n);
-		va_start(ap, fmt);
-		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-	}
-	b->len += (size_t) n;
-}
-
-/* Hands the storage to the caller; the buffer must be re-initialised. */
-char *
-pn_buf_steal(struct pn_buf *b)
-{
-	char	   *p = b->p;
-
-	b->p = NULL;
-	b->len = b->cap = 0;
-	return p;
+	buf_check(b);
 }
 
 /* ------------------------------------------------------------------ PRNG */
@@ -268,94 +219,6 @@ pn_json_init(struct pn_json *j, struct pn_buf *b, bool pretty)
 	j->count[0] = 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (lead byte >= 0x80), or 0. */
-static size_t
-utf8_len(const char *s, size_t avail)
-{
-	const unsigned char *u = (const unsigned char *) s;
-	size_t		k;
-	uint32_t	cp;
-
-	if (u[0] >= 0xC2 && u[0] <= 0xDF)
-		k = 2;
-	else if (u[0] >= 0xE0 && u[0] <= 0xEF)
-		k = 3;
-	else if (u[0] >= 0xF0 && u[0] <= 0xF4)
-		k = 4;
-	else
-		return 0;
-	cp = u[0] & (0x7F >> k);
-	if (k > avail)
-		return 0;
-	for (size_t i = 1; i < k; i++)
-	{
-		if ((u[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (u[i] & 0x3F);
-	}
-	if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-		(k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return k;
-}
-
-/*
- * Escapes like Python's json.dumps(ensure_ascii=False): valid UTF-8 stays
- * raw, so generated bodies match the gateways' byte for byte.
- */
-void
-pn_json_escape(struct pn_buf *b, const char *s, size_t n)
-{
-	pn_buf_putc(b, '"');
-	for (size_t i = 0; i < n; i++)
-	{
-		unsigned char c = (unsigned char) s[i];
-
-		switch (c)
-		{
-			case '"':
-				pn_buf_puts(b, "\\\"");
-				break;
-			case '\\':
-				pn_buf_puts(b, "\\\\");
-				break;
-			case '\n':
-				pn_buf_puts(b, "\\n");
-				break;
-			case '\r':
-				pn_buf_puts(b, "\\r");
-				break;
-			case '\t':
-				pn_buf_puts(b, "\\t");
-				break;
-			case '\b':
-				pn_buf_puts(b, "\\b");
-				break;
-			case '\f':
-				pn_buf_puts(b, "\\f");
-				break;
-			default:
-				if (c < 0x20)
-					pn_buf_printf(b, "\\u%04x", c);
-				else if (c < 0x80)
-					pn_buf_putc(b, (char) c);
-				else
-				{
-					size_t		k = utf8_len(s + i, n - i);
-
-					if (k)
-					{
-						pn_buf_put(b, s + i, k);
-						i += k - 1;
-					}
-					else		/* not UTF-8 (a foreign reply body): as Latin-1 */
-						pn_buf_printf(b, "\\u%04x", c);
-				}
-		}
-	}
-	pn_buf_putc(b, '"');
-}
-
 /* Separator, newline and indentation before a value, then its key. */
 static void
 json_prefix(struct pn_json *j, const char *key)
@@ -375,6 +238,7 @@ json_prefix(struct pn_json *j, const char *key)
 	if (key)
 	{
 		pn_json_escape(j->b, key, strlen(key));
+		buf_check(j->b);
 		pn_buf_puts(j->b, j->pretty ? ": " : ":");
 	}
 }
@@ -408,6 +272,7 @@ pn_json_strn(struct pn_json *j, const char *key, const char *val, size_t n)
 {
 	json_prefix(j, key);
 	pn_json_escape(j->b, val, n);
+	buf_check(j->b);
 }
 
 void

@@ -123,7 +123,7 @@ pn_gen_start(const struct pn_conf *c, const struct pn_plan *p, size_t total,
 	{
 		if (pthread_create(&g->th[i], NULL, worker, g) != 0)
 		{
-			fputs("paynotify-send: cannot start a signing thread\n", stderr);
+			pn_log("cannot start a signing thread");
 			exit(1);
 		}
 	}

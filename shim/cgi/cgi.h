@@ -17,6 +17,8 @@
 
 #include <libpq-fe.h>
 
+#include "pn_common.h"
+
 #define PN_PROGRAM "paynotify-cgi"
 
 /* Longest channel name: ^[A-Za-z0-9_]{1,63}$, like a PostgreSQL identifier. */
@@ -54,15 +56,6 @@ typedef enum pn_number
 	PN_NUMBER_INVALID,			/* empty, sign, space or other non-digit */
 	PN_NUMBER_RANGE				/* digits only, but outside [min, max] */
 } pn_number;
-
-/* A growable byte buffer; after a failed allocation it stays failed. */
-typedef struct pn_buf
-{
-	char	   *data;
-	size_t		len;
-	size_t		cap;
-	bool		failed;
-} pn_buf;
 
 /*
  * Where a request comes from and its reply goes to: stdin/stdout in CGI
@@ -112,11 +105,6 @@ typedef struct pn_response
 	size_t		body_len;
 } pn_response;
 
-/* paynotify-cgi.c: logging */
-extern void pn_log(const char *fmt,...) __attribute__((format(printf, 1, 2)));
-extern void pn_log_set_worker(int worker);
-extern void pn_log_text(char *dst, size_t size, const char *src);
-
 /* cgi_config.c */
 extern bool pn_config_load(pn_config *cfg);
 extern void pn_config_help(void);
@@ -124,13 +112,6 @@ extern pn_number pn_parse_number(const char *s, long long min, long long max,
 								 long long *out);
 extern pn_number pn_parse_unsigned(const char *s, unsigned long long max,
 								   unsigned long long *out);
-
-/* cgi_json.c */
-extern bool pn_buf_reserve(pn_buf *b, size_t extra);
-extern bool pn_buf_append(pn_buf *b, const void *data, size_t n);
-extern void pn_buf_free(pn_buf *b);
-extern bool pn_utf8_valid(const char *s, size_t n);
-extern bool pn_json_string(pn_buf *b, const char *s, size_t n);
 
 /* cgi_request.c */
 extern pn_status pn_request_init(pn_request *req, char **envp);

@@ -39,8 +39,6 @@ typedef struct options
 	const char *workers;		/* --workers N, or NULL */
 } options;
 
-static _Thread_local int log_worker;
-
 static int	parse_options(int argc, char **argv, options *opts);
 static void usage(FILE *out);
 static int	run_cgi(void);
@@ -54,7 +52,10 @@ int
 main(int argc, char **argv)
 {
 	options		opts = {0};
-	int			rc = parse_options(argc, argv, &opts);
+	int			rc;
+
+	pn_log_init(PN_PROGRAM, true);
+	rc = parse_options(argc, argv, &opts);
 
 	if (rc >= 0)
 		return rc;
@@ -294,67 +295,4 @@ cgi_write(pn_io *io, const char *buf, size_t n)
 		n -= (size_t) put;
 	}
 	return 0;
-}
-
-/* Names the calling thread's worker in its log lines (0: none). */
-void
-pn_log_set_worker(int worker)
-{
-	log_worker = worker;
-}
-
-/*
- * Writes one line to stderr with a single write(), so lines of concurrent
- * workers never interleave.  Callers pass only text that is safe to log.
- */
-void
-pn_log(const char *fmt,...)
-{
-	char		line[1024];
-	size_t		len;
-	va_list		ap;
-
-	if (log_worker > 0)
-		snprintf(line, sizeof(line), "%s[%d]: worker %d: ", PN_PROGRAM,
-				 (int) getpid(), log_worker);
-	else
-		snprintf(line, sizeof(line), "%s[%d]: ", PN_PROGRAM, (int) getpid());
-	len = strlen(line);
-	va_start(ap, fmt);
-	vsnprintf(line + len, sizeof(line) - len - 1, fmt, ap);
-	va_end(ap);
-	len = strlen(line);
-	line[len++] = '\n';
-	if (write(STDERR_FILENO, line, len) < 0)
-	{
-		/* nowhere left to report it */
-	}
-}
-
-/*
- * Copies a message from libpq or the server into dst as one line: runs of
- * whitespace become one space, other control bytes '?', and the end is cut
- * to fit.
- */
-void
-pn_log_text(char *dst, size_t size, const char *src)
-{
-	size_t		n = 0;
-	bool		space = false;
-
-	for (; *src && n + 1 < size; src++)
-	{
-		unsigned char c = (unsigned char) *src;
-
-		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-		{
-			space = n > 0;
-			continue;
-		}
-		if (space && n + 2 < size)
-			dst[n++] = ' ';
-		space = false;
-		dst[n++] = (c < 0x20 || c == 0x7F) ? '?' : (char) c;
-	}
-	dst[n] = '\0';
 }
