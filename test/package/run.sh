@@ -191,13 +191,13 @@ files_ok=0
 for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.sql \
          $EXTDIR/paynotify--1.0--1.1.sql "$EXTDIR/paynotify--$ctl_version.sql" \
          /usr/share/doc/$PKG_EXT/copyright; do
-    dpkg -S "$f" 2>/dev/null | grep -q "^$PKG_EXT: " || { echo "not in $PKG_EXT: $f"; files_ok=1; }
+    dpkg -S "$f" 2>/dev/null | grep "^$PKG_EXT: " >/dev/null || { echo "not in $PKG_EXT: $f"; files_ok=1; }
 done
 for f in /usr/sbin/paynotify-cgi /lib/systemd/system/paynotify-cgi.service \
          /lib/systemd/system/paynotify-cgi.socket /etc/paynotify/paynotify-cgi.env \
          /etc/nginx/snippets/paynotify-fastcgi.conf /etc/nginx/snippets/paynotify-cgi.conf \
          /usr/share/man/man8/paynotify-cgi.8.gz /usr/share/doc/$PKG_SHIM/copyright; do
-    dpkg -S "$f" 2>/dev/null | grep -q "^$PKG_SHIM: " || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
+    dpkg -S "$f" 2>/dev/null | grep "^$PKG_SHIM: " >/dev/null || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
 done
 check_status "installed files belong to their packages" $files_ok
 cmp -s $EXTDIR/paynotify.control "$SRC/paynotify.control"
@@ -206,7 +206,7 @@ cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" | cmp -s - "$EXTDIR
 check_status "installed paynotify--1.1.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql" $?
 cmp -s "$SRC/paynotify--1.0--1.1.sql" $EXTDIR/paynotify--1.0--1.1.sql
 check_status "installed paynotify--1.0--1.1.sql is the tree's" $?
-nm -D --defined-only $LIBDIR/paynotify.so | grep -qw Pg_magic_func
+nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
 check_status "paynotify.so is a PostgreSQL module" $?
 grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
 check_status "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
