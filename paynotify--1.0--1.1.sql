@@ -138,15 +138,23 @@ CREATE FUNCTION @extschema@.paynotify_add_endpoint(url text, secret text,
 	AS $$
 DECLARE
 	new_id bigint;
+	c text;
+	st text;
 BEGIN
 	IF url IS NULL OR secret IS NULL THEN
 		RAISE EXCEPTION 'an endpoint needs a url and a secret' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM @extschema@.paynotify_check_endpoint(url, secret, events, channels);
-	INSERT INTO @extschema@.paynotify_endpoint AS e (url, secret, events, channels, retry_horizon, max_in_flight)
-		VALUES (url, secret, coalesce(events, '{paid,refunded,refund_failed,closed}'),
-				nullif(channels, '{}'), coalesce(retry_horizon, '3 days'), coalesce(max_in_flight, 8))
-		RETURNING e.id INTO new_id;
+	BEGIN
+		INSERT INTO @extschema@.paynotify_endpoint AS e (url, secret, events, channels, retry_horizon, max_in_flight)
+			VALUES (url, secret, coalesce(events, '{paid,refunded,refund_failed,closed}'),
+					nullif(channels, '{}'), coalesce(retry_horizon, '3 days'), coalesce(max_in_flight, 8))
+			RETURNING e.id INTO new_id;
+	EXCEPTION WHEN integrity_constraint_violation THEN
+		-- the error's "Failing row contains" detail would show the secret
+		GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, st = RETURNED_SQLSTATE;
+		RAISE EXCEPTION 'endpoint setting out of range (constraint "%")', c USING ERRCODE = st;
+	END;
 	RETURN new_id;
 END
 $$;
@@ -163,6 +171,9 @@ CREATE FUNCTION @extschema@.paynotify_alter_endpoint(id bigint, url text DEFAULT
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+DECLARE
+	c text;
+	st text;
 BEGIN
 	PERFORM @extschema@.paynotify_check_endpoint(url, secret, events, channels);
 	UPDATE @extschema@.paynotify_endpoint e SET
@@ -179,6 +190,10 @@ BEGIN
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'endpoint % does not exist', $1 USING ERRCODE = 'undefined_object';
 	END IF;
+EXCEPTION WHEN integrity_constraint_violation THEN
+	-- the error's "Failing row contains" detail would show the secret
+	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, st = RETURNED_SQLSTATE;
+	RAISE EXCEPTION 'endpoint setting out of range (constraint "%")', c USING ERRCODE = st;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_alter_endpoint(bigint, text, text, text[], text[], boolean, interval, integer, interval, interval) IS

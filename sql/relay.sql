@@ -41,6 +41,15 @@ SELECT paynotify_alter_endpoint(:erp, retry_base => '10 seconds', retry_max => '
 	retry_horizon => '1 hour', max_in_flight => 4);
 SELECT paynotify_alter_endpoint(-1, enabled => false);
 SELECT paynotify_alter_endpoint(:erp, secret => 'whsec_short');
+-- a setting out of range is refused without the row (and its secret) in the detail
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT paynotify_alter_endpoint(:erp, max_in_flight => 0);
+SELECT paynotify_alter_endpoint(:erp, retry_base => '-1 second');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), max_in_flight => 1000);
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), retry_horizon => '-1 day');
+\set VERBOSITY terse
+\set SHOW_CONTEXT errors
 SELECT id = :erp AS erp, url, events, channels, enabled, max_in_flight, retry_base, retry_max,
 	retry_horizon
 FROM paynotify_endpoint ORDER BY id;
