@@ -43,9 +43,11 @@ CREATE TABLE @extschema@.paynotify_endpoint (
 					   AND length(secret) BETWEEN 6 + 32 AND 6 + 88),
 	enabled		boolean NOT NULL DEFAULT true,
 	max_in_flight integer NOT NULL DEFAULT 8 CHECK (max_in_flight BETWEEN 1 AND 256),
-	retry_base	interval NOT NULL DEFAULT '5 seconds' CHECK (retry_base > '0'),
-	retry_max	interval NOT NULL DEFAULT '1 hour' CHECK (retry_max > '0'),
-	retry_horizon interval NOT NULL DEFAULT '3 days' CHECK (retry_horizon >= '0'),
+	-- bounded so that no backoff or horizon leaves the range of timestamptz
+	retry_base	interval NOT NULL DEFAULT '5 seconds' CHECK (retry_base > '0' AND retry_base <= '1 day'),
+	retry_max	interval NOT NULL DEFAULT '1 hour' CHECK (retry_max > '0' AND retry_max <= '30 days'),
+	retry_horizon interval NOT NULL DEFAULT '3 days'
+				CHECK (retry_horizon >= '0' AND retry_horizon <= '1 year'),
 	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE @extschema@.paynotify_endpoint IS
@@ -331,9 +333,13 @@ BEGIN
 		last_error = CASE WHEN r.ok THEN NULL ELSE left(coalesce(r.error, 'HTTP ' || r.status), 500) END,
 		delivered_at = CASE WHEN r.ok THEN r.at END,
 		dead_at = CASE WHEN NOT r.ok AND r.at >= d.started_at + e.retry_horizon THEN r.at END,
+		-- in seconds: retry_base * 2^30 as an interval can overflow, and a
+		-- failing report would give the whole batch back again and again
 		next_attempt_at = CASE WHEN r.ok THEN d.next_attempt_at
-			ELSE least(r.at + least(e.retry_max, e.retry_base * power(2, least(d.attempts, 30)))
-							  * (0.5 + 0.5 * random()),
+			ELSE least(r.at + pg_catalog.make_interval(secs =>
+							least(extract(epoch FROM e.retry_max)::float8,
+								  extract(epoch FROM e.retry_base)::float8 * power(2, least(d.attempts, 30)))
+							* (0.5 + 0.5 * random())),
 					   d.started_at + e.retry_horizon) END
 	FROM (SELECT u.id, u.status, u.error, coalesce(u.status BETWEEN 200 AND 299, false) AS ok,
 				 clock_timestamp() AS at
