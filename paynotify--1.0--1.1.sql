@@ -609,15 +609,22 @@ BEGIN
 	IF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- a failure of a library older than 1.1 has no notice to retry
 	FOR r IN SELECT l.channel, l.notify_id FROM @extschema@.payment_notify_log l
 			 WHERE l.status = 'failed' AND l.last_seen < now() - older_than
+			   AND l.notice IS NOT NULL
 			 ORDER BY l.last_seen, l.channel, l.notify_id LIMIT max_rows LOOP
-		RETURN QUERY SELECT * FROM @extschema@.paynotify_retry(r.channel, r.notify_id, dry_run);
+		BEGIN
+			RETURN QUERY SELECT * FROM @extschema@.paynotify_retry(r.channel, r.notify_id, dry_run);
+		EXCEPTION WHEN data_corrupted THEN
+			-- a notice changed by hand: say so, and go on with the others
+			RAISE WARNING '%', SQLERRM;
+		END;
 	END LOOP;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_retry_failed(interval, integer, boolean) IS
-	'paynotify_retry for up to max_rows failed notifications last delivered (or retried) longer than older_than ago, oldest first';
+	'paynotify_retry for up to max_rows failed notifications with a stored notice last delivered (or retried) longer than older_than ago, oldest first; a malformed notice is a warning';
 
 -- Deletes settled notifications (succeeded, ignored) last seen longer than
 -- keep ago, never sooner than paynotify_retention_floor of the channel's
