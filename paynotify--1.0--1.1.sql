@@ -43,9 +43,11 @@ CREATE TABLE @extschema@.paynotify_endpoint (
 					   AND length(secret) BETWEEN 6 + 32 AND 6 + 88),
 	enabled		boolean NOT NULL DEFAULT true,
 	max_in_flight integer NOT NULL DEFAULT 8 CHECK (max_in_flight BETWEEN 1 AND 256),
-	retry_base	interval NOT NULL DEFAULT '5 seconds' CHECK (retry_base > '0'),
-	retry_max	interval NOT NULL DEFAULT '1 hour' CHECK (retry_max > '0'),
-	retry_horizon interval NOT NULL DEFAULT '3 days' CHECK (retry_horizon >= '0'),
+	-- bounded so that no backoff or horizon leaves the range of timestamptz
+	retry_base	interval NOT NULL DEFAULT '5 seconds' CHECK (retry_base > '0' AND retry_base <= '1 day'),
+	retry_max	interval NOT NULL DEFAULT '1 hour' CHECK (retry_max > '0' AND retry_max <= '30 days'),
+	retry_horizon interval NOT NULL DEFAULT '3 days'
+				CHECK (retry_horizon >= '0' AND retry_horizon <= '1 year'),
 	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 COMMENT ON TABLE @extschema@.paynotify_endpoint IS
@@ -138,15 +140,23 @@ CREATE FUNCTION @extschema@.paynotify_add_endpoint(url text, secret text,
 	AS $$
 DECLARE
 	new_id bigint;
+	c text;
+	st text;
 BEGIN
 	IF url IS NULL OR secret IS NULL THEN
 		RAISE EXCEPTION 'an endpoint needs a url and a secret' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	PERFORM @extschema@.paynotify_check_endpoint(url, secret, events, channels);
-	INSERT INTO @extschema@.paynotify_endpoint AS e (url, secret, events, channels, retry_horizon, max_in_flight)
-		VALUES (url, secret, coalesce(events, '{paid,refunded,refund_failed,closed}'),
-				nullif(channels, '{}'), coalesce(retry_horizon, '3 days'), coalesce(max_in_flight, 8))
-		RETURNING e.id INTO new_id;
+	BEGIN
+		INSERT INTO @extschema@.paynotify_endpoint AS e (url, secret, events, channels, retry_horizon, max_in_flight)
+			VALUES (url, secret, coalesce(events, '{paid,refunded,refund_failed,closed}'),
+					nullif(channels, '{}'), coalesce(retry_horizon, '3 days'), coalesce(max_in_flight, 8))
+			RETURNING e.id INTO new_id;
+	EXCEPTION WHEN integrity_constraint_violation THEN
+		-- the error's "Failing row contains" detail would show the secret
+		GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, st = RETURNED_SQLSTATE;
+		RAISE EXCEPTION 'endpoint setting out of range (constraint "%")', c USING ERRCODE = st;
+	END;
 	RETURN new_id;
 END
 $$;
@@ -163,6 +173,9 @@ CREATE FUNCTION @extschema@.paynotify_alter_endpoint(id bigint, url text DEFAULT
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+DECLARE
+	c text;
+	st text;
 BEGIN
 	PERFORM @extschema@.paynotify_check_endpoint(url, secret, events, channels);
 	UPDATE @extschema@.paynotify_endpoint e SET
@@ -179,6 +192,10 @@ BEGIN
 	IF NOT FOUND THEN
 		RAISE EXCEPTION 'endpoint % does not exist', $1 USING ERRCODE = 'undefined_object';
 	END IF;
+EXCEPTION WHEN integrity_constraint_violation THEN
+	-- the error's "Failing row contains" detail would show the secret
+	GET STACKED DIAGNOSTICS c = CONSTRAINT_NAME, st = RETURNED_SQLSTATE;
+	RAISE EXCEPTION 'endpoint setting out of range (constraint "%")', c USING ERRCODE = st;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_alter_endpoint(bigint, text, text, text[], text[], boolean, interval, integer, interval, interval) IS
@@ -316,9 +333,13 @@ BEGIN
 		last_error = CASE WHEN r.ok THEN NULL ELSE left(coalesce(r.error, 'HTTP ' || r.status), 500) END,
 		delivered_at = CASE WHEN r.ok THEN r.at END,
 		dead_at = CASE WHEN NOT r.ok AND r.at >= d.started_at + e.retry_horizon THEN r.at END,
+		-- in seconds: retry_base * 2^30 as an interval can overflow, and a
+		-- failing report would give the whole batch back again and again
 		next_attempt_at = CASE WHEN r.ok THEN d.next_attempt_at
-			ELSE least(r.at + least(e.retry_max, e.retry_base * power(2, least(d.attempts, 30)))
-							  * (0.5 + 0.5 * random()),
+			ELSE least(r.at + pg_catalog.make_interval(secs =>
+							least(extract(epoch FROM e.retry_max)::float8,
+								  extract(epoch FROM e.retry_base)::float8 * power(2, least(d.attempts, 30)))
+							* (0.5 + 0.5 * random())),
 					   d.started_at + e.retry_horizon) END
 	FROM (SELECT u.id, u.status, u.error, coalesce(u.status BETWEEN 200 AND 299, false) AS ok,
 				 clock_timestamp() AS at
@@ -588,15 +609,22 @@ BEGIN
 	IF max_rows < 1 THEN
 		RAISE EXCEPTION 'max_rows must be at least 1' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	-- a failure of a library older than 1.1 has no notice to retry
 	FOR r IN SELECT l.channel, l.notify_id FROM @extschema@.payment_notify_log l
 			 WHERE l.status = 'failed' AND l.last_seen < now() - older_than
+			   AND l.notice IS NOT NULL
 			 ORDER BY l.last_seen, l.channel, l.notify_id LIMIT max_rows LOOP
-		RETURN QUERY SELECT * FROM @extschema@.paynotify_retry(r.channel, r.notify_id, dry_run);
+		BEGIN
+			RETURN QUERY SELECT * FROM @extschema@.paynotify_retry(r.channel, r.notify_id, dry_run);
+		EXCEPTION WHEN data_corrupted THEN
+			-- a notice changed by hand: say so, and go on with the others
+			RAISE WARNING '%', SQLERRM;
+		END;
 	END LOOP;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_retry_failed(interval, integer, boolean) IS
-	'paynotify_retry for up to max_rows failed notifications last delivered (or retried) longer than older_than ago, oldest first';
+	'paynotify_retry for up to max_rows failed notifications with a stored notice last delivered (or retried) longer than older_than ago, oldest first; a malformed notice is a warning';
 
 -- Deletes settled notifications (succeeded, ignored) last seen longer than
 -- keep ago, never sooner than paynotify_retention_floor of the channel's

@@ -54,4 +54,34 @@ FROM unnest(ARRAY[
 	'paynotify_check_settings(text,jsonb)',
 	'paynotify_check_account()',
 	'paynotify_config_changed()']) f;
+
+-- Version 1.1: no view or sequence of paynotify is PUBLIC's either.
+SELECT c.relname FROM pg_class c
+WHERE c.relnamespace = 'pay'::regnamespace AND c.relkind IN ('v', 'm', 'S')
+  AND (has_table_privilege('public', c.oid, 'SELECT')
+	   OR (c.relkind = 'S' AND has_sequence_privilege('public', c.oid, 'USAGE,SELECT,UPDATE')));
+-- paynotify_admin reads every column of the endpoints but their secrets,
+-- and cannot act as the relay (a claim returns the secrets).
+SELECT a.attname, has_column_privilege('paynotify_admin', a.attrelid, a.attnum, 'SELECT') AS can_read
+FROM pg_attribute a
+WHERE a.attrelid = 'pay.paynotify_endpoint'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum;
+SELECT f AS function, has_function_privilege('paynotify_admin', f, 'EXECUTE') AS can_execute
+FROM unnest(ARRAY[
+	'paynotify_relay_fanout(integer)',
+	'paynotify_relay_claim(integer)',
+	'paynotify_relay_report(bigint[],integer[],text[])',
+	'paynotify_check_endpoint(text,text,text[],text[])',
+	'paynotify_trace_rows(text,text,text,boolean)']) f;
+-- paynotify_relay: no login, no special attributes; its three calls, and
+-- no table, view or sequence of its own.
+SELECT rolname, rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolreplication,
+	   rolbypassrls, rolinherit
+FROM pg_roles WHERE rolname = 'paynotify_relay';
+SELECT fn FROM t.ext_functions WHERE has_function_privilege('paynotify_relay', oid, 'EXECUTE')
+ORDER BY fn::text;
+SELECT c.relname FROM pg_class c
+WHERE c.relnamespace = 'pay'::regnamespace AND c.relkind IN ('r', 'v', 'S')
+  AND (has_table_privilege('paynotify_relay', c.oid, 'SELECT,INSERT,UPDATE,DELETE')
+	   OR (c.relkind = 'S' AND has_sequence_privilege('paynotify_relay', c.oid, 'USAGE,SELECT,UPDATE')));
 DROP VIEW t.ext_functions;

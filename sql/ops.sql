@@ -214,3 +214,50 @@ SELECT c.relname, c.relacl FROM pg_class c
 WHERE c.relnamespace = 'pay'::regnamespace
   AND c.relname IN ('paynotify_stats', 'paynotify_order_history', 'paynotify_delivery_history')
 ORDER BY 1;
+
+-- 9. A stored notice edited into something paynotify never wrote (an
+-- unknown action, not an object, a text field of another type) is refused:
+-- it is neither applied as some other event nor settled as ignored or
+-- succeeded; the notification stays failed for its next delivery
+SELECT t.op('evt_op_hx', 'OP-HX') AS missing_order;
+UPDATE pay.payment_notify_log SET notice = jsonb_set(notice, '{action}', '99')
+	WHERE channel = 'op' AND notify_id = 'evt_op_hx';
+\c - op_admin
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET search_path = pay, public;
+SELECT * FROM paynotify_retry('op', 'evt_op_hx', dry_run => true);
+SELECT * FROM paynotify_retry('op', 'evt_op_hx');
+\c - :su
+UPDATE pay.payment_notify_log SET notice = '[1]' WHERE channel = 'op' AND notify_id = 'evt_op_hx';
+\c - op_admin
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET search_path = pay, public;
+SELECT * FROM paynotify_retry('op', 'evt_op_hx');
+\c - :su
+UPDATE pay.payment_notify_log SET notice = '{"action": 1, "order_no": 7}'
+	WHERE channel = 'op' AND notify_id = 'evt_op_hx';
+\c - op_admin
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET search_path = pay, public;
+SELECT * FROM paynotify_retry('op', 'evt_op_hx');
+SELECT status, attempts, error_msg IS NOT NULL AS has_error FROM payment_notify_log
+	WHERE channel = 'op' AND notify_id = 'evt_op_hx';
+-- the batch goes on past it (a warning), and past a failure of a library
+-- older than 1.1, which has no notice
+\c - :su
+UPDATE pay.payment_notify_log SET notice = NULL, last_seen = now() - interval '1 hour'
+	WHERE channel = 'op' AND notify_id = 'evt_op_6';
+UPDATE pay.payment_notify_log SET last_seen = now() - interval '2 hours'
+	WHERE channel = 'op' AND notify_id = 'evt_op_hx';
+SELECT t.op('evt_op_hy', 'OP-HY') AS missing_order;
+UPDATE pay.payment_notify_log SET last_seen = now() - interval '30 minutes'
+	WHERE channel = 'op' AND notify_id = 'evt_op_hy';
+INSERT INTO public.orders VALUES ('OP-HY', 'pending', 100);
+\c - op_admin
+\set VERBOSITY terse
+SET search_path = pay, public;
+SELECT * FROM paynotify_retry_failed('1 minute');
+SELECT notify_id, status FROM payment_notify_log WHERE channel = 'op' AND status = 'failed' ORDER BY 1;

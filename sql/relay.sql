@@ -41,6 +41,18 @@ SELECT paynotify_alter_endpoint(:erp, retry_base => '10 seconds', retry_max => '
 	retry_horizon => '1 hour', max_in_flight => 4);
 SELECT paynotify_alter_endpoint(-1, enabled => false);
 SELECT paynotify_alter_endpoint(:erp, secret => 'whsec_short');
+-- a setting out of range is refused without the row (and its secret) in the detail
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT paynotify_alter_endpoint(:erp, max_in_flight => 0);
+SELECT paynotify_alter_endpoint(:erp, retry_base => '-1 second');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), max_in_flight => 1000);
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), retry_horizon => '-1 day');
+SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), retry_horizon => '2 years');
+SELECT paynotify_alter_endpoint(:erp, retry_base => '25 hours');
+SELECT paynotify_alter_endpoint(:erp, retry_max => '31 days');
+\set VERBOSITY terse
+\set SHOW_CONTEXT errors
 SELECT id = :erp AS erp, url, events, channels, enabled, max_in_flight, retry_base, retry_max,
 	retry_horizon
 FROM paynotify_endpoint ORDER BY id;
@@ -159,6 +171,34 @@ SELECT d.order_no, d.attempts, d.dead_at IS NOT NULL AS dead,
 	d.next_attempt_at - d.last_attempt_at BETWEEN '30 s' AND '60 s' AS capped_at_1_min,
 	d.next_attempt_at = d.started_at + '1 hour'::interval AS at_the_horizon
 FROM paynotify_delivery d WHERE d.delivered_at IS NULL ORDER BY d.outbox_id;
+
+-- a backoff that would overflow as an interval (23 hours * 2^30) is still
+-- recorded, capped by retry_max and the horizon: a failing report would
+-- give the relay's whole batch back, to be delivered again, round after round
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/slow', 'whsec_' || repeat('E', 32),
+	retry_horizon => '1 year') AS slow \gset
+SELECT paynotify_alter_endpoint(:slow, retry_base => '23 hours', retry_max => '30 days');
+\c - :su
+SET search_path = pay, public;
+INSERT INTO paynotify_delivery (endpoint_id, outbox_id, event, channel, order_no, body, attempts)
+	VALUES (:slow, 0, 'paid', 'rl', 'RL-SLOW', '{}', 30);
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT url, attempts FROM c;
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(503), array_agg(NULL::text)) FROM c;
+COMMIT;
+\c - :su
+SET search_path = pay, public;
+SELECT d.attempts, d.dead_at IS NOT NULL AS dead,
+	d.next_attempt_at - d.last_attempt_at BETWEEN '15 days' AND '30 days' AS capped_at_30_days
+FROM paynotify_delivery d WHERE d.order_no = 'RL-SLOW';
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_drop_endpoint(:slow);
 
 -- dead letters: the horizon passes (made 0 here), the next failure is final
 \c - rl_op

@@ -308,11 +308,30 @@ parse_length(pn_request *req, const char *value)
 	}
 }
 
+/* Whether an HTTP_* name (without the prefix) is X_PAYNOTIFY_CLIENT, as header_add names it. */
+static bool
+is_client_header(const char *name, size_t len)
+{
+	static const char own[] = "x-paynotify-client";
+
+	if (len != sizeof(own) - 1)
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		char		c = name[i];
+
+		c = (c >= 'A' && c <= 'Z') ? (char) (c - 'A' + 'a') : (c == '_' ? '-' : c);
+		if (c != own[i])
+			return false;
+	}
+	return true;
+}
+
 /*
  * Builds the headers JSON object: every HTTP_* variable, named in lower case
  * with '_' as '-', plus CONTENT_TYPE as "content-type" when not empty, and
- * REMOTE_ADDR as "x-paynotify-client" (replacing any the client sent) for
- * paynotify.delivery_history.
+ * REMOTE_ADDR as "x-paynotify-client" (any the client sent is dropped, also
+ * when there is no REMOTE_ADDR) for paynotify.delivery_history.
  * Values keep their case and bytes.  Returns 400 when a name or value is not
  * valid UTF-8 (jsonb could not hold it, and changing it would be worse).
  */
@@ -330,6 +349,9 @@ collect_headers(pn_request *req, const request_env *env, char **envp)
 
 		if (eq == NULL || strncmp(*p, HTTP_PREFIX, prefix) != 0 ||
 			eq - *p <= (long) prefix)
+			continue;
+		/* the shim's own header: never the client's, even without REMOTE_ADDR */
+		if (is_client_header(*p + prefix, (size_t) (eq - *p) - prefix))
 			continue;
 		status = header_add(&list, *p + prefix, (size_t) (eq - *p) - prefix,
 							eq + 1, false);

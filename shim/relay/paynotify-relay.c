@@ -783,6 +783,8 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 		pn_log("out of memory");
 		free(jobs);
 		free(counts);
+		for (int i = 0; i < n; i++)
+			OPENSSL_cleanse(PQgetvalue(res, i, 4), (size_t) PQgetlength(res, i, 4));
 		PQclear(res);
 		return -1;
 	}
@@ -813,7 +815,11 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 	run_jobs(multi, jobs, n);
 	ok = report(conn, jobs, n, failed) && command_ok(conn, "COMMIT");
 	for (int i = 0; i < n; i++)
+	{
 		OPENSSL_cleanse(jobs[i].secret, sizeof(jobs[i].secret));
+		/* and the whsec_ text the claim returned */
+		OPENSSL_cleanse(PQgetvalue(res, i, 4), (size_t) PQgetlength(res, i, 4));
+	}
 	free(jobs);
 	free(counts);
 	PQclear(res);

@@ -351,6 +351,10 @@ cgi client "$TMP/small.json" REMOTE_ADDR=198.51.100.9 HTTP_X_PAYNOTIFY_CLIENT=sp
 expect client 200 processed "client address request"
 check "REMOTE_ADDR passed as x-paynotify-client, replacing the client's own" yes \
     "$(json_true "$TMP/client.out" "b['headers'] == {'x-paynotify-client': '198.51.100.9'}")"
+cgi noaddr "$TMP/small.json" HTTP_X_PAYNOTIFY_CLIENT=spoofed HTTP_X-PAYNOTIFY-CLIENT=spoofed2 HTTP_x_paynotify_client=spoofed3
+expect noaddr 200 processed "client address request without REMOTE_ADDR"
+check "a client's own x-paynotify-client is dropped without REMOTE_ADDR too" yes \
+    "$(json_true "$TMP/noaddr.out" "b['headers'] == {}")"
 before=$(calls)
 cgi bad_utf8 "$TMP/small.json" HTTP_X_LATIN1=$'caf\xe9'
 expect bad_utf8 400 refused "header value not UTF-8"
