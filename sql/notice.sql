@@ -36,3 +36,21 @@ SELECT notify_id, status FROM payment_notify_log WHERE notify_id LIKE 'evt_nt_%'
 SELECT refund_id, order_no, amount, status FROM paynotify_refund WHERE order_no LIKE 'NT-%' ORDER BY refund_id;
 SELECT * FROM t.nt_seen ORDER BY notify_id;
 DELETE FROM paynotify_hook;
+
+-- a parked notice edited into an action paynotify never wrote is an error,
+-- never "nothing to do": the payment that would apply it fails (retried),
+-- and goes through once the row is repaired
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('NT-3', 'pending', 100);
+SELECT t.stripe_ledger('nt_s', 'NT-3', 'evt_nt_5', 'pi_nt_3', 100, 100, ARRAY['re_nt_3']);
+UPDATE payment_notify_log SET notice = jsonb_set(notice, '{action}', '"bogus"')
+WHERE notify_id = 'evt_nt_5';
+SELECT t.stripe_ledger('nt_s', 'NT-3', 'evt_nt_6', 'pi_nt_3', 100);
+SELECT notify_id, status, error_msg FROM payment_notify_log
+WHERE notify_id IN ('evt_nt_5', 'evt_nt_6') ORDER BY notify_id;
+SELECT status FROM public.orders WHERE order_no = 'NT-3';
+UPDATE payment_notify_log SET notice = jsonb_set(notice, '{action}', '"refund"')
+WHERE notify_id = 'evt_nt_5';
+SELECT t.stripe_ledger('nt_s', 'NT-3', 'evt_nt_6', 'pi_nt_3', 100);
+SELECT notify_id, status FROM payment_notify_log
+WHERE notify_id IN ('evt_nt_5', 'evt_nt_6') ORDER BY notify_id;
+SELECT status FROM public.orders WHERE order_no = 'NT-3';

@@ -37,7 +37,7 @@ static const PnAction legacy_actions[] = {
 };
 
 static const char *action_name(PnAction action);
-static PnAction action_from_jsonb(Jsonb *j);
+static bool action_from_jsonb(Jsonb *j, PnAction *action);
 
 /* The stored name of an action. */
 static const char *
@@ -79,8 +79,8 @@ pn_notice_to_jsonb(const PnNotice *n)
 }
 
 /* The action of a stored notice: its name, or a number of old rows. */
-static PnAction
-action_from_jsonb(Jsonb *j)
+static bool
+action_from_jsonb(Jsonb *j, PnAction *action)
 {
 	char	   *name;
 	int64		number;
@@ -89,12 +89,52 @@ action_from_jsonb(Jsonb *j)
 	{
 		for (int i = 0; i < (int) lengthof(action_names); i++)
 			if (strcmp(action_names[i], name) == 0)
-				return (PnAction) i;
+			{
+				*action = (PnAction) i;
+				return true;
+			}
 	}
 	else if (pn_json_int64(j, "action", &number) &&
 			 number >= 0 && number < (int64) lengthof(legacy_actions))
-		return legacy_actions[number];
-	return PN_ACT_NONE;
+	{
+		*action = legacy_actions[number];
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Why a stored notice is not one paynotify wrote (a hand-edited row), or
+ * NULL: an object with a known action, text fields that are strings (or
+ * null), amounts that are integers.
+ */
+const char *
+pn_notice_fault(Jsonb *j)
+{
+	static const char *const texts[] = {"notify_id", "event_type", "order_no", "trade_no",
+	"currency", "refund_id"};
+	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total"};
+	PnAction	action;
+	int64		v;
+	char	   *str;
+
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		return "it is not a JSON object";
+	if (!action_from_jsonb(j, &action))
+		return "its \"action\" is not one of paynotify's actions";
+	for (size_t i = 0; i < lengthof(texts); i++)
+	{
+		JsonbValue	buf;
+		JsonbValue *jv = getKeyJsonValueFromContainer(&j->root, texts[i],
+												  strlen(texts[i]), &buf);
+
+		if (jv != NULL && jv->type != jbvNull && !pn_json_string(j, texts[i], &str))
+			return psprintf("its \"%s\" is not a string", texts[i]);
+	}
+	for (size_t i = 0; i < lengthof(amounts); i++)
+		if (pn_json_present(j, amounts[i]) && !pn_json_int64(j, amounts[i], &v))
+			return psprintf("its \"%s\" is not an integer", amounts[i]);
+	return NULL;
 }
 
 /* The inverse of pn_notice_to_jsonb. */
@@ -102,9 +142,20 @@ PnNotice *
 pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 {
 	PnNotice   *n = palloc0(sizeof(PnNotice));
+	const char *fault = pn_notice_fault(j);
 
+	/*
+	 * Never read a notice paynotify did not write as some other event (or
+	 * as "nothing to do"): the notification stays failed or parked, visibly.
+	 */
+	if (fault != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("paynotify: the stored notice of notification \"%s\" is malformed: %s",
+						notify_id, fault),
+				 errhint("Its next delivery by the gateway applies it; or resend it from the gateway's merchant console.")));
 	n->notify_id = pstrdup(notify_id);
-	n->action = action_from_jsonb(j);
+	(void) action_from_jsonb(j, &n->action);
 	(void) pn_json_string(j, "event_type", &n->event_type);
 	(void) pn_json_string(j, "order_no", &n->order_no);
 	(void) pn_json_string(j, "trade_no", &n->trade_no);

@@ -347,42 +347,6 @@ retry_step(void *arg)
 }
 
 /*
- * Whether a stored notice is one pn_notice_to_jsonb wrote: an object with a
- * known action, text fields as strings and amounts as integers.  A notice
- * edited by hand into something else must not be applied as a different
- * (or no) event and settle the notification for good.
- */
-static const char *
-retry_notice_fault(Jsonb *notice)
-{
-	static const char *const texts[] = {"notify_id", "event_type", "order_no", "trade_no",
-	"currency", "refund_id"};
-	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total"};
-	int64		action;
-	int64		v;
-	char	   *str;
-
-	if (!JB_ROOT_IS_OBJECT(notice) || JB_ROOT_IS_SCALAR(notice))
-		return "it is not a JSON object";
-	if (!pn_json_int64(notice, "action", &action) ||
-		action < PN_ACT_NONE || action > PN_ACT_CLOSE)
-		return "its \"action\" is not one of paynotify's actions";
-	for (size_t i = 0; i < lengthof(texts); i++)
-	{
-		JsonbValue	buf;
-		JsonbValue *jv = getKeyJsonValueFromContainer(&notice->root, texts[i],
-												  strlen(texts[i]), &buf);
-
-		if (jv != NULL && jv->type != jbvNull && !pn_json_string(notice, texts[i], &str))
-			return psprintf("its \"%s\" is not a string", texts[i]);
-	}
-	for (size_t i = 0; i < lengthof(amounts); i++)
-		if (pn_json_present(notice, amounts[i]) && !pn_json_int64(notice, amounts[i], &v))
-			return psprintf("its \"%s\" is not an integer", amounts[i]);
-	return NULL;
-}
-
-/*
  * paynotify_retry(channel text, notify_id text, dry_run boolean,
  *   OUT channel, OUT notify_id, OUT status_before, OUT outcome, OUT status,
  *   OUT error)
@@ -461,7 +425,7 @@ paynotify_retry(PG_FUNCTION_ARGS)
 					 errdetail("It failed under a paynotify library older than 1.1, which kept no notice of failed notifications."),
 					 errhint("Its next delivery by the gateway applies it; or resend it from the gateway's merchant console.")));
 		c.notice = DatumGetJsonbPCopy(d);
-		if ((fault = retry_notice_fault(c.notice)) != NULL)
+		if ((fault = pn_notice_fault(c.notice)) != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("notification \"%s\" of channel \"%s\" has a malformed stored notice",

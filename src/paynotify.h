@@ -230,6 +230,7 @@ extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val
 extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
 extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
+extern const char *pn_notice_fault(Jsonb *j);
 
 /* ---------- settings.c: gateway settings (ereport on wrong type) ---------- */
 extern char *pn_setting_text(Jsonb *settings, const char *key, bool required);
