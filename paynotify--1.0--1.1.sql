@@ -237,14 +237,23 @@ COMMENT ON FUNCTION @extschema@.paynotify_redeliver(bigint, bigint) IS
 
 CREATE FUNCTION @extschema@.paynotify_purge_deliveries(keep interval DEFAULT '7 days')
 	RETURNS bigint
-	LANGUAGE sql SECURITY DEFINER
+	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+DECLARE
+	n bigint;
+BEGIN
+	IF keep IS NULL OR keep < interval '0' THEN
+		RAISE EXCEPTION 'keep must be a positive interval, not %', coalesce(keep::text, 'NULL')
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	WITH gone AS (
 		DELETE FROM @extschema@.paynotify_delivery d
 		WHERE d.delivered_at < pg_catalog.now() - keep
 		RETURNING 1)
-	SELECT count(*) FROM gone
+	SELECT count(*) INTO n FROM gone;
+	RETURN n;
+END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_purge_deliveries(interval) IS
 	'deletes deliveries delivered longer ago than keep; returns how many';

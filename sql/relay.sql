@@ -264,6 +264,8 @@ SELECT event, order_no FROM paynotify_outbox_claim(10);
 
 -- purge and drop
 SELECT paynotify_purge_deliveries('1 day');
+SELECT paynotify_purge_deliveries('-1 day');
+SELECT paynotify_purge_deliveries(NULL);
 SELECT paynotify_purge_deliveries('0');
 SELECT paynotify_drop_endpoint(:off);
 SELECT paynotify_drop_endpoint(:off);
