@@ -164,7 +164,7 @@ stop_pid() {
     local pid=$1 sig=${2:-TERM} secs=${3:-5}
     [ -n "$pid" ] || return 0
     kill -0 "$pid" 2>/dev/null || return 0
-    kill -"$sig" "$pid" 2>/dev/null
+    kill -"$sig" "$pid" 2>/dev/null || return 0
     for _ in $(seq 1 $((secs * 20))); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.05
