@@ -43,6 +43,14 @@ pn_cluster_start() {
         || { cat "$dir/server.log"; return 1; }
 }
 
+# pn_fixture_cluster DIR PORT [extra postgresql.conf lines...]: a cluster
+# with fsync off started in DIR (pn_cluster_start) and the fixture's files
+# copied beside it (pn_fixture_copy); then pn_fixture_load DIR PORT DB.
+pn_fixture_cluster() {
+    local dir=$1 port=$2; shift 2
+    pn_cluster_start "$dir" "$port" "fsync = off" "$@" && pn_fixture_copy "$dir"
+}
+
 # pn_cluster_pid DIR: the postmaster's pid.
 pn_cluster_pid() {
     head -1 "$1/data/postmaster.pid" 2>/dev/null
@@ -50,15 +58,9 @@ pn_cluster_pid() {
 
 # pn_cluster_stop DIR: fast shutdown of that cluster, by its pid.
 pn_cluster_stop() {
-    local dir=$1 pid
-    pid=$(pn_cluster_pid "$dir") || true
-    [ -n "${pid:-}" ] || return 0
-    kill -INT "$pid" 2>/dev/null || return 0
-    for _ in $(seq 1 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
+    local pid
+    pid=$(pn_cluster_pid "$1") || true
+    stop_pid "${pid:-}" INT 10
 }
 
 # pn_psql DIR PORT [psql args...]: psql as superuser to that cluster.
@@ -67,12 +69,29 @@ pn_psql() {
     "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U postgres "$@"
 }
 
+# pn_tmp_dir NAME: print a new directory /tmp/paynotify-NAME.XXXXXX that the
+# cluster's owner can enter (remove it with remove_tmp).
+pn_tmp_dir() {
+    local d
+    d=$(mktemp -d "/tmp/paynotify-$1.XXXXXX") && chmod 755 "$d" && echo "$d"
+}
+
 # pn_fixture_copy DIR: the files test/fixture.sql reads (the signed vectors
 # and the ledger notices) copied where the cluster's owner can read them;
-# load the fixture with paynotify_test.vdir = 'DIR/vectors/'.
+# load the fixture with paynotify_test.vdir = 'DIR/vectors/' (pn_fixture_load).
 pn_fixture_copy() {
     cp -r "$PN_TOP/test/vectors" "$1/vectors"
     cp "$PN_TOP/test/ledger_notices.json" "$1/ledger_notices.json"
+    chmod -R a+rX "$1/vectors"
+}
+
+# pn_fixture_load DIR PORT DB [FILE]: test/fixture.sql (or FILE, a variant of
+# it) loaded into database DB of that cluster, reading the vectors that
+# pn_fixture_copy DIR put there.  The helpers of a Stripe channel 'st' are in
+# test/e2e/stripe.sql (\i it).
+pn_fixture_load() {
+    local dir=$1 port=$2 db=$3 file=${4:-$PN_TOP/test/fixture.sql}
+    pn_psql "$dir" "$port" -d "$db" -c "SET paynotify_test.vdir = '$dir/vectors/'" -f "$file" >/dev/null
 }
 
 # ---- checks -------------------------------------------------------------------
@@ -131,16 +150,22 @@ summary() {
     [ "${fail:-0}" -eq 0 ]
 }
 
+# finish: summary, then exit (non-zero when anything failed).
+finish() {
+    summary
+    exit
+}
+
 # ---- processes and temporary files ------------------------------------------
 
-# stop_pid PID [SIGNAL]: signal a process we started and wait until it is
-# gone (5 s, then SIGKILL).
+# stop_pid PID [SIGNAL [SECONDS]]: signal a process we started and wait
+# until it is gone (SECONDS, 5 by default, then SIGKILL).
 stop_pid() {
-    local pid=$1 sig=${2:-TERM}
+    local pid=$1 sig=${2:-TERM} secs=${3:-5}
     [ -n "$pid" ] || return 0
     kill -0 "$pid" 2>/dev/null || return 0
-    kill -"$sig" "$pid" 2>/dev/null
-    for _ in $(seq 1 100); do
+    kill -"$sig" "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 $((secs * 20))); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.05
     done

@@ -1,8 +1,8 @@
 /*
  * pn_common.h
  *	  What the shim's programs (cgi/, send/, relay/) share: a growable byte
- *	  buffer, UTF-8 checking and JSON string escaping, and one-line logging
- *	  to stderr.  Plain C11 and libc only, so every program can link it.
+ *	  buffer, UTF-8 checking and JSON string escaping, one-line logging
+ *	  to stderr, and the stop signals.  Plain C11 and libc only, so every program can link it.
  *
  * Allocation failure is reported, never fatal: a buffer that failed to grow
  * stays failed (its contents are then incomplete) and every later append
@@ -45,5 +45,8 @@ extern void pn_log_init(const char *program, bool with_pid);
 extern void pn_log_set_worker(int worker);
 extern void pn_log(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern void pn_log_text(char *dst, size_t size, const char *src);
+
+/* pn_signal.c */
+extern void pn_on_stop_signals(void (*handler) (int));
 
 #endif							/* PAYNOTIFY_SHIM_COMMON_H */

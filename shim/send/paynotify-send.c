@@ -148,7 +148,6 @@ main(int argc, char **argv)
 	struct pn_conf c;
 	struct run run;
 	char		channel[256];
-	struct sigaction sa;
 	bool		need_alt = false;
 	int			rc;
 
@@ -170,12 +169,7 @@ main(int argc, char **argv)
 		return EXIT_USAGE;
 	channel_name(&o, &c, channel, sizeof(channel));
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	pn_on_stop_signals(on_signal);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 	{
 		pn_log("cannot initialise libcurl");

@@ -16,23 +16,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
-dir=$(mktemp -d /tmp/paynotify-cron.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir cron)
 port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '       %s\n' "$2"; return 0; }
-check() {	# check DESC EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
-}
-finish() {
-    echo "$pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+# ok, not_ok, check, finish: test/lib.sh
 
 if [ ! -f "$(pg_config --pkglibdir)/pg_cron.so" ]; then
     not_ok "pg_cron is installed ($(pg_config --pkglibdir)/pg_cron.so; scripts/deps.sh installs postgresql-15-cron)"
@@ -41,31 +31,18 @@ fi
 pn_cluster_start "$dir" "$port" "fsync = off" "shared_preload_libraries = 'pg_cron'" \
     "cron.database_name = 'shop'" "cron.use_background_workers = on" "max_worker_processes = 16"
 pn_fixture_copy "$dir"
-chmod -R a+rX "$dir/vectors"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { sql -d shop -Atc "$@"; }
 
 sql -d postgres -c "CREATE DATABASE shop" >/dev/null
-sql -d shop -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+pn_fixture_load "$dir" "$port" shop
 PGOPTIONS="-c client_min_messages=error" sql -d shop >/dev/null <<'SQL'
 CREATE EXTENSION pg_cron;
 CREATE ROLE cron_op LOGIN IN ROLE paynotify_admin;
 GRANT USAGE ON SCHEMA pay TO cron_op;
 GRANT USAGE ON SCHEMA cron TO cron_op;
 -- traffic on a Stripe channel: 30 payments, a failure, a parked refund, an anomaly
-SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
-SELECT pay.paynotify_add_key('st', 's1', t.secret(1));
-CREATE FUNCTION t.evt(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS $$
-	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
-		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
-		'livemode', false,
-		'data', jsonb_build_object('object', jsonb_build_object(
-			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
-			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
-	)::text
-$$;
-CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
-	$$ SELECT outcome FROM t.stripe('st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+\i test/e2e/stripe.sql
 SELECT t.set_order('C' || i, 'pending') FROM generate_series(1, 30) i;
 SELECT t.st('evt_pay_' || i, 'C' || i) FROM generate_series(1, 30) i;
 SELECT t.st('evt_missing', 'CM');

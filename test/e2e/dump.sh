@@ -18,27 +18,20 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
-dir=$(mktemp -d /tmp/paynotify-dump.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir dump)
 port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
 pass=0
 fail=0
-# ok, not_ok, check, summary, remove_tmp: test/lib.sh
-finish() {
-    summary
-    exit
-}
+# ok, not_ok, check, finish, remove_tmp: test/lib.sh
 
-pn_cluster_start "$dir" "$port" "fsync = off"
-pn_fixture_copy "$dir"
-chmod -R a+rX "$dir/vectors"
+pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
 
 sql -d postgres -c "CREATE DATABASE src" >/dev/null
-sql -d src -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+pn_fixture_load "$dir" "$port" src
 PGOPTIONS="-c client_min_messages=error" sql -d src >/dev/null <<'SQL'
 -- the application: a hook that records every payment it is told about
 CREATE SCHEMA shop;
@@ -57,19 +50,7 @@ DELETE FROM pay.paynotify_transition WHERE (from_state, to_state) = ('received',
 SELECT count(*) FROM t.manifest, t.replay(name, 'r_');
 
 -- and a Stripe channel with payments, a refund and an amount mismatch
-SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
-SELECT pay.paynotify_add_key('st', 's1', t.secret(1));
-CREATE FUNCTION t.evt(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS $$
-	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
-		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
-		'livemode', false,
-		'data', jsonb_build_object('object', jsonb_build_object(
-			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
-			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
-	)::text
-$$;
-CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
-	$$ SELECT outcome FROM t.stripe('st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+\i test/e2e/stripe.sql
 SELECT t.set_order('D' || i, 'pending') FROM generate_series(1, 20) i;
 SELECT t.st('evt_pay_' || i, 'D' || i) FROM generate_series(1, 20) i;
 SELECT t.st('evt_refund_1', 'D1', 'refund');

@@ -12,21 +12,16 @@ cd "$(dirname "$0")/../.."
 calls=${MEMORY_CALLS:-20000}
 warmup=$((calls / 10))
 limit_kb=${MEMORY_LIMIT_KB:-1024}
-dir=$(mktemp -d /tmp/paynotify-mem.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir mem)
 port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
-pn_cluster_start "$dir" "$port" "fsync = off" "synchronous_commit = off"
-pn_fixture_copy "$dir"
-chmod -R a+rX "$dir/vectors"
+pn_fixture_cluster "$dir" "$port" "synchronous_commit = off"
 sql() { pn_psql "$dir" "$port" "$@"; }
-sql -q -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+pn_fixture_load "$dir" "$port" postgres
 sql -q >/dev/null <<'SQL'
 SELECT t.configure('wx_transaction_success_valid', 'm_wx');
 SELECT t.configure('ali_trade_success_valid', 'm_ali');
-SELECT pay.paynotify_add_channel('m_st', 'stripe', '{}');
-SELECT pay.paynotify_add_key('m_st', 's1', t.secret(1));
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT t.set_order('PN20260101000002', 'pending');
 CREATE FUNCTION t.flaky(ev jsonb) RETURNS void LANGUAGE plpgsql AS $$
@@ -37,19 +32,8 @@ BEGIN
 END $$;
 SELECT pay.paynotify_on('paid', 't.flaky(jsonb)');
 
--- one Stripe event: a payment of order o, or a refund of it
-CREATE FUNCTION t.evt(id text, o text, kind text) RETURNS text LANGUAGE sql AS $$
-	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
-		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' WHEN 'refund' THEN 'charge.refunded'
-			ELSE 'customer.created' END,
-		'livemode', false,
-		'data', jsonb_build_object('object', jsonb_build_object(
-			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
-			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
-	)::text
-$$;
-CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
-	$$ SELECT outcome FROM t.stripe('m_st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+-- Stripe events on channel 'st': t.st(id, order, 'pay' | 'refund' | 'other')
+\i test/e2e/stripe.sql
 CREATE FUNCTION t.vec(case_name text, chan text) RETURNS text LANGUAGE sql AS
 	$$ SELECT outcome FROM t.deliver(case_name, chan) $$;
 

@@ -24,8 +24,7 @@ cd "$(dirname "$0")/../.."
 . test/lib.sh
 
 ORDERS=${RELAY_TEST_ORDERS:-150}
-dir=$(mktemp -d /tmp/paynotify-relay.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir relay)
 port=$(pn_free_port)
 pids=()
 cleanup() {
@@ -38,16 +37,7 @@ trap 'exit 130' INT TERM
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | head -20 | sed 's/^/       /'; return 0; }
-check() {	# check DESC EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
-}
-finish() {
-    echo "$pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+# ok, not_ok, check, finish: test/lib.sh
 
 make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 RELAY=$PWD/shim/relay/paynotify-relay

@@ -19,27 +19,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
-dir=$(mktemp -d /tmp/paynotify-upgrade.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir upgrade)
 port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
 
 pass=0
 fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $1"; }
-not_ok() { fail=$((fail + 1)); echo "FAIL - $1"; [ -n "${2:-}" ] && printf '       %s\n' "$2"; return 0; }
-check() {	# check DESC EXPECTED ACTUAL
-    if [ "$2" = "$3" ]; then ok "$1"; else not_ok "$1" "expected [$2], got [$3]"; fi
-}
-finish() {
-    echo "$pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+# ok, not_ok, check, finish: test/lib.sh
 
-pn_cluster_start "$dir" "$port" "fsync = off"
-pn_fixture_copy "$dir"
-chmod -R a+rX "$dir/vectors"
+pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
 
@@ -48,8 +36,8 @@ sed "s/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA
     test/fixture.sql >"$dir/fixture10.sql"
 grep -q "VERSION '1.0'" "$dir/fixture10.sql" || { not_ok "fixture creates version 1.0"; finish; }
 sql -d postgres -c "CREATE DATABASE old" -c "CREATE DATABASE fresh" >/dev/null
-sql -d old -c "SET paynotify_test.vdir = '$dir/vectors/'" -f "$dir/fixture10.sql" >/dev/null
-sql -d fresh -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+pn_fixture_load "$dir" "$port" old "$dir/fixture10.sql"
+pn_fixture_load "$dir" "$port" fresh
 check "old database is at 1.0" 1.0 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 check "fresh database is at 1.1" 1.1 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 
@@ -66,19 +54,7 @@ SELECT t.deliver('wx_refund_success_pubkey_id_valid', 'u_wxr');
 -- every signed test notification on its own channel, twice (all three gateways)
 SELECT count(*) FROM t.manifest, t.replay(name, 'r_');
 -- Stripe: payments, a refund, an amount mismatch (anomaly), a failure
-SELECT pay.paynotify_add_channel('st', 'stripe', '{}');
-SELECT pay.paynotify_add_key('st', 's1', t.secret(1));
-CREATE FUNCTION t.evt(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS $$
-	SELECT jsonb_build_object('id', id, 'object', 'event', 'type',
-		CASE kind WHEN 'pay' THEN 'payment_intent.succeeded' ELSE 'charge.refunded' END,
-		'livemode', false,
-		'data', jsonb_build_object('object', jsonb_build_object(
-			'id', 'pi_' || o, 'payment_intent', 'pi_' || o, 'amount', 8888, 'amount_received', 8888,
-			'amount_refunded', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o)))
-	)::text
-$$;
-CREATE FUNCTION t.st(id text, o text, kind text DEFAULT 'pay') RETURNS text LANGUAGE sql AS
-	$$ SELECT outcome FROM t.stripe('st', t.evt(id, o, kind), ARRAY[t.secret(1)]) $$;
+\i test/e2e/stripe.sql
 SELECT t.set_order('U' || i, 'pending') FROM generate_series(1, 20) i;
 SELECT t.st('evt_pay_' || i, 'U' || i) FROM generate_series(1, 20) i;
 SELECT t.st('evt_pay_1', 'U1');

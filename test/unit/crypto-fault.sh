@@ -9,8 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
-dir=$(mktemp -d /tmp/paynotify-mac.XXXXXX)
-chmod 755 "$dir"
+dir=$(pn_tmp_dir mac)
 port=$(pn_free_port)
 trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
 
@@ -28,11 +27,9 @@ C
 ${CC:-cc} -shared -fPIC -o "$dir/failmac.so" "$dir/failmac.c"
 chmod 755 "$dir/failmac.so"
 
-LD_PRELOAD="$dir/failmac.so" pn_cluster_start "$dir" "$port" "fsync = off"
-pn_fixture_copy "$dir"
-chmod -R a+rX "$dir/vectors"
+LD_PRELOAD="$dir/failmac.so" pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
-sql -q -c "SET paynotify_test.vdir = '$dir/vectors/'" -f test/fixture.sql >/dev/null
+pn_fixture_load "$dir" "$port" postgres
 out=$(sql -At <<'SQL'
 SELECT pay.paynotify_add_channel('mac', 'stripe', '{}');
 SELECT pay.paynotify_add_key('mac', 's1', t.secret(1));

@@ -1,0 +1,319 @@
+/*
+ * relay_db.c
+ *	  paynotify-relay's database calls: the connection, one round (fan-out,
+ *	  claim, deliver, report) and waiting for a NOTIFY.
+ */
+#include "relay.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+
+#include <openssl/crypto.h>
+
+/*
+ * The connection's last error as one line (libpq's messages end in a
+ * newline, some have several).
+ */
+static const char *
+db_message(PGconn *conn)
+{
+	static char line[512];
+
+	pn_log_text(line, sizeof(line), PQerrorMessage(conn));
+	return line;
+}
+
+static bool
+command_ok(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	if (!ok)
+		pn_log("\"%s\" failed: %s", sql, db_message(conn));
+	PQclear(res);
+	return ok;
+}
+
+PGconn *
+connect_db(void)
+{
+	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
+	const char *vals[] = {PN_PROGRAM, "5", cfg.dsn, NULL};
+	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
+	char		sql[128];
+
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		pn_log("cannot connect to the database: %s", db_message(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	/* a relay that hangs inside a batch gives its claims back */
+	snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %lld",
+			 3 * cfg.timeout_ms + 30000);
+	/*
+	 * The relay's own commits need not wait for the WAL flush: a fan-out is
+	 * one transaction (outbox rows out, deliveries in), so a crash loses it
+	 * whole and the outbox rows come back; a lost result means a delivery
+	 * made again.  Either way at least once, and the round is shorter.
+	 */
+	if (!command_ok(conn, sql) ||
+		!command_ok(conn, "SET synchronous_commit = off") ||
+		(cfg.listen && !command_ok(conn, "LISTEN paynotify")))
+	{
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+/* s as a double-quoted element of an array literal, or NULL for s == NULL. */
+static void
+array_element(pn_buf *b, const char *s)
+{
+	if (b->len > 1)
+		pn_buf_append(b, ",", 1);
+	if (s == NULL)
+	{
+		pn_buf_append(b, "NULL", 4);
+		return;
+	}
+	pn_buf_append(b, "\"", 1);
+	for (; *s; s++)
+	{
+		if (*s == '"' || *s == '\\')
+			pn_buf_append(b, "\\", 1);
+		pn_buf_append(b, s, 1);
+	}
+	pn_buf_append(b, "\"", 1);
+}
+
+/* Records the done jobs; false on a database error. */
+static bool
+report(PGconn *conn, job *jobs, int n, int *failed)
+{
+	pn_buf		arr[3];
+	char		sql[256];
+	const char *params[3];
+	PGresult   *res;
+	bool		ok = true;
+	int			done = 0;
+
+	for (int k = 0; k < 3; k++)
+	{
+		pn_buf_init(&arr[k]);
+		pn_buf_append(&arr[k], "{", 1);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		char		status[16];
+		bool		good;
+
+		if (jobs[i].state != JOB_DONE)
+			continue;
+		good = jobs[i].status >= 200 && jobs[i].status <= 299;
+		if (!good)
+			(*failed)++;
+		snprintf(status, sizeof(status), "%ld", jobs[i].status);
+		array_element(&arr[0], jobs[i].delivery_id);
+		array_element(&arr[1], jobs[i].status ? status : NULL);
+		array_element(&arr[2], good ? NULL : jobs[i].error);
+		done++;
+	}
+	for (int k = 0; k < 3; k++)
+	{
+		pn_buf_append(&arr[k], "}", 1);
+		ok = ok && !arr[k].failed;
+		params[k] = arr[k].data;
+	}
+	if (!ok)
+		pn_log("out of memory");
+	else if (done > 0)
+	{
+		snprintf(sql, sizeof(sql),
+				 "SELECT %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[])",
+				 cfg.schema);
+		res = PQexecParams(conn, sql, 3, NULL, params, NULL, NULL, 0);
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		{
+			pn_log("report failed: %s", db_message(conn));
+			ok = false;
+		}
+		PQclear(res);
+	}
+	for (int k = 0; k < 3; k++)
+		pn_buf_free(&arr[k]);
+	return ok;
+}
+
+/*
+ * SELECT schema.function($1::integer) with limit as $1; NULL (logged as
+ * what failed) on an error.
+ */
+static PGresult *
+call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long limit)
+{
+	char		sql[256];
+	char		value[24];
+	const char *params[1] = {value};
+	PGresult   *res;
+
+	snprintf(value, sizeof(value), "%lld", limit);
+	snprintf(sql, sizeof(sql), sql_fmt, cfg.schema);
+	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		pn_log("%s failed: %s", what, db_message(conn));
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+/* The new outbox events turned into deliveries: how many, or -1. */
+static int
+fanout(PGconn *conn)
+{
+	PGresult   *res = call_with_limit(conn, "fan-out",
+									  "SELECT %s.paynotify_relay_fanout($1::integer)",
+									  cfg.fanout_batch);
+	int			taken;
+
+	if (res == NULL)
+		return -1;
+	taken = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return taken;
+}
+
+/* Job i from row i of the claim; jobs[0 .. i-1] are filled. */
+static void
+job_from_row(PGresult *res, int i, job *jobs, int *counts)
+{
+	job		   *j = &jobs[i];
+
+	j->delivery_id = PQgetvalue(res, i, 0);
+	j->webhook_id = PQgetvalue(res, i, 1);
+	j->endpoint_id = PQgetvalue(res, i, 2);
+	j->url = PQgetvalue(res, i, 3);
+	j->secret_len = decode_secret(PQgetvalue(res, i, 4), j->secret);
+	j->max_in_flight = atoi(PQgetvalue(res, i, 5));
+	if (j->max_in_flight < 1)
+		j->max_in_flight = 1;
+	j->body = PQgetvalue(res, i, 6);
+	j->body_len = PQgetlength(res, i, 6);
+	j->state = JOB_WAITING;
+	/* the counter of the first job of the same endpoint (rows are few) */
+	j->in_flight = &counts[i];
+	for (int k = 0; k < i; k++)
+		if (strcmp(jobs[k].endpoint_id, j->endpoint_id) == 0)
+		{
+			j->in_flight = jobs[k].in_flight;
+			break;
+		}
+}
+
+/* Wipes the decoded secrets (jobs may be NULL) and the whsec_ texts of the claim. */
+static void
+cleanse_secrets(PGresult *res, job *jobs, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		if (jobs != NULL)
+			OPENSSL_cleanse(jobs[i].secret, sizeof(jobs[i].secret));
+		OPENSSL_cleanse(PQgetvalue(res, i, 4), (size_t) PQgetlength(res, i, 4));
+	}
+}
+
+/*
+ * Delivers the claimed rows of res, reports the results and commits: the
+ * number of deliveries, or -1 on a database error.
+ */
+static int
+deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
+{
+	int			n = PQntuples(res);
+	job		   *jobs = calloc(n, sizeof(job));
+	int		   *counts = calloc(n, sizeof(int));
+	bool		ok;
+
+	if (jobs == NULL || counts == NULL)
+	{
+		pn_log("out of memory");
+		free(jobs);
+		free(counts);
+		cleanse_secrets(res, NULL, n);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		job_from_row(res, i, jobs, counts);
+	run_jobs(multi, jobs, n);
+	ok = report(conn, jobs, n, failed) && command_ok(conn, "COMMIT");
+	cleanse_secrets(res, jobs, n);
+	free(jobs);
+	free(counts);
+	return ok ? n : -1;
+}
+
+/*
+ * One round: fan out, claim, deliver, report.  Returns the number of
+ * outbox events and deliveries handled (0: nothing to do), -1 on a
+ * database error (the caller reconnects).
+ */
+int
+round_once(PGconn *conn, CURLM *multi, int *failed)
+{
+	int			taken = fanout(conn),
+				n;
+	PGresult   *res;
+
+	if (taken < 0 || !command_ok(conn, "BEGIN"))
+		return -1;
+	res = call_with_limit(conn, "claim",
+						  "SELECT delivery_id, webhook_id, endpoint_id, url, secret, max_in_flight, body"
+						  " FROM %s.paynotify_relay_claim($1::integer)", cfg.batch);
+	if (res == NULL)
+		return -1;
+	if (PQntuples(res) == 0)
+	{
+		PQclear(res);
+		return command_ok(conn, "COMMIT") ? taken : -1;
+	}
+	n = deliver_claimed(conn, multi, res, failed);
+	PQclear(res);
+	return n < 0 ? -1 : taken + n;
+}
+
+/*
+ * Waits up to ms for a NOTIFY (or just sleeps when not listening).
+ * Returns false when the connection is broken.
+ */
+bool
+wait_for_work(PGconn *conn, long long ms)
+{
+	int			sock = PQsocket(conn);
+	fd_set		rd;
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	PGnotify   *note;
+
+	if (sock < 0)
+		return false;
+	if (stop_requested)
+		return true;
+	FD_ZERO(&rd);
+	FD_SET(sock, &rd);
+	if (select(sock + 1, &rd, NULL, NULL, &tv) < 0 && errno != EINTR)
+		return false;
+	if (!PQconsumeInput(conn))
+	{
+		pn_log("database connection lost: %s", db_message(conn));
+		return false;
+	}
+	while ((note = PQnotifies(conn)) != NULL)
+		PQfreemem(note);
+	return true;
+}
