@@ -1,4 +1,4 @@
--- Alipay (GATEWAYS.md §2): the urlencoded form signed with RSA2 over its
+-- Alipay (docs/GATEWAYS.md §2): the urlencoded form signed with RSA2 over its
 -- sorted parameters.  Vector cases come from test/vectors; the t.ali_form
 -- bodies below were signed with the same TEST-ONLY keys by
 -- test/unit/make_alipay_forms.py (deterministic: rerun it to change them).
@@ -182,7 +182,7 @@ SELECT pay.paynotify_add_key('ali', 'alipay_2_bare',
 SELECT r.* FROM t.ali('ali', 'key2_9') r;
 
 -- ---------------------------------------------------------------------------
--- Only what the signature covers is the notification (GATEWAYS.md §2.3)
+-- Only what the signature covers is the notification (docs/GATEWAYS.md §2.3)
 -- ---------------------------------------------------------------------------
 -- The empty "body" of the skip-empty vector is outside its signature and is
 -- not stored; the keep-empty vector's is signed and is.

@@ -52,7 +52,7 @@ SELECT paynotify_aead_decrypt(convert_to(repeat('k', 32), 'UTF8'), '123456789012
 SELECT paynotify_aead_decrypt('\x00000000000000000000000000000000', '\x000000000000000000000000', '',
 		encode('\x58e2fccefa7e3061367f1d57a4e7455a'::bytea, 'base64')) AS empty_plaintext;
 
--- WeChat's signed message is "timestamp\nnonce\nbody\n" (GATEWAYS.md §1.3):
+-- WeChat's signed message is "timestamp\nnonce\nbody\n" (docs/GATEWAYS.md §1.3):
 -- a line break inside Wechatpay-Nonce reframes it.  This signature (made
 -- with the vectors' TEST-ONLY platform key 1) is genuine over the message
 -- whose nonce line is the vector's nonce and whose next line is "split",

@@ -1,4 +1,4 @@
--- Stripe (GATEWAYS.md §3): events signed with HMAC-SHA256 in the
+-- Stripe (docs/GATEWAYS.md §3): events signed with HMAC-SHA256 in the
 -- Stripe-Signature header.  Vector cases come from test/vectors; other
 -- events are built here and signed with the vectors' TEST-ONLY secrets by
 -- t.stripe (test/fixture.sql, pgcrypto's HMAC; checked against a vector).

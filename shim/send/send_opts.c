@@ -73,7 +73,7 @@ static const char *const help_lines[] = {
 	"                      such requests later must use the same clock (paynotify.now)\n",
 	"\n",
 	"Keys (--keys DIR; a file name containing '/' is taken as a path as it is):\n",
-	"  --keys DIR          key folder (default .), laid out like shared/vectors/keys:\n",
+	"  --keys DIR          key folder (default .), laid out like test/vectors/keys:\n",
 	"                        wechat_platform_1.key.pem   WeChat platform private key\n",
 	"                        wechat_platform_1.cert.pem  its certificate (serial)\n",
 	"                        wechat_apiv3.key            APIv3 key, 32 ASCII bytes\n",
