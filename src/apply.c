@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "commands/async.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -27,6 +28,7 @@
 #include "utils/json.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -43,6 +45,37 @@ PG_FUNCTION_INFO_V1(paynotify_transit);
  * (its outbox row is still there for workers that poll).
  */
 #define NOTIFY_PAYLOAD_MAX_LENGTH (BLCKSZ - NAMEDATALEN - 128)
+
+/*
+ * paynotify.notify = coalesced: emit only notes that this transaction
+ * applied an event; just before PreCommit_Notify (XACT_EVENT_PRE_COMMIT),
+ * the transaction sends one payload-free NOTIFY if this backend has sent
+ * none for paynotify.notify_interval.  The notification queue lock is then
+ * taken by a few transactions, not by every paying one, and a worker that
+ * polls at least as often as it is woken misses nothing: what was not
+ * announced is found by its next poll.
+ */
+static bool wake_pending = false;	/* this transaction applied an event */
+static bool wake_callback = false;	/* wake_xact_callback registered */
+static TimestampTz wake_last = 0;	/* when this backend last sent one */
+
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	TimestampTz now;
+
+	if (!wake_pending)
+		return;
+	wake_pending = false;
+	if (event != XACT_EVENT_PRE_COMMIT)
+		return;					/* abort, prepare, parallel worker: none */
+	now = GetCurrentTimestamp();
+	if (wake_last != 0 && now >= wake_last &&
+		now - wake_last < paynotify_notify_interval * INT64CONST(1000))
+		return;
+	wake_last = now;
+	Async_Notify(NOTIFY_CHANNEL, "{\"wake\": true}");
+}
 
 typedef struct OrderRow
 {
@@ -553,7 +586,16 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 		elog(ERROR, "paynotify: outbox insert failed");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 
-	if (paynotify_notify)
+	if (paynotify_notify == PN_NOTIFY_COALESCED)
+	{
+		if (!wake_callback)
+		{
+			RegisterXactCallback(wake_xact_callback, NULL);
+			wake_callback = true;
+		}
+		wake_pending = true;
+	}
+	else if (paynotify_notify == PN_NOTIFY_ON)
 	{
 		initStringInfo(&msg);
 		appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",

@@ -22,11 +22,26 @@ PG_MODULE_MAGIC;
 double		paynotify_now = 0;
 int			paynotify_lock_timeout = 3000;
 int			paynotify_max_body = 1024 * 1024;
-bool		paynotify_notify = true;
+int			paynotify_notify = PN_NOTIFY_COALESCED;
+int			paynotify_notify_interval = 1000;
 char	   *paynotify_secrets_directory = NULL;
 static bool paynotify_allow_shared_accounts = false;	/* read by SQL */
 
 void		_PG_init(void);
+
+/* the boolean spellings stay accepted, as for the former boolean setting */
+static const struct config_enum_entry notify_options[] = {
+	{"coalesced", PN_NOTIFY_COALESCED, false},
+	{"on", PN_NOTIFY_ON, false},
+	{"off", PN_NOTIFY_OFF, false},
+	{"true", PN_NOTIFY_ON, true},
+	{"false", PN_NOTIFY_OFF, true},
+	{"yes", PN_NOTIFY_ON, true},
+	{"no", PN_NOTIFY_OFF, true},
+	{"1", PN_NOTIFY_ON, true},
+	{"0", PN_NOTIFY_OFF, true},
+	{NULL, 0, false}
+};
 
 /* Define the settings, then let each subsystem register its callbacks. */
 void
@@ -56,15 +71,27 @@ _PG_init(void)
 							PGC_SUSET, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 
-	DefineCustomBoolVariable("paynotify.notify",
-							 "Send NOTIFY paynotify for each applied event.",
-							 "Every transaction that sends a NOTIFY takes the server-wide notification "
-							 "queue lock through its commit; turn this off when workers poll "
-							 "paynotify_outbox instead, to let concurrent commits share WAL flushes.",
+	DefineCustomEnumVariable("paynotify.notify",
+							 "How a committing transaction that applied events wakes workers: coalesced, on or off.",
+							 "on: NOTIFY paynotify with each event's payload; every such transaction "
+							 "takes the server-wide notification queue lock through its commit, so "
+							 "concurrent commits stop sharing WAL flushes.  coalesced: a payload-free "
+							 "wake-up NOTIFY at most once per backend per paynotify.notify_interval, "
+							 "so few transactions take the lock.  off: none; workers poll "
+							 "paynotify_outbox.",
 							 &paynotify_notify,
-							 true,
+							 PN_NOTIFY_COALESCED,
+							 notify_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("paynotify.notify_interval",
+							"With paynotify.notify = coalesced, the least time between two wake-ups one backend sends.",
+							NULL,
+							&paynotify_notify_interval,
+							1000, 1, 60 * 60 * 1000,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("paynotify.secrets_directory",
 							   "Directory the *_file configuration functions read secrets from.",

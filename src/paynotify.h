@@ -29,7 +29,17 @@ extern double paynotify_now;			/* paynotify.now: 0 = real clock */
 extern int	paynotify_lock_timeout;		/* paynotify.lock_timeout, ms */
 extern int	paynotify_max_body;			/* paynotify.max_body_size, bytes */
 extern char *paynotify_secrets_directory;	/* paynotify.secrets_directory */
-extern bool paynotify_notify;			/* paynotify.notify */
+extern int	paynotify_notify;			/* paynotify.notify: PnNotifyMode */
+
+/* paynotify.notify: how a committing payment wakes workers (apply.c). */
+typedef enum PnNotifyMode
+{
+	PN_NOTIFY_OFF,				/* never: workers poll paynotify_outbox */
+	PN_NOTIFY_COALESCED,		/* one wake-up NOTIFY per backend per interval */
+	PN_NOTIFY_ON				/* NOTIFY with each event's payload */
+} PnNotifyMode;
+
+extern int	paynotify_notify_interval;	/* paynotify.notify_interval, ms */
 
 /* The reply row's `outcome` column. */
 typedef enum PnOutcome

@@ -5,21 +5,28 @@
 #
 # A throwaway cluster with default durability on loopback; pgbench applies
 # pre-signed Stripe payments through paynotify_handle at a fixed rate
-# (BENCH_RATE, default 1000/s) for BENCH_SECONDS (default 10) while one
+# (BENCH_RATES, default "1000 20" per second, one run each) for
+# BENCH_SECONDS (default 10) while one
 # paynotify-relay (default settings) delivers each "paid" event to a
 # loopback receiver that answers 200 at once and checks every signature.
 # Latency per event: the receiver's arrival time minus the event's
 # occurred_at (the paying transaction's start, a millisecond or so before
-# its commit).  Run twice: with paynotify.notify on (the relay LISTENs and
-# wakes at once) and off (the relay only polls the index of due deliveries).
+# its commit).  Run with each paynotify.notify mode (BENCH_MODES, default
+# "on coalesced:50 coalesced:1000 off"): on (a NOTIFY per event; the relay
+# LISTENs and wakes at once), coalesced:MS (a wake-up at most once per
+# backend per MS, paynotify.notify_interval) and off (the relay only polls
+# the index of due deliveries).  Each run starts
+# after 2 s without load, so the relay has backed off to a slow poll.
 # Everything started is stopped by pid.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
-rate=${BENCH_RATE:-1000}
+rates=${BENCH_RATES:-${BENCH_RATE:-1000 20}}
+modes=${BENCH_MODES:-on coalesced:50 coalesced:1000 off}
 secs=${BENCH_SECONDS:-10}
-n=$((rate * secs * 2 + 1000))
+n=1000
+for rate in $rates; do for _ in $modes; do n=$((n + rate * secs + rate)); done; done
 dir=$(mktemp -d /tmp/paynotify-relaybench.XXXXXX)
 chmod 755 "$dir"
 port=$(pn_free_port)
@@ -65,8 +72,11 @@ sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/f
 PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" shim/relay/paynotify-relay >"$dir/relay.log" 2>&1 &
 pids+=($!)
 
-for notify in on off; do
-    sql -q -c "ALTER DATABASE postgres SET paynotify.notify = $notify" >/dev/null
+for rate in $rates; do
+for notify in $modes; do
+    sql -q -c "ALTER DATABASE postgres SET paynotify.notify = ${notify%%:*}" \
+        -c "ALTER DATABASE postgres SET paynotify.notify_interval = $(case $notify in *:*) echo "${notify#*:}" ;; *) echo 1000 ;; esac)" >/dev/null
+    sleep 2
     : >"$dir/received"
     echo "== paynotify.notify = $notify: $rate payments/s for $secs s (pgbench -R), one relay"
     "$PN_PGBIN/pgbench" -n -h "$dir" -p "$port" -U postgres -c 8 -j 2 -R "$rate" -T "$secs" \
@@ -90,4 +100,5 @@ p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
 print('   received %d events (%d unverified); commit-to-receiver latency ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f'
       % (len(lat), bad, p(0.5), p(0.9), p(0.99), lat[-1]))
 EOF
+done
 done

@@ -20,11 +20,20 @@
 #   history paynotify.delivery_history off against all: first deliveries/s
 #           and duplicates/s at 8 clients in BENCH_ROUNDS (default 5)
 #           interleaved rounds; medians and their ratio (not in "all").
+#   wake    paynotify.notify modes (BENCH_WAKE_MODES, default "on
+#           coalesced:50 coalesced:1000 off baseline+notify"; coalesced:MS
+#           sets paynotify.notify_interval), each against the baseline in
+#           the same round; baseline+notify is the baseline with a NOTIFY
+#           per transaction; at 8 and 32 clients in BENCH_ROUNDS (default
+#           3) interleaved rounds; medians of the per-round ratios (not in
+#           "all").
 #
 # A throwaway cluster with default durability (fsync on, synchronous_commit
 # on) on loopback; everything started is stopped by pid.  Environment:
 # BENCH_NOTIFICATIONS (signed once; each pgbench run delivers all of them,
-# default 40000), BENCH_GROWTH_ROWS (default 1000000), BENCH_DELIVERY_HISTORY
+# default 40000), BENCH_NOTIFY (paynotify.notify for the run: coalesced,
+# the default, on or off; BENCH_NOTIFY_OFF=1 means off),
+# BENCH_GROWTH_ROWS (default 1000000), BENCH_DELIVERY_HISTORY
 # (paynotify.delivery_history for the run: off, failures or all; default off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,6 +47,8 @@ parts=("$@")
 nsig=${BENCH_NOTIFICATIONS:-40000}
 growth_rows=${BENCH_GROWTH_ROWS:-1000000}
 now=1767225600
+notify_mode=${BENCH_NOTIFY:-coalesced}
+[ -n "${BENCH_NOTIFY_OFF:-}" ] && notify_mode=off
 
 make -s >/dev/null && make -s install >/dev/null
 make -s -C shim >/dev/null
@@ -46,7 +57,7 @@ stack_init bench
 stack_pg
 SQL() { stack_sql "$@"; }
 stack_schema 0 "$nsig"
-SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" ${BENCH_NOTIFY_OFF:+-c "ALTER DATABASE postgres SET paynotify.notify = off"} \
+SQL -q -c "ALTER DATABASE postgres SET paynotify.now = $now" -c "DELETE FROM paynotify_hook" -c "ALTER DATABASE postgres SET paynotify.notify = $notify_mode" \
     -c "ALTER DATABASE postgres SET paynotify.delivery_history = '${BENCH_DELIVERY_HISTORY:-off}'" >/dev/null
 
 echo "== signing $nsig distinct WeChat notifications"
@@ -76,6 +87,11 @@ BEGIN
 	INSERT INTO bench.base_outbox (event, channel, order_no, notify_id, amount)
 		VALUES ('paid', 'wxpay', r.order_no, r.notify_id, 8888);
 END $$;
+CREATE FUNCTION bench.baseline_notify(n bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM bench.baseline(n);
+	PERFORM pg_notify('bench', n::text);
+END $$;
 EOS
 sed -e "s/^SELECT outcome FROM paynotify_handle('wxpay', /INSERT INTO bench.req (headers, body) VALUES (/" \
     "$STACK_DIR/signed.sql" | SQL -q >/dev/null
@@ -88,6 +104,9 @@ SELECT h.outcome FROM bench.req r, LATERAL paynotify_handle('wxpay', r.headers, 
 EOS
 cat >"$STACK_DIR/baseline.sql" <<'EOS'
 SELECT bench.baseline(nextval('bench.bseq'));
+EOS
+cat >"$STACK_DIR/baseline_notify.sql" <<'EOS'
+SELECT bench.baseline_notify(nextval('bench.bseq'));
 EOS
 
 # Empty every table both sides write to, and make every order pending again.
@@ -454,9 +473,45 @@ run_history() {
     echo "medians: first deliveries off $fo/s, all $fa/s (ratio $(ratio "$fa" "$fo")); duplicates off $do_/s, all $da/s (ratio $(ratio "$da" "$do_"))"
 }
 
+run_wake() {
+    local rounds=${BENCH_ROUNDS:-3} c r mode p b
+    local modes=${BENCH_WAKE_MODES:-on coalesced:50 coalesced:1000 off baseline+notify}
+    local -A rat
+    echo "== wake: paynotify.notify modes against the plain-SQL baseline, $rounds interleaved rounds ($nsig notifications each)"
+    printf '%-6s %-8s %-14s %12s %12s %7s\n' round clients mode paynotify/s baseline/s ratio
+    for r in $(seq 1 "$rounds"); do
+        for c in 8 32; do
+            for mode in $modes; do
+                reset_tables
+                if [ "$mode" = baseline+notify ]; then
+                    p=$(pgbench_tps "$STACK_DIR/baseline_notify.sql" "$c")
+                    SQL -q -c "TRUNCATE bench.base_log, bench.base_payment, bench.base_outbox" \
+                        -c "UPDATE bench.orders_b SET status = 'pending'" -c "SELECT setval('bench.bseq', 1, false)" >/dev/null
+                else
+                    SQL -q -c "ALTER DATABASE postgres SET paynotify.notify = ${mode%%:*}" \
+                        -c "ALTER DATABASE postgres SET paynotify.notify_interval = $(case $mode in *:*) echo "${mode#*:}" ;; *) echo 1000 ;; esac)" >/dev/null
+                    p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
+                fi
+                b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
+                printf '%-6s %-8s %-14s %12.1f %12.1f %7s\n' "$r" "$c" "$mode" "$p" "$b" "$(ratio "$p" "$b")"
+                rat[$c $mode]+="$(ratio "$p" "$b") "
+            done
+        done
+    done
+    SQL -q -c "ALTER DATABASE postgres SET paynotify.notify = $notify_mode" \
+        -c "ALTER DATABASE postgres RESET paynotify.notify_interval" >/dev/null
+    for c in 8 32; do
+        for mode in $modes; do
+            # shellcheck disable=SC2086
+            echo "median ratio to the baseline, $c clients, $mode: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${rat[$c $mode]})"
+        done
+    done
+}
+
 for part in "${parts[@]}"; do
     case $part in
         db) run_db ;;
+        wake) run_wake ;;
         growth) run_growth ;;
         history) run_history ;;
         storm) stack_http fastcgi; run_storm ;;
