@@ -38,6 +38,7 @@ full_tests=(
     test/e2e/hostile.sh
     test/e2e/memory.sh
     test/e2e/failover.sh
+    test/e2e/pgbouncer.sh
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh

@@ -128,17 +128,21 @@ stack_shim_stop() {
     rm -f "$STACK_DIR/shim.pid"
 }
 
-# stack_shim_named NAME WORKERS [VAR=value...]: one more FastCGI shim, as
-# nobody, on run/NAME.sock with the given environment (PAYNOTIFY_DSN is
-# STACK_DSN unless given); its pid in NAME.pid and in STACK_PIDS, its log in
-# log/NAME.err.  For several shims behind one upstream, and failover tests.
+# stack_shim_named NAME WORKERS [VAR=value...] [--option...]: one more
+# FastCGI shim, as nobody, on run/NAME.sock with the given environment
+# (PAYNOTIFY_DSN is STACK_DSN unless given) and options; its pid in NAME.pid
+# and in STACK_PIDS, its log in log/NAME.err.  For several shims behind one
+# upstream, and failover tests.
 stack_shim_named() {
-    local name=$1 workers=$2
+    local name=$1 workers=$2 a envs=() opts=()
     shift 2
+    for a in "$@"; do
+        case $a in --*) opts+=("$a") ;; *) envs+=("$a") ;; esac
+    done
     rm -f "$STACK_DIR/run/$name.sock"
     (
-        setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" "$@" \
-            "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/$name.sock" --workers "$workers" \
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" "${envs[@]}" \
+            "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/$name.sock" --workers "$workers" "${opts[@]}" \
             >>"$STACK_DIR/log/$name.out" 2>>"$STACK_DIR/log/$name.err" &
         echo $! >"$STACK_DIR/$name.pid"
     )
