@@ -55,7 +55,7 @@ pass=0 fail=0
 make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${FAILOVER_N:-1200}          # distinct WeChat Pay notifications
-STORM=${FAILOVER_STORM:-6000}  # deliveries of the one Alipay notification
+STORM=${FAILOVER_STORM:-8000}  # deliveries of the one Alipay notification
 stack_init "failover-$case"
 if [ "$case" = sync ]; then syncnames="'standby1'"; else syncnames="''"; fi
 STANDBY=$STACK_DIR/pg2
@@ -142,12 +142,14 @@ now=$(date +%s)
 stack_send wxpay --mode retry -n "$N" -c 8 --now "$now" --seed 14 --schedule 0.2,0.3,0.5,1,1,1,1,1,1,1,1,1,1,1,1 \
     --timeout 3 --ledger "$ledger" --quiet --json >"$STACK_DIR/distinct.json" 2>"$STACK_DIR/distinct.err" &
 s1=$!
-stack_send alipay --mode storm -n "$STORM" -c 2 --start $((N + 5)) --seed 14 --timeout 3 \
+# signed as it goes (--presign 200), so that the storm starts at once and spans the failover
+stack_send alipay --mode storm -n "$STORM" -c 2 --presign 200 --start $((N + 5)) --seed 14 --timeout 3 \
     --ledger "$ledger" --quiet --json >"$STACK_DIR/storm.json" 2>"$STACK_DIR/storm.err" &
 s2=$!
-# the kill comes when a third of the distinct notifications are acknowledged
+# the kill comes when a third of the distinct notifications and the storm's are acknowledged
 for _ in $(seq 1 300); do
-    [ "$(awk -F'\t' '$2 == "wxpay" && $9 == 1' "$ledger" 2>/dev/null | wc -l)" -ge $((N / 3)) ] && break
+    [ "$(awk -F'\t' '$2 == "wxpay" && $9 == 1' "$ledger" 2>/dev/null | wc -l)" -ge $((N / 3)) ] &&
+        [ "$(awk -F'\t' '$2 == "alipay" && $9 == 1' "$ledger" 2>/dev/null | wc -l)" -ge 1 ] && break
     sleep 0.1
 done
 
