@@ -20,9 +20,12 @@
 #          printed as a figure; doubled must still be 0.
 # Both: while no primary accepts writes every reply is 503 (none 2xx, none
 # missing: no worker hangs); the time from the kill to the first
-# acknowledgement is printed.  Also: a shim pointed at the standby (or at a
-# read-only session) answers 503 and logs why; a server that accepts TCP but
-# never answers costs a request PAYNOTIFY_CONNECT_TIMEOUT, not a hang.
+# acknowledgement is printed.  Also (sync case): a shim pointed at the
+# standby (or at a read-only session) answers 503 and logs why; a server that
+# accepts TCP but never answers costs a request PAYNOTIFY_CONNECT_TIMEOUT,
+# not a hang; a primary turned read-only under the running shim (SQLSTATE
+# 25006) gets 503 with the reason logged, and the same shim takes writes
+# again once it is writable.
 # Everything is started here on loopback in a temp dir and stopped by pid.
 # About 40 s per case; in the --full suite.  Last line: "N passed, M failed".
 set -uo pipefail
@@ -136,6 +139,23 @@ shim=$(cat "$STACK_DIR/shim.pid")
 stack_nginx_upstream "$STACK_DIR/run/shim.sock" || exit 1
 # notifications are re-delivered for a while: a wide freshness window
 stack_sql -q -c "SELECT paynotify_alter_channel('wxpay', settings || '{\"tolerance_s\": 3600}') FROM paynotify_channel WHERE name = 'wxpay'" >/dev/null
+
+if [ "$case" = sync ]; then
+    # the primary stops taking writes under a connected shim (as a demoted
+    # server would): 503 with the reason logged, then back without a restart
+    one() { stack_send stripe --mode one --start "$1" --seed 99 --json 2>/dev/null |
+        python3 -c 'import json,sys; r=json.load(sys.stdin)["reply"]; print(r["status"], r["outcome"])'; }
+    check "a notification through the multi-host DSN" "200 processed" "$(one $((N + 8)))"
+    q1 "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.3
+    check "the primary turned read-only: 503" "503 unavailable" "$(one $((N + 9)))"
+    check "... the shim logged the read-only server and looked for another" 1 \
+        "$(grep -c 'does not accept writes (standby or read-only); reconnecting\|transaction_read_only is on' "$STACK_DIR/log/shim.err" | awk '{ print ($1 > 0) }')"
+    q1 "ALTER SYSTEM RESET default_transaction_read_only" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
+    got=
+    for _ in $(seq 1 30); do got=$(one $((N + 9))); [ "$got" = "200 processed" ] && break; sleep 0.1; done
+    check "writable again: the same shim process takes it" "200 processed" "$got"
+fi
 
 ledger=$STACK_DIR/ledger.tsv
 now=$(date +%s)
