@@ -7,7 +7,7 @@ pkgs=(build-essential pkg-config postgresql-15 postgresql-server-dev-15
       libssl-dev libpq-dev libfcgi-dev libcurl4-openssl-dev
       nginx-light fcgiwrap spawn-fcgi libfcgi-bin curl systemd python3 valgrind clang libclang-rt-14-dev
       python3-psycopg2 python3-cryptography python3-hypothesis
-      postgresql-15-cron prometheus-postgres-exporter)
+      postgresql-15-cron prometheus-postgres-exporter pgbouncer)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

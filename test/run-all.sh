@@ -37,6 +37,9 @@ full_tests=(
     test/e2e/http.sh
     test/e2e/hostile.sh
     test/e2e/memory.sh
+    test/e2e/failover.sh
+    test/e2e/pgbouncer.sh
+    test/e2e/multishim.sh
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh

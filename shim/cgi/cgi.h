@@ -46,6 +46,7 @@ typedef struct pn_config
 	long long	statement_timeout_ms;	/* PAYNOTIFY_STATEMENT_TIMEOUT, 0 = off */
 	long long	connect_timeout_s;	/* PAYNOTIFY_CONNECT_TIMEOUT */
 	long long	reconnect_max_ms;	/* PAYNOTIFY_RECONNECT_MAX */
+	long long	no_prepare;		/* PAYNOTIFY_NO_PREPARE: 1 = no named statement */
 	char		sql[256];		/* the statement, built from function */
 } pn_config;
 

@@ -55,6 +55,10 @@ static const setting settings[] = {
 	{"PAYNOTIFY_RECONNECT_MAX", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, reconnect_max_ms),
 	"cap in milliseconds on the FastCGI reconnect back-off (starts at 100)"},
+	{"PAYNOTIFY_NO_PREPARE", "0", SETTING_NUMBER, 0, 1,
+		offsetof(pn_config, no_prepare),
+	"1: FastCGI sends the statement with each request instead of preparing it\n"
+	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

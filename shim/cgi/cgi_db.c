@@ -5,10 +5,17 @@
  *
  * In CGI mode (reuse = false) a session connects once and runs the statement
  * with PQexecParams.  In FastCGI mode (reuse = true) each worker keeps its
- * session: the statement is prepared once per connection, a lost connection
+ * session: the statement is prepared once per connection (unless
+ * PAYNOTIFY_NO_PREPARE, for a transaction-pooling pgbouncer, where every
+ * request sends it with PQexecParams like CGI mode), a lost connection
  * is noticed before the next request and replaced, and failed connection
  * attempts back off exponentially (100 ms doubling up to
  * PAYNOTIFY_RECONNECT_MAX) while requests are answered 503 at once.
+ *
+ * A server that does not accept writes (a standby, reached by a DSN without
+ * target_session_attrs=read-write, or one that was demoted) is refused after
+ * connecting and dropped on SQLSTATE 25006, with the reason logged, so that
+ * requests get 503 and the next attempt looks for a primary again.
  *
  * The statement runs in autocommit, so a row coming back means its
  * transaction committed; any other outcome is PN_UNAVAILABLE.  The DSN is
@@ -34,6 +41,7 @@ static const int param_formats[3] = {0, 0, 1};
 static bool db_ready(pn_db *db);
 static bool db_connect(pn_db *db);
 static bool db_setup(pn_db *db, PGconn *conn);
+static bool db_writable(PGconn *conn);
 static bool db_idle_and_quiet(pn_db *db);
 static void db_drop(pn_db *db);
 static void db_after_error(pn_db *db, const PGresult *res);
@@ -85,7 +93,7 @@ pn_db_call(pn_db *db, const pn_request *req, PGresult **result)
 	lengths[0] = lengths[1] = 0;	/* ignored for text parameters */
 	lengths[2] = (int) req->body.len;
 
-	if (db->reuse)
+	if (db->reuse && !db->cfg->no_prepare)
 		res = PQexecPrepared(db->conn, STMT_NAME, 3, values, lengths,
 							 param_formats, 0);
 	else
@@ -227,7 +235,9 @@ db_setup(pn_db *db, PGconn *conn)
 		}
 		PQclear(res);
 	}
-	if (!db->reuse)
+	if (!db_writable(conn))
+		return false;
+	if (!db->reuse || db->cfg->no_prepare)
 		return true;
 	res = PQprepare(conn, STMT_NAME, db->cfg->sql, 3, param_types);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
@@ -240,6 +250,37 @@ db_setup(pn_db *db, PGconn *conn)
 	return true;
 }
 
+/*
+ * True when the server takes writes: not in recovery and not read-only by
+ * default.  A standby would refuse the call anyway (25006); checking here
+ * says why in the log once per connection attempt, and the back-off then
+ * keeps the worker from hammering it.
+ */
+static bool
+db_writable(PGconn *conn)
+{
+	PGresult   *res;
+	bool		writable;
+
+	res = PQexec(conn, "SELECT pg_catalog.pg_is_in_recovery(), "
+				 "pg_catalog.current_setting('transaction_read_only')");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
+	{
+		log_result("checking that the server accepts writes failed", res, conn);
+		PQclear(res);
+		return false;
+	}
+	writable = strcmp(PQgetvalue(res, 0, 0), "f") == 0 &&
+		strcmp(PQgetvalue(res, 0, 1), "off") == 0;
+	if (!writable)
+		pn_log("the server does not accept writes (%s): refusing it; "
+			   "list every host in PAYNOTIFY_DSN with target_session_attrs=read-write",
+			   strcmp(PQgetvalue(res, 0, 0), "f") != 0 ?
+			   "it is a standby in recovery" : "transaction_read_only is on");
+	PQclear(res);
+	return writable;
+}
+
 /* Closes the connection; the next request connects anew. */
 static void
 db_drop(pn_db *db)
@@ -249,9 +290,10 @@ db_drop(pn_db *db)
 }
 
 /*
- * After a failed call: a broken connection, one left inside a transaction,
- * or a prepared statement the server no longer accepts (26000 gone,
- * 0A000 "cached plan must not change result type") is dropped, so the next
+ * After a failed call: a server that refuses writes (25006), a broken
+ * connection, one left inside a transaction, or a prepared statement the
+ * server no longer accepts (26000 gone, 0A000 "cached plan must not change
+ * result type") is dropped, so the next
  * request reconnects and prepares afresh.  Other SQL errors keep it.
  */
 static void
@@ -259,6 +301,13 @@ db_after_error(pn_db *db, const PGresult *res)
 {
 	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 
+	if (state && strcmp(state, "25006") == 0)
+	{
+		pn_log("the server does not accept writes (standby or read-only); "
+			   "reconnecting to look for a primary");
+		db_drop(db);
+		return;
+	}
 	if (PQstatus(db->conn) != CONNECTION_OK ||
 		PQtransactionStatus(db->conn) != PQTRANS_IDLE ||
 		(state && (strcmp(state, "26000") == 0 || strcmp(state, "0A000") == 0)))

@@ -37,6 +37,7 @@ typedef struct options
 {
 	const char *listen;			/* --listen ADDR, or NULL */
 	const char *workers;		/* --workers N, or NULL */
+	bool		no_prepare;		/* --no-prepare */
 } options;
 
 static int	parse_options(int argc, char **argv, options *opts);
@@ -80,6 +81,7 @@ parse_options(int argc, char **argv, options *opts)
 	static const struct option longopts[] = {
 		{"listen", required_argument, NULL, 'l'},
 		{"workers", required_argument, NULL, 'w'},
+		{"no-prepare", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0}
@@ -95,6 +97,9 @@ parse_options(int argc, char **argv, options *opts)
 				break;
 			case 'w':
 				opts->workers = optarg;
+				break;
+			case 'P':
+				opts->no_prepare = true;
 				break;
 			case 'h':
 				usage(stdout);
@@ -120,7 +125,7 @@ static void
 usage(FILE *out)
 {
 	fprintf(out,
-			"Usage: %s [--listen ADDR] [--workers N]\n"
+			"Usage: %s [--listen ADDR] [--workers N] [--no-prepare]\n"
 			"       %s --help | --version\n"
 			"\n"
 			"Answers payment-gateway notifications, POST .../notify/<channel>, by calling\n"
@@ -132,7 +137,8 @@ usage(FILE *out)
 			"           the one request in the environment and on stdin, then exits.\n"
 			"  FastCGI  stdin is a listening socket (spawn-fcgi), or systemd socket\n"
 			"           activation (LISTEN_FDS=1), or --listen ADDR: N worker threads,\n"
-			"           each keeping one connection and one prepared statement.\n"
+			"           each keeping one connection and one prepared statement\n"
+			"           (none with --no-prepare).\n"
 			"           SIGTERM or SIGINT: finish requests in flight, exit 0.\n"
 			"\n"
 			"Options:\n"
@@ -140,6 +146,9 @@ usage(FILE *out)
 			"                      an absolute unix socket path (created with the umask,\n"
 			"                      removed at exit)\n"
 			"  -w, --workers N     FastCGI worker threads (overrides PAYNOTIFY_WORKERS)\n"
+			"      --no-prepare    no named prepared statement: each request sends the\n"
+			"                      statement (PQexecParams), as a transaction-pooling\n"
+			"                      pgbouncer needs (same as PAYNOTIFY_NO_PREPARE=1)\n"
 			"  -h, --help          show this help and exit\n"
 			"  -V, --version       show the version and exit\n"
 			"\n"
@@ -193,6 +202,8 @@ run_fcgi(const options *opts)
 		pn_log("--workers must be a whole number from 1 to 256");
 		return 2;
 	}
+	if (opts->no_prepare)
+		cfg.no_prepare = 1;
 	fd = open_listen_socket(opts, &is_path);
 	if (fd < 0)
 		return 2;

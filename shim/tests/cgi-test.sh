@@ -287,7 +287,7 @@ check "--version" "paynotify-cgi $(sed -n "s/^default_version = '\(.*\)'/\1/p" p
 "$SHIM" --help >"$TMP/help.out" 2>&1
 missing=
 for word in PAYNOTIFY_DSN PAYNOTIFY_FUNCTION PAYNOTIFY_MAX_BODY PAYNOTIFY_WORKERS \
-    PAYNOTIFY_STATEMENT_TIMEOUT PAYNOTIFY_CONNECT_TIMEOUT PAYNOTIFY_RECONNECT_MAX \
+    PAYNOTIFY_STATEMENT_TIMEOUT PAYNOTIFY_CONNECT_TIMEOUT PAYNOTIFY_RECONNECT_MAX PAYNOTIFY_NO_PREPARE --no-prepare \
     'CGI ' FastCGI --listen --workers 'default: 1048576' 'default: paynotify_handle'; do
     grep -q -- "$word" "$TMP/help.out" || missing="$missing [$word]"
 done

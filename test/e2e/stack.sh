@@ -128,6 +128,50 @@ stack_shim_stop() {
     rm -f "$STACK_DIR/shim.pid"
 }
 
+# stack_shim_named NAME WORKERS [VAR=value...] [--option...]: one more
+# FastCGI shim, as nobody, on run/NAME.sock with the given environment
+# (PAYNOTIFY_DSN is STACK_DSN unless given) and options; its pid in NAME.pid
+# and in STACK_PIDS, its log in log/NAME.err.  For several shims behind one
+# upstream, and failover tests.
+stack_shim_named() {
+    local name=$1 workers=$2 a envs=() opts=()
+    shift 2
+    for a in "$@"; do
+        case $a in --*) opts+=("$a") ;; *) envs+=("$a") ;; esac
+    done
+    rm -f "$STACK_DIR/run/$name.sock"
+    (
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$STACK_DSN" "${envs[@]}" \
+            "$STACK_ROOT/shim/paynotify-cgi" --listen "$STACK_DIR/run/$name.sock" --workers "$workers" "${opts[@]}" \
+            >>"$STACK_DIR/log/$name.out" 2>>"$STACK_DIR/log/$name.err" &
+        echo $! >"$STACK_DIR/$name.pid"
+    )
+    STACK_PIDS+=("$(cat "$STACK_DIR/$name.pid")")
+    for _ in $(seq 1 200); do [ -S "$STACK_DIR/run/$name.sock" ] && return 0; sleep 0.05; done
+    echo "the shim $name did not start: $(cat "$STACK_DIR/log/$name.err")" >&2
+    return 1
+}
+
+# stack_nginx_upstream SOCKET...: nginx (FastCGI) whose upstream is every
+# given shim socket, round robin; a shim that refuses connections is skipped
+# (fastcgi_next_upstream error); sets STACK_URL.
+stack_nginx_upstream() {
+    local prefix=$STACK_DIR/nginx-upstream servers="" sock
+    STACK_HTTPPORT=$(pn_free_port)
+    mkdir -p "$prefix/tmp"
+    for sock in "$@"; do servers="$servers server unix:$sock;"; done
+    sed -e "s|@SHIM_ADDRESS@|paynotify_shims|g" \
+        "$STACK_ROOT/deploy/nginx-fastcgi.conf.in" >"$prefix/location.conf"
+    sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$STACK_HTTPPORT|g" -e "s|@USER@|nobody nogroup|g" \
+        -e "s|@LOCATION@|$prefix/location.conf|g" \
+        -e "s|^\( *\)server_tokens off;|&\n\1upstream paynotify_shims {$servers }|" \
+        "$STACK_ROOT/deploy/nginx-standalone.conf.in" >"$prefix/nginx.conf"
+    nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/error.log" || return 1
+    stack_wait_port "$STACK_HTTPPORT" || return 1
+    STACK_NGINX_PID=$(cat "$prefix/nginx.pid")
+    STACK_URL=http://127.0.0.1:$STACK_HTTPPORT/notify
+}
+
 # stack_fcgiwrap: fcgiwrap (for CGI mode) on a unix socket, as nobody.
 stack_fcgiwrap() {
     rm -f "$STACK_DIR/run/fcgiwrap.sock"
