@@ -809,7 +809,7 @@ guard_load(void *arg)
 		g->transitions[2 * i] = MemoryContextStrdup(g->cxt, spi_text(i, 1));
 		g->transitions[2 * i + 1] = MemoryContextStrdup(g->cxt, spi_text(i, 2));
 	}
-	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column"
+	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column, key_column"
 				   " FROM %s.paynotify_binding", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: configuration query failed");
@@ -819,6 +819,7 @@ guard_load(void *arg)
 
 		g->orders_oid = oid ? atooid(oid) : InvalidOid;
 		g->status_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 2));
+		g->key_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 3));
 		load_status_map(g->cxt, schema, &g->map);
 	}
 	SPI_finish();

@@ -69,7 +69,7 @@ static Oid	delivery_nsp = InvalidOid;
 static void ops_xact_callback(XactEvent event, void *arg);
 static void ops_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 								 SubTransactionId parentSubid, void *arg);
-static SPIPlanPtr saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *sql,
+static SPIPlanPtr saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *tmpl,
 							 int nargs, Oid *argtypes);
 static char *sha256_hex(Jsonb *payload);
 
@@ -122,8 +122,9 @@ pn_history_cause(const char *channel, const char *notify_id)
 	cause_notify_id = notify_id ? MemoryContextStrdup(TopMemoryContext, notify_id) : NULL;
 }
 
+/* A plan of tmpl (%s: the schema) kept across calls; prepared again for another schema. */
 static SPIPlanPtr
-saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *sql, int nargs, Oid *argtypes)
+saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *tmpl, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	p;
 
@@ -134,7 +135,8 @@ saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *sql, int nargs,
 		SPI_freeplan(*plan);
 		*plan = NULL;
 	}
-	p = SPI_prepare(sql, nargs, argtypes);
+	p = SPI_prepare(psprintf(tmpl, quote_identifier(get_namespace_name(nsp))),
+					  nargs, argtypes);
 	if (p == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
 	SPI_keepplan(p);
@@ -154,10 +156,9 @@ history_insert(Oid nsp, const char *order_no, const char *from, const char *to,
 	SPIPlanPtr	plan;
 
 	plan = saved_plan(&history_plan, &history_nsp, nsp,
-					  psprintf("INSERT INTO %s.paynotify_order_history"
-							   " (order_no, from_state, to_state, source, channel, notify_id)"
-							   " VALUES ($1, $2, $3, $4, $5, $6)",
-							   quote_identifier(get_namespace_name(nsp))),
+					  "INSERT INTO %s.paynotify_order_history"
+					  " (order_no, from_state, to_state, source, channel, notify_id)"
+					  " VALUES ($1, $2, $3, $4, $5, $6)",
 					  6, argtypes);
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = CStringGetTextDatum(from);
@@ -186,7 +187,7 @@ pn_history_move(PnConfig *cfg, const char *order_no, const char *from, const cha
 typedef struct GuardRecord
 {
 	Oid			nsp;
-	TriggerData *td;
+	const char *order_no;
 	const char *from;
 	const char *to;
 } GuardRecord;
@@ -195,32 +196,20 @@ static void
 guard_record(void *arg)
 {
 	GuardRecord *g = (GuardRecord *) arg;
-	char	   *key_column;
-	int			attnum;
-	char	   *order_no;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(psprintf("SELECT key_column::text FROM %s.paynotify_binding",
-							 quote_identifier(get_namespace_name(g->nsp))),
-					true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "binding lookup failed");
-	if (SPI_processed == 1 &&
-		(key_column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) != NULL &&
-		(attnum = SPI_fnumber(RelationGetDescr(g->td->tg_relation), key_column)) > 0 &&
-		(order_no = SPI_getvalue(g->td->tg_newtuple, RelationGetDescr(g->td->tg_relation),
-								 attnum)) != NULL)
-		history_insert(g->nsp, order_no, g->from, g->to, "application", NULL, NULL);
+		elog(ERROR, "paynotify: SPI_connect failed");
+	history_insert(g->nsp, g->order_no, g->from, g->to, "application", NULL, NULL);
 	SPI_finish();
 }
 
 /*
- * The guard trigger let a status change of the bound orders table through:
- * unless paynotify itself is making it (and records it), record it as the
- * application's, as the extension's owner.
+ * The guard trigger let a status change of order order_no of the bound
+ * orders table through: unless paynotify itself is making it (and records
+ * it), record it as the application's, as the extension's owner.
  */
 void
-pn_history_guard(Oid fn_oid, TriggerData *td, const char *from, const char *to)
+pn_history_guard(Oid fn_oid, const char *order_no, const char *from, const char *to)
 {
 	GuardRecord g;
 
@@ -229,7 +218,7 @@ pn_history_guard(Oid fn_oid, TriggerData *td, const char *from, const char *to)
 	g.nsp = get_func_namespace(fn_oid);
 	if (!OidIsValid(get_relname_relid("paynotify_order_history", g.nsp)))
 		return;
-	g.td = td;
+	g.order_no = order_no;
 	g.from = from;
 	g.to = to;
 	pn_run_as(pn_function_owner(fn_oid), guard_record, &g);
@@ -283,11 +272,11 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	hash = sha256_hex(n->payload);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	plan = saved_plan(&delivery_plan, &delivery_nsp, cfg->nsp,
-					  psprintf("INSERT INTO %s.paynotify_delivery_history"
-							   " (channel, notify_id, outcome, http_status, payload_sha256, client)"
-							   " VALUES ($1, $2, $3, $4, $5, $6)", cfg->schema),
+					  "INSERT INTO %s.paynotify_delivery_history"
+					  " (channel, notify_id, outcome, http_status, payload_sha256, client)"
+					  " VALUES ($1, $2, $3, $4, $5, $6)",
 					  6, argtypes);
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->notify_id);
@@ -391,7 +380,7 @@ paynotify_retry(PG_FUNCTION_ARGS)
 				 errmsg("channel \"%s\" does not exist", channel)));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+		elog(ERROR, "paynotify: SPI_connect failed");
 	/* the notification's lock first, then its row as the last holder left it */
 	if (pn_lock_notification(channel, notify_id) == PN_LOCK_BUSY)
 		c.outcome = "busy";

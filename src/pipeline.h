@@ -62,6 +62,7 @@ typedef struct PnGuardConfig
 	Oid			nsp;
 	Oid			orders_oid;		/* bound table, or InvalidOid */
 	char	   *status_col_name;	/* bound status column, or NULL */
+	char	   *key_col_name;	/* bound key column, or NULL */
 	int			ntransitions;
 	char	  **transitions;	/* from, to pairs */
 	PnStatusMap map;

@@ -173,6 +173,14 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 	}
 	if (RelationGetRelid(td->tg_relation) == cfg->orders_oid &&
 		strcmp(column, cfg->status_col_name) == 0)
-		pn_history_guard(fcinfo->flinfo->fn_oid, td, from_state, to_state);
+	{
+		int			keyno = SPI_fnumber(RelationGetDescr(td->tg_relation), cfg->key_col_name);
+		char	   *order_no = keyno > 0 ? SPI_getvalue(td->tg_newtuple,
+														RelationGetDescr(td->tg_relation),
+														keyno) : NULL;
+
+		if (order_no != NULL)
+			pn_history_guard(fcinfo->flinfo->fn_oid, order_no, from_state, to_state);
+	}
 	return PointerGetDatum(td->tg_newtuple);
 }
