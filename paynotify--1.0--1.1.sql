@@ -276,11 +276,9 @@ BEGIN
 	IF NOT pg_try_advisory_xact_lock(1886284396, 1701736302) THEN
 		RETURN 0;
 	END IF;
+	-- the events are taken the way any outbox worker takes them
 	WITH t AS (
-		DELETE FROM @extschema@.paynotify_outbox o
-		WHERE o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
-					   ORDER BY i.id LIMIT max_rows FOR UPDATE SKIP LOCKED)
-		RETURNING o.*),
+		SELECT * FROM @extschema@.paynotify_outbox_claim(max_rows)),
 	d AS (
 		INSERT INTO @extschema@.paynotify_delivery (endpoint_id, outbox_id, event, channel, order_no, body)
 		SELECT e.id, t.id, t.event, t.channel, t.order_no,
