@@ -26,6 +26,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "replication/syncrep.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -306,10 +307,18 @@ force_synchronous_commit(void)
  * flush.  This keeps storms of duplicates from queueing behind fsyncs on the
  * log row.  A later call in the same transaction that writes more than a
  * counter sets synchronous_commit back (force_synchronous_commit).
+ *
+ * Never with synchronous standbys: the first delivery's commit may have
+ * been acknowledged by this primary alone (its wait for the standby
+ * cancelled, or its connection terminated while waiting), and the repeat's
+ * commit, which follows it in the WAL, waiting for the standby is what makes
+ * acknowledging the repeat safe across a failover.
  */
 static void
 relax_synchronous_commit(void)
 {
+	if (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+		return;
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 		(void) set_config_option("synchronous_commit", "off",

@@ -93,6 +93,7 @@ pn_db_call(pn_db *db, const pn_request *req, PGresult **result)
 	lengths[0] = lengths[1] = 0;	/* ignored for text parameters */
 	lengths[2] = (int) req->body.len;
 
+	db->unreplicated = false;
 	if (db->reuse && !db->cfg->no_prepare)
 		res = PQexecPrepared(db->conn, STMT_NAME, 3, values, lengths,
 							 param_formats, 0);
@@ -103,6 +104,21 @@ pn_db_call(pn_db *db, const pn_request *req, PGresult **result)
 	{
 		log_result("the call failed", res, db->conn);
 		db_after_error(db, res);
+		PQclear(res);
+		return PN_UNAVAILABLE;
+	}
+	if (db->unreplicated)
+	{
+		/*
+		 * The server committed but its wait for the synchronous standby was
+		 * cancelled (pg_cancel_backend, a DBA's "cancel stuck sessions"): the
+		 * commit may exist only on this primary, and a failover would lose a
+		 * payment the gateway stopped retrying.  Answer "retry": the
+		 * repeat's own commit waits for the standby again, and confirms this
+		 * one with it (paynotify_handle keeps a repeat synchronous whenever
+		 * synchronous standbys are configured).
+		 */
+		pn_log("the commit was not confirmed by the synchronous standby (its wait was cancelled); answering 503 so that the gateway retries");
 		PQclear(res);
 		return PN_UNAVAILABLE;
 	}
@@ -189,7 +205,7 @@ db_connect(pn_db *db)
 		PQfinish(conn);
 		return false;
 	}
-	PQsetNoticeReceiver(conn, notice_receiver, NULL);
+	PQsetNoticeReceiver(conn, notice_receiver, db);
 	if (!db_setup(db, conn))
 	{
 		PQfinish(conn);
@@ -340,9 +356,17 @@ notice_receiver(void *arg, const PGresult *res)
 {
 	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
 	const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *routine = PQresultErrorField(res, PG_DIAG_SOURCE_FUNCTION);
+	pn_db	   *db = arg;
 	char		msg[256];
 
-	(void) arg;
+	/*
+	 * The server warns from SyncRepWaitForLSN when a commit's wait for the
+	 * synchronous standby is cancelled; the routine's name, unlike the
+	 * message, does not depend on the server's lc_messages.
+	 */
+	if (db != NULL && routine != NULL && strcmp(routine, "SyncRepWaitForLSN") == 0)
+		db->unreplicated = true;
 	if (severity == NULL || primary == NULL ||
 		strcmp(severity, "NOTICE") == 0 || strcmp(severity, "INFO") == 0 ||
 		strcmp(severity, "LOG") == 0 || strcmp(severity, "DEBUG") == 0)

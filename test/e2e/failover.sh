@@ -25,7 +25,8 @@
 # accepts TCP but never answers costs a request PAYNOTIFY_CONNECT_TIMEOUT,
 # not a hang; a primary turned read-only under the running shim (SQLSTATE
 # 25006) gets 503 with the reason logged, and the same shim takes writes
-# again once it is writable.
+# again once it is writable; a commit whose wait for the synchronous standby
+# is cancelled is answered 503, and its retry waits for the standby.
 # Everything is started here on loopback in a temp dir and stopped by pid.
 # About 40 s per case; in the --full suite.  Last line: "N passed, M failed".
 set -uo pipefail
@@ -143,7 +144,7 @@ stack_sql -q -c "SELECT paynotify_alter_channel('wxpay', settings || '{\"toleran
 if [ "$case" = sync ]; then
     # the primary stops taking writes under a connected shim (as a demoted
     # server would): 503 with the reason logged, then back without a restart
-    one() { stack_send stripe --mode one --start "$1" --seed 99 --json 2>/dev/null |
+    one() { local n=$1; shift; stack_send stripe --mode one --start "$n" --seed 99 --json "$@" 2>/dev/null |
         python3 -c 'import json,sys; r=json.load(sys.stdin)["reply"]; print(r["status"], r["outcome"])'; }
     check "a notification through the multi-host DSN" "200 processed" "$(one $((N + 8)))"
     q1 "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
@@ -155,6 +156,35 @@ if [ "$case" = sync ]; then
     got=
     for _ in $(seq 1 30); do got=$(one $((N + 9))); [ "$got" = "200 processed" ] && break; sleep 0.1; done
     check "writable again: the same shim process takes it" "200 processed" "$got"
+
+    # the synchronous standby goes away (the primary now waits for another
+    # name); a commit waiting for it is cancelled, as a DBA cancels stuck
+    # sessions: the server commits locally and only warns, so the shim must
+    # not acknowledge it; the gateway's retry must wait for the standby too
+    sync_wait() {	# sync_wait: pids of paynotify_handle backends waiting for the standby
+        q1 "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%paynotify_handle%'"; }
+    q1 "ALTER SYSTEM SET synchronous_standby_names = 'absent'" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
+    sleep 0.3
+    now=$(date +%s)     # both deliveries carry the same body, as a gateway's retry does
+    one $((N + 7)) --now "$now" >"$STACK_DIR/cancelled.reply" &
+    sender=$!
+    for _ in $(seq 1 50); do [ -n "$(sync_wait)" ] && break; sleep 0.1; done
+    q1 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%paynotify_handle%'" >/dev/null
+    wait "$sender"
+    check "a commit whose wait for the synchronous standby is cancelled is not acknowledged: 503" \
+        "503 unavailable" "$(cat "$STACK_DIR/cancelled.reply")"
+    check "... and the shim logs why" 1 "$(grep -c 'not confirmed by the synchronous standby' "$STACK_DIR/log/shim.err")"
+    # (the standby confirms the flush in its next status message: up to
+    # wal_receiver_status_interval, 10 s, after it is named again)
+    one $((N + 7)) --now "$now" --timeout 30 >"$STACK_DIR/retry.reply" &
+    sender=$!
+    waiting=no
+    for _ in $(seq 1 30); do [ -n "$(sync_wait)" ] && { waiting=yes; break; }; sleep 0.1; done
+    check "its retry, a repeat, waits for the synchronous standby too (not answered from this primary alone)" \
+        "yes|" "$waiting|$(cat "$STACK_DIR/retry.reply")"
+    q1 "ALTER SYSTEM SET synchronous_standby_names = $syncnames" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
+    wait "$sender"
+    check "... and is acknowledged once the standby has it" "200 duplicate" "$(cat "$STACK_DIR/retry.reply")"
 fi
 
 ledger=$STACK_DIR/ledger.tsv
