@@ -4,3 +4,52 @@
 \echo Use "ALTER EXTENSION paynotify UPDATE TO '1.2'" to load this file. \quit
 
 -- ==== relay ====
+--
+-- The claim takes, for each enabled endpoint, at most its max_in_flight
+-- oldest due deliveries, from the index (endpoint_id, next_attempt_at), so
+-- that one endpoint's backlog (a receiver that hangs, an endpoint disabled
+-- with deliveries pending) neither fills a relay's batch nor is walked by
+-- every claim.  The candidates are chosen without locks, then locked FOR
+-- UPDATE SKIP LOCKED: candidates another relay holds are skipped, not
+-- replaced by later deliveries of the same endpoint.
+CREATE INDEX paynotify_delivery_endpoint_due
+	ON @extschema@.paynotify_delivery (endpoint_id, next_attempt_at)
+	WHERE delivered_at IS NULL AND dead_at IS NULL;
+DROP INDEX @extschema@.paynotify_delivery_due;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DEFAULT 100)
+	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
+				   secret text, max_in_flight integer, attempts integer, body text)
+	LANGUAGE sql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	WITH candidate AS MATERIALIZED (
+		SELECT c.id
+		FROM @extschema@.paynotify_endpoint e
+			CROSS JOIN LATERAL (
+				SELECT d.id, d.next_attempt_at
+				FROM @extschema@.paynotify_delivery d
+				WHERE d.endpoint_id = e.id
+				  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+				  AND d.next_attempt_at <= pg_catalog.now()
+				  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
+								  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
+									AND p.outbox_id < d.outbox_id
+									AND p.delivered_at IS NULL AND p.dead_at IS NULL)
+				ORDER BY d.next_attempt_at
+				LIMIT e.max_in_flight) c
+		WHERE e.enabled
+		ORDER BY c.next_attempt_at
+		LIMIT max_rows)
+	SELECT d.id, 'evt_' || d.outbox_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+		d.attempts, d.body
+	FROM @extschema@.paynotify_delivery d
+		JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+	WHERE d.id IN (SELECT candidate.id FROM candidate)
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+	  AND e.enabled
+	ORDER BY d.next_attempt_at
+	FOR UPDATE OF d SKIP LOCKED
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_relay_claim(integer) IS
+	'paynotify-relay: locks up to max_rows due deliveries, at most max_in_flight per endpoint, until the caller''s transaction ends (with the endpoint and its secret)';

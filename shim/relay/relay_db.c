@@ -260,6 +260,26 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
 }
 
 /*
+ * Frees the NOTIFYs libpq has queued (every statement's result may bring
+ * some): called every round, so that a relay that is never idle does not
+ * keep them all.  False when the connection is broken.
+ */
+static bool
+drain_notifies(PGconn *conn)
+{
+	PGnotify   *note;
+
+	if (!PQconsumeInput(conn))
+	{
+		pn_log("database connection lost: %s", db_message(conn));
+		return false;
+	}
+	while ((note = PQnotifies(conn)) != NULL)
+		PQfreemem(note);
+	return true;
+}
+
+/*
  * One round: fan out, claim, deliver, report.  Returns the number of
  * outbox events and deliveries handled (0: nothing to do), -1 on a
  * database error (the caller reconnects).
@@ -267,15 +287,24 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
 int
 round_once(PGconn *conn, CURLM *multi, int *failed)
 {
-	int			taken = fanout(conn),
+	int			taken,
 				n;
 	PGresult   *res;
 
+	if (!drain_notifies(conn))
+		return -1;
+	taken = fanout(conn);
 	if (taken < 0 || !command_ok(conn, "BEGIN"))
 		return -1;
+	/*
+	 * No more than can be in flight at once: the claim gives each endpoint
+	 * at most its max_in_flight, so every claimed delivery starts at once
+	 * and none waits, claimed but unstarted, behind a slow receiver.
+	 */
 	res = call_with_limit(conn, "claim",
 						  "SELECT delivery_id, webhook_id, endpoint_id, url, secret, max_in_flight, body"
-						  " FROM %s.paynotify_relay_claim($1::integer)", cfg.batch);
+						  " FROM %s.paynotify_relay_claim($1::integer)",
+						  cfg.batch < cfg.max_in_flight ? cfg.batch : cfg.max_in_flight);
 	if (res == NULL)
 		return -1;
 	if (PQntuples(res) == 0)
@@ -298,7 +327,6 @@ wait_for_work(PGconn *conn, long long ms)
 	int			sock = PQsocket(conn);
 	fd_set		rd;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	PGnotify   *note;
 
 	if (sock < 0)
 		return false;
@@ -308,12 +336,5 @@ wait_for_work(PGconn *conn, long long ms)
 	FD_SET(sock, &rd);
 	if (select(sock + 1, &rd, NULL, NULL, &tv) < 0 && errno != EINTR)
 		return false;
-	if (!PQconsumeInput(conn))
-	{
-		pn_log("database connection lost: %s", db_message(conn));
-		return false;
-	}
-	while ((note = PQnotifies(conn)) != NULL)
-		PQfreemem(note);
-	return true;
+	return drain_notifies(conn);
 }

@@ -41,7 +41,7 @@ static const setting settings[] = {
 	"schema of the paynotify extension (a plain identifier)"},
 	{"PAYNOTIFY_RELAY_BATCH", "batch", "100", SETTING_NUMBER, 1, 10000,
 		offsetof(relay_config, batch),
-	"deliveries claimed per transaction"},
+	"deliveries claimed per transaction (at most --max-in-flight; per endpoint at most its max_in_flight column)"},
 	{"PAYNOTIFY_RELAY_FANOUT_BATCH", "fanout-batch", "1000", SETTING_NUMBER, 1, 100000,
 		offsetof(relay_config, fanout_batch),
 	"outbox events turned into deliveries per round"},

@@ -267,6 +267,30 @@ check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 oth
     "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
 check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
 
+# A receiver that hangs does not hold the other endpoints back: its backlog
+# of 300 events (distinct orders) and one event for a healthy endpoint, a
+# relay with a 1 s request timeout.  The claim gives each endpoint at most
+# its max_in_flight (8), so the healthy event goes in the next round.
+python3 test/e2e/relay_hang.py "$dir/hport" "$dir/hung" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$dir/hport" ] && break; sleep 0.1; done
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_h=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/hport")/hang', '$secret', channels => '{hostile}')")
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_h, retry_base => '1 day', retry_max => '1 day')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/good', '$secret', channels => '{good}')" >/dev/null
+# (written straight into the outbox, as paynotify_handle would for these channels)
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+   SELECT 'paid', 'hostile', 'H' || i, 'h' || i, 1 FROM generate_series(1, 300) i" >/dev/null
+start_relay r4 --timeout=1000
+sleep 1.5
+t_good=$(date +%s.%N)
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'good', 'G1', 'g1', 1)" >/dev/null
+for _ in $(seq 300); do grep -q '"path": "/fast/good"' "$dir/received" && break; sleep 0.1; done
+waited=$(python3 -c "print(round($(date +%s.%N) - $t_good, 1))")
+echo "# the healthy endpoint's event arrived after $waited s, the hanging receiver had $(wc -l < "$dir/hung") connections"
+check "a hanging receiver with a backlog of 300 holds another endpoint's event back less than 5 s" "1 1" \
+    "$(grep -c '"path": "/fast/good"' "$dir/received") $(python3 -c "print(int($waited < 5))")"
+
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
