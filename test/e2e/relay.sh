@@ -291,6 +291,18 @@ echo "# the healthy endpoint's event arrived after $waited s, the hanging receiv
 check "a hanging receiver with a backlog of 300 holds another endpoint's event back less than 5 s" "1 1" \
     "$(grep -c '"path": "/fast/good"' "$dir/received") $(python3 -c "print(int($waited < 5))")"
 
+# NOTIFYs arriving while the relay stays busy (here with the hanging
+# receiver's backlog) are freed every round, not kept until it is idle
+rss() { awk '/VmRSS/{print $2}' "/proc/${relay_pid[r4]}/status"; }
+rss0=$(rss)
+q "SELECT count(pg_notify('paynotify', format('{\"id\": %s, \"event\": \"paid\", \"channel\": \"st\", \"order_no\": \"PN2026010100%s\"}', i, i))) FROM generate_series(1, 150000) i" >/dev/null
+sleep 3
+rss1=$(rss)
+echo "# relay RSS before and after 150,000 NOTIFYs while busy: $rss0 kB, $rss1 kB"
+check "a busy relay does not keep the NOTIFYs it gets (RSS grows < 5 MB over 150,000)" 1 \
+    "$([ -n "$rss1" ] && [ $((rss1 - rss0)) -lt 5000 ] && echo 1 || echo 0)"
+kill -TERM "${relay_pid[r4]}"; wait "${relay_pid[r4]}" 2>/dev/null
+
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
