@@ -53,3 +53,56 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DE
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_claim(integer) IS
 	'paynotify-relay: locks up to max_rows due deliveries, at most max_in_flight per endpoint, until the caller''s transaction ends (with the endpoint and its secret)';
+
+-- A retry at least a second after the last attempt: a base or a cap of a
+-- millisecond made the relay POST one failing delivery in a busy loop (and
+-- could run attempts up to its limit).  Endpoints set lower get 1 second.
+UPDATE @extschema@.paynotify_endpoint SET retry_base = interval '1 second'
+	WHERE retry_base < interval '1 second';
+UPDATE @extschema@.paynotify_endpoint SET retry_max = interval '1 second'
+	WHERE retry_max < interval '1 second';
+ALTER TABLE @extschema@.paynotify_endpoint
+	DROP CONSTRAINT paynotify_endpoint_retry_base_check,
+	ADD CONSTRAINT paynotify_endpoint_retry_base_check
+		CHECK (retry_base >= '1 second' AND retry_base <= '1 day'),
+	DROP CONSTRAINT paynotify_endpoint_retry_max_check,
+	ADD CONSTRAINT paynotify_endpoint_retry_max_check
+		CHECK (retry_max >= '1 second' AND retry_max <= '30 days');
+
+-- attempts saturates at the integer's maximum: an overflow failed the whole
+-- report, so every delivery of the batch, also those other endpoints had
+-- acknowledged, was POSTed again, round after round.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
+		errors text[])
+	RETURNS integer
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	n integer;
+BEGIN
+	UPDATE @extschema@.paynotify_delivery d SET
+		attempts = least(d.attempts, 2147483646) + 1,
+		last_attempt_at = r.at,
+		last_status = r.status,
+		last_error = CASE WHEN r.ok THEN NULL ELSE left(coalesce(r.error, 'HTTP ' || r.status), 500) END,
+		delivered_at = CASE WHEN r.ok THEN r.at END,
+		dead_at = CASE WHEN NOT r.ok AND r.at >= d.started_at + e.retry_horizon THEN r.at END,
+		-- in seconds: retry_base * 2^30 as an interval can overflow, and a
+		-- failing report would give the whole batch back again and again
+		next_attempt_at = CASE WHEN r.ok THEN d.next_attempt_at
+			ELSE least(r.at + pg_catalog.make_interval(secs =>
+							least(extract(epoch FROM e.retry_max)::float8,
+								  extract(epoch FROM e.retry_base)::float8 * power(2, least(d.attempts, 30)))
+							* (0.5 + 0.5 * random())),
+					   d.started_at + e.retry_horizon) END
+	FROM (SELECT u.id, u.status, u.error, coalesce(u.status BETWEEN 200 AND 299, false) AS ok,
+				 clock_timestamp() AS at
+		  FROM unnest(delivery_ids, statuses, errors) u(id, status, error)) r,
+		 @extschema@.paynotify_endpoint e
+	WHERE d.id = r.id AND e.id = d.endpoint_id
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;

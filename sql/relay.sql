@@ -51,6 +51,9 @@ SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D'
 SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), retry_horizon => '2 years');
 SELECT paynotify_alter_endpoint(:erp, retry_base => '25 hours');
 SELECT paynotify_alter_endpoint(:erp, retry_max => '31 days');
+-- a retry at least a second later: a millisecond base or cap would be a busy loop
+SELECT paynotify_alter_endpoint(:erp, retry_base => '1 millisecond');
+SELECT paynotify_alter_endpoint(:erp, retry_max => '500 milliseconds');
 \set VERBOSITY terse
 \set SHOW_CONTEXT errors
 SELECT id = :erp AS erp, url, events, channels, enabled, max_in_flight, retry_base, retry_max,
@@ -195,6 +198,22 @@ COMMIT;
 SET search_path = pay, public;
 SELECT d.attempts, d.dead_at IS NOT NULL AS dead,
 	d.next_attempt_at - d.last_attempt_at BETWEEN '15 days' AND '30 days' AS capped_at_30_days
+FROM paynotify_delivery d WHERE d.order_no = 'RL-SLOW';
+-- attempts saturates at the integer's maximum instead of failing the report
+\c - :su
+SET search_path = pay, public;
+UPDATE paynotify_delivery SET attempts = 2147483647, next_attempt_at = now() - '1 s'::interval
+	WHERE order_no = 'RL-SLOW';
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT url, attempts FROM c;
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(503), array_agg(NULL::text)) FROM c;
+COMMIT;
+\c - :su
+SET search_path = pay, public;
+SELECT d.attempts, d.last_status, d.dead_at IS NOT NULL AS dead, d.next_attempt_at > now() AS retry_later
 FROM paynotify_delivery d WHERE d.order_no = 'RL-SLOW';
 \c - rl_op
 SET search_path = pay, public;

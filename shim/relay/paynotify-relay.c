@@ -18,6 +18,9 @@
  *      batch); no request starts later than two timeouts after the claim;
  *   4. paynotify_relay_report() records each result (2xx: delivered; else a
  *      retry with backoff, or dead past the endpoint's horizon); COMMIT.
+ *      Should the report fail, each result is recorded on its own, so that
+ *      one the database refuses does not undo the others; the relay then
+ *      backs off as after a database error.
  * A relay that dies, or whose database connection breaks, rolls back: its
  * claims are due again at once for any relay (deliveries it had made are
  * made again: at least once).  The session's
@@ -90,15 +93,27 @@ relay_loop(CURLM *multi, int *failed)
 
 	while (!stop_requested)
 	{
-		int			got = -1;
+		int			got = -1,
+					lost = 0;
 
 		if (conn != NULL || (conn = connect_db()) != NULL)
-			got = round_once(conn, multi, failed);
+			got = round_once(conn, multi, failed, &lost);
 		if (got < 0)
 		{
 			/* no connection, a broken one or a failing statement: start afresh, slowly */
 			PQfinish(conn);
 			conn = NULL;
+			if (once)
+			{
+				rc = 1;
+				break;
+			}
+			back_off(&backoff_ms);
+			continue;
+		}
+		if (lost > 0)
+		{
+			/* a result the database refuses: its delivery is due again at once */
 			if (once)
 			{
 				rc = 1;

@@ -85,7 +85,7 @@ extern void run_jobs(CURLM *multi, job *jobs, int n);
 
 /* relay_db.c */
 extern PGconn *connect_db(void);
-extern int	round_once(PGconn *conn, CURLM *multi, int *failed);
+extern int	round_once(PGconn *conn, CURLM *multi, int *failed, int *lost);
 extern bool wait_for_work(PGconn *conn, long long ms);
 
 #endif							/* PAYNOTIFY_RELAY_H */

@@ -196,7 +196,7 @@ check "the receiver failed and timed out some requests" 0 $?
 
 # dead letters: an endpoint that refuses connections, horizon 3 s
 ep_b=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$closed/dead', '$secret', events => '{paid}', retry_horizon => '3 seconds')")
-as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '300 ms', retry_max => '1 second')" >/dev/null
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '1 second', retry_max => '1 second')" >/dev/null
 "$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 40 --start $((ORDERS + 1)) \
     --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay2.sql" >/dev/null
 traffic "$dir/pay2.sql"
@@ -302,6 +302,30 @@ echo "# relay RSS before and after 150,000 NOTIFYs while busy: $rss0 kB, $rss1 k
 check "a busy relay does not keep the NOTIFYs it gets (RSS grows < 5 MB over 150,000)" 1 \
     "$([ -n "$rss1" ] && [ $((rss1 - rss0)) -lt 5000 ] && echo 1 || echo 0)"
 kill -TERM "${relay_pid[r4]}"; wait "${relay_pid[r4]}" 2>/dev/null
+
+# One result the database refuses (here a trigger, as superuser, fails the
+# update of one delivery) does not undo the other results of the batch:
+# the healthy endpoint's event is recorded delivered and POSTed once, the
+# refused one is logged and tried again after a back-off
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/poison', '$secret', channels => '{poison}')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/healthy', '$secret', channels => '{healthy}')" >/dev/null
+sql -q >/dev/null <<'SQL'
+CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+	$$BEGIN RAISE EXCEPTION 'refused for the test'; END$$;
+CREATE TRIGGER refuse_poison BEFORE UPDATE ON paynotify_delivery
+	FOR EACH ROW WHEN (NEW.channel = 'poison') EXECUTE FUNCTION refuse_poison();
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	VALUES ('paid', 'poison', 'P1', 'p1', 1), ('paid', 'healthy', 'Q1', 'q1', 1);
+SQL
+start_relay r5
+sleep 4
+kill -TERM "${relay_pid[r5]}"; wait "${relay_pid[r5]}" 2>/dev/null
+check "a refused result: the other endpoint's delivery is recorded and POSTed once" "1|1" \
+    "$(q "SELECT count(delivered_at), sum(attempts) FROM paynotify_delivery WHERE channel = 'healthy'")|$(grep -c '"path": "/fast/healthy"' "$dir/received")"
+check "a refused result is logged, and its delivery tried again" "1 1" \
+    "$(grep -c 'could not record the result of delivery' "$dir/relay-r5.log" | awk '{print ($1 >= 1)}') $(grep -c '"path": "/fast/poison"' "$dir/received" | awk '{print ($1 >= 2)}')"
+q "DROP TRIGGER refuse_poison ON paynotify_delivery" >/dev/null
 
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
