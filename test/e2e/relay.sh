@@ -250,7 +250,7 @@ for r in r1 r2; do
 done
 
 # SIGTERM in the middle of a batch: the requests in flight finish and are
-# recorded, the claimed rest is released untouched
+# recorded, the rest is left untouched
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
 ep_c=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/c', '$secret', max_in_flight => 2)")
 "$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 10 --start $((ORDERS + 41)) \
@@ -321,7 +321,7 @@ SQL
 start_relay r5
 sleep 4
 kill -TERM "${relay_pid[r5]}"; wait "${relay_pid[r5]}" 2>/dev/null
-check "a refused result: the other endpoint's delivery is recorded and POSTed once" "1|1" \
+check "a refused result: the other endpoint's delivery is recorded and POSTed once" "1|1|1" \
     "$(q "SELECT count(delivered_at), sum(attempts) FROM paynotify_delivery WHERE channel = 'healthy'")|$(grep -c '"path": "/fast/healthy"' "$dir/received")"
 check "a refused result is logged, and its delivery tried again" "1 1" \
     "$(grep -c 'could not record the result of delivery' "$dir/relay-r5.log" | awk '{print ($1 >= 1)}') $(grep -c '"path": "/fast/poison"' "$dir/received" | awk '{print ($1 >= 2)}')"
