@@ -106,3 +106,51 @@ BEGIN
 	RETURN n;
 END
 $$;
+
+-- Endpoint secrets from files in paynotify.secrets_directory, as channel
+-- keys (paynotify_add_key_file): a secret given as a literal is part of the
+-- statement's text, so of the server log (a failing statement is logged
+-- with log_min_error_statement = error, every one with log_statement =
+-- all) and of pg_stat_activity; a file name is not.
+CREATE FUNCTION @extschema@.paynotify_add_endpoint_file(url text, secret_file text,
+		events text[] DEFAULT NULL, channels text[] DEFAULT NULL,
+		retry_horizon interval DEFAULT NULL, max_in_flight integer DEFAULT NULL)
+	RETURNS bigint
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF secret_file IS NULL THEN
+		RAISE EXCEPTION 'secret_file must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	RETURN @extschema@.paynotify_add_endpoint(url, @extschema@.paynotify_read_secret(secret_file),
+		events, channels, retry_horizon, max_in_flight);
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_add_endpoint_file(text, text, text[], text[], interval, integer) IS
+	'paynotify_add_endpoint with the whsec_ secret read from a file in paynotify.secrets_directory';
+
+CREATE FUNCTION @extschema@.paynotify_alter_endpoint_file(id bigint, secret_file text)
+	RETURNS void
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF secret_file IS NULL THEN
+		RAISE EXCEPTION 'secret_file must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	PERFORM @extschema@.paynotify_alter_endpoint(id,
+		secret => @extschema@.paynotify_read_secret(secret_file));
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_alter_endpoint_file(bigint, text) IS
+	'replaces an endpoint''s secret with the whsec_ secret read from a file in paynotify.secrets_directory';
+
+REVOKE ALL ON FUNCTION
+	@extschema@.paynotify_add_endpoint_file(text, text, text[], text[], interval, integer),
+	@extschema@.paynotify_alter_endpoint_file(bigint, text)
+	FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+	@extschema@.paynotify_add_endpoint_file(text, text, text[], text[], interval, integer),
+	@extschema@.paynotify_alter_endpoint_file(bigint, text)
+	TO paynotify_admin;
