@@ -327,6 +327,31 @@ check "a refused result is logged, and its delivery tried again" "1 1" \
     "$(grep -c 'could not record the result of delivery' "$dir/relay-r5.log" | awk '{print ($1 >= 1)}') $(grep -c '"path": "/fast/poison"' "$dir/received" | awk '{print ($1 >= 2)}')"
 q "DROP TRIGGER refuse_poison ON paynotify_delivery" >/dev/null
 
+# A disabled endpoint's backlog is not walked by the claims: 20,000 pending
+# deliveries of a disabled endpoint, one due delivery of an enabled one; a
+# claim reads (table statistics of paynotify_delivery) only a few rows
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_bulk=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$closed/bulk', '$secret', channels => '{bulk}')")
+sql -q >/dev/null <<SQL
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	SELECT 'paid', 'bulk', 'B' || i, 'b' || i, 1 FROM generate_series(1, 20000) i;
+SELECT paynotify_relay_fanout(20000);
+SQL
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_bulk, enabled => false)" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/one', '$secret', channels => '{one}')" >/dev/null
+sql -q >/dev/null <<SQL
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'one', 'O1', 'o1', 1);
+SELECT paynotify_relay_fanout(10);
+VACUUM ANALYZE paynotify_delivery;
+SQL
+rows_read="SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relname = 'paynotify_delivery'"
+sleep 0.6; r0=$(q "$rows_read")
+claimed=$(as_role relay -Atc "BEGIN" -c "SELECT count(*) FROM paynotify_relay_claim(100)" -c "ROLLBACK")
+sleep 0.6; r1=$(q "$rows_read")
+echo "# one claim read $((r1 - r0)) rows of paynotify_delivery (20,001 pending, 20,000 of a disabled endpoint)"
+check "a claim skips a disabled endpoint's backlog: 1 claimed, fewer than 100 rows read" "1 1" \
+    "$claimed $([ $((r1 - r0)) -lt 100 ] && echo 1 || echo 0)"
+
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
