@@ -35,7 +35,7 @@ typedef struct setting
 
 static const setting settings[] = {
 	{"PAYNOTIFY_DSN", "dsn", "", SETTING_STRING, 0, 0, offsetof(relay_config, dsn),
-	"libpq connection string or URI (empty: libpq defaults and PG* variables)"},
+	"libpq connection string or URI (empty: libpq defaults and PG* variables); --dsn refuses a password"},
 	{"PAYNOTIFY_RELAY_SCHEMA", "schema", "public", SETTING_STRING, 0, 0,
 		offsetof(relay_config, schema),
 	"schema of the paynotify extension (a plain identifier)"},
@@ -149,6 +149,30 @@ usage(FILE *out)
 	fprintf(out, "\nThe database role needs only membership in paynotify_relay.\n");
 }
 
+/*
+ * A connection string on the command line is readable by every local user
+ * (ps, /proc/PID/cmdline): it must not hold a password.  True when dsn has
+ * none (or does not parse: connecting will say what is wrong).
+ */
+static bool
+dsn_without_password(const char *dsn)
+{
+	char	   *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(dsn, &err);
+	bool		ok = true;
+
+	if (opts == NULL)
+	{
+		PQfreemem(err);
+		return true;
+	}
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val != NULL && o->val[0] != '\0')
+			ok = false;
+	PQconninfoFree(opts);
+	return ok;
+}
+
 /* -1: go on; else the exit status. */
 int
 load_config(int argc, char **argv)
@@ -182,6 +206,13 @@ load_config(int argc, char **argv)
 		{
 			if (!set_value(&settings[c - 1000], optarg, "--"))
 				return 2;
+			if (settings[c - 1000].offset == offsetof(relay_config, dsn) &&
+				!dsn_without_password(optarg))
+			{
+				pn_log("--dsn must not contain a password: every local user can read the command line;"
+					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
+				return 2;
+			}
 			continue;
 		}
 		switch (c)

@@ -357,6 +357,11 @@ check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
     "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"
+for dsn in "host=127.0.0.1 port=1 user=relay password=Sup3rSecret" "postgresql://relay:Sup3rSecret@127.0.0.1:1/postgres"; do
+    "$RELAY" --dsn="$dsn" --once >/dev/null 2>"$dir/err"
+    check "--dsn with a password is refused: exit 2, told why, the password not echoed ($dsn)" "2 1 0" \
+        "$? $(grep -c -- '--dsn must not contain a password' "$dir/err") $(grep -c Sup3rSecret "$dir/err")"
+done
 PAYNOTIFY_RELAY_BATCH=0 "$RELAY" >/dev/null 2>"$dir/err"
 check "a bad setting: exit 2, the variable named" "2 1" "$? $(grep -c 'PAYNOTIFY_RELAY_BATCH must be' "$dir/err")"
 
