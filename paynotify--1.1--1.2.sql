@@ -4,7 +4,30 @@
 \echo Use "ALTER EXTENSION paynotify UPDATE TO '1.2'" to load this file. \quit
 
 -- ==== relay ====
---
+
+-- webhook-id: 'evt_' || the installation's id || '_' || the outbox id.  The
+-- outbox id alone repeats across databases and across a re-created
+-- extension, and receivers drop an id they already have.  The
+-- installation's id (16 random hex digits) is made by the first fan-out
+-- and kept by pg_dump; each delivery stores its webhook-id, so an event
+-- keeps it on every attempt and for every endpoint, and deliveries made
+-- before 1.2 keep 'evt_' || outbox id.
+CREATE TABLE @extschema@.paynotify_installation (
+	one			boolean PRIMARY KEY DEFAULT true CHECK (one),
+	id			text NOT NULL DEFAULT substr(replace(pg_catalog.gen_random_uuid()::text, '-', ''), 17, 16)
+				CHECK (id ~ '^[0-9a-f]{1,32}$'),
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+COMMENT ON TABLE @extschema@.paynotify_installation IS
+	'paynotify: this installation''s id, part of every webhook-id paynotify-relay sends (made by the first fan-out)';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_installation', '');
+REVOKE ALL ON @extschema@.paynotify_installation FROM PUBLIC;
+GRANT SELECT ON @extschema@.paynotify_installation TO paynotify_admin;
+
+ALTER TABLE @extschema@.paynotify_delivery ADD COLUMN webhook_id text;
+UPDATE @extschema@.paynotify_delivery SET webhook_id = 'evt_' || outbox_id;
+ALTER TABLE @extschema@.paynotify_delivery ALTER COLUMN webhook_id SET NOT NULL;
+
 -- The claim takes, for each enabled endpoint, at most its max_in_flight
 -- oldest due deliveries, from the index (endpoint_id, next_attempt_at), so
 -- that one endpoint's backlog (a receiver that hangs, an endpoint disabled
@@ -41,7 +64,7 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DE
 		WHERE e.enabled
 		ORDER BY c.next_attempt_at
 		LIMIT max_rows)
-	SELECT d.id, 'evt_' || d.outbox_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+	SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
 		d.attempts, d.body
 	FROM @extschema@.paynotify_delivery d
 		JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
@@ -154,3 +177,46 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.paynotify_add_endpoint_file(text, text, text[], text[], interval, integer),
 	@extschema@.paynotify_alter_endpoint_file(bigint, text)
 	TO paynotify_admin;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_fanout(max_rows integer DEFAULT 1000)
+	RETURNS integer
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	taken integer;
+	prefix text;
+BEGIN
+	-- no endpoint yet: leave the outbox alone
+	IF NOT EXISTS (SELECT FROM @extschema@.paynotify_endpoint e WHERE e.enabled) THEN
+		RETURN 0;
+	END IF;
+	-- one relay at a time, so that the deliveries of one order are created
+	-- in the order of its events
+	IF NOT pg_try_advisory_xact_lock(1886284396, 1701736302) THEN
+		RETURN 0;
+	END IF;
+	SELECT 'evt_' || i.id || '_' INTO prefix FROM @extschema@.paynotify_installation i;
+	IF NOT FOUND THEN
+		INSERT INTO @extschema@.paynotify_installation DEFAULT VALUES ON CONFLICT DO NOTHING;
+		SELECT 'evt_' || i.id || '_' INTO STRICT prefix FROM @extschema@.paynotify_installation i;
+	END IF;
+	-- the events are taken the way any outbox worker takes them
+	WITH t AS (
+		SELECT * FROM @extschema@.paynotify_outbox_claim(max_rows)),
+	d AS (
+		INSERT INTO @extschema@.paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel,
+			order_no, body)
+		SELECT e.id, t.id, prefix || t.id, t.event, t.channel, t.order_no,
+			jsonb_build_object('id', prefix || t.id, 'event', t.event, 'channel', t.channel,
+				'order_no', t.order_no, 'amount', t.amount, 'notify_id', t.notify_id,
+				'occurred_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text
+		FROM t JOIN @extschema@.paynotify_endpoint e
+			ON e.enabled AND t.event = ANY (e.events)
+			   AND (e.channels IS NULL OR t.channel = ANY (e.channels))
+		ORDER BY t.id, e.id
+		RETURNING 1)
+	SELECT count(*) INTO taken FROM t;
+	RETURN taken;
+END
+$$;

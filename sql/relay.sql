@@ -99,10 +99,13 @@ SELECT paynotify_relay_fanout();
 \c - :su
 SET search_path = pay, public;
 SELECT count(*) AS outbox_left FROM paynotify_outbox;
+-- the installation's id, made by the first fan-out: 16 hex digits
+SELECT count(*) AS installations, min(id) ~ '^[0-9a-f]{16}$' AS id_ok FROM paynotify_installation;
 -- one delivery per (event, matching enabled endpoint); the body is the
 -- event, its id is the webhook-id
 SELECT e.url, d.event, d.order_no, d.attempts, d.body::jsonb - 'id' - 'occurred_at' AS body,
-	d.body::jsonb->>'id' = 'evt_' || d.outbox_id AS id_is_event,
+	d.body::jsonb->>'id' = d.webhook_id
+		AND d.webhook_id = 'evt_' || (SELECT i.id FROM paynotify_installation i) || '_' || d.outbox_id AS id_is_event,
 	d.body::jsonb->>'occurred_at' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$' AS occurred_at_utc
 FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id
 ORDER BY d.outbox_id, d.endpoint_id;
@@ -185,8 +188,8 @@ SELECT paynotify_add_endpoint('http://127.0.0.1:8080/slow', 'whsec_' || repeat('
 SELECT paynotify_alter_endpoint(:slow, retry_base => '23 hours', retry_max => '30 days');
 \c - :su
 SET search_path = pay, public;
-INSERT INTO paynotify_delivery (endpoint_id, outbox_id, event, channel, order_no, body, attempts)
-	VALUES (:slow, 0, 'paid', 'rl', 'RL-SLOW', '{}', 30);
+INSERT INTO paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel, order_no, body, attempts)
+	VALUES (:slow, 0, 'evt_0', 'paid', 'rl', 'RL-SLOW', '{}', 30);
 \c - rl_relay
 SET search_path = pay, public;
 BEGIN;

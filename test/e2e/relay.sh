@@ -158,7 +158,7 @@ check "one delivery per event: a payment and a refund per order" "$ORDERS|$ORDER
     "$(q "SELECT count(*) FILTER (WHERE event = 'paid'), count(*) FILTER (WHERE event = 'refunded'), count(*) FILTER (WHERE event NOT IN ('paid', 'refunded')) FROM paynotify_delivery")"
 check "retries happened (failures, timeouts)" t "$(q "SELECT max(attempts) > 1 FROM paynotify_delivery")"
 
-python3 - "$dir/received" "$(q "SELECT string_agg('evt_' || outbox_id || ':' || order_no, ' ') FROM paynotify_delivery WHERE endpoint_id = $ep_a")" >"$dir/check.out" 2>&1 <<'EOF'
+python3 - "$dir/received" "$(q "SELECT string_agg(webhook_id || ':' || order_no, ' ') FROM paynotify_delivery WHERE endpoint_id = $ep_a")" >"$dir/check.out" 2>&1 <<'EOF'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 want = dict(x.split(':') for x in sys.argv[2].split())
@@ -178,8 +178,8 @@ for r in accepted:
     if b['id'] != r['id']: bad.append('body id %s under webhook-id %s' % (b['id'], r['id']))
     if r['id'] in seen: continue
     seen.add(r['id'])
-    n = int(r['id'][4:]); o = b['order_no']
-    if last.get(o, 0) > n: bad.append('order %s: %s accepted after evt_%d' % (o, r['id'], last[o]))
+    n = int(r['id'].rsplit('_', 1)[1]); o = b['order_no']
+    if last.get(o, 0) > n: bad.append('order %s: %s accepted after event %d' % (o, r['id'], last[o]))
     last[o] = max(last.get(o, 0), n)
     if b['event'] == 'refunded' and b['amount'] != 1000: bad.append('refund amount %s' % b['amount'])
 kinds = {}
@@ -190,6 +190,22 @@ sys.exit(1 if bad else 0)
 EOF
 rc=$?
 head -1 "$dir/check.out"
+# webhook-id: this installation's id and the event's outbox id; another
+# installation (a second database) has another id
+inst=$(q "SELECT id FROM paynotify_installation")
+check "every webhook-id is evt_<installation id>_<outbox id> (installation id: 16 hex digits)" "0 1" \
+    "$(q "SELECT count(*) FROM paynotify_delivery WHERE webhook_id <> 'evt_$inst' || '_' || outbox_id OR body::jsonb->>'id' <> webhook_id") $(echo "$inst" | grep -c '^[0-9a-f]\{16\}$')"
+sql -q -c "CREATE DATABASE shop_b" >/dev/null
+pn_psql "$dir" "$port" -d shop_b -q >/dev/null <<SQL
+CREATE EXTENSION paynotify;
+SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/b', '$secret');
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'R00001', 'n1', 1);
+SELECT paynotify_relay_fanout();
+SQL
+other=$(pn_psql "$dir" "$port" -d shop_b -Atc "SELECT webhook_id FROM paynotify_delivery")
+mine=$(q "SELECT webhook_id FROM paynotify_delivery WHERE outbox_id = 1 AND endpoint_id = $ep_a")
+check "the same outbox id in two installations gives two webhook-ids" 1 "$([ -n "$other" ] && [ -n "$mine" ] && [ "$other" != "$mine" ] && echo 1 || echo 0)"
+echo "# webhook-ids of outbox id 1: $mine here, $other in another database"
 if [ $rc = 0 ]; then ok "every event accepted at least once, verified, per-order order held"; else not_ok "every event accepted at least once, verified, per-order order held" "$(cat "$dir/check.out")"; fi
 grep -q '"verdict": "fail"' "$dir/received" && grep -q '"verdict": "timeout"' "$dir/received"
 check "the receiver failed and timed out some requests" 0 $?

@@ -139,6 +139,27 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
+# 1.1 to 1.2 with the relay's rows: a delivery made at 1.1 keeps its
+# webhook-id (evt_<outbox id>: its receiver may have it already), a new one
+# gets the installation's id
+sql -d postgres -c "CREATE DATABASE r11" >/dev/null
+sql -d r11 -q >/dev/null <<'SQL'
+CREATE EXTENSION paynotify VERSION '1.1';
+SELECT paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('A', 32));
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O1', 'n1', 1);
+SELECT paynotify_relay_fanout();
+ALTER EXTENSION paynotify UPDATE;
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O2', 'n2', 1);
+SELECT paynotify_relay_fanout();
+SQL
+check "1.1 to 1.2: the 1.1 delivery keeps evt_<outbox id>, the claim sends it; the new one has the installation id" \
+    "1.2|evt_1|evt_1|evt_1|t" \
+    "$(q r11 "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'paynotify'),
+                     (SELECT webhook_id FROM paynotify_delivery WHERE outbox_id = 1),
+                     (SELECT body::jsonb->>'id' FROM paynotify_delivery WHERE outbox_id = 1),
+                     (SELECT webhook_id FROM paynotify_relay_claim(10) WHERE webhook_id NOT LIKE 'evt\_%\_%'),
+                     (SELECT webhook_id = 'evt_' || (SELECT id FROM paynotify_installation) || '_2' FROM paynotify_delivery WHERE outbox_id = 2)")"
+
 # The upgraded and the fresh extension: the same catalog objects
 catalog() {
     local db=$1
