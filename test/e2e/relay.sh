@@ -109,8 +109,9 @@ traffic() {	# traffic FILE...: replay as the shim's role; errors (a crashed serv
     for f in "$@"; do as_role shim -v ON_ERROR_STOP=0 -f "$f" >/dev/null 2>&1; done
 }
 
+# the receivers are on loopback: allowed here, refused by default (see below)
 relay_env=(env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay"
-    PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
+    PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
 declare -A relay_pid
 start_relay() {	# start_relay NAME [OPTION...]
     local name=$1; shift
@@ -222,8 +223,8 @@ for _ in $(seq 100); do
     [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NULL")" = 0 ] && break
     sleep 0.1
 done
-check "40 dead letters, each with its attempts and last error" "40|0|40" \
-    "$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts >= 3 AND last_status IS NULL AND last_error <> '') FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
+check "40 dead letters, each with its attempts and last error (a class, not libcurl's text)" "40|0|40" \
+    "$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts >= 3 AND last_status IS NULL AND last_error = 'could not connect') FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
 check "each dead right when its horizon passed (within 1 s)" "0" \
     "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND NOT (dead_at >= started_at + retry_horizon AND dead_at < started_at + retry_horizon + interval '1 second')")"
 echo "# dead after horizon + $(q "SELECT round(extract(epoch FROM max(dead_at - started_at - retry_horizon))::numeric, 2) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b") s at most"
@@ -367,6 +368,25 @@ sleep 0.6; r1=$(q "$rows_read")
 echo "# one claim read $((r1 - r0)) rows of paynotify_delivery (20,001 pending, 20,000 of a disabled endpoint)"
 check "a claim skips a disabled endpoint's backlog: 1 claimed, fewer than 100 rows read" "1 1" \
     "$claimed $([ $((r1 - r0)) -lt 100 ] && echo 1 || echo 0)"
+
+# Without PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 the relay connects to no loopback,
+# private or link-local address, by IP or by a name that resolves to one
+# (checked on the socket it opens): paynotify_admin cannot make it probe the
+# relay's network, and last_error says only that
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+for u in "http://127.0.0.1:$rport/fast/ssrf1" "http://localhost:$rport/fast/ssrf2" \
+         "http://[::1]:$rport/fast/ssrf3" "http://10.255.255.1:$rport/fast/ssrf4" \
+         "http://169.254.169.254/latest/meta-data/"; do
+    as_role ops -Atc "SELECT paynotify_add_endpoint('$u', '$secret', channels => '{ssrf}')" >/dev/null
+done
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'ssrf', 'S1', 's1', 1)" >/dev/null
+env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_CONNECT_TIMEOUT=1000 \
+    timeout 30 "$RELAY" --once >"$dir/relay-ssrf.log" 2>&1
+check "no private address reached by default: --once fails, the receiver got nothing" "1 0" \
+    "$? $(grep -c '/fast/ssrf' "$dir/received")"
+check "what paynotify_admin reads: one coarse class for each, no status" \
+    "5|5|0" \
+    "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
 
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
