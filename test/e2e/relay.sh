@@ -388,6 +388,20 @@ check "what paynotify_admin reads: one coarse class for each, no status" \
     "5|5|0" \
     "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
 
+# max_in_flight holds across relays: two relays, a hanging receiver with
+# max_in_flight 2 and a backlog of 50: two connections at once, not four
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+: >"$dir/hung"
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/hport")/hang2', '$secret', channels => '{two}', max_in_flight => 2)" >/dev/null
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+   SELECT 'paid', 'two', 'T' || i, 't' || i, 1 FROM generate_series(1, 50) i" >/dev/null
+start_relay r6 --timeout=4000
+start_relay r7 --timeout=4000
+sleep 3
+check "two relays keep an endpoint's max_in_flight (2): connections within one request timeout" 2 \
+    "$(wc -l < "$dir/hung" | tr -d ' ')"
+kill -TERM "${relay_pid[r6]}" "${relay_pid[r7]}"; wait "${relay_pid[r6]}" "${relay_pid[r7]}" 2>/dev/null
+
 # the command line
 check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
