@@ -82,8 +82,9 @@ SELECT paynotify_add_endpoint(:'erp', :'secret');
 SQL
 echo "   SELECT paynotify_add_endpoint('$erp', 'whsec_...');"
 echo "   PAYNOTIFY_DSN='... user=notify_relay' shim/relay/paynotify-relay"
+echo "   (here with PAYNOTIFY_RELAY_ALLOW_PRIVATE=1: the receiver is on loopback)"
 PAYNOTIFY_DSN="host=$STACK_DIR/pg port=$STACK_PGPORT dbname=postgres user=notify_relay" \
-    shim/relay/paynotify-relay 2>"$STACK_DIR/relay.log" &
+    PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 shim/relay/paynotify-relay 2>"$STACK_DIR/relay.log" &
 STACK_PIDS+=("$!")
 for _ in $(seq 100); do [ -s "$STACK_DIR/erp.log" ] && break; sleep 0.1; done
 python3 - "$STACK_DIR/erp.log" <<'PY'

@@ -51,6 +51,9 @@ SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D'
 SELECT paynotify_add_endpoint('https://erp.example/hook', 'whsec_' || repeat('D', 32), retry_horizon => '2 years');
 SELECT paynotify_alter_endpoint(:erp, retry_base => '25 hours');
 SELECT paynotify_alter_endpoint(:erp, retry_max => '31 days');
+-- a retry at least a second later: a millisecond base or cap would be a busy loop
+SELECT paynotify_alter_endpoint(:erp, retry_base => '1 millisecond');
+SELECT paynotify_alter_endpoint(:erp, retry_max => '500 milliseconds');
 \set VERBOSITY terse
 \set SHOW_CONTEXT errors
 SELECT id = :erp AS erp, url, events, channels, enabled, max_in_flight, retry_base, retry_max,
@@ -96,10 +99,13 @@ SELECT paynotify_relay_fanout();
 \c - :su
 SET search_path = pay, public;
 SELECT count(*) AS outbox_left FROM paynotify_outbox;
+-- the installation's id, made by the first fan-out: 16 hex digits
+SELECT count(*) AS installations, min(id) ~ '^[0-9a-f]{16}$' AS id_ok FROM paynotify_installation;
 -- one delivery per (event, matching enabled endpoint); the body is the
 -- event, its id is the webhook-id
 SELECT e.url, d.event, d.order_no, d.attempts, d.body::jsonb - 'id' - 'occurred_at' AS body,
-	d.body::jsonb->>'id' = 'evt_' || d.outbox_id AS id_is_event,
+	d.body::jsonb->>'id' = d.webhook_id
+		AND d.webhook_id = 'evt_' || (SELECT i.id FROM paynotify_installation i) || '_' || d.outbox_id AS id_is_event,
 	d.body::jsonb->>'occurred_at' ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$' AS occurred_at_utc
 FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id
 ORDER BY d.outbox_id, d.endpoint_id;
@@ -182,8 +188,8 @@ SELECT paynotify_add_endpoint('http://127.0.0.1:8080/slow', 'whsec_' || repeat('
 SELECT paynotify_alter_endpoint(:slow, retry_base => '23 hours', retry_max => '30 days');
 \c - :su
 SET search_path = pay, public;
-INSERT INTO paynotify_delivery (endpoint_id, outbox_id, event, channel, order_no, body, attempts)
-	VALUES (:slow, 0, 'paid', 'rl', 'RL-SLOW', '{}', 30);
+INSERT INTO paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel, order_no, body, attempts)
+	VALUES (:slow, 0, 'evt_0', 'paid', 'rl', 'RL-SLOW', '{}', 30);
 \c - rl_relay
 SET search_path = pay, public;
 BEGIN;
@@ -195,6 +201,22 @@ COMMIT;
 SET search_path = pay, public;
 SELECT d.attempts, d.dead_at IS NOT NULL AS dead,
 	d.next_attempt_at - d.last_attempt_at BETWEEN '15 days' AND '30 days' AS capped_at_30_days
+FROM paynotify_delivery d WHERE d.order_no = 'RL-SLOW';
+-- attempts saturates at the integer's maximum instead of failing the report
+\c - :su
+SET search_path = pay, public;
+UPDATE paynotify_delivery SET attempts = 2147483647, next_attempt_at = now() - '1 s'::interval
+	WHERE order_no = 'RL-SLOW';
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+CREATE TEMP TABLE c AS SELECT * FROM paynotify_relay_claim(10);
+SELECT url, attempts FROM c;
+SELECT paynotify_relay_report(array_agg(delivery_id), array_agg(503), array_agg(NULL::text)) FROM c;
+COMMIT;
+\c - :su
+SET search_path = pay, public;
+SELECT d.attempts, d.last_status, d.dead_at IS NOT NULL AS dead, d.next_attempt_at > now() AS retry_later
 FROM paynotify_delivery d WHERE d.order_no = 'RL-SLOW';
 \c - rl_op
 SET search_path = pay, public;

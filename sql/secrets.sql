@@ -6,6 +6,8 @@
 SELECT current_user AS su \gset
 CREATE ROLE sk_ops LOGIN IN ROLE paynotify_admin;
 GRANT USAGE ON SCHEMA pay TO sk_ops;
+CREATE FUNCTION t.sk_whsec(n integer) RETURNS text LANGUAGE sql AS
+	$$ SELECT 'whsec_' || encode(sha256(convert_to('paynotify endpoint secret ' || n, 'UTF8')), 'base64') $$;
 -- the directory a superuser set up: the gateway's files, a link inside it,
 -- a link out of it, a subdirectory, an unreadable and an empty file
 DO $$
@@ -19,6 +21,9 @@ BEGIN
 		' && echo x > unreadable && chmod 000 unreadable',
 		dir, (SELECT d.dir FROM t.vdir d) || 'keys'));
 	EXECUTE format('ALTER ROLE sk_ops SET paynotify.secrets_directory = %L', dir);
+	-- two relay endpoint secrets (whsec_ + base64 of 32 bytes)
+	EXECUTE format('COPY (SELECT %s) TO %L', 't.sk_whsec(1)', dir || '/endpoint.whsec');
+	EXECUTE format('COPY (SELECT %s) TO %L', 't.sk_whsec(2)', dir || '/endpoint_new.whsec');
 END
 $$;
 -- every statement sk_ops sends is logged
@@ -65,6 +70,18 @@ SELECT paynotify_alter_channel('sk_wx', '[]');
 -- the key again from a file, through a link inside the directory
 SELECT paynotify_alter_channel('sk_wx', '{"apiv3_key": {"file": "apiv3_link"}}');
 
+-- relay endpoints whose secret is read from a file; a failing call logs
+-- its statement: the file name only
+SELECT paynotify_add_endpoint_file('https://erp.example/sk', 'endpoint.whsec') AS sk_ep \gset
+SELECT paynotify_add_endpoint_file('https://erp.example/sk', 'endpoint.whsec', events => '{paid,shipped}');
+SELECT paynotify_add_endpoint_file('https://erp.example/sk', 'wechat_apiv3.key');
+SELECT paynotify_add_endpoint_file('https://erp.example/sk', '../data/postgresql.conf');
+SELECT paynotify_add_endpoint_file('https://erp.example/sk', NULL);
+SELECT paynotify_alter_endpoint_file(:sk_ep, 'endpoint_new.whsec');
+SELECT paynotify_alter_endpoint_file(:sk_ep, 'wechat_apiv3.key');
+SELECT paynotify_alter_endpoint_file(-1, 'endpoint.whsec');
+SELECT url, events FROM paynotify_endpoint WHERE url = 'https://erp.example/sk';
+
 -- no file reaches the operator through a message: settings that messages
 -- show (the mchid or app_id two channels share) cannot come from a file, and
 -- a NULL gateway is refused before any file is read (it failed the INSERT
@@ -90,6 +107,10 @@ SELECT channel, key_id, material = t.secret(1) AS secret_from_file FROM pay.payn
 WHERE channel = 'sk_st';
 SELECT channel, key_id, material = rtrim(t.vtext('keys/wechat_platform_1.pub.pem'), E'\n') AS pem_from_file
 FROM pay.paynotify_key WHERE channel = 'sk_wx';
+SELECT url, secret = t.sk_whsec(2) AS endpoint_secret_from_file FROM pay.paynotify_endpoint
+WHERE url = 'https://erp.example/sk';
+DELETE FROM pay.paynotify_endpoint WHERE url = 'https://erp.example/sk';
+ALTER TABLE pay.paynotify_endpoint ALTER COLUMN id RESTART;	-- as the later tests expect
 -- the key decrypts: the payment is applied
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'sk_wx');
 -- a superuser without the directory set is told so
@@ -105,6 +126,11 @@ CREATE TEMP TABLE server_log AS
 SELECT position('paynotify_add_key_file(''sk_st'', ''k1'', ''stripe_secret_1.txt'')' IN log) > 0 AS statements_logged,
 	position('paynotify_add_key_file(''sk_wx'', ''bad''' IN log) > 0 AS failed_statement_logged,
 	position(t.secret(1) IN log) = 0 AS no_stripe_secret,
-	position(btrim(t.vtext('keys/wechat_apiv3.key'), E'\n') IN log) = 0 AS no_apiv3_key
+	position(btrim(t.vtext('keys/wechat_apiv3.key'), E'\n') IN log) = 0 AS no_apiv3_key,
+	position('paynotify_add_endpoint_file(''https://erp.example/sk'', ''endpoint.whsec'', events' IN log) > 0
+		AS failed_endpoint_statement_logged,
+	position(substr(t.sk_whsec(1), 7) IN log) = 0 AND position(substr(t.sk_whsec(2), 7) IN log) = 0
+		AS no_endpoint_secret
 FROM server_log;
+DROP FUNCTION t.sk_whsec(integer);
 ALTER ROLE sk_ops RESET ALL;

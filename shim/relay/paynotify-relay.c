@@ -7,15 +7,20 @@
  * One loop, one database connection, one libcurl multi handle:
  *   1. paynotify_relay_fanout() turns new outbox rows into deliveries (its
  *      own short transaction);
- *   2. BEGIN; paynotify_relay_claim(batch) locks the due deliveries
- *      (FOR UPDATE SKIP LOCKED): the claim is the row lock, held by this
- *      open transaction;
- *   3. every claimed delivery is signed and POSTed, at most max_in_flight
- *      at once per endpoint (a column of the endpoint) and
- *      PAYNOTIFY_RELAY_MAX_IN_FLIGHT in all, each bounded by the request
- *      timeout; no request starts later than two timeouts after the claim;
+ *   2. BEGIN; paynotify_relay_claim(n) locks the due deliveries (FOR
+ *      UPDATE SKIP LOCKED), at most the endpoint's max_in_flight per
+ *      endpoint and n = min(PAYNOTIFY_RELAY_BATCH,
+ *      PAYNOTIFY_RELAY_MAX_IN_FLIGHT) in all: the claim is the row lock,
+ *      held by this open transaction;
+ *   3. every claimed delivery is signed and POSTed at once, each bounded by
+ *      the request timeout (so a receiver that hangs holds the others of
+ *      the round for one timeout at most, and its backlog never fills the
+ *      batch); no request starts later than two timeouts after the claim;
  *   4. paynotify_relay_report() records each result (2xx: delivered; else a
  *      retry with backoff, or dead past the endpoint's horizon); COMMIT.
+ *      Should the report fail, each result is recorded on its own, so that
+ *      one the database refuses does not undo the others; the relay then
+ *      backs off as after a database error.
  * A relay that dies, or whose database connection breaks, rolls back: its
  * claims are due again at once for any relay (deliveries it had made are
  * made again: at least once).  The session's
@@ -88,15 +93,27 @@ relay_loop(CURLM *multi, int *failed)
 
 	while (!stop_requested)
 	{
-		int			got = -1;
+		int			got = -1,
+					lost = 0;
 
 		if (conn != NULL || (conn = connect_db()) != NULL)
-			got = round_once(conn, multi, failed);
+			got = round_once(conn, multi, failed, &lost);
 		if (got < 0)
 		{
 			/* no connection, a broken one or a failing statement: start afresh, slowly */
 			PQfinish(conn);
 			conn = NULL;
+			if (once)
+			{
+				rc = 1;
+				break;
+			}
+			back_off(&backoff_ms);
+			continue;
+		}
+		if (lost > 0)
+		{
+			/* a result the database refuses: its delivery is due again at once */
 			if (once)
 			{
 				rc = 1;

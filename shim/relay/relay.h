@@ -38,6 +38,7 @@ typedef struct relay_config
 	long long	poll_max_ms;
 	long long	listen;
 	long long	reconnect_max_ms;
+	long long	allow_private;
 	long long	verbose;
 } relay_config;
 
@@ -59,6 +60,7 @@ typedef struct job
 		JOB_WAITING, JOB_RUNNING, JOB_DONE
 	}			state;
 	long		status;			/* HTTP status, 0: none */
+	bool		blocked;		/* an address refused by allow_private */
 	char		error[ERROR_MAX];
 	char		curl_error[CURL_ERROR_SIZE];
 	CURL	   *easy;
@@ -85,7 +87,7 @@ extern void run_jobs(CURLM *multi, job *jobs, int n);
 
 /* relay_db.c */
 extern PGconn *connect_db(void);
-extern int	round_once(PGconn *conn, CURLM *multi, int *failed);
+extern int	round_once(PGconn *conn, CURLM *multi, int *failed, int *lost);
 extern bool wait_for_work(PGconn *conn, long long ms);
 
 #endif							/* PAYNOTIFY_RELAY_H */

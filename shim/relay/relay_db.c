@@ -92,37 +92,34 @@ array_element(pn_buf *b, const char *s)
 	pn_buf_append(b, "\"", 1);
 }
 
-/* Records the done jobs; false on a database error. */
+/*
+ * paynotify_relay_report() of the jobs listed in idx; false when it failed
+ * (logged when log_failure).
+ */
 static bool
-report(PGconn *conn, job *jobs, int n, int *failed)
+report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure)
 {
 	pn_buf		arr[3];
 	char		sql[256];
 	const char *params[3];
 	PGresult   *res;
 	bool		ok = true;
-	int			done = 0;
 
 	for (int k = 0; k < 3; k++)
 	{
 		pn_buf_init(&arr[k]);
 		pn_buf_append(&arr[k], "{", 1);
 	}
-	for (int i = 0; i < n; i++)
+	for (int c = 0; c < count; c++)
 	{
+		job		   *j = &jobs[idx[c]];
 		char		status[16];
-		bool		good;
+		bool		good = j->status >= 200 && j->status <= 299;
 
-		if (jobs[i].state != JOB_DONE)
-			continue;
-		good = jobs[i].status >= 200 && jobs[i].status <= 299;
-		if (!good)
-			(*failed)++;
-		snprintf(status, sizeof(status), "%ld", jobs[i].status);
-		array_element(&arr[0], jobs[i].delivery_id);
-		array_element(&arr[1], jobs[i].status ? status : NULL);
-		array_element(&arr[2], good ? NULL : jobs[i].error);
-		done++;
+		snprintf(status, sizeof(status), "%ld", j->status);
+		array_element(&arr[0], j->delivery_id);
+		array_element(&arr[1], j->status ? status : NULL);
+		array_element(&arr[2], good ? NULL : j->error);
 	}
 	for (int k = 0; k < 3; k++)
 	{
@@ -132,7 +129,7 @@ report(PGconn *conn, job *jobs, int n, int *failed)
 	}
 	if (!ok)
 		pn_log("out of memory");
-	else if (done > 0)
+	else
 	{
 		snprintf(sql, sizeof(sql),
 				 "SELECT %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[])",
@@ -140,13 +137,69 @@ report(PGconn *conn, job *jobs, int n, int *failed)
 		res = PQexecParams(conn, sql, 3, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
-			pn_log("report failed: %s", db_message(conn));
+			if (log_failure)
+				pn_log("report failed: %s", db_message(conn));
 			ok = false;
 		}
 		PQclear(res);
 	}
 	for (int k = 0; k < 3; k++)
 		pn_buf_free(&arr[k]);
+	return ok;
+}
+
+/*
+ * Records the done jobs; false on a database error.  When the report of
+ * the batch fails, each result is recorded on its own (a savepoint each),
+ * so that one result the database refuses does not give back the others
+ * (deliveries made, to be made again); that one is logged, left as it was
+ * (due again) and counted in *lost.
+ */
+static bool
+report(PGconn *conn, job *jobs, int n, int *failed, int *lost)
+{
+	int		   *idx = malloc(sizeof(int) * (n > 0 ? n : 1));
+	int			done = 0;
+	bool		ok = true;
+
+	if (idx == NULL)
+	{
+		pn_log("out of memory");
+		return false;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		if (jobs[i].state != JOB_DONE)
+			continue;
+		if (!(jobs[i].status >= 200 && jobs[i].status <= 299))
+			(*failed)++;
+		idx[done++] = i;
+	}
+	if (done > 0)
+	{
+		ok = command_ok(conn, "SAVEPOINT report");
+		if (ok && !report_rows(conn, jobs, idx, done, true))
+		{
+			ok = command_ok(conn, "ROLLBACK TO SAVEPOINT report");
+			for (int c = 0; ok && c < done; c++)
+			{
+				job		   *j = &jobs[idx[c]];
+
+				if (!command_ok(conn, "SAVEPOINT one"))
+					ok = false;
+				else if (report_rows(conn, jobs, &idx[c], 1, false))
+					ok = command_ok(conn, "RELEASE SAVEPOINT one");
+				else
+				{
+					pn_log("could not record the result of delivery %s to endpoint %s: %s",
+						   j->delivery_id, j->endpoint_id, db_message(conn));
+					(*lost)++;
+					ok = command_ok(conn, "ROLLBACK TO SAVEPOINT one");
+				}
+			}
+		}
+	}
+	free(idx);
 	return ok;
 }
 
@@ -231,10 +284,11 @@ cleanse_secrets(PGresult *res, job *jobs, int n)
 
 /*
  * Delivers the claimed rows of res, reports the results and commits: the
- * number of deliveries, or -1 on a database error.
+ * number of deliveries, or -1 on a database error; *lost counts the
+ * results that could not be recorded.
  */
 static int
-deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
+deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed, int *lost)
 {
 	int			n = PQntuples(res);
 	job		   *jobs = calloc(n, sizeof(job));
@@ -252,7 +306,7 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
 	for (int i = 0; i < n; i++)
 		job_from_row(res, i, jobs, counts);
 	run_jobs(multi, jobs, n);
-	ok = report(conn, jobs, n, failed) && command_ok(conn, "COMMIT");
+	ok = report(conn, jobs, n, failed, lost) && command_ok(conn, "COMMIT");
 	cleanse_secrets(res, jobs, n);
 	free(jobs);
 	free(counts);
@@ -260,22 +314,53 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed)
 }
 
 /*
+ * Frees the NOTIFYs libpq has queued (every statement's result may bring
+ * some): called every round, so that a relay that is never idle does not
+ * keep them all.  False when the connection is broken.
+ */
+static bool
+drain_notifies(PGconn *conn)
+{
+	PGnotify   *note;
+
+	if (!PQconsumeInput(conn))
+	{
+		pn_log("database connection lost: %s", db_message(conn));
+		return false;
+	}
+	while ((note = PQnotifies(conn)) != NULL)
+		PQfreemem(note);
+	return true;
+}
+
+/*
  * One round: fan out, claim, deliver, report.  Returns the number of
  * outbox events and deliveries handled (0: nothing to do), -1 on a
- * database error (the caller reconnects).
+ * database error (the caller reconnects).  *lost is set to the number of
+ * results the database refused (the caller backs off).
  */
 int
-round_once(PGconn *conn, CURLM *multi, int *failed)
+round_once(PGconn *conn, CURLM *multi, int *failed, int *lost)
 {
-	int			taken = fanout(conn),
+	int			taken,
 				n;
 	PGresult   *res;
 
+	*lost = 0;
+	if (!drain_notifies(conn))
+		return -1;
+	taken = fanout(conn);
 	if (taken < 0 || !command_ok(conn, "BEGIN"))
 		return -1;
+	/*
+	 * No more than can be in flight at once: the claim gives each endpoint
+	 * at most its max_in_flight, so every claimed delivery starts at once
+	 * and none waits, claimed but unstarted, behind a slow receiver.
+	 */
 	res = call_with_limit(conn, "claim",
 						  "SELECT delivery_id, webhook_id, endpoint_id, url, secret, max_in_flight, body"
-						  " FROM %s.paynotify_relay_claim($1::integer)", cfg.batch);
+						  " FROM %s.paynotify_relay_claim($1::integer)",
+						  cfg.batch < cfg.max_in_flight ? cfg.batch : cfg.max_in_flight);
 	if (res == NULL)
 		return -1;
 	if (PQntuples(res) == 0)
@@ -283,7 +368,7 @@ round_once(PGconn *conn, CURLM *multi, int *failed)
 		PQclear(res);
 		return command_ok(conn, "COMMIT") ? taken : -1;
 	}
-	n = deliver_claimed(conn, multi, res, failed);
+	n = deliver_claimed(conn, multi, res, failed, lost);
 	PQclear(res);
 	return n < 0 ? -1 : taken + n;
 }
@@ -298,7 +383,6 @@ wait_for_work(PGconn *conn, long long ms)
 	int			sock = PQsocket(conn);
 	fd_set		rd;
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-	PGnotify   *note;
 
 	if (sock < 0)
 		return false;
@@ -308,12 +392,5 @@ wait_for_work(PGconn *conn, long long ms)
 	FD_SET(sock, &rd);
 	if (select(sock + 1, &rd, NULL, NULL, &tv) < 0 && errno != EINTR)
 		return false;
-	if (!PQconsumeInput(conn))
-	{
-		pn_log("database connection lost: %s", db_message(conn));
-		return false;
-	}
-	while ((note = PQnotifies(conn)) != NULL)
-		PQfreemem(note);
-	return true;
+	return drain_notifies(conn);
 }

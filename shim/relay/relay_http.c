@@ -8,12 +8,120 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 static size_t
 discard(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	(void) ptr;
 	(void) userdata;
 	return size * nmemb;
+}
+
+/* An IPv4 address (host order) that is not public. */
+static bool
+ipv4_private(uint32_t a)
+{
+	return (a >> 24) == 0			/* 0.0.0.0/8 "this network" */
+		|| (a >> 24) == 10			/* 10.0.0.0/8 */
+		|| (a >> 22) == (100u << 2 | 1)	/* 100.64.0.0/10 shared (CGN) */
+		|| (a >> 24) == 127			/* 127.0.0.0/8 loopback */
+		|| (a >> 16) == (169u << 8 | 254)	/* 169.254.0.0/16 link-local */
+		|| (a >> 20) == (172u << 4 | 1) /* 172.16.0.0/12 */
+		|| (a >> 8) == (192u << 16 | 0 << 8 | 0)	/* 192.0.0.0/24 protocol assignments */
+		|| (a >> 16) == (192u << 8 | 168)	/* 192.168.0.0/16 */
+		|| (a >> 17) == (198u << 7 | 18 >> 1)	/* 198.18.0.0/15 benchmarking */
+		|| (a >> 28) >= 14;			/* 224.0.0.0/4 multicast, 240.0.0.0/4 reserved */
+}
+
+/* An address the relay connects to only with PAYNOTIFY_RELAY_ALLOW_PRIVATE=1. */
+static bool
+address_private(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ipv4_private(ntohl(((const struct sockaddr_in *) sa)->sin_addr.s_addr));
+	if (sa->sa_family == AF_INET6)
+	{
+		const unsigned char *b = ((const struct sockaddr_in6 *) sa)->sin6_addr.s6_addr;
+		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+		static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
+		static const unsigned char zero[12] = {0};
+		uint32_t	v4 = (uint32_t) b[12] << 24 | (uint32_t) b[13] << 16 | (uint32_t) b[14] << 8 | b[15];
+
+		/* an IPv4 address inside IPv6 (mapped, NAT64, compatible; also :: and ::1) */
+		if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0 || memcmp(b, zero, 12) == 0)
+			return memcmp(b, zero, 12) == 0 && v4 <= 1 ? true : ipv4_private(v4);
+		return (b[0] & 0xfe) == 0xfc	/* fc00::/7 unique local */
+			|| (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)	/* fe80::/10 link-local */
+			|| (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)	/* fec0::/10 site-local */
+			|| b[0] == 0xff;	/* ff00::/8 multicast */
+	}
+	return true;				/* no other family is expected */
+}
+
+/*
+ * libcurl's socket for each connection it makes, after name resolution: the
+ * address checked here is the one connected to, so a name that resolves to
+ * a private address (also on a second lookup: DNS rebinding) is refused.
+ */
+static curl_socket_t
+open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	job		   *j = clientp;
+
+	if (!cfg.allow_private && (purpose != CURLSOCKTYPE_IPCXN || address_private(&addr->addr)))
+	{
+		j->blocked = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(addr->family, addr->socktype, addr->protocol);
+}
+
+/*
+ * What is recorded in last_error, which paynotify_admin reads: a coarse
+ * class, never libcurl's text (which names addresses, ports and what
+ * answered there).  The relay's own log has the details (--verbose=1).
+ */
+static const char *
+error_class(const job *j, CURLcode rc)
+{
+	if (j->blocked)
+		return "address not allowed (not public; see PAYNOTIFY_RELAY_ALLOW_PRIVATE)";
+	switch (rc)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+			return "could not resolve host";
+		case CURLE_COULDNT_CONNECT:
+			return "could not connect";
+		case CURLE_OPERATION_TIMEDOUT:
+			return "timed out";
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_ISSUER_ERROR:
+		case CURLE_SSL_CRL_BADFILE:
+		case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		case CURLE_SSL_INVALIDCERTSTATUS:
+		case CURLE_USE_SSL_FAILED:
+			return "TLS failure";
+		case CURLE_SEND_ERROR:
+		case CURLE_RECV_ERROR:
+		case CURLE_GOT_NOTHING:
+		case CURLE_WEIRD_SERVER_REPLY:
+		case CURLE_PARTIAL_FILE:
+		case CURLE_HTTP2:
+		case CURLE_HTTP2_STREAM:
+			return "connection failed during the request";
+		case CURLE_URL_MALFORMAT:
+		case CURLE_UNSUPPORTED_PROTOCOL:
+			return "bad url";
+		default:
+			return "request failed";
+	}
 }
 
 static bool
@@ -63,6 +171,10 @@ start_job(CURLM *multi, job *j)
 	curl_easy_setopt(j->easy, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(j->easy, CURLOPT_ERRORBUFFER, j->curl_error);
 	curl_easy_setopt(j->easy, CURLOPT_PRIVATE, j);
+	/* every connection is checked (open_socket); a proxy would connect for us */
+	curl_easy_setopt(j->easy, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(j->easy, CURLOPT_OPENSOCKETDATA, j);
+	curl_easy_setopt(j->easy, CURLOPT_PROXY, "");
 	if (curl_multi_add_handle(multi, j->easy) != CURLM_OK)
 	{
 		curl_easy_cleanup(j->easy);
@@ -92,8 +204,7 @@ finish_job(CURLM *multi, job *j, CURLcode rc)
 			snprintf(j->error, sizeof(j->error), "HTTP %ld", code);
 	}
 	else
-		snprintf(j->error, sizeof(j->error), "%.190s",
-				 j->curl_error[0] ? j->curl_error : curl_easy_strerror(rc));
+		snprintf(j->error, sizeof(j->error), "%s", error_class(j, rc));
 	curl_multi_remove_handle(multi, j->easy);
 	curl_easy_cleanup(j->easy);
 	curl_slist_free_all(j->headers);
@@ -101,8 +212,9 @@ finish_job(CURLM *multi, job *j, CURLcode rc)
 	j->headers = NULL;
 	j->state = JOB_DONE;
 	if (cfg.verbose >= 2 || (cfg.verbose >= 1 && (j->status < 200 || j->status > 299)))
-		pn_log("delivery %s (%s) to endpoint %s: %s", j->delivery_id, j->webhook_id,
-			   j->endpoint_id, j->status >= 200 && j->status <= 299 ? "delivered" : j->error);
+		pn_log("delivery %s (%s) to endpoint %s: %s%s%.190s", j->delivery_id, j->webhook_id,
+			   j->endpoint_id, j->status >= 200 && j->status <= 299 ? "delivered" : j->error,
+			   rc != CURLE_OK && j->curl_error[0] ? ": " : "", rc != CURLE_OK ? j->curl_error : "");
 }
 
 /*

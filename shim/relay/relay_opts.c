@@ -35,13 +35,13 @@ typedef struct setting
 
 static const setting settings[] = {
 	{"PAYNOTIFY_DSN", "dsn", "", SETTING_STRING, 0, 0, offsetof(relay_config, dsn),
-	"libpq connection string or URI (empty: libpq defaults and PG* variables)"},
+	"libpq connection string or URI (empty: libpq defaults and PG* variables); --dsn refuses a password"},
 	{"PAYNOTIFY_RELAY_SCHEMA", "schema", "public", SETTING_STRING, 0, 0,
 		offsetof(relay_config, schema),
 	"schema of the paynotify extension (a plain identifier)"},
 	{"PAYNOTIFY_RELAY_BATCH", "batch", "100", SETTING_NUMBER, 1, 10000,
 		offsetof(relay_config, batch),
-	"deliveries claimed per transaction"},
+	"deliveries claimed per transaction (at most --max-in-flight; per endpoint at most its max_in_flight column)"},
 	{"PAYNOTIFY_RELAY_FANOUT_BATCH", "fanout-batch", "1000", SETTING_NUMBER, 1, 100000,
 		offsetof(relay_config, fanout_batch),
 	"outbox events turned into deliveries per round"},
@@ -66,6 +66,9 @@ static const setting settings[] = {
 	{"PAYNOTIFY_RELAY_RECONNECT_MAX", "reconnect-max", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(relay_config, reconnect_max_ms),
 	"cap in milliseconds on the reconnect back-off (starts at 100)"},
+	{"PAYNOTIFY_RELAY_ALLOW_PRIVATE", "allow-private", "0", SETTING_NUMBER, 0, 1,
+		offsetof(relay_config, allow_private),
+	"1: also connect to loopback, private, link-local and other non-public addresses (0: refused, checked on every connection)"},
 	{"PAYNOTIFY_RELAY_VERBOSE", "verbose", "0", SETTING_NUMBER, 0, 2,
 		offsetof(relay_config, verbose),
 	"1: log each failed attempt; 2: log every attempt"},
@@ -149,6 +152,30 @@ usage(FILE *out)
 	fprintf(out, "\nThe database role needs only membership in paynotify_relay.\n");
 }
 
+/*
+ * A connection string on the command line is readable by every local user
+ * (ps, /proc/PID/cmdline): it must not hold a password.  True when dsn has
+ * none (or does not parse: connecting will say what is wrong).
+ */
+static bool
+dsn_without_password(const char *dsn)
+{
+	char	   *err = NULL;
+	PQconninfoOption *opts = PQconninfoParse(dsn, &err);
+	bool		ok = true;
+
+	if (opts == NULL)
+	{
+		PQfreemem(err);
+		return true;
+	}
+	for (PQconninfoOption *o = opts; o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "password") == 0 && o->val != NULL && o->val[0] != '\0')
+			ok = false;
+	PQconninfoFree(opts);
+	return ok;
+}
+
 /* -1: go on; else the exit status. */
 int
 load_config(int argc, char **argv)
@@ -182,6 +209,13 @@ load_config(int argc, char **argv)
 		{
 			if (!set_value(&settings[c - 1000], optarg, "--"))
 				return 2;
+			if (settings[c - 1000].offset == offsetof(relay_config, dsn) &&
+				!dsn_without_password(optarg))
+			{
+				pn_log("--dsn must not contain a password: every local user can read the command line;"
+					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
+				return 2;
+			}
 			continue;
 		}
 		switch (c)

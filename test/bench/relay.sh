@@ -69,7 +69,8 @@ python3 test/e2e/relay_receiver.py "$dir/rport" "$dir/received" "$secret" &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$dir/rport" ] && break; sleep 0.1; done
 sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/fast/erp', '$secret', events => '{paid}')" >/dev/null
-PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" shim/relay/paynotify-relay >"$dir/relay.log" 2>&1 &
+PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 \
+    shim/relay/paynotify-relay >"$dir/relay.log" 2>&1 &
 pids+=($!)
 
 for rate in $rates; do

@@ -109,8 +109,9 @@ traffic() {	# traffic FILE...: replay as the shim's role; errors (a crashed serv
     for f in "$@"; do as_role shim -v ON_ERROR_STOP=0 -f "$f" >/dev/null 2>&1; done
 }
 
+# the receivers are on loopback: allowed here, refused by default (see below)
 relay_env=(env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay"
-    PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
+    PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_TIMEOUT=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=300)
 declare -A relay_pid
 start_relay() {	# start_relay NAME [OPTION...]
     local name=$1; shift
@@ -158,7 +159,7 @@ check "one delivery per event: a payment and a refund per order" "$ORDERS|$ORDER
     "$(q "SELECT count(*) FILTER (WHERE event = 'paid'), count(*) FILTER (WHERE event = 'refunded'), count(*) FILTER (WHERE event NOT IN ('paid', 'refunded')) FROM paynotify_delivery")"
 check "retries happened (failures, timeouts)" t "$(q "SELECT max(attempts) > 1 FROM paynotify_delivery")"
 
-python3 - "$dir/received" "$(q "SELECT string_agg('evt_' || outbox_id || ':' || order_no, ' ') FROM paynotify_delivery WHERE endpoint_id = $ep_a")" >"$dir/check.out" 2>&1 <<'EOF'
+python3 - "$dir/received" "$(q "SELECT string_agg(webhook_id || ':' || order_no, ' ') FROM paynotify_delivery WHERE endpoint_id = $ep_a")" >"$dir/check.out" 2>&1 <<'EOF'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 want = dict(x.split(':') for x in sys.argv[2].split())
@@ -178,8 +179,8 @@ for r in accepted:
     if b['id'] != r['id']: bad.append('body id %s under webhook-id %s' % (b['id'], r['id']))
     if r['id'] in seen: continue
     seen.add(r['id'])
-    n = int(r['id'][4:]); o = b['order_no']
-    if last.get(o, 0) > n: bad.append('order %s: %s accepted after evt_%d' % (o, r['id'], last[o]))
+    n = int(r['id'].rsplit('_', 1)[1]); o = b['order_no']
+    if last.get(o, 0) > n: bad.append('order %s: %s accepted after event %d' % (o, r['id'], last[o]))
     last[o] = max(last.get(o, 0), n)
     if b['event'] == 'refunded' and b['amount'] != 1000: bad.append('refund amount %s' % b['amount'])
 kinds = {}
@@ -190,13 +191,29 @@ sys.exit(1 if bad else 0)
 EOF
 rc=$?
 head -1 "$dir/check.out"
+# webhook-id: this installation's id and the event's outbox id; another
+# installation (a second database) has another id
+inst=$(q "SELECT id FROM paynotify_installation")
+check "every webhook-id is evt_<installation id>_<outbox id> (installation id: 16 hex digits)" "0 1" \
+    "$(q "SELECT count(*) FROM paynotify_delivery WHERE webhook_id <> 'evt_$inst' || '_' || outbox_id OR body::jsonb->>'id' <> webhook_id") $(echo "$inst" | grep -c '^[0-9a-f]\{16\}$')"
+sql -q -c "CREATE DATABASE shop_b" >/dev/null
+pn_psql "$dir" "$port" -d shop_b -q >/dev/null <<SQL
+CREATE EXTENSION paynotify;
+SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/b', '$secret');
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'R00001', 'n1', 1);
+SELECT paynotify_relay_fanout();
+SQL
+other=$(pn_psql "$dir" "$port" -d shop_b -Atc "SELECT webhook_id FROM paynotify_delivery")
+mine=$(q "SELECT webhook_id FROM paynotify_delivery WHERE outbox_id = 1 AND endpoint_id = $ep_a")
+check "the same outbox id in two installations gives two webhook-ids" 1 "$([ -n "$other" ] && [ -n "$mine" ] && [ "$other" != "$mine" ] && echo 1 || echo 0)"
+echo "# webhook-ids of outbox id 1: $mine here, $other in another database"
 if [ $rc = 0 ]; then ok "every event accepted at least once, verified, per-order order held"; else not_ok "every event accepted at least once, verified, per-order order held" "$(cat "$dir/check.out")"; fi
 grep -q '"verdict": "fail"' "$dir/received" && grep -q '"verdict": "timeout"' "$dir/received"
 check "the receiver failed and timed out some requests" 0 $?
 
 # dead letters: an endpoint that refuses connections, horizon 3 s
 ep_b=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$closed/dead', '$secret', events => '{paid}', retry_horizon => '3 seconds')")
-as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '300 ms', retry_max => '1 second')" >/dev/null
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '1 second', retry_max => '1 second')" >/dev/null
 "$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 40 --start $((ORDERS + 1)) \
     --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay2.sql" >/dev/null
 traffic "$dir/pay2.sql"
@@ -206,8 +223,8 @@ for _ in $(seq 100); do
     [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NULL")" = 0 ] && break
     sleep 0.1
 done
-check "40 dead letters, each with its attempts and last error" "40|0|40" \
-    "$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts >= 3 AND last_status IS NULL AND last_error <> '') FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
+check "40 dead letters, each with its attempts and last error (a class, not libcurl's text)" "40|0|40" \
+    "$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts >= 3 AND last_status IS NULL AND last_error = 'could not connect') FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
 check "each dead right when its horizon passed (within 1 s)" "0" \
     "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND NOT (dead_at >= started_at + retry_horizon AND dead_at < started_at + retry_horizon + interval '1 second')")"
 echo "# dead after horizon + $(q "SELECT round(extract(epoch FROM max(dead_at - started_at - retry_horizon))::numeric, 2) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b") s at most"
@@ -250,7 +267,7 @@ for r in r1 r2; do
 done
 
 # SIGTERM in the middle of a batch: the requests in flight finish and are
-# recorded, the claimed rest is released untouched
+# recorded, the rest is left untouched
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
 ep_c=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/c', '$secret', max_in_flight => 2)")
 "$SEND" --gateway stripe --keys test/vectors/keys --mode distinct -n 10 --start $((ORDERS + 41)) \
@@ -267,11 +284,134 @@ check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 oth
     "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
 check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
 
+# A receiver that hangs does not hold the other endpoints back: its backlog
+# of 300 events (distinct orders) and one event for a healthy endpoint, a
+# relay with a 1 s request timeout.  The claim gives each endpoint at most
+# its max_in_flight (8), so the healthy event goes in the next round.
+python3 test/e2e/relay_hang.py "$dir/hport" "$dir/hung" &
+pids+=($!)
+for _ in $(seq 50); do [ -s "$dir/hport" ] && break; sleep 0.1; done
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_h=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/hport")/hang', '$secret', channels => '{hostile}')")
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_h, retry_base => '1 day', retry_max => '1 day')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/good', '$secret', channels => '{good}')" >/dev/null
+# (written straight into the outbox, as paynotify_handle would for these channels)
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+   SELECT 'paid', 'hostile', 'H' || i, 'h' || i, 1 FROM generate_series(1, 300) i" >/dev/null
+start_relay r4 --timeout=1000
+sleep 1.5
+t_good=$(date +%s.%N)
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'good', 'G1', 'g1', 1)" >/dev/null
+for _ in $(seq 300); do grep -q '"path": "/fast/good"' "$dir/received" && break; sleep 0.1; done
+waited=$(python3 -c "print(round($(date +%s.%N) - $t_good, 1))")
+echo "# the healthy endpoint's event arrived after $waited s, the hanging receiver had $(wc -l < "$dir/hung") connections"
+check "a hanging receiver with a backlog of 300 holds another endpoint's event back less than 5 s" "1 1" \
+    "$(grep -c '"path": "/fast/good"' "$dir/received") $(python3 -c "print(int($waited < 5))")"
+
+# NOTIFYs arriving while the relay stays busy (here with the hanging
+# receiver's backlog) are freed every round, not kept until it is idle
+rss() { awk '/VmRSS/{print $2}' "/proc/${relay_pid[r4]}/status"; }
+rss0=$(rss)
+q "SELECT count(pg_notify('paynotify', format('{\"id\": %s, \"event\": \"paid\", \"channel\": \"st\", \"order_no\": \"PN2026010100%s\"}', i, i))) FROM generate_series(1, 150000) i" >/dev/null
+sleep 3
+rss1=$(rss)
+echo "# relay RSS before and after 150,000 NOTIFYs while busy: $rss0 kB, $rss1 kB"
+check "a busy relay does not keep the NOTIFYs it gets (RSS grows < 5 MB over 150,000)" 1 \
+    "$([ -n "$rss1" ] && [ $((rss1 - rss0)) -lt 5000 ] && echo 1 || echo 0)"
+kill -TERM "${relay_pid[r4]}"; wait "${relay_pid[r4]}" 2>/dev/null
+
+# One result the database refuses (here a trigger, as superuser, fails the
+# update of one delivery) does not undo the other results of the batch:
+# the healthy endpoint's event is recorded delivered and POSTed once, the
+# refused one is logged and tried again after a back-off
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/poison', '$secret', channels => '{poison}')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/healthy', '$secret', channels => '{healthy}')" >/dev/null
+sql -q >/dev/null <<'SQL'
+CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+	$$BEGIN RAISE EXCEPTION 'refused for the test'; END$$;
+CREATE TRIGGER refuse_poison BEFORE UPDATE ON paynotify_delivery
+	FOR EACH ROW WHEN (NEW.channel = 'poison') EXECUTE FUNCTION refuse_poison();
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	VALUES ('paid', 'poison', 'P1', 'p1', 1), ('paid', 'healthy', 'Q1', 'q1', 1);
+SQL
+start_relay r5
+sleep 4
+kill -TERM "${relay_pid[r5]}"; wait "${relay_pid[r5]}" 2>/dev/null
+check "a refused result: the other endpoint's delivery is recorded and POSTed once" "1|1|1" \
+    "$(q "SELECT count(delivered_at), sum(attempts) FROM paynotify_delivery WHERE channel = 'healthy'")|$(grep -c '"path": "/fast/healthy"' "$dir/received")"
+check "a refused result is logged, and its delivery tried again" "1 1" \
+    "$(grep -c 'could not record the result of delivery' "$dir/relay-r5.log" | awk '{print ($1 >= 1)}') $(grep -c '"path": "/fast/poison"' "$dir/received" | awk '{print ($1 >= 2)}')"
+q "DROP TRIGGER refuse_poison ON paynotify_delivery" >/dev/null
+
+# A disabled endpoint's backlog is not walked by the claims: 20,000 pending
+# deliveries of a disabled endpoint, one due delivery of an enabled one; a
+# claim reads (table statistics of paynotify_delivery) only a few rows
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_bulk=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$closed/bulk', '$secret', channels => '{bulk}')")
+sql -q >/dev/null <<SQL
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+	SELECT 'paid', 'bulk', 'B' || i, 'b' || i, 1 FROM generate_series(1, 20000) i;
+SELECT paynotify_relay_fanout(20000);
+SQL
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_bulk, enabled => false)" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/one', '$secret', channels => '{one}')" >/dev/null
+sql -q >/dev/null <<SQL
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'one', 'O1', 'o1', 1);
+SELECT paynotify_relay_fanout(10);
+VACUUM ANALYZE paynotify_delivery;
+SQL
+rows_read="SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relname = 'paynotify_delivery'"
+sleep 0.6; r0=$(q "$rows_read")
+claimed=$(as_role relay -Atc "BEGIN" -c "SELECT count(*) FROM paynotify_relay_claim(100)" -c "ROLLBACK")
+sleep 0.6; r1=$(q "$rows_read")
+echo "# one claim read $((r1 - r0)) rows of paynotify_delivery (20,001 pending, 20,000 of a disabled endpoint)"
+check "a claim skips a disabled endpoint's backlog: 1 claimed, fewer than 100 rows read" "1 1" \
+    "$claimed $([ $((r1 - r0)) -lt 100 ] && echo 1 || echo 0)"
+
+# Without PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 the relay connects to no loopback,
+# private or link-local address, by IP or by a name that resolves to one
+# (checked on the socket it opens): paynotify_admin cannot make it probe the
+# relay's network, and last_error says only that
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+for u in "http://127.0.0.1:$rport/fast/ssrf1" "http://localhost:$rport/fast/ssrf2" \
+         "http://[::1]:$rport/fast/ssrf3" "http://10.255.255.1:$rport/fast/ssrf4" \
+         "http://169.254.169.254/latest/meta-data/"; do
+    as_role ops -Atc "SELECT paynotify_add_endpoint('$u', '$secret', channels => '{ssrf}')" >/dev/null
+done
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'ssrf', 'S1', 's1', 1)" >/dev/null
+env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_CONNECT_TIMEOUT=1000 \
+    timeout 30 "$RELAY" --once >"$dir/relay-ssrf.log" 2>&1
+check "no private address reached by default: --once fails, the receiver got nothing" "1 0" \
+    "$? $(grep -c '/fast/ssrf' "$dir/received")"
+check "what paynotify_admin reads: one coarse class for each, no status" \
+    "5|5|0" \
+    "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
+
+# max_in_flight holds across relays: two relays, a hanging receiver with
+# max_in_flight 2 and a backlog of 50: two connections at once, not four
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+: >"$dir/hung"
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/hport")/hang2', '$secret', channels => '{two}', max_in_flight => 2)" >/dev/null
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+   SELECT 'paid', 'two', 'T' || i, 't' || i, 1 FROM generate_series(1, 50) i" >/dev/null
+start_relay r6 --timeout=4000
+start_relay r7 --timeout=4000
+sleep 3
+check "two relays keep an endpoint's max_in_flight (2): connections within one request timeout" 2 \
+    "$(wc -l < "$dir/hung" | tr -d ' ')"
+kill -TERM "${relay_pid[r6]}" "${relay_pid[r7]}"; wait "${relay_pid[r6]}" "${relay_pid[r7]}" 2>/dev/null
+
 # the command line
-check "--version" "paynotify-relay 1.1" "$("$RELAY" --version)"
+check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
     "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"
+for dsn in "host=127.0.0.1 port=1 user=relay password=Sup3rSecret" "postgresql://relay:Sup3rSecret@127.0.0.1:1/postgres"; do
+    "$RELAY" --dsn="$dsn" --once >/dev/null 2>"$dir/err"
+    check "--dsn with a password is refused: exit 2, told why, the password not echoed ($dsn)" "2 1 0" \
+        "$? $(grep -c -- '--dsn must not contain a password' "$dir/err") $(grep -c Sup3rSecret "$dir/err")"
+done
 PAYNOTIFY_RELAY_BATCH=0 "$RELAY" >/dev/null 2>"$dir/err"
 check "a bad setting: exit 2, the variable named" "2 1" "$? $(grep -c 'PAYNOTIFY_RELAY_BATCH must be' "$dir/err")"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upgrade from 1.0 to 1.1: a database created with
+# The upgrade from 1.0 to 1.2 (through 1.1): a database created with
 # CREATE EXTENSION paynotify VERSION '1.0' and filled with traffic on all
 # three gateways (every signed test vector replayed, Stripe payments and
 # refunds, failures, parked refunds, anomalies) is upgraded with
@@ -7,7 +7,7 @@
 # (count and a hash of the sorted rows, over the 1.0 columns), the new
 # functions must work on the old rows (trace, retry of an old failure, stats,
 # purge), and the upgraded extension must have exactly the catalog objects
-# of a fresh CREATE EXTENSION paynotify (1.1): \dx+ listings, definitions of
+# of a fresh CREATE EXTENSION paynotify (1.2): \dx+ listings, definitions of
 # functions, tables, views, triggers, indexes, constraints, privileges and
 # pg_extension_config_dump registrations.
 #
@@ -31,7 +31,7 @@ pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
 
-# the fixture, with the extension at 1.0 in "old" and at 1.1 in "fresh"
+# the fixture, with the extension at 1.0 in "old" and at 1.2 in "fresh"
 sed "s/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA pay VERSION '1.0';/" \
     test/fixture.sql >"$dir/fixture10.sql"
 grep -q "VERSION '1.0'" "$dir/fixture10.sql" || { not_ok "fixture creates version 1.0"; finish; }
@@ -39,7 +39,7 @@ sql -d postgres -c "CREATE DATABASE old" -c "CREATE DATABASE fresh" >/dev/null
 pn_fixture_load "$dir" "$port" old "$dir/fixture10.sql"
 pn_fixture_load "$dir" "$port" fresh
 check "old database is at 1.0" 1.0 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
-check "fresh database is at 1.1" 1.1 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "fresh database is at 1.2" 1.2 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 
 PGOPTIONS="-c client_min_messages=error" sql -d old >/dev/null <<'SQL'
 -- failures: a WeChat and an Alipay payment for orders that do not exist yet
@@ -99,7 +99,7 @@ if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update.log" 2>&1; the
 else
     not_ok "ALTER EXTENSION paynotify UPDATE" "$(head -5 "$dir/update.log")"
 fi
-check "old database is at 1.1" 1.1 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "old database is at 1.2" 1.2 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 hashes >"$dir/after"
 if diff "$dir/before" "$dir/after" >"$dir/hashes.diff"; then
     ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before")) survived the update"
@@ -139,6 +139,27 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
+# 1.1 to 1.2 with the relay's rows: a delivery made at 1.1 keeps its
+# webhook-id (evt_<outbox id>: its receiver may have it already), a new one
+# gets the installation's id
+sql -d postgres -c "CREATE DATABASE r11" >/dev/null
+sql -d r11 -q >/dev/null <<'SQL'
+CREATE EXTENSION paynotify VERSION '1.1';
+SELECT paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('A', 32));
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O1', 'n1', 1);
+SELECT paynotify_relay_fanout();
+ALTER EXTENSION paynotify UPDATE;
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O2', 'n2', 1);
+SELECT paynotify_relay_fanout();
+SQL
+check "1.1 to 1.2: the 1.1 delivery keeps evt_<outbox id>, the claim sends it; the new one has the installation id" \
+    "1.2|evt_1|evt_1|evt_1|t" \
+    "$(q r11 "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'paynotify'),
+                     (SELECT webhook_id FROM paynotify_delivery WHERE outbox_id = 1),
+                     (SELECT body::jsonb->>'id' FROM paynotify_delivery WHERE outbox_id = 1),
+                     (SELECT webhook_id FROM paynotify_relay_claim(10) WHERE webhook_id NOT LIKE 'evt\_%\_%'),
+                     (SELECT webhook_id = 'evt_' || (SELECT id FROM paynotify_installation) || '_2' FROM paynotify_delivery WHERE outbox_id = 2)")"
+
 # The upgraded and the fresh extension: the same catalog objects
 catalog() {
     local db=$1
@@ -175,9 +196,9 @@ catalog() {
 catalog old >"$dir/catalog.old"
 catalog fresh >"$dir/catalog.fresh"
 if diff "$dir/catalog.old" "$dir/catalog.fresh" >"$dir/catalog.diff"; then
-    ok "upgraded 1.0 and fresh 1.1 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
+    ok "upgraded 1.0 and fresh 1.2 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
 else
-    not_ok "upgraded 1.0 and fresh 1.1 have the same objects" "$(head -30 "$dir/catalog.diff")"
+    not_ok "upgraded 1.0 and fresh 1.2 have the same objects" "$(head -30 "$dir/catalog.diff")"
 fi
 
 finish

@@ -202,8 +202,8 @@ done
 check_status "installed files belong to their packages" $files_ok
 cmp -s $EXTDIR/paynotify.control "$SRC/paynotify.control"
 check_status "installed paynotify.control is the tree's" $?
-cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" | cmp -s - "$EXTDIR/paynotify--1.1.sql"
-check_status "installed paynotify--1.1.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql" $?
+cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" "$SRC/paynotify--1.1--1.2.sql" | cmp -s - "$EXTDIR/paynotify--1.2.sql"
+check_status "installed paynotify--1.2.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql + paynotify--1.1--1.2.sql" $?
 cmp -s "$SRC/paynotify--1.0--1.1.sql" $EXTDIR/paynotify--1.0--1.1.sql
 check_status "installed paynotify--1.0--1.1.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
