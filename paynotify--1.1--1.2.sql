@@ -112,6 +112,10 @@ DECLARE
 	part record;
 	orders_colocation integer;
 	t record;
+	ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify');
+	fk_rels regclass[];
+	fk_names name[];
+	fk_defs text[];
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
 		RAISE EXCEPTION 'paynotify_distribute needs the citus extension in this database'
@@ -143,19 +147,51 @@ BEGIN
 	-- may: the configuration tables' triggers only touch configuration
 	-- tables (reference tables, the same rows on every node)
 	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+	-- foreign keys to reference tables are added in the same transaction as
+	-- the distribution, which Citus allows one shard at a time only
+	PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
 
-	-- configuration: reference tables, referenced ones first
+	-- The foreign keys between the extension's tables (a key's channel, a
+	-- delivery's endpoint) are taken off while their tables are not all
+	-- distributed, and put back at the end: Citus would otherwise turn the
+	-- referencing table into a local table of its own when the referenced
+	-- one becomes a reference table.
+	SELECT pg_catalog.array_agg(f.conrelid::regclass ORDER BY f.conname),
+		   pg_catalog.array_agg(f.conname ORDER BY f.conname),
+		   pg_catalog.array_agg(pg_catalog.pg_get_constraintdef(f.oid) ORDER BY f.conname)
+		INTO fk_rels, fk_names, fk_defs
+		FROM pg_catalog.pg_constraint f
+		JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass
+			AND d.objid = f.conrelid AND d.deptype = 'e'
+			AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		WHERE f.contype = 'f'
+		  AND NOT (EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.conrelid)
+				   AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.confrelid));
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', fk_rels[i], fk_names[i]);
+		-- the workers' copies of the table (CREATE EXTENSION made them) too:
+		-- Citus puts the key back on them when it is added below.  Not in
+		-- this transaction: if this function fails later, a second call
+		-- finds them gone already and adds them back.
+		IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(
+					   pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT IF EXISTS %I', fk_rels[i], fk_names[i])) w
+				   WHERE NOT w.success) THEN
+			RAISE EXCEPTION 'could not drop foreign key % of % on every worker', fk_names[i], fk_rels[i]
+				USING ERRCODE = 'connection_failure',
+					  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+		END IF;
+	END LOOP;
+
+	-- configuration: reference tables
 	FOR t IN SELECT c.oid::regclass AS rel, p.partmethod
 			 FROM pg_catalog.pg_depend d
 			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
 			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
 			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
-			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass
-			   AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify')
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
 			   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
 							   AND a.attname = 'order_no' AND NOT a.attisdropped)
-			 ORDER BY EXISTS (SELECT FROM pg_catalog.pg_constraint f WHERE f.conrelid = c.oid AND f.contype = 'f'),
-					  c.relname LOOP
+			 ORDER BY c.relname LOOP
 		relation := t.rel;
 		kind := 'reference';
 		IF t.partmethod IS NULL THEN
@@ -201,8 +237,7 @@ BEGIN
 			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
 			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
 			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
-			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass
-			   AND d.refobjid = (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify')
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
 			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
 						   AND a.attname = 'order_no' AND NOT a.attisdropped)
 			 ORDER BY c.relname LOOP
@@ -226,9 +261,175 @@ BEGIN
 		END IF;
 		RETURN NEXT;
 	END LOOP;
+
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk_rels[i], fk_names[i], fk_defs[i]);
+	END LOOP;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
 	'Citus: makes the configuration tables reference tables and distributes the orders table and every notification table by order number, co-located; idempotent';
 
 REVOKE ALL ON FUNCTION @extschema@.paynotify_distribute() FROM PUBLIC;
+
+-- ===== the configuration triggers on Citus =====
+--
+-- On Citus the configuration tables are reference tables: a change is
+-- written to every node's shard of the table (paynotify_channel_102008 ...),
+-- and the triggers fire there, once per node, each inside the distributed
+-- statement.  They must then act on the same node's shards of the other
+-- configuration tables (a distributed statement from inside one is refused,
+-- and would write each change once per node): paynotify_sibling names them.
+-- On one server TG_TABLE_NAME is the table's own name and they act on the
+-- tables themselves, as before.  While paynotify_distribute() copies the
+-- rows of one table into its new shards, the others may have none yet:
+-- paynotify_sibling is then NULL and the triggers do nothing (the rows
+-- copied are the tables' state already, checked when they were written).
+CREATE FUNCTION @extschema@.paynotify_sibling(want text, fired_on name)
+	RETURNS text
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	shard text;
+BEGIN
+	IF fired_on !~ '_[0-9]+$' THEN
+		RETURN pg_catalog.format('@extschema@.%I', want);
+	END IF;
+	-- a shard of a reference table: the one shard of the wanted table
+	EXECUTE 'SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard s'
+			' WHERE s.logicalrelid = $1::regclass'
+		INTO shard USING pg_catalog.format('@extschema@.%I', want);
+	RETURN shard;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_sibling(text, name) IS
+	'the configuration table want, or on a Citus shard (fired_on: a trigger''s TG_TABLE_NAME) this node''s shard of it, NULL while it has none';
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_transition_track() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	transition text := @extschema@.paynotify_sibling('paynotify_transition', TG_TABLE_NAME);
+	removed text := @extschema@.paynotify_sibling('paynotify_transition_removed', TG_TABLE_NAME);
+BEGIN
+	IF transition IS NULL OR removed IS NULL THEN
+		RETURN NULL;			-- being distributed (see paynotify_sibling)
+	END IF;
+	IF pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '') = 'paynotify_transition_removed' THEN
+		EXECUTE pg_catalog.format('DELETE FROM %s t WHERE t.from_state = $1 AND t.to_state = $2', transition)
+			USING NEW.from_state, NEW.to_state;
+		RETURN NULL;
+	END IF;
+	IF TG_OP = 'TRUNCATE' THEN
+		EXECUTE pg_catalog.format('INSERT INTO %s
+			SELECT d.f, d.t FROM (VALUES
+				(''pending'', ''paid''), (''pending'', ''cancelled''),
+				(''paid'', ''shipped''), (''paid'', ''refunding''),
+				(''shipped'', ''received''),
+				(''received'', ''refunding''), (''received'', ''completed''),
+				(''refunding'', ''refunded''), (''refunding'', ''paid'')) d(f, t)
+			ON CONFLICT DO NOTHING', removed);
+		RETURN NULL;
+	END IF;
+	IF (TG_OP = 'DELETE' OR (TG_OP = 'UPDATE' AND
+			(OLD.from_state, OLD.to_state) IS DISTINCT FROM (NEW.from_state, NEW.to_state)))
+			AND @extschema@.paynotify_transition_is_default(OLD.from_state, OLD.to_state) THEN
+		EXECUTE pg_catalog.format('INSERT INTO %s VALUES ($1, $2) ON CONFLICT DO NOTHING', removed)
+			USING OLD.from_state, OLD.to_state;
+	END IF;
+	IF TG_OP IN ('INSERT', 'UPDATE') THEN
+		EXECUTE pg_catalog.format('DELETE FROM %s r WHERE r.from_state = $1 AND r.to_state = $2', removed)
+			USING NEW.from_state, NEW.to_state;
+	END IF;
+	RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_account() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	s jsonb;
+	gw text;
+	other text;
+	what text;
+	hint text;
+	-- this node's shards of them on Citus (paynotify_sibling)
+	channels text := @extschema@.paynotify_sibling('paynotify_channel', TG_TABLE_NAME);
+	keys text := @extschema@.paynotify_sibling('paynotify_key', TG_TABLE_NAME);
+BEGIN
+	IF pg_catalog.current_setting('paynotify.allow_shared_accounts', true) = 'on'
+			OR channels IS NULL OR keys IS NULL THEN	-- being distributed (paynotify_sibling)
+		RETURN NEW;
+	END IF;
+	-- one configuration change at a time, so two cannot both pass the check
+	PERFORM pg_catalog.pg_advisory_xact_lock(-3751950917148160981);
+	IF pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '') = 'paynotify_channel' THEN
+		s := NEW.settings;
+		IF NEW.gateway = 'wxpay' THEN
+			EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+			WHERE c.gateway = ''wxpay'' AND c.name <> $1
+			  AND ($2 = ''INSERT'' OR c.name <> $3)
+			  AND c.settings->>''mchid'' = $4->>''mchid''
+			ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+			IF other IS NOT NULL THEN
+				what := pg_catalog.format('WeChat Pay merchant %s', s->>'mchid');
+				hint := 'Use one channel per merchant account: route every notify URL of the account to it.';
+			ELSE
+				EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+				WHERE c.gateway = ''wxpay'' AND c.name <> $1
+				  AND ($2 = ''INSERT'' OR c.name <> $3)
+				  AND c.settings->>''apiv3_key'' = $4->>''apiv3_key''
+				  AND (c.settings->>''mchid'' IS NULL OR $4->>''mchid'' IS NULL)
+				ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+				IF other IS NOT NULL THEN
+					what := 'WeChat Pay notifications decrypted with the same APIv3 key';
+					hint := 'Set mchid on both channels, each its own merchant number, or use one channel per merchant account.';
+				END IF;
+			END IF;
+		ELSIF NEW.gateway = 'alipay' THEN
+			EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+			WHERE c.gateway = ''alipay'' AND c.name <> $1
+			  AND ($2 = ''INSERT'' OR c.name <> $3)
+			  AND c.settings->>''app_id'' = $4->>''app_id''
+			  AND (c.settings->>''seller_id'' IS NULL OR $4->>''seller_id'' IS NULL
+				   OR c.settings->>''seller_id'' = $4->>''seller_id'')
+			ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+			IF other IS NOT NULL THEN
+				what := pg_catalog.format('Alipay app_id %s', s->>'app_id');
+				hint := 'Use one channel per app_id; two channels may share one only when each checks its own seller_id.';
+			END IF;
+		END IF;
+		IF other IS NOT NULL THEN
+			RAISE EXCEPTION 'channel "%" would accept % like channel "%"', NEW.name, what, other
+				USING ERRCODE = 'exclusion_violation',
+					  DETAIL = 'A notification captured on one channel could be replayed to the other and take effect twice.',
+					  HINT = hint;
+		END IF;
+	ELSIF NEW.retired_at IS NULL THEN	-- paynotify_key
+		EXECUTE pg_catalog.format('SELECT c.gateway FROM %s c WHERE c.name = $1', channels)
+			INTO gw USING NEW.channel;
+		IF gw = 'stripe' THEN
+			EXECUTE pg_catalog.format('SELECT k.channel
+			FROM %s k
+			JOIN %s c ON c.name = k.channel
+			WHERE c.gateway = ''stripe'' AND k.channel <> $1
+			  AND k.retired_at IS NULL AND k.material = $2
+			ORDER BY k.channel LIMIT 1', keys, channels) INTO other USING NEW.channel, NEW.material;
+			IF other IS NOT NULL THEN
+				RAISE EXCEPTION 'key "%" of channel "%" is a signing secret channel "%" already trusts',
+						NEW.key_id, NEW.channel, other
+					USING ERRCODE = 'exclusion_violation',
+						  DETAIL = 'An event captured on one channel could be replayed to the other and take effect twice.',
+						  HINT = pg_catalog.format('Each Stripe webhook endpoint has its own signing secret: add this channel''s, or retire the key in channel "%s" first.', other);
+			END IF;
+		END IF;
+	END IF;
+	RETURN NEW;
+END
+$$;
+
+REVOKE ALL ON FUNCTION @extschema@.paynotify_sibling(text, name) FROM PUBLIC;
