@@ -268,7 +268,7 @@ check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 oth
 check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
 
 # the command line
-check "--version" "paynotify-relay 1.1" "$("$RELAY" --version)"
+check "--version" "paynotify-relay $(sed -n "s/^default_version = '\(.*\)'/\1/p" paynotify.control)" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
     "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"
