@@ -64,15 +64,15 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
 	},
 	/*
-	 * the same id for another order: a first delivery's second look (by
-	 * the primary key's prefix), so that other content under a known id is
-	 * never applied, whatever order it names.  On Citus it reads every
-	 * shard, and only for a notification not yet seen for its own order.
+	 * the same id for its own order, else for another: the look after the
+	 * lock (by the primary key's prefix), so that other content under a
+	 * known id is never applied, whatever order it names.  On Citus it reads
+	 * every shard; a duplicate is answered by PLAN_LOG_GET before it.
 	 */
-	[PLAN_LOG_OTHER] = {
+	[PLAN_LOG_ANY] = {
 		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2 AND order_no <> $4"
-		" ORDER BY first_seen LIMIT 1",
+		" WHERE channel = $1 AND notify_id = $2"
+		" ORDER BY order_no = $4 DESC, first_seen LIMIT 1",
 		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
 	},
 	[PLAN_LOG_INSERT] = {

@@ -214,11 +214,10 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 	 * (or committed in the instant between the first read and the lock) has
 	 * committed whatever it wrote, and this statement's fresh snapshot sees
 	 * it.  Never skip this read: without it that instant's race ends in a
-	 * unique-key error instead of an answer.
+	 * unique-key error instead of an answer.  It also finds the id under
+	 * another order (other content: never applied).
 	 */
-	pn_log_get(cfg, ch->name, n, &ex);
-	if (!ex.found)
-		pn_log_get_other(cfg, ch->name, n, &ex);
+	pn_log_get_any(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
 	else
@@ -259,9 +258,7 @@ taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	ereport(DEBUG1,
 			(errmsg("paynotify: notification \"%s\" on channel \"%s\" was recorded by a concurrent delivery",
 					n->notify_id, ch->name)));
-	pn_log_get(cfg, ch->name, n, &ex);
-	if (!ex.found)
-		pn_log_get_other(cfg, ch->name, n, &ex);
+	pn_log_get_any(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		return PN_BUSY;			/* gone again (purged): the gateway retries */
 	if (ex.same_payload && strcmp(ex.status, "failed") == 0)

@@ -45,17 +45,18 @@ pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 }
 
 /*
- * The row of the same notification id for another order, if any: other
- * content under a known id (same_payload false), never applied.
+ * The row of this notification id for its order, else for another order:
+ * other content under a known id (same_payload false), never applied.
  */
 void
-pn_log_get_other(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
+pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 {
-	log_read(cfg, PLAN_LOG_OTHER, channel, n, row);
+	log_read(cfg, PLAN_LOG_ANY, channel, n, row);
 	if (row->found)
 	{
 		row->order_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-		row->same_payload = false;
+		if (strcmp(row->order_no, pn_order_key(n)) != 0)
+			row->same_payload = false;
 	}
 }
 

@@ -19,7 +19,7 @@
 typedef enum PnPlanId
 {
 	PLAN_LOG_GET,
-	PLAN_LOG_OTHER,
+	PLAN_LOG_ANY,
 	PLAN_LOG_INSERT,
 	PLAN_LOG_SEEN,
 	PLAN_LOG_RETRY,
@@ -130,7 +130,7 @@ typedef struct PnLogRow
 	bool		found;
 	char	   *status;
 	bool		same_payload;	/* the stored payload equals this one */
-	const char *order_no;		/* the row's order_no (another's: see pn_log_get_other) */
+	const char *order_no;		/* the row's order_no (another's: see pn_log_get_any) */
 } PnLogRow;
 
 /*
@@ -142,8 +142,8 @@ typedef struct PnLogRow
 #define pn_order_key(n) ((n)->order_no != NULL ? (n)->order_no : PN_NO_ORDER)
 
 extern void pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row);
-extern void pn_log_get_other(PnConfig *cfg, const char *channel, const PnNotice *n,
-							 PnLogRow *row);
+extern void pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n,
+						   PnLogRow *row);
 extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id,
 						const char *order_no);
 extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
