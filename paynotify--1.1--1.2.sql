@@ -116,6 +116,45 @@ DECLARE
 	fk_rels regclass[];
 	fk_names name[];
 	fk_defs text[];
+	-- Each node's identity sequences of the notification tables get their
+	-- own range: node group g hands out ids (g << 48) + 1 .. (g + 1) << 48
+	-- (the coordinator, group 0, from 1), as Citus does for the tables it
+	-- creates itself.  CREATE EXTENSION made every node's copy start at 1,
+	-- and ids are taken on the node that runs paynotify_handle: without
+	-- this, two nodes would hand out the same outbox id (webhook-id
+	-- "evt_<id>") or anomaly id.  Run on every node (the same text).
+	ranges constant text := $do$
+DO $r$
+DECLARE
+	g bigint := (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l);
+	lo bigint;
+	hi bigint;
+	q record;
+BEGIN
+	lo := (g << 48) + 1;
+	hi := (g + 1) << 48;
+	PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+	FOR q IN SELECT d.objid::regclass AS seq, s.min_value, s.last_value
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_depend e ON e.classid = 'pg_catalog.pg_class'::regclass
+				AND e.objid = d.refobjid AND e.deptype = 'e'
+				AND e.refclassid = 'pg_catalog.pg_extension'::regclass
+				AND e.refobjid = (SELECT x.oid FROM pg_catalog.pg_extension x WHERE x.extname = 'paynotify')
+			 JOIN pg_catalog.pg_class c ON c.oid = d.objid
+			 JOIN pg_catalog.pg_sequences s ON s.schemaname = c.relnamespace::regnamespace::name
+				AND s.sequencename = c.relname
+			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'i'
+			   AND d.refclassid = 'pg_catalog.pg_class'::regclass
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = d.refobjid
+						   AND a.attname = 'order_no' AND NOT a.attisdropped) LOOP
+		IF q.min_value <> lo THEN
+			EXECUTE pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START %s RESTART %s',
+				q.seq, lo, hi, lo, greatest(lo, coalesce(q.last_value + 1, lo)));
+		END IF;
+	END LOOP;
+END
+$r$
+$do$;
 BEGIN
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
 		RAISE EXCEPTION 'paynotify_distribute needs the citus extension in this database'
@@ -265,6 +304,18 @@ BEGIN
 	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
 		EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk_rels[i], fk_names[i], fk_defs[i]);
 	END LOOP;
+
+	-- the identity ranges (see ranges above), here and on every worker
+	EXECUTE ranges;
+	IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(ranges) w WHERE NOT w.success) THEN
+		RAISE EXCEPTION 'could not give the identity sequences of every worker their range'
+			USING ERRCODE = 'connection_failure',
+				  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+	END IF;
+	relation := NULL;
+	kind := 'identity ranges';
+	action := 'node group g: ids (g << 48) + 1 .. (g + 1) << 48';
+	RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
