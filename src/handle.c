@@ -46,8 +46,7 @@ PG_FUNCTION_INFO_V1(paynotify_handle);
 
 #define MAX_ERROR_TEXT 1000
 
-static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
-/* How the business step's subtransaction writes the log row (handle.c) */
+/* How the business step's subtransaction writes the log row */
 typedef enum StepLog
 {
 	STEP_LOG_NONE,				/* the caller does (paynotify_retry) */
@@ -66,6 +65,7 @@ typedef enum StepResult
 /* Raised inside the step to roll it back when the log row was taken; never reaches a client. */
 #define ERRCODE_PN_TAKEN MAKE_SQLSTATE('P','N','T','K','N')
 
+static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
 static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								 const PnLogRow *ex);
@@ -264,7 +264,7 @@ taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (ex.same_payload && strcmp(ex.status, "failed") == 0)
 	{
 		/* the other one failed: so does this one, without a second attempt */
-		pn_log_seen(cfg, ch->name, n->notify_id, pn_order_key(n));
+		pn_log_seen(cfg, ch->name, n->notify_id, ex.order_no);
 		return PN_FAILED;
 	}
 	return repeat_delivery(cfg, ch, n, &ex);

@@ -7,7 +7,9 @@
  *	  last error.
  *
  * Callers hold the notification's lock (lock.c) for every write but the
- * delivery counter, and have SPI connected.
+ * delivery counter, and have SPI connected.  The lock is per server: on
+ * Citus the row's key (channel, notify_id, order_no) is what orders two
+ * deliveries on two nodes (pn_log_insert, pn_log_update's only_if).
  *
  *-------------------------------------------------------------------------
  */
