@@ -29,16 +29,16 @@ OBJS = \
 	src/ops.o
 
 DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql
-DATA_built = paynotify--1.2.sql
+DATA_built = paynotify--1.1.sql paynotify--1.2.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
 PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges attacks types accounts catalog keys ledger relay ops notice
+REGRESS = setup config crypto state vectors pipeline hooks alipay stripe security states txn secrets privileges attacks types accounts catalog keys ledger relay ops notice distribute
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
-ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim purge_concurrent
+ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim purge_concurrent log_taken
 ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/paynotify.conf
 
 EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regression.out
@@ -46,6 +46,9 @@ EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regres
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
+	cat $^ > $@
 
 paynotify--1.2.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql
 	cat $^ > $@

@@ -95,13 +95,15 @@ static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice 
 static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
 static char *payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
-static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id);
+static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
+						const char *order_no);
 static void insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						  const char *trade_no, int64 amount, const char *status);
 static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   const char *trade_no, int64 amount);
-static int64 refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no);
+static int64 refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,
+						  const char *order_no);
 static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
 				 const PnNotice *n, int64 amount);
 
@@ -293,13 +295,13 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
 		return;
 	}
-	existing = refund_get(cfg, ch->name, refund_id);
+	existing = refund_get(cfg, ch->name, refund_id, n->order_no);
 	if (existing != NULL && strcmp(existing, "succeeded") == 0)
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	before = refunded_sum(cfg, ch->name, trade_no);
+	before = refunded_sum(cfg, ch->name, trade_no, n->order_no);
 	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
 	if (amount <= 0)
 	{
@@ -340,7 +342,7 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 
 	order_get(cfg, n->order_no, &row);
 	/* a succeeded refund never goes back; a failed one is recorded once */
-	if (refund_get(cfg, ch->name, refund_id) != NULL ||
+	if (refund_get(cfg, ch->name, refund_id, n->order_no) != NULL ||
 		!insert_refund(cfg, ch, n, n->trade_no, Max(n->refund_amount, 0), "failed"))
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
@@ -468,12 +470,13 @@ order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded)
 
 /* The status of a recorded refund ("succeeded", "failed"), or NULL. */
 static char *
-refund_get(PnConfig *cfg, const char *channel, const char *refund_id)
+refund_get(PnConfig *cfg, const char *channel, const char *refund_id, const char *order_no)
 {
-	Datum		args[2];
+	Datum		args[3];
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(refund_id);
+	args[2] = CStringGetTextDatum(order_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_GET), args, NULL, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: refund lookup failed");
 	if (SPI_processed == 0)
@@ -537,13 +540,14 @@ static bool
 refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
 			   int64 amount)
 {
-	Datum		args[5];
+	Datum		args[6];
 
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
 	args[2] = Int64GetDatum(amount);
 	args[3] = CStringGetTextDatum(trade_no);
 	args[4] = CStringGetTextDatum(n->notify_id);
+	args[5] = CStringGetTextDatum(n->order_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUCCEED), args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: refund update failed");
 	return SPI_processed == 1;
@@ -551,13 +555,14 @@ refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char
 
 /* What succeeded refunds of one trade add up to (fresh snapshot). */
 static int64
-refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no)
+refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const char *order_no)
 {
-	Datum		args[2];
+	Datum		args[3];
 	bool		isnull;
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(trade_no);
+	args[2] = CStringGetTextDatum(order_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUM), args, NULL, false, 1) != SPI_OK_SELECT ||
 		SPI_processed != 1)
 		elog(ERROR, "paynotify: refund sum query failed");
@@ -718,16 +723,13 @@ void
 pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *kind)
 {
 	Datum		args[5];
-	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = n->order_no ? CStringGetTextDatum(n->order_no) : (Datum) 0;
+	args[2] = CStringGetTextDatum(pn_order_key(n));
 	args[3] = CStringGetTextDatum(kind);
 	args[4] = JsonbPGetDatum(pn_notice_to_jsonb(n));
-	if (n->order_no == NULL)
-		nulls[2] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: anomaly insert failed");
 	ereport(WARNING,
 			(errmsg("paynotify: anomaly \"%s\" on channel \"%s\", notification \"%s\"",
@@ -802,7 +804,7 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 				continue;		/* channel removed: leave it parked, visibly */
 			n = pn_notice_from_jsonb(notices[i], ids[i]);
 			pn_apply(cfg, ch, n, &res);
-			pn_log_update(cfg, channels[i], ids[i], notices[i], &res, NULL, false);
+			pn_log_update(cfg, channels[i], ids[i], order_no, notices[i], &res, NULL, false, NULL);
 		}
 	}
 	PG_FINALLY();

@@ -53,35 +53,50 @@ typedef struct PlanSpec
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[9];
+	Oid			argtypes[10];
 	bool		needs_orders;
 } PlanSpec;
 
 static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_LOG_GET] = {
 		"SELECT status, payload = $3, notice FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2",
-		3, {TEXTOID, TEXTOID, JSONBOID}
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $4",
+		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+	},
+	/*
+	 * the same id for its own order, else for another: the look after the
+	 * lock (by the primary key's prefix), so that other content under a
+	 * known id is never applied, whatever order it names.  On Citus it reads
+	 * every shard; a duplicate is answered by PLAN_LOG_GET before it.
+	 */
+	[PLAN_LOG_ANY] = {
+		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2"
+		" ORDER BY order_no = $4 DESC, first_seen LIMIT 1",
+		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
 	},
 	[PLAN_LOG_INSERT] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-		" CASE WHEN $6 <> 'failed' AND $6 <> 'parked' THEN pg_catalog.now() END)",
+		" CASE WHEN $6 <> 'failed' AND $6 <> 'parked' THEN pg_catalog.now() END)"
+		" ON CONFLICT DO NOTHING",
 		9, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
-		" last_seen = pg_catalog.now() WHERE channel = $1 AND notify_id = $2",
-		2, {TEXTOID, TEXTOID}
+		" last_seen = pg_catalog.now()"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
 	},
 	[PLAN_LOG_RETRY] = {
 		"UPDATE @s.payment_notify_log SET status = $3, note = $4, error_msg = $5,"
 		" notice = $6, attempts = attempts + $7, delivery_count = delivery_count + $8,"
 		" last_seen = pg_catalog.now(),"
 		" processed_at = CASE WHEN $3 <> 'failed' AND $3 <> 'parked' THEN pg_catalog.now() END"
-		" WHERE channel = $1 AND notify_id = $2",
-		8, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID}
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $9"
+		" AND ($10 IS NULL OR status = $10)",
+		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID, TEXTOID, TEXTOID}
 	},
 	[PLAN_PARKED_LIST] = {
 		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"
@@ -95,6 +110,12 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" ON CONFLICT DO NOTHING",
 		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
 	},
+	/*
+	 * by trade, whatever its order: the one read of a notification that does
+	 * not name its order, because it is the check that a trade never pays
+	 * two orders (trade_of_another_order).  On Citus it reads every shard
+	 * (a read: still no two-phase commit).
+	 */
 	[PLAN_PAYMENT_GET] = {
 		"SELECT order_no, amount FROM @s.payment_record"
 		" WHERE channel = $1 AND trade_no = $2",
@@ -104,7 +125,8 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_ORDER_TRADES] = {
 		"SELECT p.channel, p.trade_no, p.amount,"
 		" (SELECT COALESCE(pg_catalog.sum(r.amount), 0)::bigint FROM @s.paynotify_refund r"
-		"  WHERE r.channel = p.channel AND r.trade_no = p.trade_no AND r.status = 'succeeded')"
+		"  WHERE r.order_no = p.order_no AND r.channel = p.channel AND r.trade_no = p.trade_no"
+		"  AND r.status = 'succeeded')"
 		" FROM @s.payment_record p WHERE p.order_no = $1",
 		1, {TEXTOID}
 	},
@@ -117,18 +139,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_REFUND_SUM] = {
 		"SELECT COALESCE(pg_catalog.sum(amount), 0)::bigint"
 		" FROM @s.paynotify_refund"
-		" WHERE channel = $1 AND trade_no = $2 AND status = 'succeeded'",
-		2, {TEXTOID, TEXTOID}
+		" WHERE channel = $1 AND trade_no = $2 AND order_no = $3 AND status = 'succeeded'",
+		3, {TEXTOID, TEXTOID, TEXTOID}
 	},
 	[PLAN_REFUND_GET] = {
-		"SELECT status FROM @s.paynotify_refund WHERE channel = $1 AND refund_id = $2",
-		2, {TEXTOID, TEXTOID}
+		"SELECT status FROM @s.paynotify_refund"
+		" WHERE channel = $1 AND refund_id = $2 AND order_no = $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
 	},
 	/* a failed refund that succeeded after all (never the other way) */
 	[PLAN_REFUND_SUCCEED] = {
 		"UPDATE @s.paynotify_refund SET status = 'succeeded', amount = $3, trade_no = $4,"
-		" notify_id = $5 WHERE channel = $1 AND refund_id = $2 AND status = 'failed'",
-		5, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+		" notify_id = $5 WHERE channel = $1 AND refund_id = $2 AND order_no = $6"
+		" AND status = 'failed'",
+		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
 	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
@@ -161,7 +185,6 @@ static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
 
 static PnGuardConfig *guard = NULL;	/* the guard trigger's own cache */
-static Oid	guard_relids[2];	/* paynotify_transition, paynotify_binding */
 static bool guard_stale = true;
 
 static void config_inval_callback(Datum arg, Oid relid);
@@ -169,6 +192,8 @@ static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
 static PnConfig *config_load(Oid nsp);
 static void load_config_tables(PnConfig *cfg);
+static int	config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids);
+static bool oid_in(Oid relid, const Oid *relids, int n);
 static void load_channels(PnConfig *cfg);
 static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
@@ -190,21 +215,31 @@ pn_config_init(void)
 	RegisterXactCallback(config_xact_callback, NULL);
 }
 
-/* Any invalidation of one of our configuration tables (or of all) marks the cache stale. */
+/*
+ * Any invalidation of one of our configuration tables (or of all) marks the
+ * cache stale.  On Citus the configuration tables are reference tables: a
+ * change is written to each node's shard of the table, whose copy of the
+ * paynotify_config_changed trigger invalidates that shard; the shards are
+ * in the list too (config_table_oids), so every node's backends reload.
+ */
 static void
 config_inval_callback(Datum arg, Oid relid)
 {
 	if (guard == NULL || relid == InvalidOid ||
-		relid == guard_relids[0] || relid == guard_relids[1])
+		oid_in(relid, guard->config_relids, guard->nconfig_relids))
 		guard_stale = true;
-	if (current == NULL || relid == InvalidOid)
-	{
+	if (current == NULL || relid == InvalidOid ||
+		oid_in(relid, current->config_relids, current->nconfig_relids))
 		stale = true;
-		return;
-	}
-	for (int i = 0; i < current->nconfig_relids; i++)
-		if (current->config_relids[i] == relid)
-			stale = true;
+}
+
+static bool
+oid_in(Oid relid, const Oid *relids, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (relids[i] == relid)
+			return true;
+	return false;
 }
 
 /*
@@ -320,30 +355,39 @@ spi_query(PnConfig *cfg, const char *tmpl)
 /*
  * The configuration tables: those the extension script gave a
  * paynotify_config_changed trigger (the one list of them), so that a
- * change to any of them makes every backend load a new generation.
+ * change to any of them makes every backend load a new generation.  On
+ * Citus the list includes this node's shards of them (reference tables),
+ * which carry a copy of the trigger.  SPI connected.
  */
-static void
-load_config_tables(PnConfig *cfg)
+static int
+config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
 {
 	char		sql[256];
+	int			n;
 
 	snprintf(sql, sizeof(sql),
 			 "SELECT DISTINCT t.tgrelid FROM pg_catalog.pg_trigger t"
 			 " JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid"
 			 " WHERE p.proname = 'paynotify_config_changed' AND p.pronamespace = %u",
-			 cfg->nsp);
+			 nsp);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: configuration query failed");
-	cfg->nconfig_relids = SPI_processed;
-	cfg->config_relids = MemoryContextAlloc(cfg->cxt, sizeof(Oid) * Max(cfg->nconfig_relids, 1));
-	for (int i = 0; i < cfg->nconfig_relids; i++)
+	n = SPI_processed;
+	*relids = MemoryContextAlloc(cxt, sizeof(Oid) * Max(n, 1));
+	for (int i = 0; i < n; i++)
 	{
 		bool		isnull;
 
-		cfg->config_relids[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
-															   SPI_tuptable->tupdesc, 1,
-															   &isnull));
+		(*relids)[i] = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i],
+													  SPI_tuptable->tupdesc, 1, &isnull));
 	}
+	return n;
+}
+
+static void
+load_config_tables(PnConfig *cfg)
+{
+	cfg->nconfig_relids = config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
 }
 
 /* Channels with their gateway and parsed settings. */
@@ -799,6 +843,7 @@ guard_load(void *arg)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
+	g->nconfig_relids = config_table_oids(l->nsp, g->cxt, &g->config_relids);
 	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: configuration query failed");
@@ -829,7 +874,7 @@ guard_load(void *arg)
  * The guard trigger's configuration: the transitions and the binding's
  * status column and status_values, nothing else (no channel, no key).  It
  * is read as the extension's owner with search_path pinned, whoever updates
- * the orders table, and cached until one of those two tables changes.
+ * the orders table, and cached until a configuration table changes.
  */
 PnGuardConfig *
 pn_guard_config(Oid fn_oid)
@@ -862,8 +907,6 @@ pn_guard_config(Oid fn_oid)
 	if (guard != NULL)
 		MemoryContextDelete(guard->cxt);
 	guard = l.g;
-	guard_relids[0] = get_relname_relid("paynotify_transition", nsp);
-	guard_relids[1] = get_relname_relid("paynotify_binding", nsp);
 	return guard;
 }
 

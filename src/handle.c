@@ -14,6 +14,15 @@
  * committed.  A failure of the business step is recorded on the log row and
  * answered with a retryable failure; the transaction still commits.
  *
+ * The lock holds on one server.  On Citus, where paynotify_handle runs on
+ * any node, two deliveries of one notification on two nodes both take their
+ * own node's lock; what orders them is the log row's unique key on the one
+ * node that holds the order's shard: the log row is written inside the
+ * business step's subtransaction (INSERT ... ON CONFLICT DO NOTHING, or an
+ * UPDATE of a row still "failed"), so the second waits there for the first
+ * to end, finds the row taken, rolls its business step back and answers
+ * from what the first committed (taken_delivery).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,12 +47,34 @@ PG_FUNCTION_INFO_V1(paynotify_handle);
 
 #define MAX_ERROR_TEXT 1000
 
+/* How the business step's subtransaction writes the log row */
+typedef enum StepLog
+{
+	STEP_LOG_NONE,				/* the caller does (paynotify_retry) */
+	STEP_LOG_INSERT,			/* a first delivery: INSERT ... ON CONFLICT DO NOTHING */
+	STEP_LOG_RETRY				/* a failed one again: UPDATE ... WHERE status = 'failed' */
+} StepLog;
+
+/* How the business step went */
+typedef enum StepResult
+{
+	STEP_OK,
+	STEP_FAILED,				/* rolled back; *error says why */
+	STEP_TAKEN					/* rolled back: another delivery wrote the log row first */
+} StepResult;
+
+/* Raised inside the step to roll it back when the log row was taken; never reaches a client. */
+#define ERRCODE_PN_TAKEN MAKE_SQLSTATE('P','N','T','K','N')
+
 static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
 static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								 const PnLogRow *ex);
-static bool apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-							 PnApplied *res, char **error);
+static PnOutcome taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static bool write_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+					  const PnApplied *res, const char *error, StepLog how);
+static StepResult apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								   StepLog how, PnApplied *res, char **error);
 static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 					   PnOutcome outcome, PnReason reason);
 static void force_synchronous_commit(void);
@@ -184,9 +215,10 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 	 * (or committed in the instant between the first read and the lock) has
 	 * committed whatever it wrote, and this statement's fresh snapshot sees
 	 * it.  Never skip this read: without it that instant's race ends in a
-	 * unique-key error instead of an answer.
+	 * unique-key error instead of an answer.  It also finds the id under
+	 * another order (other content: never applied).
 	 */
-	pn_log_get(cfg, ch->name, n, &ex);
+	pn_log_get_any(cfg, ch->name, n, &ex);
 	if (!ex.found)
 		outcome = first_delivery(cfg, ch, n);
 	else
@@ -195,16 +227,60 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 	return outcome;
 }
 
-/* Apply, then write the log row with how it went. */
+/*
+ * Apply, and write the log row with how it went: inside the step when it
+ * succeeded, after it was rolled back when it failed.
+ */
 static PnOutcome
 first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	PnApplied	res;
 	char	   *error = NULL;
+	StepResult	step = apply_in_subxact(cfg, ch, n, STEP_LOG_INSERT, &res, &error);
 
-	(void) apply_in_subxact(cfg, ch, n, &res, &error);
-	pn_log_insert(cfg, ch->name, n, &res, error);
+	if (step == STEP_TAKEN ||
+		(step == STEP_FAILED && !write_log(cfg, ch, n, &res, error, STEP_LOG_INSERT)))
+		return taken_delivery(cfg, ch, n);
 	return res.outcome;
+}
+
+/*
+ * Another delivery of this notification wrote its log row while this one
+ * ran its business step (which is rolled back): possible only when the two
+ * took the notification's lock on two different Citus nodes.  This one
+ * waited for the other to end; answer from what it committed, as any
+ * repeat is answered, without applying anything again.
+ */
+static PnOutcome
+taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	PnLogRow	ex;
+
+	ereport(DEBUG1,
+			(errmsg("paynotify: notification \"%s\" on channel \"%s\" was recorded by a concurrent delivery",
+					n->notify_id, ch->name)));
+	pn_log_get_any(cfg, ch->name, n, &ex);
+	if (!ex.found)
+		return PN_BUSY;			/* gone again (purged): the gateway retries */
+	if (ex.same_payload && strcmp(ex.status, "failed") == 0)
+	{
+		/* the other one failed: so does this one, without a second attempt */
+		pn_log_seen(cfg, ch->name, n->notify_id, ex.order_no);
+		return PN_FAILED;
+	}
+	return repeat_delivery(cfg, ch, n, &ex);
+}
+
+/* Write the log row of a step; false when another delivery had written it. */
+static bool
+write_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
+		  const char *error, StepLog how)
+{
+	if (how == STEP_LOG_INSERT)
+		return pn_log_insert(cfg, ch->name, n, res, error);
+	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
+						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
+						 res, error, true, "failed");
 }
 
 /* A notification seen before: answer from what was committed. */
@@ -223,7 +299,7 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 		 * so this is refused (retryable) until someone looks.
 		 */
 		pn_anomaly(cfg, ch->name, n, "payload_differs_for_same_id");
-		pn_log_seen(cfg, ch->name, n->notify_id);
+		pn_log_seen(cfg, ch->name, n->notify_id, ex->order_no);
 		return strcmp(ex->status, "failed") == 0 ? PN_FAILED : PN_IGNORED;
 	}
 	if (strcmp(ex->status, "failed") != 0)
@@ -231,15 +307,23 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 		ereport(DEBUG1,
 				(errmsg("paynotify: duplicate delivery of notification \"%s\" on channel \"%s\"",
 						n->notify_id, ch->name)));
-		pn_log_seen(cfg, ch->name, n->notify_id);
+		pn_log_seen(cfg, ch->name, n->notify_id, ex->order_no);
 		return strcmp(ex->status, "parked") == 0 ? PN_PARKED : PN_DUPLICATE;
 	}
 
 	/* It failed before: run the business step again. */
-	(void) apply_in_subxact(cfg, ch, n, &res, &error);
-	pn_log_update(cfg, ch->name, n->notify_id,
-				  res.outcome == PN_PARKED || res.outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
-				  &res, error, true);
+	switch (apply_in_subxact(cfg, ch, n, STEP_LOG_RETRY, &res, &error))
+	{
+		case STEP_OK:
+			break;
+		case STEP_FAILED:
+			if (write_log(cfg, ch, n, &res, error, STEP_LOG_RETRY))
+				break;
+			/* FALLTHROUGH */
+		case STEP_TAKEN:
+			/* another delivery retried it meanwhile; ex is stale */
+			return taken_delivery(cfg, ch, n);
+	}
 	return res.outcome;
 }
 
@@ -248,6 +332,7 @@ typedef struct ApplyCall
 	PnConfig   *cfg;
 	const PnChannel *ch;
 	const PnNotice *n;
+	StepLog		how;
 	PnApplied  *res;
 } ApplyCall;
 
@@ -257,21 +342,32 @@ apply_call(void *arg)
 	ApplyCall  *c = (ApplyCall *) arg;
 
 	pn_apply(c->cfg, c->ch, c->n, c->res);
+	if (c->how != STEP_LOG_NONE && !write_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
+		ereport(ERROR,
+				(errcode(ERRCODE_PN_TAKEN),
+				 errmsg("paynotify: notification was recorded by another delivery")));
 }
 
 /*
- * Run pn_apply in a subtransaction.  On error everything it did is rolled
- * back, *error gets the message, res says failed, and false is returned.
+ * Run pn_apply in a subtransaction, and write the log row in it as how
+ * says.  On error everything it did is rolled back: STEP_TAKEN when the log
+ * row had been written by another delivery, else STEP_FAILED with *error
+ * the message and res saying failed (the log row is then the caller's).
  */
-static bool
+static StepResult
 apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-				 PnApplied *res, char **error)
+				 StepLog how, PnApplied *res, char **error)
 {
-	ApplyCall	call = {cfg, ch, n, res};
+	ApplyCall	call = {cfg, ch, n, how, res};
 	ErrorData  *edata = pn_subxact_run(apply_call, &call);
 
 	if (edata == NULL)
-		return true;
+		return STEP_OK;
+	if (edata->sqlerrcode == ERRCODE_PN_TAKEN)
+	{
+		FreeErrorData(edata);
+		return STEP_TAKEN;
+	}
 	*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
 	ereport(WARNING,
 			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
@@ -281,7 +377,7 @@ apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	res->outcome = PN_FAILED;
 	res->log_status = "failed";
 	res->note = NULL;
-	return false;
+	return STEP_FAILED;
 }
 
 /*
@@ -352,5 +448,5 @@ bool
 pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 			  PnApplied *res, char **error)
 {
-	return apply_in_subxact(cfg, ch, n, res, error);
+	return apply_in_subxact(cfg, ch, n, STEP_LOG_NONE, res, error) == STEP_OK;
 }

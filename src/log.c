@@ -7,7 +7,9 @@
  *	  last error.
  *
  * Callers hold the notification's lock (lock.c) for every write but the
- * delivery counter, and have SPI connected.
+ * delivery counter, and have SPI connected.  The lock is per server: on
+ * Citus the row's key (channel, notify_id, order_no) is what orders two
+ * deliveries on two nodes (pn_log_insert, pn_log_update's only_if).
  *
  *-------------------------------------------------------------------------
  */
@@ -32,21 +34,49 @@ text_or_null(const char *s, char *null)
 	return s ? CStringGetTextDatum(s) : (Datum) 0;
 }
 
-/* Read the log row of this notification, if any. */
+static void log_read(PnConfig *cfg, PnPlanId plan, const char *channel, const PnNotice *n,
+					 PnLogRow *row);
+
+/* Read the log row of this notification (its id for its order), if any. */
 void
 pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 {
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	log_read(cfg, PLAN_LOG_GET, channel, n, row);
+	if (row->found)
+		row->order_no = pn_order_key(n);
+}
+
+/*
+ * The row of this notification id for its order, else for another order:
+ * other content under a known id (same_payload false), never applied.
+ */
+void
+pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
+{
+	log_read(cfg, PLAN_LOG_ANY, channel, n, row);
+	if (row->found)
+	{
+		row->order_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		if (strcmp(row->order_no, pn_order_key(n)) != 0)
+			row->same_payload = false;
+	}
+}
+
+static void
+log_read(PnConfig *cfg, PnPlanId plan, const char *channel, const PnNotice *n, PnLogRow *row)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	bool		isnull;
 	Datum		same;
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(n->notify_id);
+	args[3] = CStringGetTextDatum(pn_order_key(n));
 	args[2] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
 	if (n->payload == NULL)
 		nulls[2] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_GET), args, nulls, false, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: notification log lookup failed");
 	row->found = (SPI_processed == 1);
 	if (!row->found)
@@ -59,12 +89,13 @@ pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 
 /* Count one more delivery of a known notification. */
 void
-pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id)
+pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id, const char *order_no)
 {
-	Datum		args[2];
+	Datum		args[3];
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(notify_id);
+	args[2] = CStringGetTextDatum(order_no);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_SEEN), args, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: notification log update failed");
 }
@@ -74,8 +105,13 @@ pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id)
  * went (error: the failure's message, or NULL).  A parked or failed
  * notification keeps its extracted notice, to be applied later without its
  * body (when its order moves, or by paynotify_retry).
+ *
+ * False when the row is there already: another delivery of the same
+ * notification wrote it and committed (it waited for that one to end).  The
+ * notification's lock keeps a second delivery out on this server; the
+ * unique key is what orders two deliveries handled on two Citus nodes.
  */
-void
+bool
 pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 			  const PnApplied *res, const char *error)
 {
@@ -85,7 +121,7 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = text_or_null(n->order_no, &nulls[2]);
+	args[2] = CStringGetTextDatum(pn_order_key(n));
 	args[3] = text_or_null(n->event_type, &nulls[3]);
 	args[4] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
 	nulls[4] = n->payload ? ' ' : 'n';
@@ -96,19 +132,22 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
+	return SPI_processed == 1;
 }
 
 /*
  * A later run of the business step (a retried failure, or a parked
  * notification now applied): its result, one more attempt, and one more
- * delivery when a delivery caused it.
+ * delivery when a delivery caused it.  only_if: update only a row in that
+ * status (NULL: any); false when there was none to update.
  */
-void
-pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
-			  Jsonb *notice, const PnApplied *res, const char *error, bool delivered)
+bool
+pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const char *order_no,
+			  Jsonb *notice, const PnApplied *res, const char *error, bool delivered,
+			  const char *only_if)
 {
-	Datum		args[8];
-	char		nulls[8];
+	Datum		args[10];
+	char		nulls[10];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(channel);
@@ -120,6 +159,9 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
 	nulls[5] = keeps_notice(res) && notice ? ' ' : 'n';
 	args[6] = Int32GetDatum(1);
 	args[7] = Int32GetDatum(delivered ? 1 : 0);
+	args[8] = CStringGetTextDatum(order_no);
+	args[9] = text_or_null(only_if, &nulls[9]);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: notification log update failed");
+	return SPI_processed == 1;
 }

@@ -65,6 +65,8 @@ static SPIPlanPtr history_plan = NULL;
 static Oid	history_nsp = InvalidOid;
 static SPIPlanPtr delivery_plan = NULL;
 static Oid	delivery_nsp = InvalidOid;
+static SPIPlanPtr delivery_plan_11 = NULL;	/* before 1.2: no order_no column */
+static Oid	delivery_nsp_11 = InvalidOid;
 
 static void ops_xact_callback(XactEvent event, void *arg);
 static void ops_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -251,18 +253,20 @@ void
 pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 				   PnOutcome outcome, Jsonb *headers)
 {
-	Oid			argtypes[6] = {TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TEXTOID};
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Oid			argtypes[7] = {TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	PnReply		reply;
 	char	   *client = NULL;
 	char	   *hash;
 	SPIPlanPtr	plan;
+	Oid			relid;
 
 	if (delivery_history == DH_OFF ||
 		(delivery_history == DH_FAILURES && pn_outcome_acknowledges(outcome)))
 		return;
-	if (!OidIsValid(get_relname_relid("paynotify_delivery_history", cfg->nsp)))
+	relid = get_relname_relid("paynotify_delivery_history", cfg->nsp);
+	if (!OidIsValid(relid))
 		return;
 	pn_gateway_reply(ch->gw, outcome, PN_OK, &reply);
 	if (pn_header(headers, "X-Paynotify-Client", &client) != 1)
@@ -273,11 +277,19 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
-	plan = saved_plan(&delivery_plan, &delivery_nsp, cfg->nsp,
-					  "INSERT INTO %s.paynotify_delivery_history"
-					  " (channel, notify_id, outcome, http_status, payload_sha256, client)"
-					  " VALUES ($1, $2, $3, $4, $5, $6)",
-					  6, argtypes);
+	/* keyed by the notification's order (1.2), as its log row */
+	if (get_attnum(relid, "order_no") != InvalidAttrNumber)
+		plan = saved_plan(&delivery_plan, &delivery_nsp, cfg->nsp,
+						  "INSERT INTO %s.paynotify_delivery_history"
+						  " (channel, notify_id, outcome, http_status, payload_sha256, client, order_no)"
+						  " VALUES ($1, $2, $3, $4, $5, $6, $7)",
+						  7, argtypes);
+	else
+		plan = saved_plan(&delivery_plan_11, &delivery_nsp_11, cfg->nsp,
+						  "INSERT INTO %s.paynotify_delivery_history"
+						  " (channel, notify_id, outcome, http_status, payload_sha256, client)"
+						  " VALUES ($1, $2, $3, $4, $5, $6)",
+						  6, argtypes);
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->notify_id);
 	args[2] = CStringGetTextDatum(pn_outcome_name(outcome));
@@ -286,6 +298,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	args[5] = client ? CStringGetTextDatum(client) : (Datum) 0;
 	nulls[4] = hash ? ' ' : 'n';
 	nulls[5] = client ? ' ' : 'n';
+	args[6] = CStringGetTextDatum(pn_order_key(n));
 	if (SPI_execute_plan(plan, args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "delivery history insert failed");
 	SPI_finish();
@@ -323,7 +336,8 @@ retry_step(void *arg)
 	MemoryContext old;
 
 	(void) pn_apply_step(c->cfg, c->ch, c->n, &res, &error);
-	pn_log_update(c->cfg, c->ch->name, c->n->notify_id, c->notice, &res, error, false);
+	pn_log_update(c->cfg, c->ch->name, c->n->notify_id, pn_order_key(c->n), c->notice, &res,
+				  error, false, NULL);
 	old = MemoryContextSwitchTo(c->result_cxt);
 	c->outcome = pstrdup(pn_outcome_name(res.outcome));
 	c->status = pstrdup(res.log_status);

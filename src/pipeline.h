@@ -19,6 +19,7 @@
 typedef enum PnPlanId
 {
 	PLAN_LOG_GET,
+	PLAN_LOG_ANY,
 	PLAN_LOG_INSERT,
 	PLAN_LOG_SEEN,
 	PLAN_LOG_RETRY,
@@ -66,6 +67,8 @@ typedef struct PnGuardConfig
 	int			ntransitions;
 	char	  **transitions;	/* from, to pairs */
 	PnStatusMap map;
+	int			nconfig_relids;	/* the configuration tables (and their Citus shards) */
+	Oid		   *config_relids;
 } PnGuardConfig;
 
 typedef struct PnConfig
@@ -127,15 +130,27 @@ typedef struct PnLogRow
 	bool		found;
 	char	   *status;
 	bool		same_payload;	/* the stored payload equals this one */
+	const char *order_no;		/* the row's order_no (another's: see pn_log_get_any) */
 } PnLogRow;
 
+/*
+ * The order number a notification's rows are keyed by: its own, or '' for a
+ * notification whose order is unknown (never NULL: on Citus it is the
+ * distribution column, and every statement names it).
+ */
+#define PN_NO_ORDER ""
+#define pn_order_key(n) ((n)->order_no != NULL ? (n)->order_no : PN_NO_ORDER)
+
 extern void pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row);
-extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id);
-extern void pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
+extern void pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n,
+						   PnLogRow *row);
+extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id,
+						const char *order_no);
+extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 						  const PnApplied *res, const char *error);
-extern void pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
-						  Jsonb *notice, const PnApplied *res, const char *error,
-						  bool delivered);
+extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
+						  const char *order_no, Jsonb *notice, const PnApplied *res,
+						  const char *error, bool delivered, const char *only_if);
 
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,

@@ -95,6 +95,34 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 }
 
 /*
+ * Whether rel is the bound orders table, or on Citus one of its shards
+ * (named after it with "_<shard id>", in its schema), where the trigger
+ * fires when the distributed table is updated.
+ */
+static bool
+is_orders(Relation rel, Oid orders_oid)
+{
+	char	   *orders_name;
+	const char *name = RelationGetRelationName(rel);
+	size_t		len;
+
+	if (RelationGetRelid(rel) == orders_oid)
+		return true;
+	if (!OidIsValid(orders_oid) || RelationGetNamespace(rel) != get_rel_namespace(orders_oid))
+		return false;
+	orders_name = get_rel_name(orders_oid);
+	if (orders_name == NULL)
+		return false;
+	len = strlen(orders_name);
+	if (strncmp(name, orders_name, len) != 0 || name[len] != '_' || name[len + 1] == '\0')
+		return false;
+	for (const char *p = name + len + 1; *p; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/*
  * paynotify_guard_transition() BEFORE UPDATE row trigger.
  *
  * The status column is the trigger's first argument, else the bound status
@@ -118,6 +146,7 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 			   *to;
 	const char *from_state,
 			   *to_state;
+	bool		bound;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BY_UPDATE(td->tg_event) ||
 		!TRIGGER_FIRED_BEFORE(td->tg_event) || !TRIGGER_FIRED_FOR_ROW(td->tg_event))
@@ -154,8 +183,9 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 	}
 	from_state = from;
 	to_state = to;
-	if (RelationGetRelid(td->tg_relation) == cfg->orders_oid &&
-		strcmp(column, cfg->status_col_name) == 0)
+	bound = is_orders(td->tg_relation, cfg->orders_oid) &&
+		strcmp(column, cfg->status_col_name) == 0;
+	if (bound)
 	{
 		from_state = pn_status_name(&cfg->map, from);
 		to_state = pn_status_name(&cfg->map, to);
@@ -171,8 +201,14 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 				 errdetail("Column \"%s\" changed from %s to %s.", column, from, to),
 				 errhint("Legal transitions are listed in paynotify_transition.")));
 	}
-	if (RelationGetRelid(td->tg_relation) == cfg->orders_oid &&
-		strcmp(column, cfg->status_col_name) == 0)
+	/*
+	 * The application's move, in the order history.  Not on a Citus shard:
+	 * there the trigger runs in the shard's node's backend, which cannot
+	 * tell paynotify's own moves (recorded by paynotify) from the
+	 * application's, nor write the history from inside the distributed
+	 * statement.
+	 */
+	if (bound && RelationGetRelid(td->tg_relation) == cfg->orders_oid)
 	{
 		int			keyno = SPI_fnumber(RelationGetDescr(td->tg_relation), cfg->key_col_name);
 		char	   *order_no = keyno > 0 ? SPI_getvalue(td->tg_newtuple,

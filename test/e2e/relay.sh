@@ -403,7 +403,7 @@ check "two relays keep an endpoint's max_in_flight (2): connections within one r
 kill -TERM "${relay_pid[r6]}" "${relay_pid[r7]}"; wait "${relay_pid[r6]}" "${relay_pid[r7]}" 2>/dev/null
 
 # the command line
-check "--version" "paynotify-relay 1.2" "$("$RELAY" --version)"
+check "--version" "paynotify-relay $(sed -n "s/^default_version = '\(.*\)'/\1/p" paynotify.control)" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
     "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The upgrade from 1.0 to 1.2 (through 1.1): a database created with
+# The upgrades from 1.0 to 1.1 to 1.2: a database created with
 # CREATE EXTENSION paynotify VERSION '1.0' and filled with traffic on all
 # three gateways (every signed test vector replayed, Stripe payments and
-# refunds, failures, parked refunds, anomalies) is upgraded with
-# ALTER EXTENSION paynotify UPDATE.  Every row of every table must survive
-# (count and a hash of the sorted rows, over the 1.0 columns), the new
-# functions must work on the old rows (trace, retry of an old failure, stats,
-# purge), and the upgraded extension must have exactly the catalog objects
-# of a fresh CREATE EXTENSION paynotify (1.2): \dx+ listings, definitions of
-# functions, tables, views, triggers, indexes, constraints, privileges and
-# pg_extension_config_dump registrations.
+# refunds, failures, parked refunds, anomalies, notifications without an
+# order) is upgraded with ALTER EXTENSION paynotify UPDATE TO '1.1', gets
+# more traffic (with paynotify.delivery_history), and is upgraded again with
+# ALTER EXTENSION paynotify UPDATE (1.2).  Every row of every table must
+# survive each step (count and a hash of the sorted rows, over the columns
+# it had before the step; order_no read as 1.2 writes it: '' for none), the
+# new functions must work on the old rows (trace, retry of an old failure,
+# stats, purge), and the upgraded extension must have exactly the catalog
+# objects of a fresh CREATE EXTENSION paynotify (1.2): \dx+ listings,
+# definitions of functions, tables, views, triggers, indexes, constraints,
+# privileges and pg_extension_config_dump registrations.
 #
 # Run as root (or as the cluster's user) from anywhere in the repository:
 #   test/e2e/upgrade.sh
@@ -65,6 +68,12 @@ SELECT t.st('evt_missing', 'UM');
 SELECT t.st('evt_missing_old', 'UM2');
 -- a failure written by the 1.0 library, which kept no notice for it
 UPDATE pay.payment_notify_log SET notice = NULL WHERE channel = 'st' AND notify_id = 'evt_missing_old';
+-- notifications without an order (an event type paynotify ignores, a
+-- payment without an order number): the 1.0 library wrote order_no NULL
+SELECT t.st('evt_no_order', NULL, 'other');
+SELECT t.st('evt_no_order_pay', NULL);
+UPDATE pay.payment_notify_log SET order_no = NULL WHERE order_no = '';
+UPDATE pay.paynotify_anomaly SET order_no = NULL WHERE order_no = '';
 SQL
 
 check "traffic: failed on all three gateways" "alipay stripe wxpay" \
@@ -75,15 +84,24 @@ check "traffic: anomalies" yes "$(q old "SELECT CASE WHEN count(*) >= 1 THEN 'ye
 check "traffic: payments on all three gateways" 3 \
     "$(q old "SELECT count(DISTINCT c.gateway) FROM pay.payment_record p JOIN pay.paynotify_channel c ON c.name = p.channel")"
 
+check "traffic: notifications without an order (order_no NULL, as 1.0 wrote them)" 2 \
+    "$(q old "SELECT count(*) FROM pay.payment_notify_log WHERE order_no IS NULL")"
+
 # hashes DB: per table of the extension and the application, its row count
-# and an md5 of its sorted rows over the columns it had at 1.0
-tables=$(q old "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
-                WHERE schemaname IN ('pay', 'public') ORDER BY 1")
+# and an md5 of its sorted rows over the columns it had before the update
+# (columns: the tables and their columns now); order_no as 1.2 has it ('' for
+# a notification without an order)
 declare -A cols
-for t in $tables; do
-    cols[$t]=$(q old "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
-                      WHERE attrelid = '$t'::regclass AND attnum > 0 AND NOT attisdropped")
-done
+columns() {
+    tables=$(q old "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+                    WHERE schemaname IN ('pay', 'public') ORDER BY 1")
+    for t in $tables; do
+        cols[$t]=$(q old "SELECT string_agg(CASE WHEN attname = 'order_no' THEN 'COALESCE(order_no, '''') AS order_no'
+                                             ELSE quote_ident(attname) END, ', ' ORDER BY attnum) FROM pg_attribute
+                          WHERE attrelid = '$t'::regclass AND attnum > 0 AND NOT attisdropped")
+    done
+}
+columns
 hashes() {
     for t in $tables; do
         q old "SELECT '$t', count(*), md5(COALESCE(string_agg(x::text, E'\n' ORDER BY x::text), ''))
@@ -94,18 +112,52 @@ hashes() {
 }
 hashes >"$dir/before"
 
-if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update.log" 2>&1; then
-    ok "ALTER EXTENSION paynotify UPDATE"
+if sql -d old -c "ALTER EXTENSION paynotify UPDATE TO '1.1'" >"$dir/update.log" 2>&1; then
+    ok "ALTER EXTENSION paynotify UPDATE TO '1.1'"
 else
-    not_ok "ALTER EXTENSION paynotify UPDATE" "$(head -5 "$dir/update.log")"
+    not_ok "ALTER EXTENSION paynotify UPDATE TO '1.1'" "$(head -5 "$dir/update.log")"
 fi
-check "old database is at 1.2" 1.2 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "old database is at 1.1" 1.1 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 hashes >"$dir/after"
 if diff "$dir/before" "$dir/after" >"$dir/hashes.diff"; then
-    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before")) survived the update"
+    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before")) survived the update to 1.1"
 else
-    not_ok "rows survived the update" "$(head -20 "$dir/hashes.diff")"
+    not_ok "rows survived the update to 1.1" "$(head -20 "$dir/hashes.diff")"
 fi
+
+# traffic at 1.1, with its delivery history (rows 1.2 gives an order_no)
+PGOPTIONS="-c client_min_messages=error -c paynotify.delivery_history=all" sql -d old >/dev/null <<'SQL'
+SELECT t.set_order('V' || i, 'pending') FROM generate_series(1, 5) i;
+SELECT t.st('evt_v_' || i, 'V' || i) FROM generate_series(1, 5) i;
+SELECT t.st('evt_v_1', 'V1');
+SELECT t.st('evt_v_1', 'V1');
+SELECT t.st('evt_v_missing', 'VM');
+SELECT t.st('evt_v_no_order', NULL, 'other');
+SQL
+check "traffic at 1.1: delivery history" 9 "$(q old "SELECT count(*) FROM pay.paynotify_delivery_history")"
+columns
+hashes >"$dir/before12"
+if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update12.log" 2>&1; then
+    ok "ALTER EXTENSION paynotify UPDATE (to 1.2)"
+else
+    not_ok "ALTER EXTENSION paynotify UPDATE (to 1.2)" "$(head -5 "$dir/update12.log")"
+fi
+check "old database is at 1.2" 1.2 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+hashes >"$dir/after12"
+if diff "$dir/before12" "$dir/after12" >"$dir/hashes12.diff"; then
+    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before12")) survived the update to 1.2"
+else
+    not_ok "rows survived the update to 1.2" "$(head -20 "$dir/hashes12.diff")"
+fi
+check "no order_no is NULL after the update to 1.2" 0 \
+    "$(q old "SELECT (SELECT count(*) FROM pay.payment_notify_log WHERE order_no IS NULL)
+                   + (SELECT count(*) FROM pay.paynotify_anomaly WHERE order_no IS NULL)")"
+check "delivery history rows have their notification's order" "V1:3 VM:1 none:1" \
+    "$(q old "SELECT string_agg(o || ':' || n, ' ' ORDER BY o) FROM (
+                  SELECT COALESCE(NULLIF(order_no, ''), 'none') AS o, count(*) AS n FROM pay.paynotify_delivery_history
+                  WHERE notify_id IN ('evt_v_1', 'evt_v_missing', 'evt_v_no_order') GROUP BY 1) x")"
+check "a duplicate of a notification without an order recorded by 1.0" duplicate \
+    "$(q old "SELECT t.st('evt_no_order', NULL, 'other')" 2>/dev/null | tail -1)"
 
 # the new functions on old rows, as an operator
 sql -d old -c "CREATE ROLE upgrade_op LOGIN IN ROLE paynotify_admin" -c "GRANT USAGE ON SCHEMA pay TO upgrade_op" >/dev/null
@@ -118,7 +170,7 @@ check "trace of an old notification" "notification succeeded|payment|outbox" \
 check "trace of an old order" yes \
     "$(op "SELECT CASE WHEN count(*) FILTER (WHERE kind = 'refund') = 1 AND count(*) FILTER (WHERE kind = 'payment') = 1
                   THEN 'yes' ELSE string_agg(kind, ',') END FROM pay.paynotify_trace_order('U1')")"
-check "stats on old rows: failed now per gateway" "st:2 u_ali:1 u_wx:1" \
+check "stats on old rows: failed now per gateway (st: two at 1.0, one at 1.1)" "st:3 u_ali:1 u_wx:1" \
     "$(op "SELECT string_agg(channel || ':' || failed, ' ' ORDER BY channel) FROM pay.paynotify_stats WHERE failed > 0")"
 check "stats on old rows: parked now" "u_wxr:1" \
     "$(op "SELECT string_agg(channel || ':' || parked, ' ' ORDER BY channel) FROM pay.paynotify_stats WHERE parked > 0")"

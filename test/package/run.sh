@@ -189,7 +189,8 @@ check_status "both packages installed, version $ctl_version" \
 
 files_ok=0
 for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.sql \
-         $EXTDIR/paynotify--1.0--1.1.sql "$EXTDIR/paynotify--$ctl_version.sql" \
+         $EXTDIR/paynotify--1.0--1.1.sql $EXTDIR/paynotify--1.1--1.2.sql \
+         $EXTDIR/paynotify--1.1.sql "$EXTDIR/paynotify--$ctl_version.sql" \
          /usr/share/doc/$PKG_EXT/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_EXT: " >/dev/null || { echo "not in $PKG_EXT: $f"; files_ok=1; }
 done
@@ -206,6 +207,10 @@ cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" "$SRC/paynotify--1.
 check_status "installed paynotify--1.2.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql + paynotify--1.1--1.2.sql" $?
 cmp -s "$SRC/paynotify--1.0--1.1.sql" $EXTDIR/paynotify--1.0--1.1.sql
 check_status "installed paynotify--1.0--1.1.sql is the tree's" $?
+cat "$SRC/paynotify--1.0.sql" "$SRC/paynotify--1.0--1.1.sql" "$SRC/paynotify--1.1--1.2.sql" | cmp -s - "$EXTDIR/paynotify--1.2.sql"
+check_status "installed paynotify--1.2.sql is paynotify--1.0.sql + paynotify--1.0--1.1.sql + paynotify--1.1--1.2.sql" $?
+cmp -s "$SRC/paynotify--1.1--1.2.sql" $EXTDIR/paynotify--1.1--1.2.sql
+check_status "installed paynotify--1.1--1.2.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
 check_status "paynotify.so is a PostgreSQL module" $?
 grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
