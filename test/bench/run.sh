@@ -7,7 +7,8 @@
 #           notifications (verify + decrypt + lock + log + transition + record
 #           + outbox) against a baseline making only the equivalent plain SQL
 #           writes (advisory lock, log insert, conditional order update,
-#           payment insert, outbox insert) in a PL/pgSQL function; same run,
+#           order history insert, payment insert, outbox insert) in a
+#           PL/pgSQL function (test/bench/baseline.sh); same run,
 #           same settings; TPS and ratio at 8 and 32 clients.  Then the same
 #           notifications again: duplicates/s against first deliveries/s.
 #   storm   1000 deliveries of one notification at concurrency 50 through
@@ -88,8 +89,8 @@ EOS
 # Empty every table both sides write to, and make every order pending again.
 reset_tables() {
     SQL -q >/dev/null <<EOS
-TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly,
-	bench.base_log, bench.base_payment, bench.base_outbox, public.orders, bench.orders_b;
+TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly, paynotify_order_history,
+	bench.base_log, bench.base_payment, bench.base_outbox, bench.base_history, public.orders, bench.orders_b;
 INSERT INTO public.orders SELECT 'PN' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $nsig) i;
 INSERT INTO bench.orders_b SELECT * FROM public.orders;
 SELECT setval('bench.seq', 1, false), setval('bench.bseq', 1, false);
@@ -461,7 +462,7 @@ run_wake() {
                 reset_tables
                 if [ "$mode" = baseline+notify ]; then
                     p=$(pgbench_tps "$STACK_DIR/baseline_notify.sql" "$c")
-                    SQL -q -c "TRUNCATE bench.base_log, bench.base_payment, bench.base_outbox" \
+                    SQL -q -c "TRUNCATE bench.base_log, bench.base_payment, bench.base_outbox, bench.base_history" \
                         -c "UPDATE bench.orders_b SET status = 'pending'" -c "SELECT setval('bench.bseq', 1, false)" >/dev/null
                 else
                     SQL -q -c "ALTER DATABASE postgres SET paynotify.notify = ${mode%%:*}" \
