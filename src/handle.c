@@ -146,9 +146,16 @@ pn_require_read_committed(const char *function)
 
 /*
  * Layers 2 to 4.  A notification already settled (any status but failed)
- * is answered from its committed log row without the lock: nothing can
- * change that answer.  Everything else takes the lock first, then reads the
- * log row again, which now shows whatever the previous holder committed.
+ * is answered from its committed log row without waiting for the lock:
+ * nothing can change that answer.  Everything else holds the lock while it
+ * reads the log row, which then shows whatever the previous holder
+ * committed.
+ *
+ * When nobody holds the lock (the common case) it is taken first and the
+ * row read once: a settled row gives the lock back at once, anything else
+ * goes on holding it.  When another delivery holds it, the row is read
+ * first (a settled one is answered without waiting), then the lock is
+ * waited for and the row read again.
  */
 static PnOutcome
 dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
@@ -159,6 +166,25 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
+	if (pn_try_lock_notification(ch->name, n->notify_id))
+	{
+		/*
+		 * This statement's snapshot is taken after the lock was granted: it
+		 * sees everything an earlier holder committed.
+		 */
+		pn_log_get(cfg, ch->name, n, &ex);
+		if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
+		{
+			pn_unlock_notification(ch->name, n->notify_id);
+			relax_synchronous_commit();
+		}
+		else
+			force_synchronous_commit();
+		outcome = ex.found ? repeat_delivery(cfg, ch, n, &ex) : first_delivery(cfg, ch, n);
+		SPI_finish();
+		return outcome;
+	}
+
 	pn_log_get(cfg, ch->name, n, &ex);
 	if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
 	{

@@ -312,6 +312,8 @@ typedef enum PnLockResult
 } PnLockResult;
 
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
+extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
+extern void pn_unlock_notification(const char *channel, const char *notify_id);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);
