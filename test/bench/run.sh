@@ -9,8 +9,11 @@
 #           writes (advisory lock, log insert, conditional order update,
 #           order history insert, payment insert, outbox insert) in a
 #           PL/pgSQL function (test/bench/baseline.sh); same run,
-#           same settings; TPS and ratio at 8 and 32 clients.  Then the same
-#           notifications again: duplicates/s against first deliveries/s.
+#           same settings; TPS and ratio at 8 and 32 clients in
+#           BENCH_DB_ROUNDS (default 3) interleaved rounds, each side after
+#           its own reset, the first side alternating; medians of the
+#           per-round ratios.  Then the same notifications again:
+#           duplicates/s against first deliveries/s.
 #   storm   1000 deliveries of one notification at concurrency 50 through
 #           nginx and the FastCGI shim: latency p50/p99.
 #   http    nginx -> FastCGI shim -> PostgreSQL with paynotify-send, distinct
@@ -112,30 +115,47 @@ check_outcomes() {
 }
 
 declare -A TPS
+# db: BENCH_DB_ROUNDS interleaved rounds (default 3), each with both sides at
+# 8 and 32 clients.  Each side runs after reset_tables of its own (empty
+# tables, VACUUM ANALYZE, CHECKPOINT: neither inherits the other's dead rows,
+# autovacuum work or WAL segments to create), and the side that runs first
+# alternates between rounds.  The ratio of each round and the median of them.
 run_db() {
-    echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on)"
-    printf '%-8s %14s %14s %7s\n' clients paynotify/s baseline/s ratio
-    for c in 8 32; do
-        reset_tables
-        local p b
-        if [ -n "${BENCH_SAMPLE:-}" ]; then
-            ( for _ in 1 2 3 4 5 6 7 8; do sleep 0.5; SQL -tA -c "SELECT wait_event_type, wait_event, count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 3 DESC" | tr '\n' ' '; echo; done ) >&2 &
-        fi
-        p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
-        local seen
-        seen=$(check_outcomes)
-        b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
-        TPS[db$c]=$p
-        printf '%-8s %14s %14s %7s   (log: %s)\n' "$c" "$p" "$b" "$(ratio "$p" "$b")" "$seen"
-        if [ "$c" = 8 ]; then
-            # the same notifications again: every one is a duplicate now
-            SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
-            local d
-            d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
-            TPS[dup8]=$d
-            echo "duplicates/s at 8 clients: $d vs first deliveries/s $p (a duplicate costs $(ratio "$p" "$d") of a first delivery)"
-        fi
+    local rounds=${BENCH_DB_ROUNDS:-3} r c p b seen side
+    local -A rat tp
+    echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on, $rounds interleaved rounds)"
+    printf '%-6s %-8s %14s %14s %7s\n' round clients paynotify/s baseline/s ratio
+    for r in $(seq 1 "$rounds"); do
+        for c in 8 32; do
+            if [ $((r % 2)) = 1 ]; then side="handle baseline"; else side="baseline handle"; fi
+            for k in $side; do
+                reset_tables
+                if [ "$k" = handle ]; then
+                    p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
+                    seen=$(check_outcomes)
+                else
+                    b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
+                fi
+            done
+            printf '%-6s %-8s %14s %14s %7s   (log: %s)\n' "$r" "$c" "$p" "$b" "$(ratio "$p" "$b")" "$seen"
+            rat[$c]+="$(ratio "$p" "$b") "
+            tp[$c]+="$p "
+        done
     done
+    for c in 8 32; do
+        # shellcheck disable=SC2086 # the values are a space-separated list
+        TPS[db$c]=$(median ${tp[$c]})
+        # shellcheck disable=SC2086
+        echo "median ratio to the baseline, $c clients: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${rat[$c]}) (rounds: ${rat[$c]% })"
+    done
+    # the same notifications again: every one is a duplicate now
+    reset_tables
+    p=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+    SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
+    local d
+    d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+    TPS[dup8]=$d
+    echo "duplicates/s at 8 clients: $d vs first deliveries/s $p (a duplicate costs $(ratio "$p" "$d") of a first delivery)"
 }
 
 run_growth() {
