@@ -28,6 +28,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -343,17 +344,37 @@ relax_synchronous_commit(void)
 								 GUC_ACTION_LOCAL, true, 0, false);
 }
 
-/* The reply row: the gateway's HTTP reply plus the outcome. */
+/*
+ * The reply row: the gateway's HTTP reply plus the outcome.  Its row type
+ * (the function's OUT parameters, which no CREATE OR REPLACE can change) is
+ * built from the catalog once per backend and function, not per call: each
+ * execution of the calling statement gets a fresh FmgrInfo, so fn_extra
+ * would not keep it.
+ */
 static Datum
 reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
 {
-	TupleDesc	desc;
+	static Oid	desc_fn = InvalidOid;
+	static TupleDesc desc = NULL;
 	PnReply		reply;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "paynotify: return type must be a row type");
+	if (desc == NULL || desc_fn != fcinfo->flinfo->fn_oid)
+	{
+		TupleDesc	built;
+		MemoryContext oldcxt;
+
+		if (get_call_result_type(fcinfo, NULL, &built) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "paynotify: return type must be a row type");
+		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+		built = BlessTupleDesc(CreateTupleDescCopy(built));
+		MemoryContextSwitchTo(oldcxt);
+		if (desc != NULL)
+			FreeTupleDesc(desc);
+		desc = built;
+		desc_fn = fcinfo->flinfo->fn_oid;
+	}
 	pn_gateway_reply(gw, outcome, reason, &reply);
 	values[0] = Int32GetDatum(reply.status);
 	values[1] = reply.content_type ? CStringGetTextDatum(reply.content_type) : (Datum) 0;
@@ -361,7 +382,7 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 	values[3] = CStringGetTextDatum(pn_outcome_name(outcome));
 	nulls[1] = (reply.content_type == NULL);
 	nulls[2] = (reply.body == NULL);
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
 /* The business step in its subtransaction, for paynotify_retry (ops.c). */
