@@ -15,6 +15,7 @@
 #include "scan.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 
 
@@ -129,21 +130,34 @@ bool
 pn_json_depth_ok(const char *text, size_t len, int max_depth)
 {
 	int			depth = 0;
-	bool		in_string = false;
+	size_t		i = 0;
 
-	for (size_t i = 0; i < len; i++)
+	while (i < len)
 	{
-		char		c = text[i];
+		char		c = text[i++];
 
-		if (in_string)
+		if (c == '"')
 		{
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_string = false;
+			/*
+			 * To the quote that closes the string: the first one after an
+			 * even run of backslashes (each backslash escapes the character
+			 * after it, so an odd run escapes the quote).  memchr, because a
+			 * body's bytes are mostly inside strings (WeChat's ciphertext).
+			 */
+			for (;;)
+			{
+				const char *q = memchr(text + i, '"', len - i);
+				size_t		k = 0;
+
+				if (q == NULL)
+					return true;	/* unterminated: the parser refuses it */
+				while ((size_t) (q - text) - k > i && q[-1 - (ptrdiff_t) k] == '\\')
+					k++;
+				i = (size_t) (q - text) + 1;
+				if (k % 2 == 0)
+					break;
+			}
 		}
-		else if (c == '"')
-			in_string = true;
 		else if (c == '{' || c == '[')
 		{
 			if (++depth > max_depth)
