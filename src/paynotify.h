@@ -218,6 +218,7 @@ extern const PnGateway pn_gateway_stripe;
 
 /* Returns 1 found (value set, NUL-terminated palloc'd copy), 0 absent, -1 not a single string. */
 extern int	pn_header(Jsonb *headers, const char *name, char **value);
+extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
 /* Dotted-path lookups; false when absent or of another type. */
