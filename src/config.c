@@ -67,7 +67,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * the same id for its own order, else for another: the look after the
 	 * lock (by the primary key's prefix), so that other content under a
 	 * known id is never applied, whatever order it names.  On Citus it reads
-	 * every shard; a duplicate is answered by PLAN_LOG_GET before it.
+	 * every shard.  When the lock is free it is the only read of the log;
+	 * while another delivery holds it, PLAN_LOG_GET answers a settled
+	 * duplicate without waiting.
 	 */
 	[PLAN_LOG_ANY] = {
 		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"

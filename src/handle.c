@@ -38,6 +38,7 @@
 #include "replication/syncrep.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -178,9 +179,16 @@ pn_require_read_committed(const char *function)
 
 /*
  * Layers 2 to 4.  A notification already settled (any status but failed)
- * is answered from its committed log row without the lock: nothing can
- * change that answer.  Everything else takes the lock first, then reads the
- * log row again, which now shows whatever the previous holder committed.
+ * is answered from its committed log row without waiting for the lock:
+ * nothing can change that answer.  Everything else holds the lock while it
+ * reads the log row, which then shows whatever the previous holder
+ * committed.
+ *
+ * When nobody holds the lock (the common case) it is taken first and the
+ * row read once: a settled row gives the lock back at once, anything else
+ * goes on holding it.  When another delivery holds it, the row is read
+ * first (a settled one is answered without waiting), then the lock is
+ * waited for and the row read again.
  */
 static PnOutcome
 dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
@@ -191,6 +199,27 @@ dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
+	if (pn_try_lock_notification(ch->name, n->notify_id))
+	{
+		/*
+		 * This statement's snapshot is taken after the lock was granted: it
+		 * sees everything an earlier holder committed.  It is the look after
+		 * the lock, so it also finds the id under another order (on Citus
+		 * it reads every shard of the log).
+		 */
+		pn_log_get_any(cfg, ch->name, n, &ex);
+		if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
+		{
+			pn_unlock_notification(ch->name, n->notify_id);
+			relax_synchronous_commit();
+		}
+		else
+			force_synchronous_commit();
+		outcome = ex.found ? repeat_delivery(cfg, ch, n, &ex) : first_delivery(cfg, ch, n);
+		SPI_finish();
+		return outcome;
+	}
+
 	pn_log_get(cfg, ch->name, n, &ex);
 	if (ex.found && ex.same_payload && strcmp(ex.status, "failed") != 0)
 	{
@@ -422,17 +451,37 @@ relax_synchronous_commit(void)
 								 GUC_ACTION_LOCAL, true, 0, false);
 }
 
-/* The reply row: the gateway's HTTP reply plus the outcome. */
+/*
+ * The reply row: the gateway's HTTP reply plus the outcome.  Its row type
+ * (the function's OUT parameters, which no CREATE OR REPLACE can change) is
+ * built from the catalog once per backend and function, not per call: each
+ * execution of the calling statement gets a fresh FmgrInfo, so fn_extra
+ * would not keep it.
+ */
 static Datum
 reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
 {
-	TupleDesc	desc;
+	static Oid	desc_fn = InvalidOid;
+	static TupleDesc desc = NULL;
 	PnReply		reply;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "paynotify: return type must be a row type");
+	if (desc == NULL || desc_fn != fcinfo->flinfo->fn_oid)
+	{
+		TupleDesc	built;
+		MemoryContext oldcxt;
+
+		if (get_call_result_type(fcinfo, NULL, &built) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "paynotify: return type must be a row type");
+		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+		built = BlessTupleDesc(CreateTupleDescCopy(built));
+		MemoryContextSwitchTo(oldcxt);
+		if (desc != NULL)
+			FreeTupleDesc(desc);
+		desc = built;
+		desc_fn = fcinfo->flinfo->fn_oid;
+	}
 	pn_gateway_reply(gw, outcome, reason, &reply);
 	values[0] = Int32GetDatum(reply.status);
 	values[1] = reply.content_type ? CStringGetTextDatum(reply.content_type) : (Datum) 0;
@@ -440,7 +489,7 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 	values[3] = CStringGetTextDatum(pn_outcome_name(outcome));
 	nulls[1] = (reply.content_type == NULL);
 	nulls[2] = (reply.body == NULL);
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc), values, nulls));
+	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
 /* The business step in its subtransaction, for paynotify_retry (ops.c). */

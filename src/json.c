@@ -71,35 +71,57 @@ static void build_scalar(void *state, char *token, JsonTokenType type);
 int
 pn_header(Jsonb *headers, const char *name, char **value)
 {
+	int			found;
+
+	pn_headers(headers, &name, 1, value, &found);
+	return found;
+}
+
+/*
+ * pn_header for n names in one pass over the headers: found[i] and
+ * values[i] are what pn_header(headers, names[i], &values[i]) gives.
+ */
+void
+pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found)
+{
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
-	int			found = 0;
-	size_t		namelen = strlen(name);
-	bool		match = false;
+	int			match = -1;
 
-	*value = NULL;
-	if (headers == NULL)
-		return 0;
-	if (!JB_ROOT_IS_OBJECT(headers))
-		return -1;
+	for (int i = 0; i < n; i++)
+	{
+		values[i] = NULL;
+		found[i] = (headers != NULL && !JB_ROOT_IS_OBJECT(headers)) ? -1 : 0;
+	}
+	if (headers == NULL || !JB_ROOT_IS_OBJECT(headers))
+		return;
 
 	it = JsonbIteratorInit(&headers->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		if (tok == WJB_KEY)
-			match = ((size_t) v.val.string.len == namelen &&
-					 pg_strncasecmp(v.val.string.val, name, namelen) == 0);
-		else if (tok == WJB_VALUE && match)
 		{
-			if (found || v.type != jbvString ||
+			match = -1;
+			for (int i = 0; i < n && match < 0; i++)
+				if ((size_t) v.val.string.len == strlen(names[i]) &&
+					pg_strncasecmp(v.val.string.val, names[i], v.val.string.len) == 0)
+					match = i;
+		}
+		else if (tok == WJB_VALUE && match >= 0 && found[match] >= 0)
+		{
+			if (found[match] || v.type != jbvString ||
 				memchr(v.val.string.val, '\0', v.val.string.len) != NULL)
-				return -1;
-			*value = pnstrdup(v.val.string.val, v.val.string.len);
-			found = 1;
+			{
+				/* pn_header gives up on this name here: no value */
+				found[match] = -1;
+				values[match] = NULL;
+				continue;
+			}
+			values[match] = pnstrdup(v.val.string.val, v.val.string.len);
+			found[match] = 1;
 		}
 	}
-	return found;
 }
 
 /* ---------------------------------------------------------------------

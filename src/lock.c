@@ -36,10 +36,10 @@ static bool wait_for_lock(const LOCKTAG *tag);
  * not, because that one kept it longer than paynotify.lock_timeout
  * (PN_LOCK_BUSY).
  */
-PnLockResult
-pn_lock_notification(const char *channel, const char *notify_id)
+/* The lock tag of a notification. */
+static void
+notification_tag(const char *channel, const char *notify_id, LOCKTAG *tag)
 {
-	LOCKTAG		tag;
 	uint64		h;
 	size_t		clen = strlen(channel);
 	size_t		nlen = strlen(notify_id);
@@ -51,13 +51,49 @@ pn_lock_notification(const char *channel, const char *notify_id)
 	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + nlen, 0);
 	pfree(key);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
 						 PAYNOTIFY_LOCK_CLASS);
+}
+
+PnLockResult
+pn_lock_notification(const char *channel, const char *notify_id)
+{
+	LOCKTAG		tag;
+
+	notification_tag(channel, notify_id, &tag);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return PN_LOCK_FREE;
 	if (paynotify_lock_timeout <= 0)
 		return PN_LOCK_BUSY;
 	return wait_for_lock(&tag) ? PN_LOCK_WAITED : PN_LOCK_BUSY;
+}
+
+/*
+ * Take the notification's lock if nobody holds it, without waiting: true
+ * when it is now held (until the end of the transaction, or until
+ * pn_unlock_notification gives this acquisition back).
+ */
+bool
+pn_try_lock_notification(const char *channel, const char *notify_id)
+{
+	LOCKTAG		tag;
+
+	notification_tag(channel, notify_id, &tag);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * Give back one acquisition by pn_try_lock_notification before the end of
+ * the transaction; an earlier acquisition in the same transaction (another
+ * delivery of the same notification) still holds it.
+ */
+void
+pn_unlock_notification(const char *channel, const char *notify_id)
+{
+	LOCKTAG		tag;
+
+	notification_tag(channel, notify_id, &tag);
+	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
 /* Wait for the lock, at most paynotify.lock_timeout (as lock_timeout). */

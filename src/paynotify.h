@@ -218,6 +218,7 @@ extern const PnGateway pn_gateway_stripe;
 
 /* Returns 1 found (value set, NUL-terminated palloc'd copy), 0 absent, -1 not a single string. */
 extern int	pn_header(Jsonb *headers, const char *name, char **value);
+extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
 /* Dotted-path lookups; false when absent or of another type. */
@@ -312,6 +313,8 @@ typedef enum PnLockResult
 } PnLockResult;
 
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
+extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
+extern void pn_unlock_notification(const char *channel, const char *notify_id);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);

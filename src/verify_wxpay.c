@@ -144,14 +144,21 @@ wx_authenticate(const PnRequest *req, PnNotice *notice)
 static PnReason
 read_headers(Jsonb *headers, WxHeaders *h)
 {
+	static const char *const names[5] = {"Wechatpay-Timestamp", "Wechatpay-Nonce",
+	"Wechatpay-Signature", "Wechatpay-Serial", "Wechatpay-Signature-Type"};
+	char	   *values[5];
+	int			found[5];
 	int64		ts;
 
-	if (pn_header(headers, "Wechatpay-Timestamp", &h->timestamp) != 1 ||
-		pn_header(headers, "Wechatpay-Nonce", &h->nonce) != 1 ||
-		pn_header(headers, "Wechatpay-Signature", &h->signature) != 1 ||
-		pn_header(headers, "Wechatpay-Serial", &h->serial) != 1 ||
-		pn_header(headers, "Wechatpay-Signature-Type", &h->type) < 0)
+	/* one pass over the headers for the five */
+	pn_headers(headers, names, 5, values, found);
+	if (found[0] != 1 || found[1] != 1 || found[2] != 1 || found[3] != 1 || found[4] < 0)
 		return PN_R_MALFORMED;
+	h->timestamp = values[0];
+	h->nonce = values[1];
+	h->signature = values[2];
+	h->serial = values[3];
+	h->type = values[4];
 	if (h->type != NULL && strcmp(h->type, SIGNATURE_TYPE) != 0)
 		return PN_R_UNSUPPORTED;
 	/* digits only, so never a line break either */

@@ -7,8 +7,15 @@
 #           notifications (verify + decrypt + lock + log + transition + record
 #           + outbox) against a baseline making only the equivalent plain SQL
 #           writes (advisory lock, log insert, conditional order update,
-#           payment insert, outbox insert) in a PL/pgSQL function; same run,
-#           same settings; TPS and ratio at 8 and 32 clients.  Then the same
+#           order history insert, payment insert, outbox insert) in a
+#           PL/pgSQL function (test/bench/baseline.sh); same run,
+#           same settings; TPS and ratio at 8 and 32 clients in
+#           BENCH_DB_ROUNDS (default 3) interleaved rounds, each side after
+#           its own reset, the first side alternating; medians of the
+#           per-round ratios.  With each run the server's CPU per
+#           transaction (all of the cluster's processes, from /proc), which
+#           other load on the machine moves much less than throughput, and
+#           its ratio (the baseline's over paynotify's).  Then the same
 #           notifications again: duplicates/s against first deliveries/s.
 #   storm   1000 deliveries of one notification at concurrency 50 through
 #           nginx and the FastCGI shim: latency p50/p99.
@@ -88,8 +95,8 @@ EOS
 # Empty every table both sides write to, and make every order pending again.
 reset_tables() {
     SQL -q >/dev/null <<EOS
-TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly,
-	bench.base_log, bench.base_payment, bench.base_outbox, public.orders, bench.orders_b;
+TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly, paynotify_order_history,
+	bench.base_log, bench.base_payment, bench.base_outbox, bench.base_history, public.orders, bench.orders_b;
 INSERT INTO public.orders SELECT 'PN' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $nsig) i;
 INSERT INTO bench.orders_b SELECT * FROM public.orders;
 SELECT setval('bench.seq', 1, false), setval('bench.bseq', 1, false);
@@ -106,35 +113,85 @@ pgbench_tps() {
     echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+# cluster_cpu: CPU time (clock ticks, user + system) the cluster has used so
+# far: the postmaster's own and that of its children it has reaped (every
+# backend of a finished pgbench run, autovacuum workers), plus its live
+# children's (checkpointer, WAL writer, ...).  The difference over a run,
+# per transaction, is the server's CPU per transaction, which other load on
+# the machine changes far less than it changes throughput.
+cluster_cpu() {
+    local pm kids
+    pm=$(head -1 "$STACK_DIR/pg/data/postmaster.pid")
+    kids=$(ps -o pid= --ppid "$pm" | tr -d ' ' | tr '\n' ' ')
+    # shellcheck disable=SC2086 # one argument per pid
+    python3 - "$pm" $kids <<'PY'
+import sys
+total = 0
+for i, pid in enumerate(sys.argv[1:]):
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue                # a child that has just exited (then reaped: counted later)
+    total += int(f[11]) + int(f[12])            # utime, stime
+    if i == 0:
+        total += int(f[13]) + int(f[14])        # cutime, cstime of the postmaster
+print(total)
+PY
+}
+# cpu_us BEFORE AFTER: microseconds of server CPU per transaction.
+cpu_us() { python3 -c "print(round(($2 - $1) * 1e6 / $(getconf CLK_TCK) / $nsig))"; }
 check_outcomes() {
     SQL -tA -c "SELECT string_agg(status || '=' || n, ' ') FROM (SELECT status, count(*) n FROM payment_notify_log GROUP BY 1) s"
 }
 
 declare -A TPS
+# db: BENCH_DB_ROUNDS interleaved rounds (default 3), each with both sides at
+# 8 and 32 clients.  Each side runs after reset_tables of its own (empty
+# tables, VACUUM ANALYZE, CHECKPOINT: neither inherits the other's dead rows,
+# autovacuum work or WAL segments to create), and the side that runs first
+# alternates between rounds.  The ratio of each round and the median of them.
 run_db() {
-    echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on)"
-    printf '%-8s %14s %14s %7s\n' clients paynotify/s baseline/s ratio
-    for c in 8 32; do
-        reset_tables
-        local p b
-        if [ -n "${BENCH_SAMPLE:-}" ]; then
-            ( for _ in 1 2 3 4 5 6 7 8; do sleep 0.5; SQL -tA -c "SELECT wait_event_type, wait_event, count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 3 DESC" | tr '\n' ' '; echo; done ) >&2 &
-        fi
-        p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
-        local seen
-        seen=$(check_outcomes)
-        b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
-        TPS[db$c]=$p
-        printf '%-8s %14s %14s %7s   (log: %s)\n' "$c" "$p" "$b" "$(ratio "$p" "$b")" "$seen"
-        if [ "$c" = 8 ]; then
-            # the same notifications again: every one is a duplicate now
-            SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
-            local d
-            d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
-            TPS[dup8]=$d
-            echo "duplicates/s at 8 clients: $d vs first deliveries/s $p (a duplicate costs $(ratio "$p" "$d") of a first delivery)"
-        fi
+    local rounds=${BENCH_DB_ROUNDS:-3} r c p b seen side t0 pc bc
+    local -A rat tp crat
+    echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on, $rounds interleaved rounds)"
+    echo "   (cpu_us: server CPU per transaction, all of the cluster's processes; cpu ratio: the baseline's over paynotify's)"
+    printf '%-6s %-8s %14s %14s %7s %8s %8s %9s\n' round clients paynotify/s baseline/s ratio p_cpu_us b_cpu_us cpu_ratio
+    for r in $(seq 1 "$rounds"); do
+        for c in 8 32; do
+            if [ $((r % 2)) = 1 ]; then side="handle baseline"; else side="baseline handle"; fi
+            for k in $side; do
+                reset_tables
+                t0=$(cluster_cpu)
+                if [ "$k" = handle ]; then
+                    p=$(pgbench_tps "$STACK_DIR/handle.sql" "$c")
+                    pc=$(cpu_us "$t0" "$(cluster_cpu)")
+                    seen=$(check_outcomes)
+                else
+                    b=$(pgbench_tps "$STACK_DIR/baseline.sql" "$c")
+                    bc=$(cpu_us "$t0" "$(cluster_cpu)")
+                fi
+            done
+            printf '%-6s %-8s %14s %14s %7s %8s %8s %9s   (log: %s)\n' "$r" "$c" "$p" "$b" "$(ratio "$p" "$b")" \
+                "$pc" "$bc" "$(ratio "$bc" "$pc")" "$seen"
+            rat[$c]+="$(ratio "$p" "$b") "
+            crat[$c]+="$(ratio "$bc" "$pc") "
+            tp[$c]+="$p "
+        done
     done
+    for c in 8 32; do
+        # shellcheck disable=SC2086 # the values are a space-separated list
+        TPS[db$c]=$(median ${tp[$c]})
+        # shellcheck disable=SC2086
+        echo "median ratio to the baseline, $c clients: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${rat[$c]}) (rounds: ${rat[$c]% }); server CPU per transaction, baseline's over paynotify's: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${crat[$c]}) (rounds: ${crat[$c]% })"
+    done
+    # the same notifications again: every one is a duplicate now
+    reset_tables
+    p=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+    SQL -q -c "SELECT setval('bench.seq', 1, false)" >/dev/null
+    local d
+    d=$(pgbench_tps "$STACK_DIR/handle.sql" 8)
+    TPS[dup8]=$d
+    echo "duplicates/s at 8 clients: $d vs first deliveries/s $p (a duplicate costs $(ratio "$p" "$d") of a first delivery)"
 }
 
 run_growth() {
@@ -461,7 +518,7 @@ run_wake() {
                 reset_tables
                 if [ "$mode" = baseline+notify ]; then
                     p=$(pgbench_tps "$STACK_DIR/baseline_notify.sql" "$c")
-                    SQL -q -c "TRUNCATE bench.base_log, bench.base_payment, bench.base_outbox" \
+                    SQL -q -c "TRUNCATE bench.base_log, bench.base_payment, bench.base_outbox, bench.base_history" \
                         -c "UPDATE bench.orders_b SET status = 'pending'" -c "SELECT setval('bench.bseq', 1, false)" >/dev/null
                 else
                     SQL -q -c "ALTER DATABASE postgres SET paynotify.notify = ${mode%%:*}" \
