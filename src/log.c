@@ -57,6 +57,16 @@ pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *
 	if (row->found)
 	{
 		row->order_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		/*
+		 * NULL only in a row 1.1 wrote, read by this library before
+		 * ALTER EXTENSION paynotify UPDATE: refuse (retryable) until then.
+		 */
+		if (row->order_no == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("paynotify: notification \"%s\" of channel \"%s\" was recorded without an order number by an earlier version",
+							n->notify_id, channel),
+					 errhint("Run ALTER EXTENSION paynotify UPDATE.")));
 		if (strcmp(row->order_no, pn_order_key(n)) != 0)
 			row->same_payload = false;
 	}

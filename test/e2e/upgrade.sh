@@ -135,6 +135,11 @@ SELECT t.st('evt_v_missing', 'VM');
 SELECT t.st('evt_v_no_order', NULL, 'other');
 SQL
 check "traffic at 1.1: delivery history" 9 "$(q old "SELECT count(*) FROM pay.paynotify_delivery_history")"
+# the 1.2 library before ALTER EXTENSION UPDATE: a repeat of a notification
+# recorded without an order (order_no NULL) is refused, retryably, with a hint
+check "before the update to 1.2, a repeat of a notification recorded without an order: refused (55000), the server up" \
+    "1|1" "$(sql -d old -v VERBOSITY=verbose -c "SELECT t.st('evt_no_order', NULL, 'other')" 2>&1 |
+             grep -c 'ERROR:  55000: paynotify: notification \"evt_no_order\" of channel \"st\" was recorded without an order number')|$(q old "SELECT 1")"
 columns
 hashes >"$dir/before12"
 if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update12.log" 2>&1; then
