@@ -347,8 +347,13 @@ BEGIN
 	IF fired_on !~ '_[0-9]+$' THEN
 		RETURN pg_catalog.format('@extschema@.%I', want);
 	END IF;
-	-- a shard of a reference table: the one shard of the wanted table
-	EXECUTE 'SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard s'
+	-- a shard of a reference table: the one shard of the wanted table,
+	-- schema-qualified (shard_name leaves a shard in public unqualified,
+	-- which the pinned search_path would not find)
+	EXECUTE 'SELECT CASE WHEN n.nspname = ''public'' THEN ''public.'' ELSE '''' END'
+			' || pg_catalog.shard_name(s.logicalrelid, s.shardid)'
+			' FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_class c ON c.oid = s.logicalrelid'
+			' JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace'
 			' WHERE s.logicalrelid = $1::regclass'
 		INTO shard USING pg_catalog.format('@extschema@.%I', want);
 	RETURN shard;
