@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -33,7 +34,40 @@ ipv4_private(uint32_t a)
 		|| (a >> 8) == (192u << 16 | 0 << 8 | 0)	/* 192.0.0.0/24 protocol assignments */
 		|| (a >> 16) == (192u << 8 | 168)	/* 192.168.0.0/16 */
 		|| (a >> 17) == (198u << 7 | 18 >> 1)	/* 198.18.0.0/15 benchmarking */
+		|| (a >> 8) == (192u << 16 | 0 << 8 | 2)	/* 192.0.2.0/24 documentation */
+		|| (a >> 8) == (198u << 16 | 51 << 8 | 100)	/* 198.51.100.0/24 documentation */
+		|| (a >> 8) == (203u << 16 | 0 << 8 | 113)	/* 203.0.113.0/24 documentation */
 		|| (a >> 28) >= 14;			/* 224.0.0.0/4 multicast, 240.0.0.0/4 reserved */
+}
+
+/*
+ * An address of one of this host's own interfaces, whatever its class: a
+ * public address of the relay's host reaches every service listening there
+ * on all addresses.  Read anew for each connection (connections are reused,
+ * so this is rare), so that an address added later counts too.
+ */
+static bool
+address_local(const struct sockaddr *sa)
+{
+	struct ifaddrs *ifs,
+			   *i;
+	bool		local = false;
+
+	if (getifaddrs(&ifs) != 0)
+		return true;			/* cannot tell: refuse */
+	for (i = ifs; i != NULL && !local; i = i->ifa_next)
+	{
+		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != sa->sa_family)
+			continue;
+		if (sa->sa_family == AF_INET)
+			local = ((const struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr ==
+				((const struct sockaddr_in *) sa)->sin_addr.s_addr;
+		else if (sa->sa_family == AF_INET6)
+			local = memcmp(&((const struct sockaddr_in6 *) i->ifa_addr)->sin6_addr,
+						   &((const struct sockaddr_in6 *) sa)->sin6_addr, sizeof(struct in6_addr)) == 0;
+	}
+	freeifaddrs(ifs);
+	return local;
 }
 
 /* An address the relay connects to only with PAYNOTIFY_RELAY_ALLOW_PRIVATE=1. */
@@ -47,13 +81,22 @@ address_private(const struct sockaddr *sa)
 		const unsigned char *b = ((const struct sockaddr_in6 *) sa)->sin6_addr.s6_addr;
 		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 		static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
+		static const unsigned char siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
 		static const unsigned char zero[12] = {0};
 		uint32_t	v4 = (uint32_t) b[12] << 24 | (uint32_t) b[13] << 16 | (uint32_t) b[14] << 8 | b[15];
 
-		/* an IPv4 address inside IPv6 (mapped, NAT64, compatible; also :: and ::1) */
-		if (memcmp(b, mapped, 12) == 0 || memcmp(b, nat64, 12) == 0 || memcmp(b, zero, 12) == 0)
+		/* an IPv4 address inside IPv6 (mapped, SIIT, NAT64, compatible; also :: and ::1) */
+		if (memcmp(b, mapped, 12) == 0 || memcmp(b, siit, 12) == 0 ||
+			memcmp(b, nat64, 12) == 0 || memcmp(b, zero, 12) == 0)
 			return memcmp(b, zero, 12) == 0 && v4 <= 1 ? true : ipv4_private(v4);
-		return (b[0] & 0xfe) == 0xfc	/* fc00::/7 unique local */
+		/* 6to4 (2002::/16): the IPv4 address it carries */
+		if (b[0] == 0x20 && b[1] == 0x02)
+			return ipv4_private((uint32_t) b[2] << 24 | (uint32_t) b[3] << 16 | (uint32_t) b[4] << 8 | b[5]);
+		return (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0)	/* 2001::/32 Teredo */
+			|| (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0d && b[3] == 0xb8)	/* 2001:db8::/32 documentation */
+			|| (b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1)	/* 64:ff9b:1::/48 local NAT64 */
+			|| (b[0] == 0x01 && b[1] == 0 && memcmp(b + 2, zero, 6) == 0)	/* 100::/64 discard */
+			|| (b[0] & 0xfe) == 0xfc	/* fc00::/7 unique local */
 			|| (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)	/* fe80::/10 link-local */
 			|| (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)	/* fec0::/10 site-local */
 			|| b[0] == 0xff;	/* ff00::/8 multicast */
@@ -71,7 +114,8 @@ open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 {
 	job		   *j = clientp;
 
-	if (!cfg.allow_private && (purpose != CURLSOCKTYPE_IPCXN || address_private(&addr->addr)))
+	if (!cfg.allow_private && (purpose != CURLSOCKTYPE_IPCXN || address_private(&addr->addr) ||
+							   address_local(&addr->addr)))
 	{
 		j->blocked = true;
 		return CURL_SOCKET_BAD;

@@ -68,7 +68,7 @@ static const setting settings[] = {
 	"cap in milliseconds on the reconnect back-off (starts at 100)"},
 	{"PAYNOTIFY_RELAY_ALLOW_PRIVATE", "allow-private", "0", SETTING_NUMBER, 0, 1,
 		offsetof(relay_config, allow_private),
-	"1: also connect to loopback, private, link-local and other non-public addresses (0: refused, checked on every connection)"},
+	"1: also connect to loopback, private, link-local, own and other non-public addresses (0: refused, checked on every connection)"},
 	{"PAYNOTIFY_RELAY_VERBOSE", "verbose", "0", SETTING_NUMBER, 0, 2,
 		offsetof(relay_config, verbose),
 	"1: log each failed attempt; 2: log every attempt"},

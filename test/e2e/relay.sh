@@ -370,7 +370,7 @@ check "a claim skips a disabled endpoint's backlog: 1 claimed, fewer than 100 ro
     "$claimed $([ $((r1 - r0)) -lt 100 ] && echo 1 || echo 0)"
 
 # Without PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 the relay connects to no loopback,
-# private or link-local address, by IP or by a name that resolves to one
+# private, link-local or own address, by IP or by a name that resolves to one
 # (checked on the socket it opens): paynotify_admin cannot make it probe the
 # relay's network, and last_error says only that
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
@@ -379,13 +379,21 @@ for u in "http://127.0.0.1:$rport/fast/ssrf1" "http://localhost:$rport/fast/ssrf
          "http://169.254.169.254/latest/meta-data/"; do
     as_role ops -Atc "SELECT paynotify_add_endpoint('$u', '$secret', channels => '{ssrf}')" >/dev/null
 done
+# and this host's own address, whatever its class (it reaches every service
+# listening on all addresses)
+own=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -v '^127\.\|:')
+nssrf=5
+if [ -n "$own" ]; then
+    as_role ops -Atc "SELECT paynotify_add_endpoint('http://$own:$rport/fast/ssrf6', '$secret', channels => '{ssrf}')" >/dev/null
+    nssrf=6
+fi
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'ssrf', 'S1', 's1', 1)" >/dev/null
 env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_CONNECT_TIMEOUT=1000 \
     timeout 30 "$RELAY" --once >"$dir/relay-ssrf.log" 2>&1
 check "no private address reached by default: --once fails, the receiver got nothing" "1 0" \
     "$? $(grep -c '/fast/ssrf' "$dir/received")"
 check "what paynotify_admin reads: one coarse class for each, no status" \
-    "5|5|0" \
+    "$nssrf|$nssrf|0" \
     "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
 
 # max_in_flight holds across relays: two relays, a hanging receiver with
