@@ -6,6 +6,12 @@ SET search_path = pay, public;
 -- paynotify commits synchronously even where the session says otherwise
 SELECT t.configure('wx_transaction_success_valid', 'p_sync');
 SELECT t.set_order('PN20260101000001', 'pending');
+-- 'local' does not wait for a synchronous standby: raised to 'on' too
+SET synchronous_commit = local;
+BEGIN;
+SELECT outcome FROM t.deliver('wx_transaction_success_valid', 'p_sync');
+SHOW synchronous_commit;
+ROLLBACK;
 SET synchronous_commit = off;
 BEGIN;
 SELECT outcome FROM t.deliver('wx_transaction_success_valid', 'p_sync');

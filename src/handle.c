@@ -411,13 +411,15 @@ apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 
 /*
  * paynotify's transactions commit synchronously whatever the server default:
- * an acknowledged notification must survive a crash.  SET LOCAL semantics:
- * it holds until this transaction ends.
+ * an acknowledged notification must survive a crash, and a failover to a
+ * synchronous standby ('local' does not wait for it; without synchronous
+ * standbys it means 'on').  SET LOCAL semantics: it holds until this
+ * transaction ends.
  */
 static void
 force_synchronous_commit(void)
 {
-	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		(void) set_config_option("synchronous_commit", "on",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
