@@ -65,8 +65,8 @@ check "the application's tables distributed beside orders (erp_calls co-located,
 
 # ---- layout -------------------------------------------------------------------
 layout() {
-    citus_q 0 "SELECT string_agg(logicalrelid::text || ':' || partmethod || ':' || colocationid || ':' || repmodel, ' '
-                ORDER BY logicalrelid::text) FROM pg_dist_partition"
+    citus_q 0 "SELECT string_agg(logicalrelid::text || ':' || partmethod::text || ':' || colocationid || ':' || repmodel::text, ' '
+                ORDER BY logicalrelid::text) FROM pg_dist_partition" 2>&1
 }
 ext_tables="SELECT c.oid, c.relname FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
     WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e' AND c.relkind IN ('r', 'p')
@@ -74,25 +74,25 @@ ext_tables="SELECT c.oid, c.relname FROM pg_depend d JOIN pg_class c ON c.oid = 
 config="'paynotify_channel', 'paynotify_key', 'paynotify_binding', 'paynotify_transition',
     'paynotify_transition_removed', 'paynotify_hook', 'paynotify_endpoint'"
 check "orders distributed by order_no (hash)" "h|order_no" \
-    "$(citus_q 0 "SELECT partmethod || '|' || column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
-                  WHERE logicalrelid = 'orders'::regclass")"
+    "$(citus_q 0 "SELECT partmethod::text || '|' || column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
+                  WHERE logicalrelid = 'orders'::regclass" 2>&1)"
 check "every extension table with an order_no distributed by order_no, co-located with orders" "" \
     "$(citus_q 0 "WITH t AS ($ext_tables)
-        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod || '/' || column_to_column_name(p.logicalrelid, p.partkey)
+        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod::text || '/' || column_to_column_name(p.logicalrelid, p.partkey)
                           || '/colocation ' || p.colocationid, 'local'), ' ' ORDER BY t.relname)
         FROM t LEFT JOIN pg_dist_partition p ON p.logicalrelid = t.oid
         WHERE EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = 'order_no' AND NOT a.attisdropped)
           AND (p.partmethod IS DISTINCT FROM 'h' OR column_to_column_name(p.logicalrelid, p.partkey) <> 'order_no'
-               OR p.colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass))")"
+               OR p.colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass))" 2>&1)"
 check "the configuration tables are reference tables" "" \
     "$(citus_q 0 "WITH t AS ($ext_tables)
-        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod || '/' || p.repmodel, 'local'), ' ' ORDER BY t.relname)
+        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod::text || '/' || p.repmodel::text, 'local'), ' ' ORDER BY t.relname)
         FROM t LEFT JOIN pg_dist_partition p ON p.logicalrelid = t.oid
-        WHERE t.relname IN ($config) AND (p.partmethod IS DISTINCT FROM 'n' OR p.repmodel <> 't')")"
+        WHERE t.relname IN ($config) AND (p.partmethod IS DISTINCT FROM 'n' OR p.repmodel <> 't')" 2>&1)"
 check "no extension table is left local to the coordinator (neither reference nor distributed)" "" \
     "$(citus_q 0 "WITH t AS ($ext_tables)
         SELECT string_agg(t.relname, ' ' ORDER BY t.relname) FROM t
-        WHERE NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = t.oid)")"
+        WHERE NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = t.oid)" 2>&1)"
 echo "# $(citus_q 0 "SELECT 'shards of orders: ' || count(*) || ' on ' || count(DISTINCT nodeport) || ' nodes'
                       FROM citus_shards WHERE table_name = 'orders'::regclass")"
 for i in 1 2; do
