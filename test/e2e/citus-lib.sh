@@ -51,10 +51,14 @@ citus_q() { citus_sql "$1" -tA -c "$2"; }
 
 # citus_cluster [postgresql.conf lines...]: the three nodes started (after
 # stack_init), citus created on each, the coordinator and both workers in
-# its metadata.  The caller's EXIT trap must run citus_stop.
+# its metadata.  CITUS_SHARD_COUNT shards per distributed table (default 4,
+# two per worker: a first delivery still reads some tables on every shard,
+# see the README's Scale-out on Citus).  Two-phase commit records are kept
+# (citus.recover_2pc_interval = -1: citus_2pc_count).  fsync is off.  The
+# caller's EXIT trap must run citus_stop.
 citus_cluster() {
     local i dir port conf=("shared_preload_libraries = 'citus'" "max_prepared_transactions = 100"
-        "fsync = off" "citus.recover_2pc_interval = -1" "$@")
+        "fsync = off" "citus.recover_2pc_interval = -1" "citus.shard_count = ${CITUS_SHARD_COUNT:-4}" "$@")
     stack_pg "${conf[@]}" || return 1
     CITUS_DIRS=("$STACK_DIR/pg") CITUS_PORTS=("$STACK_PGPORT")
     for i in 1 2; do

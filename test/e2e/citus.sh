@@ -36,8 +36,8 @@
 # loopback in a temp dir and stopped by pid.  Environment: CITUS_N (distinct
 # notifications, default 600), CITUS_STORM (storm deliveries, default 3000),
 # CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 400),
-# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120).  In the
-# --full suite.  Last line: "N passed, M failed".
+# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120),
+# CITUS_SHARD_COUNT (shards per table, default 4).  In the --full suite.  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
