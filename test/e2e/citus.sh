@@ -35,8 +35,8 @@
 # Throughput figures: test/bench/citus.sh.  Everything is started here on
 # loopback in a temp dir and stopped by pid.  Environment: CITUS_N (distinct
 # notifications, default 600), CITUS_STORM (storm deliveries, default 3000),
-# CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 300),
-# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 150),
+# CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 200),
+# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120),
 # CITUS_SHARD_COUNT (shards per table, default 4).  In the --full suite.  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,8 +50,8 @@ make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null |
 N=${CITUS_N:-600}
 STORM=${CITUS_STORM:-3000}
 M=${CITUS_RESTART_N:-400}
-MODEL_ORDERS=${CITUS_MODEL_ORDERS:-300}
-MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-150}
+MODEL_ORDERS=${CITUS_MODEL_ORDERS:-200}
+MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-120}
 # order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21.. restart
 D0=11 S0=$((N + 15)) R0=$((N + 21))
 stack_init citus
