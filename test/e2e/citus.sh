@@ -231,7 +231,7 @@ if citus_database model; then
         >"$STACK_DIR/model.out" 2>&1
     rc=$?
     # its verdict and summaries, without the stories of single orders
-    sed -n 's/^/# /p' "$STACK_DIR/model.out" | grep -v '^#   order\|^#     \|^#   [A-Z0-9]' | head -40
+    sed -n 's/^/# /p' "$STACK_DIR/model.out" | grep -v '^# $\|^#   order\|^#     \|^#   [A-Z0-9]' | head -40
     [ $rc = 124 ] && echo "# model: stopped after $MODEL_TIMEOUT s (CITUS_MODEL_TIMEOUT)"
     check "model: all orders equal the model over the three nodes (exit 0, within ${MODEL_TIMEOUT} s)" "0|1" \
         "$rc|$(grep -c '^model: OK: all' "$STACK_DIR/model.out")"
