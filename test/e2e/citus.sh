@@ -10,8 +10,10 @@
 #   layout     every extension table that has an order_no is distributed by
 #              order_no co-located with the bound orders table (the orders
 #              table by its key); the configuration tables are reference
-#              tables, readable on each worker; paynotify_distribute() is
-#              idempotent (a second call leaves pg_dist_partition as it was)
+#              tables, readable on each worker, and a channel changed on the
+#              coordinator afterwards is changed on each worker;
+#              paynotify_distribute() is idempotent (a second call leaves
+#              pg_dist_partition as it was)
 #   each node  paynotify_handle called on the coordinator and on each worker
 #              directly (as the shim's role) processes a notification
 #   traffic    one FastCGI shim per node behind one nginx upstream: an Alipay
@@ -102,6 +104,10 @@ for i in 1 2; do
         "$(citus_q $i "SELECT (SELECT count(*) FROM paynotify_channel) || '|' || (SELECT count(*) FROM paynotify_key)
                        || '|' || (SELECT count(*) FROM paynotify_binding)" 2>&1 | head -1)"
 done
+# a configuration change after the distribution, on the coordinator: on every node
+out=$(citus_q 0 "SELECT paynotify_alter_channel('wxpay', '{\"tolerance_s\": 3600}')" 2>&1 >/dev/null)
+check "a channel changed on the coordinator after the distribution: each worker reads the change" "|3600|3600" \
+    "$(echo "$out" | grep -m1 ERROR)|$(citus_q 1 "SELECT settings->>'tolerance_s' FROM paynotify_channel WHERE name = 'wxpay'" 2>&1)|$(citus_q 2 "SELECT settings->>'tolerance_s' FROM paynotify_channel WHERE name = 'wxpay'" 2>&1)"
 before=$(layout)
 out=$(citus_sql 0 -c "SELECT paynotify_distribute()" 2>&1)
 check "paynotify_distribute() a second time: succeeds, the layout is unchanged" "0|yes" \
