@@ -40,6 +40,7 @@ full_tests=(
     test/e2e/failover.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
+    test/e2e/citus.sh
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh

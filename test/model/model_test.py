@@ -195,8 +195,8 @@ class Deliverer:
     schedule; a reply that is not an acknowledgement is delivered again
     later (backing off), like a gateway, until acknowledged or max_attempts."""
 
-    def __init__(self, dsn, queue, workers, max_attempts, seed):
-        self.dsn = dsn
+    def __init__(self, dsns, queue, workers, max_attempts, seed):
+        self.dsns = dsns		# worker w connects to dsns[w % len(dsns)]
         self.queue = collections.deque(queue)
         self.retry = []			# heap of (due, seq, note, attempt)
         self.lock = threading.Lock()
@@ -253,7 +253,7 @@ class Deliverer:
             t0 = time.monotonic()
             try:
                 if conn is None:
-                    conn = psycopg2.connect(self.dsn)
+                    conn = psycopg2.connect(self.dsns[w % len(self.dsns)])
                     conn.autocommit = True
                 with conn.cursor() as cur:
                     cur.execute("SELECT status, body, outcome FROM pay.paynotify_handle(%s, %s::jsonb, %s)",
@@ -287,7 +287,7 @@ class Deliverer:
 
 # ---- the database side --------------------------------------------------------
 
-def setup_orders(admin_dsn, orders):
+def setup_orders(admin_dsn, orders, after_setup=None):
     conn = psycopg2.connect(admin_dsn)
     conn.autocommit = True
     cur = conn.cursor()
@@ -325,6 +325,8 @@ def setup_orders(admin_dsn, orders):
                     " amount_column => 'amount_fen', currency_column => 'currency')")
     else:
         cur.execute("SELECT pay.paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen')")
+    if after_setup:
+        cur.execute(after_setup)
     cur.execute("ANALYZE")
     conn.close()
     return has_currency
@@ -563,8 +565,14 @@ def self_check(seed, examples):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--dsn", required=True, help="libpq DSN of the handler role (non-superuser)")
+    ap.add_argument("--dsn", required=True, action="append",
+                    help="libpq DSN of the handler role (non-superuser); repeat it for several"
+                    " servers of one database (e.g. a Citus coordinator and its workers):"
+                    " the backends are spread over them in turn")
     ap.add_argument("--admin-dsn", required=True, help="libpq DSN of the database owner")
+    ap.add_argument("--after-setup", metavar="SQL",
+                    help="run as the owner once the orders are created and bound, before any"
+                    " delivery (e.g. SELECT pay.paynotify_distribute() on Citus)")
     ap.add_argument("--orders", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=20261001)
     ap.add_argument("--workers", type=int, default=8)
@@ -578,7 +586,9 @@ def main():
                     help="show only orders whose scenario class contains TEXT")
     a = ap.parse_args()
 
-    print("model: seed %d, %d orders, %d backends" % (a.seed, a.orders, a.workers), flush=True)
+    print("model: seed %d, %d orders, %d backends%s" % (
+        a.seed, a.orders, a.workers,
+        " over %d servers" % len(a.dsn) if len(a.dsn) > 1 else ""), flush=True)
     pnsign.check_vectors()
     if a.self_check:
         t = time.monotonic()
@@ -592,7 +602,7 @@ def main():
         for n in o["notes"]:
             prepare(n, rng)
     queue = schedule(rng, orders, a.workers)
-    has_currency = setup_orders(a.admin_dsn, orders)
+    has_currency = setup_orders(a.admin_dsn, orders, a.after_setup)
     kinds = collections.Counter(n["kind"] for o in orders for n in o["notes"])
     feats = collections.Counter(f for o in orders for f in ledger.features(o))
     print("model: %d notifications (%s), %d scheduled deliveries; currency column %s"

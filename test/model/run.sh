@@ -7,9 +7,18 @@
 # must equal the reference model and the ledger's invariants must hold.
 #
 #   test/model/run.sh [--full] [--seed N] [--orders N] [--workers N]
+#                     [--admin-dsn DSN --dsn DSN [--dsn DSN...] [--after-setup SQL]]
 #
 # 2,000 orders by default (the suite), 20,000 with --full.  The seed is
 # fixed unless given, and printed: a failure is reproduced with --seed.
+# By default it starts its own throwaway cluster.  With --admin-dsn it uses
+# an existing, empty database instead (the superuser's DSN; the extension
+# is created there in schema pay, with the login role model_shim), and the
+# backends connect with the --dsn given, spread over them in turn (e.g. a
+# Citus coordinator and its workers, each DSN as model_shim); --after-setup
+# runs as the superuser once the orders are bound (on Citus: SELECT
+# pay.paynotify_distribute() and the distribution of the test's own hook
+# table).  The caller then owns the servers' logs.
 # Exit status non-zero on any discrepancy.  Uses Debian's python3 with
 # python3-psycopg2, python3-cryptography and python3-hypothesis.
 set -euo pipefail
@@ -20,32 +29,46 @@ top=$(pwd)
 py=/usr/bin/python3
 args=()
 orders=2000
+admin_dsn=
+dsns=()
 while [ $# -gt 0 ]; do
     case $1 in
         --full) orders=20000 ;;
         --orders) orders=$2; shift ;;
-        --seed|--workers|--max-attempts|--self-check|--show|--show-class|--ledger-out) args+=("$1" "$2"); shift ;;
-        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N]" >&2; exit 2 ;;
+        --seed|--workers|--max-attempts|--self-check|--show|--show-class|--ledger-out|--after-setup)
+            args+=("$1" "$2"); shift ;;
+        --admin-dsn) admin_dsn=$2; shift ;;
+        --dsn) dsns+=(--dsn "$2"); shift ;;
+        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N] [--admin-dsn DSN --dsn DSN... [--after-setup SQL]]" >&2
+           exit 2 ;;
     esac
     shift
 done
+if [ -n "$admin_dsn" ] && [ ${#dsns[@]} = 0 ] || { [ -z "$admin_dsn" ] && [ ${#dsns[@]} != 0 ]; }; then
+    echo "model: --admin-dsn and --dsn go together" >&2
+    exit 2
+fi
 "$py" -c 'import psycopg2, cryptography, hypothesis' \
     || { echo "model: needs python3-psycopg2, python3-cryptography, python3-hypothesis (scripts/deps.sh)"; exit 1; }
 
 make -s >/dev/null && make -s install >/dev/null || exit 1
 
-dir=$(mktemp -d /tmp/paynotify-model.XXXXXX)
-chmod 711 "$dir"
-cleanup() { pn_cluster_stop "$dir/pg"; remove_tmp "$dir"; }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+if [ -z "$admin_dsn" ]; then
+    dir=$(mktemp -d /tmp/paynotify-model.XXXXXX)
+    chmod 711 "$dir"
+    cleanup() { pn_cluster_stop "$dir/pg"; remove_tmp "$dir"; }
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
 
-port=$(pn_free_port)
-# a throwaway cluster: durability is not what this test is about
-pn_cluster_start "$dir/pg" "$port" "fsync = off" "full_page_writes = off"
+    port=$(pn_free_port)
+    # a throwaway cluster: durability is not what this test is about
+    pn_cluster_start "$dir/pg" "$port" "fsync = off" "full_page_writes = off"
+    admin_dsn="host=$dir/pg port=$port dbname=postgres user=postgres"
+    dsns=(--dsn "host=$dir/pg port=$port dbname=postgres user=model_shim")
+fi
 keys=$top/test/vectors/keys
-pn_psql "$dir/pg" "$port" -q \
+"$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$admin_dsn" \
     -v wxcert="$(cat "$keys/wechat_platform_1.cert.pem")" \
     -v wxserial="$(openssl x509 -noout -serial -in "$keys/wechat_platform_1.cert.pem" | cut -d= -f2)" \
     -v apiv3="$(tr -d '\n' <"$keys/wechat_apiv3.key")" \
@@ -67,9 +90,8 @@ SQL
 
 rc=0
 "$py" "$top/test/model/model_test.py" --orders "$orders" "${args[@]}" \
-    --dsn "host=$dir/pg port=$port dbname=postgres user=model_shim" \
-    --admin-dsn "host=$dir/pg port=$port dbname=postgres user=postgres" || rc=$?
-if grep -qE 'PANIC|server process .* was terminated' "$dir/pg/server.log"; then
+    "${dsns[@]}" --admin-dsn "$admin_dsn" || rc=$?
+if [ -n "${dir:-}" ] && grep -qE 'PANIC|server process .* was terminated' "$dir/pg/server.log"; then
     echo "model: the server log shows a crash:"
     grep -E 'PANIC|terminated' "$dir/pg/server.log" | head -5
     rc=1

@@ -1,0 +1,153 @@
+# A Citus cluster on loopback for test/e2e/citus.sh and test/bench/citus.sh:
+# a coordinator and two workers (three PostgreSQL clusters in one
+# temporary directory, stopped by pid), paynotify configured on the
+# coordinator as the other end-to-end tests configure it (stack_schema),
+# distributed with paynotify_distribute(), and one FastCGI shim per node
+# behind one nginx upstream.  Source after test/lib.sh and test/e2e/stack.sh.
+#
+# The coordinator is stack.sh's cluster (STACK_DIR/pg, STACK_PGPORT, so
+# stack_sql and stack_send work); the workers are STACK_DIR/w1 and
+# STACK_DIR/w2 (CITUS_PORTS holds the three ports, CITUS_DIRS the three
+# directories, coordinator first).
+
+CITUS_DIRS=()
+CITUS_PORTS=()
+
+# citus_build_script: print the path of the shared Citus build script:
+# CITUS_BUILD if set, else ../shared/tools/citus/build.sh beside the
+# repository, else /work/shared/tools/citus/build.sh.
+citus_build_script() {
+    local c
+    for c in ${CITUS_BUILD:+"$CITUS_BUILD"} "$PN_TOP/../shared/tools/citus/build.sh" /work/shared/tools/citus/build.sh; do
+        [ -f "$c" ] && { echo "$c"; return 0; }
+    done
+    return 1
+}
+
+# citus_ensure: Citus installed into the PostgreSQL that PN_PGBIN belongs
+# to, built with the shared script when it is not (that needs root).
+citus_ensure() {
+    local script pgc=$PN_PGBIN/pg_config
+    if ! script=$(citus_build_script); then
+        echo "citus: the build script is nowhere (CITUS_BUILD, $PN_TOP/../shared/tools/citus/build.sh," \
+            "/work/shared/tools/citus/build.sh): cannot install Citus" >&2
+        return 1
+    fi
+    PG_CONFIG=$pgc bash "$script" --check && return 0
+    echo "# citus: not installed into $("$pgc" --pkglibdir); building it with $script"
+    PG_CONFIG=$pgc bash "$script" || { echo "citus: $script failed" >&2; return 1; }
+    PG_CONFIG=$pgc bash "$script" --check || { echo "citus: still not installed after $script" >&2; return 1; }
+}
+
+# citus_sql N [psql args...]: psql as superuser to node N (0 coordinator, 1, 2 workers).
+citus_sql() {
+    local n=$1
+    shift
+    pn_psql "${CITUS_DIRS[n]}" "${CITUS_PORTS[n]}" "$@"
+}
+
+# citus_q N SQL: one query's unaligned tuples on node N.
+citus_q() { citus_sql "$1" -tA -c "$2"; }
+
+# citus_cluster [postgresql.conf lines...]: the three nodes started (after
+# stack_init), citus created on each, the coordinator and both workers in
+# its metadata.  CITUS_SHARD_COUNT shards per distributed table (default 4,
+# two per worker: a first delivery still reads some tables on every shard,
+# see the README's Scale-out on Citus).  Two-phase commit records are kept
+# (citus.recover_2pc_interval = -1: citus_2pc_count).  fsync is off.  The
+# caller's EXIT trap must run citus_stop.
+citus_cluster() {
+    local i dir port conf=("shared_preload_libraries = 'citus'" "max_prepared_transactions = 100"
+        "fsync = off" "citus.recover_2pc_interval = -1" "citus.shard_count = ${CITUS_SHARD_COUNT:-4}" "$@")
+    stack_pg "${conf[@]}" || return 1
+    CITUS_DIRS=("$STACK_DIR/pg") CITUS_PORTS=("$STACK_PGPORT")
+    for i in 1 2; do
+        dir=$STACK_DIR/w$i port=$(pn_free_port)
+        pn_cluster_start "$dir" "$port" "${conf[@]}" || return 1
+        CITUS_DIRS+=("$dir") CITUS_PORTS+=("$port")
+    done
+    for i in 0 1 2; do
+        citus_sql $i -c "CREATE EXTENSION citus" >/dev/null || return 1
+    done
+    citus_sql 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', ${CITUS_PORTS[0]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[1]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[2]})" >/dev/null || return 1
+}
+
+# citus_stop: the workers stopped by pid (the coordinator is stack_stop's).
+citus_stop() {
+    local i
+    for ((i = ${#CITUS_DIRS[@]} - 1; i >= 1; i--)); do
+        pn_cluster_stop "${CITUS_DIRS[i]}" || true
+    done
+    stack_stop
+}
+
+# citus_schema ORDERS: stack_schema's configuration on the coordinator
+# (extension, channels, keys, ORDERS pending orders, guard trigger,
+# paid/refunded hook, the shim's role), then SELECT paynotify_distribute().
+# The application's own tables are made ready for the workers as an
+# application on Citus would: erp_calls (written by the hook) distributed by
+# order_no co-located with orders, hook_faults a reference table, and the
+# hook without its fault-injection sequence (a local sequence does not
+# exist on the workers; these tests inject no hook faults).
+citus_schema() {
+    stack_schema 0 "$1" || return 1
+    citus_sql 0 -c "SELECT paynotify_distribute()" >/dev/null || return 1
+    citus_app
+}
+
+# citus_app: the application's tables of stack_schema made ready for the
+# workers (after paynotify_distribute(); see citus_schema).
+citus_app() {
+    citus_sql 0 >/dev/null <<'SQL' || return 1
+SELECT create_distributed_table('erp_calls', 'order_no', colocate_with => 'orders');
+SELECT create_reference_table('hook_faults');
+CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
+	SET search_path = public AS $$
+BEGIN
+	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
+END $$;
+SQL
+}
+
+# citus_shims WORKERS [VAR=value...] [--option...]: one FastCGI shim per
+# node (shim0 -> coordinator, shim1, shim2 -> the workers, WORKERS workers
+# each, the rest as stack_shim_named takes it) and nginx in front of the
+# three, round robin (STACK_URL).
+citus_shims() {
+    local i socks=() workers=$1
+    shift
+    for i in 0 1 2; do
+        STACK_DSN="host=127.0.0.1 port=${CITUS_PORTS[i]} dbname=postgres user=notify_shim" \
+            stack_shim_named "shim$i" "$workers" "$@" || return 1
+        socks+=("$STACK_DIR/run/shim$i.sock")
+    done
+    stack_nginx_upstream "${socks[@]}"
+}
+
+# citus_2pc_count: two-phase commit records on every node (pg_dist_transaction
+# rows; Citus keeps them until its recovery removes them: run with
+# citus.recover_2pc_interval = -1) plus prepared transactions in flight.
+citus_2pc_count() {
+    local i n total=0
+    for i in 0 1 2; do
+        n=$(citus_q $i "SELECT (SELECT count(*) FROM pg_dist_transaction) + (SELECT count(*) FROM pg_prepared_xacts)") || n=999999
+        total=$((total + n))
+    done
+    echo "$total"
+}
+
+# citus_database DB: database DB created on the three nodes, citus in each,
+# and the nodes in its metadata (Citus's metadata is per database).
+citus_database() {
+    local i
+    for i in 0 1 2; do
+        # (Citus says that it does not propagate CREATE DATABASE: known)
+        PGOPTIONS="-c client_min_messages=warning" citus_sql $i -c "CREATE DATABASE $1" >/dev/null &&
+            citus_sql $i -d "$1" -c "CREATE EXTENSION citus" >/dev/null || return 1
+    done
+    citus_sql 0 -d "$1" -c "SELECT citus_set_coordinator_host('127.0.0.1', ${CITUS_PORTS[0]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[1]})" \
+        -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[2]})" >/dev/null
+}

@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# paynotify on a Citus cluster: a coordinator and two workers on loopback.
+#
+#   test/e2e/citus.sh
+#
+# Builds Citus with the shared script when it is not installed (as root;
+# citus_ensure in test/e2e/citus-lib.sh).  Three PostgreSQL clusters with
+# citus, the extension and stack_schema's configuration on the coordinator,
+# SELECT paynotify_distribute(), then:
+#   layout     every extension table that has an order_no is distributed by
+#              order_no co-located with the bound orders table (the orders
+#              table by its key); the configuration tables are reference
+#              tables, readable on each worker, and a channel changed on the
+#              coordinator afterwards is changed on each worker;
+#              paynotify_distribute() is idempotent (a second call leaves
+#              pg_dist_partition as it was)
+#   each node  paynotify_handle called on the coordinator and on each worker
+#              directly (as the shim's role) processes a notification
+#   traffic    one FastCGI shim per node behind one nginx upstream: an Alipay
+#              storm (one notification, many deliveries over the three shims)
+#              and distinct WeChat Pay notifications (re-delivered until
+#              acknowledged), each with paynotify-send's ledger; from the
+#              ledger against the tables: lost 0, doubled 0; the storm's
+#              notification paid, recorded, evented and hooked once; every
+#              node ran paynotify_handle (pg_stat_user_functions)
+#   restart    distinct Stripe notifications while one worker is stopped
+#              (immediate) and started again: every acknowledged one applied
+#              once, every one acknowledged in the end (the unacknowledged
+#              re-delivered), none twice, failures seen during the restart
+#   routing    no two-phase commit for any of that traffic: the rows of
+#              pg_dist_transaction and pg_prepared_xacts on all nodes are as
+#              many after it as before (citus.recover_2pc_interval = -1
+#              keeps them); a deliberate multi-shard write is seen by the
+#              same count (the check can fail)
+#   model      test/model/run.sh against the cluster (a database of its own,
+#              its backends spread over the three nodes): "all equal"
+# Throughput figures: test/bench/citus.sh.  Everything is started here on
+# loopback in a temp dir and stopped by pid.  Environment: CITUS_N (distinct
+# notifications, default 600), CITUS_STORM (storm deliveries, default 3000),
+# CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 200),
+# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120),
+# CITUS_SHARD_COUNT (shards per table, default 4).  In the --full suite.  Last line: "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+. test/e2e/stack.sh
+. test/e2e/citus-lib.sh
+pass=0 fail=0
+citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
+make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+
+N=${CITUS_N:-600}
+STORM=${CITUS_STORM:-3000}
+M=${CITUS_RESTART_N:-400}
+MODEL_ORDERS=${CITUS_MODEL_ORDERS:-200}
+MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-120}
+# order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21.. restart
+D0=11 S0=$((N + 15)) R0=$((N + 21))
+stack_init citus
+trap citus_stop EXIT
+citus_cluster "track_functions = 'all'" || exit 1
+echo "# coordinator 127.0.0.1:${CITUS_PORTS[0]}, workers :${CITUS_PORTS[1]} :${CITUS_PORTS[2]}"
+stack_schema 0 $((R0 + M + 10)) || exit 1
+out=$(citus_sql 0 -c "SELECT paynotify_distribute()" 2>&1)
+check "SELECT paynotify_distribute() on the coordinator" "0|" "$?|$(echo "$out" | grep -E 'ERROR|FATAL' | head -3)"
+out=$(citus_app 2>&1)
+check "the application's tables distributed beside orders (erp_calls co-located, hook_faults reference)" "0|" \
+    "$?|$(echo "$out" | grep -E 'ERROR' | head -3)"
+
+# ---- layout -------------------------------------------------------------------
+layout() {
+    citus_q 0 "SELECT string_agg(logicalrelid::text || ':' || partmethod::text || ':' || colocationid || ':' || repmodel::text, ' '
+                ORDER BY logicalrelid::text) FROM pg_dist_partition" 2>&1
+}
+ext_tables="SELECT c.oid, c.relname FROM pg_depend d JOIN pg_class c ON c.oid = d.objid
+    WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e' AND c.relkind IN ('r', 'p')
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'paynotify')"
+config="'paynotify_channel', 'paynotify_key', 'paynotify_binding', 'paynotify_transition',
+    'paynotify_transition_removed', 'paynotify_hook', 'paynotify_endpoint'"
+check "orders distributed by order_no (hash)" "h|order_no" \
+    "$(citus_q 0 "SELECT partmethod::text || '|' || column_to_column_name(logicalrelid, partkey) FROM pg_dist_partition
+                  WHERE logicalrelid = 'orders'::regclass" 2>&1)"
+check "every extension table with an order_no distributed by order_no, co-located with orders" "" \
+    "$(citus_q 0 "WITH t AS ($ext_tables)
+        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod::text || '/' || column_to_column_name(p.logicalrelid, p.partkey)
+                          || '/colocation ' || p.colocationid, 'local'), ' ' ORDER BY t.relname)
+        FROM t LEFT JOIN pg_dist_partition p ON p.logicalrelid = t.oid
+        WHERE EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = t.oid AND a.attname = 'order_no' AND NOT a.attisdropped)
+          AND (p.partmethod IS DISTINCT FROM 'h' OR column_to_column_name(p.logicalrelid, p.partkey) <> 'order_no'
+               OR p.colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass))" 2>&1)"
+check "the configuration tables are reference tables" "" \
+    "$(citus_q 0 "WITH t AS ($ext_tables)
+        SELECT string_agg(t.relname || '=' || coalesce(p.partmethod::text || '/' || p.repmodel::text, 'local'), ' ' ORDER BY t.relname)
+        FROM t LEFT JOIN pg_dist_partition p ON p.logicalrelid = t.oid
+        WHERE t.relname IN ($config) AND (p.partmethod IS DISTINCT FROM 'n' OR p.repmodel <> 't')" 2>&1)"
+check "no extension table is left local to the coordinator (neither reference nor distributed)" "" \
+    "$(citus_q 0 "WITH t AS ($ext_tables)
+        SELECT string_agg(t.relname, ' ' ORDER BY t.relname) FROM t
+        WHERE NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = t.oid)" 2>&1)"
+echo "# $(citus_q 0 "SELECT 'shards of orders: ' || count(*) || ' on ' || count(DISTINCT nodeport) || ' nodes'
+                      FROM citus_shards WHERE table_name = 'orders'::regclass")"
+for i in 1 2; do
+    check "worker $i reads the configuration (3 channels, 4 keys, the binding)" "3|4|1" \
+        "$(citus_q $i "SELECT (SELECT count(*) FROM paynotify_channel) || '|' || (SELECT count(*) FROM paynotify_key)
+                       || '|' || (SELECT count(*) FROM paynotify_binding)" 2>&1 | head -1)"
+done
+# a configuration change after the distribution, on the coordinator: on every node
+out=$(citus_q 0 "SELECT paynotify_alter_channel('wxpay', '{\"tolerance_s\": 3600}')" 2>&1 >/dev/null)
+check "a channel changed on the coordinator after the distribution: each worker reads the change" "|3600|3600" \
+    "$(echo "$out" | grep -m1 ERROR)|$(citus_q 1 "SELECT settings->>'tolerance_s' FROM paynotify_channel WHERE name = 'wxpay'" 2>&1)|$(citus_q 2 "SELECT settings->>'tolerance_s' FROM paynotify_channel WHERE name = 'wxpay'" 2>&1)"
+before=$(layout)
+out=$(citus_sql 0 -c "SELECT paynotify_distribute()" 2>&1)
+check "paynotify_distribute() a second time: succeeds, the layout is unchanged" "0|yes" \
+    "$?$(echo "$out" | grep -m1 ERROR | sed 's/^/: /')|$([ "$before" = "$(layout)" ] && echo yes || echo no)"
+
+# ---- each node serves paynotify_handle -------------------------------------------
+tpc0=$(citus_2pc_count)
+node_names=(coordinator "worker 1" "worker 2")
+for i in 0 1 2; do
+    shim/paynotify-send --gateway stripe --mode one --start $((i + 1)) --seed 50 --keys test/vectors/keys \
+        --dump-sql "$STACK_DIR/direct$i.sql" >/dev/null 2>&1
+    check "${node_names[i]}: paynotify_handle called there as the shim's role processes a notification" processed \
+        "$("$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[i]} dbname=postgres user=notify_shim" \
+            -f "$STACK_DIR/direct$i.sql" 2>&1 | head -3 | tr '\n' ' ' | sed 's/ $//')"
+done
+
+# ---- storm and distinct over three shims ----------------------------------------
+citus_shims 4 PAYNOTIFY_RECONNECT_MAX=1000 || exit 1
+ledger=$STACK_DIR/ledger.tsv
+stack_send wxpay --mode retry -n "$N" -c 8 --start $D0 --seed 14 --schedule 0.2,0.3,0.5,1,1,1,1,1,1,1 \
+    --timeout 5 --ledger "$ledger" --quiet --json >"$STACK_DIR/distinct.json" 2>"$STACK_DIR/distinct.err" &
+s1=$!
+stack_send alipay --mode storm -n "$STORM" -c 12 --start $S0 --seed 14 --timeout 5 \
+    --ledger "$ledger" --quiet --json >"$STACK_DIR/storm.json" 2>"$STACK_DIR/storm.err" &
+s2=$!
+for p in $s1 $s2; do
+    for _ in $(seq 1 1200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    stop_pid "$p"
+done
+wait "$s1"; rc1=$?
+wait "$s2"; rc2=$?
+check "distinct: every notification acknowledged (sender exit 0)" 0 "$rc1"
+check "storm: ran to its end (exit 0)" 0 "$rc2"
+summ() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$1" 2>/dev/null; }
+echo "# distinct: $(summ "$STACK_DIR/distinct.json")"
+echo "# storm: $(summ "$STACK_DIR/storm.json")"
+audit() {	# audit LEDGER [ledger_audit.py args]: its checks, against the coordinator's view
+    local l=$1
+    shift
+    citus_q 0 "COPY (SELECT channel, notify_id, status FROM payment_notify_log) TO STDOUT" >"$STACK_DIR/log.tsv"
+    citus_q 0 "COPY (SELECT channel, notify_id, order_no FROM payment_record) TO STDOUT" >"$STACK_DIR/payments.tsv"
+    while IFS=$'\t' read -r desc want got; do
+        case $desc in '#'*) echo "$desc" ;; *) check "$desc" "$want" "$got" ;; esac
+    done < <(python3 test/e2e/ledger_audit.py "$l" "$STACK_DIR" "$@")
+}
+audit "$ledger"
+sno=$(printf 'PN%08d' $S0)
+check "storm: the notification applied once (log row, payment, order paid, paid event, hook call)" "1|1|paid|1|1" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_notify_log WHERE channel = 'alipay') || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE channel = 'alipay') || '|' ||
+                  (SELECT status FROM orders WHERE order_no = '$sno') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE channel = 'alipay' AND event = 'paid') || '|' ||
+                  (SELECT count(*) FROM erp_calls WHERE order_no = '$sno' AND event = 'paid')")"
+check "storm: deliveries counted on its log row = deliveries answered 2xx" \
+    "$(awk -F'\t' '$2 == "alipay" && $7 ~ /^2/' "$ledger" | wc -l)" \
+    "$(citus_q 0 "SELECT delivery_count FROM payment_notify_log WHERE channel = 'alipay'")"
+check "distinct: $N orders paid, one payment, one paid event and one hook call each" "$N|$N|$N|$N" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM orders WHERE status = 'paid' AND order_no BETWEEN '$(printf 'PN%08d' $D0)' AND '$(printf 'PN%08d' $((D0 + N - 1)))') || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE channel = 'wxpay') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE channel = 'wxpay' AND event = 'paid') || '|' ||
+                  (SELECT count(DISTINCT order_no) || '' FROM erp_calls WHERE event = 'paid' AND order_no BETWEEN '$(printf 'PN%08d' $D0)' AND '$(printf 'PN%08d' $((D0 + N - 1)))')")"
+sleep 1.2	# the shims' backends report their function calls when idle
+calls=()
+for i in 0 1 2; do
+    calls+=("$(citus_q $i "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'paynotify_handle'")")
+done
+echo "# paynotify_handle calls per node (coordinator, worker 1, worker 2): ${calls[*]}"
+check "every node's shim carried traffic (paynotify_handle calls > 100 on each node)" "yes|yes|yes" \
+    "$(for c in "${calls[@]}"; do [ "${c:-0}" -gt 100 ] && echo -n yes || echo -n no; echo -n '|'; done | sed 's/|$//')"
+
+# ---- a worker restarted mid-traffic -----------------------------------------------
+ledger2=$STACK_DIR/ledger-restart.tsv
+stack_send stripe --mode retry -n "$M" -c 8 --start $R0 --seed 15 --schedule 0.2,0.3,0.5,1,1,1,1,1,1,1,1,1 \
+    --timeout 5 --ledger "$ledger2" --quiet --json >"$STACK_DIR/restart.json" 2>"$STACK_DIR/restart.err" &
+s3=$!
+for _ in $(seq 1 300); do
+    [ "$(awk -F'\t' '$9 == 1' "$ledger2" 2>/dev/null | wc -l)" -ge $((M / 4)) ] && break
+    sleep 0.05
+done
+pn_as_user "$PN_PGBIN/pg_ctl" -D "${CITUS_DIRS[1]}/data" -m immediate -w stop >/dev/null
+tkill=$(date +%s.%N)
+acked_at_kill=$(awk -F'\t' '$9 == 1' "$ledger2" | wc -l)
+sleep 1
+pn_as_user "$PN_PGBIN/pg_ctl" -D "${CITUS_DIRS[1]}/data" -l "${CITUS_DIRS[1]}/server.log" -w -t 60 start >/dev/null
+tstart=$(date +%s.%N)
+echo "# worker 1 stopped (immediate) after $acked_at_kill of $M acknowledged, started again $(python3 -c "print(round($tstart - $tkill, 2))") s later"
+for _ in $(seq 1 1200); do kill -0 "$s3" 2>/dev/null || break; sleep 0.1; done
+stop_pid "$s3"
+wait "$s3"; rc3=$?
+check "restart: every notification acknowledged in the end (sender exit 0)" 0 "$rc3"
+echo "# restart: $(summ "$STACK_DIR/restart.json")"
+check "restart: deliveries not acknowledged around the restart (the restart was felt)" yes \
+    "$(awk -F'\t' '$9 != 1' "$ledger2" | wc -l | awk '{ print ($1 > 0 ? "yes" : "no: " $1) }')"
+audit "$ledger2" --kill "$tkill"
+check "restart: $M orders paid, one payment, one paid event each" "$M|$M|$M" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM orders WHERE status = 'paid' AND order_no >= '$(printf 'PN%08d' $R0)') || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no >= '$(printf 'PN%08d' $R0)') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE channel = 'stripe' AND event = 'paid' AND order_no >= '$(printf 'PN%08d' $R0)')")"
+check "the shims are the same processes (reconnected by themselves)" "yes yes yes" \
+    "$(for i in 0 1 2; do kill -0 "$(cat "$STACK_DIR/shim$i.pid")" 2>/dev/null && echo -n yes || echo -n no; [ $i -lt 2 ] && echo -n ' '; done)"
+
+# ---- single-shard routing -----------------------------------------------------------
+tpc1=$(citus_2pc_count)
+echo "# two-phase commit records on the three nodes: $tpc0 before the notification traffic, $tpc1 after it"
+# (meaningful only when the notification tables are distributed: said with it)
+dist=$(citus_q 0 "SELECT count(*) FROM pg_dist_partition WHERE partmethod = 'h'
+                  AND logicalrelid IN ('payment_notify_log'::regclass, 'payment_record'::regclass, 'paynotify_outbox'::regclass)" 2>&1)
+check "no two-phase commit for any notification (records before = after; log, payment and outbox distributed)" \
+    "$tpc0|3" "$tpc1|$dist"
+citus_sql 0 -c "CREATE TABLE routing_probe (order_no text, at timestamptz DEFAULT now())" \
+    -c "SELECT create_distributed_table('routing_probe', 'order_no')" >/dev/null 2>&1
+citus_sql 0 -c "INSERT INTO routing_probe (order_no) SELECT 'PN' || lpad(i::text, 8, '0') FROM generate_series(1, 64) i" >/dev/null
+tpc2=$(citus_2pc_count)
+check "... and the count sees a deliberate multi-shard write (64 rows over both workers: 2PC)" yes \
+    "$([ "$tpc2" -gt "$tpc1" ] && echo yes || echo "no: $tpc1 -> $tpc2")"
+
+# ---- the model-based ledger test on the cluster --------------------------------------
+if citus_database model; then
+    dsn() { echo "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=model user=$2"; }
+    # at most 15 deliveries of a notification (about 10 s of backing off):
+    # a notification that cannot be applied ends the run in a verdict
+    timeout "$MODEL_TIMEOUT" test/model/run.sh --orders "$MODEL_ORDERS" --self-check 50 --max-attempts 15 \
+        --admin-dsn "$(dsn 0 postgres)" \
+        --dsn "$(dsn 0 model_shim)" --dsn "$(dsn 1 model_shim)" --dsn "$(dsn 2 model_shim)" \
+        --after-setup "SELECT pay.paynotify_distribute();
+                       SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'public.orders')" \
+        >"$STACK_DIR/model.out" 2>&1
+    rc=$?
+    # its verdict and summaries, without the stories of single orders
+    sed -n 's/^/# /p' "$STACK_DIR/model.out" | grep -v '^# $\|^#   order\|^#     \|^#   [A-Z0-9]' | head -40
+    [ $rc = 124 ] && echo "# model: stopped after $MODEL_TIMEOUT s (CITUS_MODEL_TIMEOUT)"
+    check "model: all orders equal the model over the three nodes (exit 0, within ${MODEL_TIMEOUT} s)" "0|1" \
+        "$rc|$(grep -c '^model: OK: all' "$STACK_DIR/model.out")"
+else
+    not_ok "model: a database of its own on the three nodes"
+fi
+
+check "no server crashed (no PANIC, no backend terminated by a signal)" "" \
+    "$(grep -lE 'PANIC|server process .* was terminated' "${CITUS_DIRS[0]}/server.log" "${CITUS_DIRS[1]}/server.log" "${CITUS_DIRS[2]}/server.log" | tr '\n' ' ')"
+summary
