@@ -53,7 +53,7 @@ typedef struct PlanSpec
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[10];
+	Oid			argtypes[11];
 	bool		needs_orders;
 } PlanSpec;
 
@@ -80,10 +80,10 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_LOG_INSERT] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,"
-		" CASE WHEN $6 <> 'failed' AND $6 <> 'parked' THEN pg_catalog.now() END)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 		" ON CONFLICT DO NOTHING",
-		9, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
+		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
+		TIMESTAMPTZOID}
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
@@ -95,10 +95,11 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		"UPDATE @s.payment_notify_log SET status = $3, note = $4, error_msg = $5,"
 		" notice = $6, attempts = attempts + $7, delivery_count = delivery_count + $8,"
 		" last_seen = pg_catalog.now(),"
-		" processed_at = CASE WHEN $3 <> 'failed' AND $3 <> 'parked' THEN pg_catalog.now() END"
+		" processed_at = $11"
 		" WHERE channel = $1 AND notify_id = $2 AND order_no = $9"
 		" AND ($10 IS NULL OR status = $10)",
-		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID, TEXTOID, TEXTOID}
+		11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID, TEXTOID, TEXTOID,
+		TIMESTAMPTZOID}
 	},
 	[PLAN_PARKED_LIST] = {
 		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"

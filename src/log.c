@@ -15,13 +15,16 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/timestamp.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
 
 static Datum text_or_null(const char *s, char *null);
+static Datum processed_at(const PnApplied *res, char *null);
 
 /* Parked and failed rows keep the notice, to be applied again later. */
 #define keeps_notice(res) ((res)->outcome == PN_PARKED || (res)->outcome == PN_FAILED)
@@ -32,6 +35,21 @@ text_or_null(const char *s, char *null)
 {
 	*null = s ? ' ' : 'n';
 	return s ? CStringGetTextDatum(s) : (Datum) 0;
+}
+
+/*
+ * processed_at of a row with this result: now() once it is settled, NULL
+ * while failed or parked.  Computed here rather than in the statement: Citus
+ * refuses a CASE with now() in a statement on a distributed table.
+ */
+static Datum
+processed_at(const PnApplied *res, char *null)
+{
+	bool		settled = strcmp(res->log_status, "failed") != 0 &&
+		strcmp(res->log_status, "parked") != 0;
+
+	*null = settled ? ' ' : 'n';
+	return settled ? TimestampTzGetDatum(GetCurrentTransactionStartTimestamp()) : (Datum) 0;
 }
 
 static void log_read(PnConfig *cfg, PnPlanId plan, const char *channel, const PnNotice *n,
@@ -125,8 +143,8 @@ bool
 pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 			  const PnApplied *res, const char *error)
 {
-	Datum		args[9];
-	char		nulls[9];
+	Datum		args[10];
+	char		nulls[10];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(channel);
@@ -140,6 +158,7 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[7] = text_or_null(error, &nulls[7]);
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
+	args[9] = processed_at(res, &nulls[9]);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
 	return SPI_processed == 1;
@@ -156,8 +175,8 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 			  Jsonb *notice, const PnApplied *res, const char *error, bool delivered,
 			  const char *only_if)
 {
-	Datum		args[10];
-	char		nulls[10];
+	Datum		args[11];
+	char		nulls[11];
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(channel);
@@ -171,6 +190,7 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 	args[7] = Int32GetDatum(delivered ? 1 : 0);
 	args[8] = CStringGetTextDatum(order_no);
 	args[9] = text_or_null(only_if, &nulls[9]);
+	args[10] = processed_at(res, &nulls[10]);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: notification log update failed");
 	return SPI_processed == 1;
