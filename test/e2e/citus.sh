@@ -133,17 +133,13 @@ s1=$!
 stack_send alipay --mode storm -n "$STORM" -c 12 --start $S0 --seed 14 --timeout 5 \
     --ledger "$ledger" --quiet --json >"$STACK_DIR/storm.json" 2>"$STACK_DIR/storm.err" &
 s2=$!
-for p in $s1 $s2; do
-    for _ in $(seq 1 1200); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    stop_pid "$p"
-done
+stack_senders_wait 1200 "$s1" "$s2"
 wait "$s1"; rc1=$?
 wait "$s2"; rc2=$?
 check "distinct: every notification acknowledged (sender exit 0)" 0 "$rc1"
 check "storm: ran to its end (exit 0)" 0 "$rc2"
-summ() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$1" 2>/dev/null; }
-echo "# distinct: $(summ "$STACK_DIR/distinct.json")"
-echo "# storm: $(summ "$STACK_DIR/storm.json")"
+echo "# distinct: $(stack_send_summary "$STACK_DIR/distinct.json")"
+echo "# storm: $(stack_send_summary "$STACK_DIR/storm.json")"
 audit() {	# audit LEDGER [ledger_audit.py args]: its checks, against the coordinator's view
     local l=$1
     shift
@@ -198,7 +194,7 @@ for _ in $(seq 1 1200); do kill -0 "$s3" 2>/dev/null || break; sleep 0.1; done
 stop_pid "$s3"
 wait "$s3"; rc3=$?
 check "restart: every notification acknowledged in the end (sender exit 0)" 0 "$rc3"
-echo "# restart: $(summ "$STACK_DIR/restart.json")"
+echo "# restart: $(stack_send_summary "$STACK_DIR/restart.json")"
 check "restart: deliveries not acknowledged around the restart (the restart was felt)" yes \
     "$(awk -F'\t' '$9 != 1' "$ledger2" | wc -l | awk '{ print ($1 > 0 ? "yes" : "no: " $1) }')"
 audit "$ledger2" --kill "$tkill"

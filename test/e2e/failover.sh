@@ -217,16 +217,13 @@ pn_as_user "$PN_PGBIN/pg_ctl" -D "$STANDBY/data" -w -t 60 promote >/dev/null || 
 tpromote=$(date +%s.%N)
 echo "# killed the primary after $acked_at_kill acknowledged deliveries; promoted the standby $(python3 -c "print(round($tpromote0 - $tkill, 2))") s later (pg_ctl promote -w took $(python3 -c "print(round($tpromote - $tpromote0, 2))") s)"
 
-for p in $s1 $s2; do
-    for _ in $(seq 1 900); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    stop_pid "$p"
-done
+stack_senders_wait 900 "$s1" "$s2"
 wait "$s1"; rc1=$?
 wait "$s2"; rc2=$?
 check "the re-delivering sender got every notification acknowledged (exit 0)" 0 "$rc1"
 check "the storm ran to its end (exit 0)" 0 "$rc2"
-echo "# distinct: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$STACK_DIR/distinct.json" 2>/dev/null)"
-echo "# storm: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$STACK_DIR/storm.json" 2>/dev/null)"
+echo "# distinct: $(stack_send_summary "$STACK_DIR/distinct.json")"
+echo "# storm: $(stack_send_summary "$STACK_DIR/storm.json")"
 check "the shim is the same process (reconnected without a restart)" yes "$(kill -0 "$shim" 2>/dev/null && echo yes || echo no)"
 check "the relay is the same process" yes "$(kill -0 "$relay" 2>/dev/null && echo yes || echo no)"
 grep -q 'does not accept writes\|cannot connect' "$STACK_DIR/log/shim.err"

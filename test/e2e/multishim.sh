@@ -44,18 +44,15 @@ for _ in $(seq 1 300); do
 done
 kill -KILL "$a"
 tkill=$(date +%s.%N)
-for p in $s1 $s2; do
-    for _ in $(seq 1 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    stop_pid "$p"
-done
+stack_senders_wait 600 "$s1" "$s2"
 wait "$s1"; rc1=$?
 wait "$s2"; rc2=$?
 check "shim A is gone (SIGKILL), shim B is the same process" "no|yes" \
     "$(kill -0 "$a" 2>/dev/null && echo yes || echo no)|$(kill -0 "$b" 2>/dev/null && echo yes || echo no)"
 check "every distinct notification acknowledged in the end (sender exit 0)" 0 "$rc1"
 check "the storm ran to its end (exit 0)" 0 "$rc2"
-echo "# distinct: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"])' "$STACK_DIR/distinct.json" 2>/dev/null)"
-echo "# storm: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"])' "$STACK_DIR/storm.json" 2>/dev/null)"
+echo "# distinct: $(stack_send_summary "$STACK_DIR/distinct.json")"
+echo "# storm: $(stack_send_summary "$STACK_DIR/storm.json")"
 
 stack_sql -tA -c "COPY (SELECT channel, notify_id, status FROM payment_notify_log) TO STDOUT" >"$STACK_DIR/log.tsv"
 stack_sql -tA -c "COPY (SELECT channel, notify_id, order_no FROM payment_record) TO STDOUT" >"$STACK_DIR/payments.tsv"

@@ -228,6 +228,22 @@ stack_send() {
         --url "$STACK_URL/$gw" "$@"
 }
 
+# stack_senders_wait TENTHS PID...: wait for each paynotify-send (at most
+# TENTHS tenths of a second each), then stop any still running (by pid).
+stack_senders_wait() {
+    local max=$1 p
+    shift
+    for p in "$@"; do
+        for _ in $(seq 1 "$max"); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        stop_pid "$p"
+    done
+}
+
+# stack_send_summary FILE: one line of a paynotify-send --json report.
+stack_send_summary() {
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$1" 2>/dev/null
+}
+
 # stack_stop: everything started, in reverse order, by pid; then the directory.
 # Safe under set -e: nothing here may end the cleanup early.
 stack_stop() {
