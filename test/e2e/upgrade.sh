@@ -110,20 +110,26 @@ hashes() {
     q old "SELECT 'outbox_id_seq', last_value FROM pay.paynotify_outbox_id_seq"
     q old "SELECT 'anomaly_id_seq', last_value FROM pay.paynotify_anomaly_id_seq"
 }
-hashes >"$dir/before"
-
-if sql -d old -c "ALTER EXTENSION paynotify UPDATE TO '1.1'" >"$dir/update.log" 2>&1; then
-    ok "ALTER EXTENSION paynotify UPDATE TO '1.1'"
-else
-    not_ok "ALTER EXTENSION paynotify UPDATE TO '1.1'" "$(head -5 "$dir/update.log")"
-fi
-check "old database is at 1.1" 1.1 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
-hashes >"$dir/after"
-if diff "$dir/before" "$dir/after" >"$dir/hashes.diff"; then
-    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before")) survived the update to 1.1"
-else
-    not_ok "rows survived the update to 1.1" "$(head -20 "$dir/hashes.diff")"
-fi
+# update_step TARGET: ALTER EXTENSION paynotify UPDATE TO TARGET; the
+# database is then at TARGET, and every row of every table survived it
+# (hashed over the columns the tables had before the step)
+update_step() {
+    local to=$1
+    hashes >"$dir/before-$to"
+    if sql -d old -c "ALTER EXTENSION paynotify UPDATE TO '$to'" >"$dir/update-$to.log" 2>&1; then
+        ok "ALTER EXTENSION paynotify UPDATE TO '$to'"
+    else
+        not_ok "ALTER EXTENSION paynotify UPDATE TO '$to'" "$(head -5 "$dir/update-$to.log")"
+    fi
+    check "old database is at $to" "$to" "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+    hashes >"$dir/after-$to"
+    if diff "$dir/before-$to" "$dir/after-$to" >"$dir/hashes-$to.diff"; then
+        ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before-$to")) survived the update to $to"
+    else
+        not_ok "rows survived the update to $to" "$(head -20 "$dir/hashes-$to.diff")"
+    fi
+}
+update_step 1.1
 
 # traffic at 1.1, with its delivery history (rows 1.2 gives an order_no)
 PGOPTIONS="-c client_min_messages=error -c paynotify.delivery_history=all" sql -d old >/dev/null <<'SQL'
@@ -141,19 +147,7 @@ check "before the update to 1.2, a repeat of a notification recorded without an 
     "1|1" "$(sql -d old -v VERBOSITY=verbose -c "SELECT t.st('evt_no_order', NULL, 'other')" 2>&1 |
              grep -c 'ERROR:  55000: paynotify: notification \"evt_no_order\" of channel \"st\" was recorded without an order number')|$(q old "SELECT 1")"
 columns
-hashes >"$dir/before12"
-if sql -d old -c "ALTER EXTENSION paynotify UPDATE" >"$dir/update12.log" 2>&1; then
-    ok "ALTER EXTENSION paynotify UPDATE (to 1.2)"
-else
-    not_ok "ALTER EXTENSION paynotify UPDATE (to 1.2)" "$(head -5 "$dir/update12.log")"
-fi
-check "old database is at 1.2" 1.2 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
-hashes >"$dir/after12"
-if diff "$dir/before12" "$dir/after12" >"$dir/hashes12.diff"; then
-    ok "every row of every table ($(grep -c '^[a-z]*\.' "$dir/before12")) survived the update to 1.2"
-else
-    not_ok "rows survived the update to 1.2" "$(head -20 "$dir/hashes12.diff")"
-fi
+update_step 1.2
 check "no order_no is NULL after the update to 1.2" 0 \
     "$(q old "SELECT (SELECT count(*) FROM pay.payment_notify_log WHERE order_no IS NULL)
                    + (SELECT count(*) FROM pay.paynotify_anomaly WHERE order_no IS NULL)")"
