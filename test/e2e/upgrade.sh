@@ -232,9 +232,9 @@ catalog() {
                         WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '')
            || COALESCE((SELECT E'\n' || string_agg('constraint ' || conname || ' ' || pg_get_constraintdef(oid), E'\n' ORDER BY conname)
                         FROM pg_constraint WHERE conrelid = c.oid), '')
-           || COALESCE((SELECT E'\n' || string_agg('index ' || pg_get_indexdef(indexrelid), E'\n' ORDER BY 1)
+           || COALESCE((SELECT E'\n' || string_agg('index ' || pg_get_indexdef(indexrelid), E'\n' ORDER BY pg_get_indexdef(indexrelid))
                         FROM pg_index WHERE indrelid = c.oid), '')
-           || COALESCE((SELECT E'\n' || string_agg('trigger ' || pg_get_triggerdef(oid), E'\n' ORDER BY 1)
+           || COALESCE((SELECT E'\n' || string_agg('trigger ' || pg_get_triggerdef(oid), E'\n' ORDER BY pg_get_triggerdef(oid))
                         FROM pg_trigger WHERE tgrelid = c.oid AND NOT tgisinternal), '')
            || COALESCE(E'\ncomment ' || obj_description(c.oid, 'pg_class'), '')
     FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
