@@ -21,6 +21,8 @@
 --                             a delivery looks it up by all three, after
 --                             verification (the order number is in the
 --                             signed, for WeChat Pay decrypted, payload).
+--                             The unique key (channel, notify_id) stays on
+--                             one node, as payment_record's below.
 --   payment_record            (order_no, channel, trade_no), which also
 --                             serves the order's trades (the index
 --                             payment_record_order is gone).  The unique key
@@ -51,7 +53,8 @@ UPDATE @extschema@.payment_notify_log SET order_no = '' WHERE order_no IS NULL;
 ALTER TABLE @extschema@.payment_notify_log
 	ALTER COLUMN order_no SET NOT NULL,
 	DROP CONSTRAINT payment_notify_log_pkey,
-	ADD PRIMARY KEY (channel, notify_id, order_no);
+	ADD PRIMARY KEY (channel, notify_id, order_no),
+	ADD CONSTRAINT payment_notify_log_notify UNIQUE (channel, notify_id);
 
 ALTER TABLE @extschema@.payment_record
 	DROP CONSTRAINT payment_record_pkey,
@@ -112,6 +115,7 @@ DECLARE
 	part record;
 	orders_colocation integer;
 	t record;
+	u record;
 	ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify');
 	fk_rels regclass[];
 	fk_names name[];
@@ -283,12 +287,21 @@ BEGIN
 		relation := t.rel;
 		kind := 'distributed';
 		IF t.partmethod IS NULL THEN
-			-- the one unique key without order_no (see payment_record above)
-			IF t.rel = '@extschema@.payment_record'::regclass THEN
-				ALTER TABLE @extschema@.payment_record DROP CONSTRAINT IF EXISTS payment_record_trade;
-				CREATE INDEX IF NOT EXISTS payment_record_trade
-					ON @extschema@.payment_record (channel, trade_no);
-			END IF;
+			-- a unique key without order_no (payment_notify_log_notify,
+			-- payment_record_trade: see above) cannot exist on Citus: a
+			-- plain index of the same name and columns takes its place
+			FOR u IN SELECT con.conname,
+						 (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY k.i)
+						  FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY k(n, i)
+						  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n) AS cols
+					 FROM pg_catalog.pg_constraint con
+					 WHERE con.conrelid = t.rel AND con.contype = 'u'
+					   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+									   WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey)
+										 AND a.attname = 'order_no') LOOP
+				EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', t.rel, u.conname);
+				EXECUTE pg_catalog.format('CREATE INDEX %I ON %s (%s)', u.conname, t.rel, u.cols);
+			END LOOP;
 			PERFORM pg_catalog.create_distributed_table(t.rel, 'order_no', colocate_with => orders::text);
 			action := 'created';
 		ELSIF t.colocationid = orders_colocation THEN

@@ -14,8 +14,9 @@ CREATE VIEW t.ext_tables AS
 	WHERE c.relkind = 'r';
 
 -- The notification tables: order_no NOT NULL and in the primary key; the
--- one unique key without it is payment_record's (channel, trade_no), which
--- paynotify_distribute() replaces with a plain index.
+-- unique keys without it are the contract's, payment_notify_log's
+-- (channel, notify_id) and payment_record's (channel, trade_no), which
+-- paynotify_distribute() replaces with plain indexes.
 SELECT t.relname, a.attnotnull AS order_no_not_null,
 	(SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
 	 WHERE k.conrelid = t.oid AND k.contype = 'p') AS primary_key,
