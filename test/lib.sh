@@ -158,15 +158,25 @@ finish() {
 
 # ---- processes and temporary files ------------------------------------------
 
+# pn_alive PID: true while the process runs.  A process that has exited but
+# is not yet reaped (a zombie) counts as gone: a daemon's parent is init,
+# and an init that reaps late would keep `kill -0` succeeding.
+pn_alive() {
+    local st
+    st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+    case $st in '' | Z* | X*) return 1 ;; esac
+    return 0
+}
+
 # stop_pid PID [SIGNAL [SECONDS]]: signal a process we started and wait
 # until it is gone (SECONDS, 5 by default, then SIGKILL).
 stop_pid() {
     local pid=$1 sig=${2:-TERM} secs=${3:-5}
     [ -n "$pid" ] || return 0
-    kill -0 "$pid" 2>/dev/null || return 0
+    pn_alive "$pid" || return 0
     kill -"$sig" "$pid" 2>/dev/null || return 0
     for _ in $(seq 1 $((secs * 20))); do
-        kill -0 "$pid" 2>/dev/null || return 0
+        pn_alive "$pid" || return 0
         sleep 0.05
     done
     kill -KILL "$pid" 2>/dev/null || true

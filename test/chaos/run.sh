@@ -142,7 +142,7 @@ sql_retry() {	# statements that must get through, crash or not (one -c each)
 }
 running() {
     local s
-    for s in "${senders[@]}"; do kill -0 "$s" 2>/dev/null && return 0; done
+    for s in "${senders[@]}"; do pn_alive "$s" && return 0; done
     return 1
 }
 fault() { echo "$(date +%T.%N) $*" >>"$faults"; }
@@ -190,8 +190,8 @@ fault_loop() {
                 sleep 0.3
                 stack_shim 8
                 new=$(cat "$STACK_DIR/shim.pid" 2>/dev/null)
-                if [ -n "$old" ] && ! kill -0 "$old" 2>/dev/null && [ -n "$new" ] && [ "$new" != "$old" ] &&
-                   kill -0 "$new" 2>/dev/null; then
+                if [ -n "$old" ] && ! pn_alive "$old" && [ -n "$new" ] && [ "$new" != "$old" ] &&
+                   pn_alive "$new"; then
                     fault "shim SIGKILL + restart ($old -> $new)"
                 else
                     missed "shim SIGKILL + restart: pid [$old] -> [$new]"

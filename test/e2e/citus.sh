@@ -190,7 +190,7 @@ sleep 1
 pn_as_user "$PN_PGBIN/pg_ctl" -D "${CITUS_DIRS[1]}/data" -l "${CITUS_DIRS[1]}/server.log" -w -t 60 start >/dev/null
 tstart=$(date +%s.%N)
 echo "# worker 1 stopped (immediate) after $acked_at_kill of $M acknowledged, started again $(python3 -c "print(round($tstart - $tkill, 2))") s later"
-for _ in $(seq 1 1200); do kill -0 "$s3" 2>/dev/null || break; sleep 0.1; done
+for _ in $(seq 1 1200); do pn_alive "$s3" || break; sleep 0.1; done
 stop_pid "$s3"
 wait "$s3"; rc3=$?
 check "restart: every notification acknowledged in the end (sender exit 0)" 0 "$rc3"
@@ -203,7 +203,7 @@ check "restart: $M orders paid, one payment, one paid event each" "$M|$M|$M" \
                   (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no >= '$(printf 'PN%08d' $R0)') || '|' ||
                   (SELECT count(*) FROM paynotify_outbox WHERE channel = 'stripe' AND event = 'paid' AND order_no >= '$(printf 'PN%08d' $R0)')")"
 check "the shims are the same processes (reconnected by themselves)" "yes yes yes" \
-    "$(for i in 0 1 2; do kill -0 "$(cat "$STACK_DIR/shim$i.pid")" 2>/dev/null && echo -n yes || echo -n no; [ $i -lt 2 ] && echo -n ' '; done)"
+    "$(for i in 0 1 2; do pn_alive "$(cat "$STACK_DIR/shim$i.pid")" && echo -n yes || echo -n no; [ $i -lt 2 ] && echo -n ' '; done)"
 
 # ---- single-shard routing -----------------------------------------------------------
 tpc1=$(citus_2pc_count)

@@ -226,8 +226,8 @@ check "the re-delivering sender got every notification acknowledged (exit 0)" 0 
 check "the storm ran to its end (exit 0)" 0 "$rc2"
 echo "# distinct: $(stack_send_summary "$STACK_DIR/distinct.json")"
 echo "# storm: $(stack_send_summary "$STACK_DIR/storm.json")"
-check "the shim is the same process (reconnected without a restart)" yes "$(kill -0 "$shim" 2>/dev/null && echo yes || echo no)"
-check "the relay is the same process" yes "$(kill -0 "$relay" 2>/dev/null && echo yes || echo no)"
+check "the shim is the same process (reconnected without a restart)" yes "$(pn_alive "$shim" && echo yes || echo no)"
+check "the relay is the same process" yes "$(pn_alive "$relay" && echo yes || echo no)"
 grep -q 'does not accept writes\|cannot connect' "$STACK_DIR/log/shim.err"
 check "the shim logged the outage" 0 $?
 

@@ -48,7 +48,7 @@ stack_senders_wait 600 "$s1" "$s2"
 wait "$s1"; rc1=$?
 wait "$s2"; rc2=$?
 check "shim A is gone (SIGKILL), shim B is the same process" "no|yes" \
-    "$(kill -0 "$a" 2>/dev/null && echo yes || echo no)|$(kill -0 "$b" 2>/dev/null && echo yes || echo no)"
+    "$(pn_alive "$a" && echo yes || echo no)|$(pn_alive "$b" && echo yes || echo no)"
 check "every distinct notification acknowledged in the end (sender exit 0)" 0 "$rc1"
 check "the storm ran to its end (exit 0)" 0 "$rc2"
 echo "# distinct: $(stack_send_summary "$STACK_DIR/distinct.json")"

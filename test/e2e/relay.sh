@@ -260,7 +260,7 @@ for r in r1 r2; do kill -TERM "${relay_pid[$r]}"; done
 for r in r1 r2; do
     rc=124
     for _ in $(seq 50); do
-        if ! kill -0 "${relay_pid[$r]}" 2>/dev/null; then wait "${relay_pid[$r]}"; rc=$?; break; fi
+        if ! pn_alive "${relay_pid[$r]}"; then wait "${relay_pid[$r]}"; rc=$?; break; fi
         sleep 0.1
     done
     check "SIGTERM stops relay $r with status 0" 0 "$rc"

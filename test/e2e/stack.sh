@@ -234,7 +234,7 @@ stack_senders_wait() {
     local max=$1 p
     shift
     for p in "$@"; do
-        for _ in $(seq 1 "$max"); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        for _ in $(seq 1 "$max"); do pn_alive "$p" || break; sleep 0.1; done
         stop_pid "$p"
     done
 }
