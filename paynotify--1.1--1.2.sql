@@ -318,6 +318,21 @@ BEGIN
 		EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk_rels[i], fk_names[i], fk_defs[i]);
 	END LOOP;
 
+	-- each order's sequence (paynotify_order_seq) continues above every
+	-- event recorded for it before: on one server the outbox id was its
+	-- sequence (idempotent: a value is never lowered)
+	INSERT INTO @extschema@.paynotify_order_seq AS q (order_no, last)
+		SELECT s.order_no, max(s.seq)
+		FROM (SELECT o.order_no, coalesce(o.order_seq, o.id) AS seq FROM @extschema@.paynotify_outbox o
+			  UNION ALL
+			  SELECT d.order_no, d.order_seq FROM @extschema@.paynotify_delivery d) s
+		GROUP BY s.order_no
+		ON CONFLICT (order_no) DO UPDATE SET last = greatest(q.last, excluded.last);
+	relation := '@extschema@.paynotify_order_seq'::regclass;
+	kind := 'order sequences';
+	action := 'continued above the events recorded before';
+	RETURN NEXT;
+
 	-- the identity ranges (see ranges above), here and on every worker
 	EXECUTE ranges;
 	IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(ranges) w WHERE NOT w.success) THEN
@@ -528,6 +543,111 @@ ALTER TABLE @extschema@.paynotify_delivery ADD COLUMN webhook_id text;
 UPDATE @extschema@.paynotify_delivery SET webhook_id = 'evt_' || outbox_id;
 ALTER TABLE @extschema@.paynotify_delivery ALTER COLUMN webhook_id SET NOT NULL;
 
+-- ===== the relay on Citus: each order's events in order =====
+--
+-- The relay delivers an order's events to an endpoint in their order: a
+-- delivery waits while an earlier one of the same order and endpoint is
+-- neither delivered nor dead.  "Earlier" is order_seq: on one server the
+-- outbox id (an order's events are applied under its row lock, so their ids
+-- are in commit order), copied to the delivery by the fan-out; nothing more
+-- is written per event.  On Citus outbox ids come from the range of the node
+-- that ran paynotify_handle, so an order's refund handled on the coordinator
+-- can have a lower id than its payment handled on a worker: there
+-- paynotify_handle takes the next value of paynotify_order_seq for the order
+-- (one row per order, on the order's shard, under the order's lock, so in
+-- commit order) and stores it in the outbox row.  paynotify_distribute()
+-- starts each order's value above every event recorded before (the outbox
+-- ids of one server).
+CREATE TABLE @extschema@.paynotify_order_seq (
+	order_no	text PRIMARY KEY,
+	last		bigint NOT NULL		-- the order_seq of the order's last event
+);
+COMMENT ON TABLE @extschema@.paynotify_order_seq IS
+	'paynotify on Citus: the last per-order sequence value of each order''s events (order_seq of paynotify_outbox); empty on one server';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_order_seq', '');
+REVOKE ALL ON @extschema@.paynotify_order_seq FROM PUBLIC;
+
+-- NULL on one server: the outbox id is the order's sequence there
+ALTER TABLE @extschema@.paynotify_outbox ADD COLUMN order_seq bigint;
+ALTER TABLE @extschema@.paynotify_delivery ADD COLUMN order_seq bigint;
+UPDATE @extschema@.paynotify_delivery SET order_seq = outbox_id;
+ALTER TABLE @extschema@.paynotify_delivery ALTER COLUMN order_seq SET NOT NULL;
+-- the per-order wait: an earlier pending event of the same order and endpoint
+DROP INDEX @extschema@.paynotify_delivery_order;
+CREATE INDEX paynotify_delivery_order ON @extschema@.paynotify_delivery (endpoint_id, order_no, order_seq)
+	WHERE delivered_at IS NULL AND dead_at IS NULL;
+
+-- Whether a table is distributed by Citus (hash): the claims take another
+-- way there.  pg_dist_partition exists only with Citus, so it is read by
+-- name.
+CREATE FUNCTION @extschema@.paynotify_distributed(rel regclass)
+	RETURNS boolean
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	dist boolean := false;
+BEGIN
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+		EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+				' WHERE p.logicalrelid = $1 AND p.partmethod = ''h'')'
+			INTO dist USING rel;
+	END IF;
+	RETURN dist;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_distributed(regclass) FROM PUBLIC;
+
+-- Outbox events taken oldest id first, skipping those another worker
+-- holds: on one server in one statement; on Citus, which refuses a
+-- multi-shard FOR UPDATE, the candidates are read across the shards without
+-- locks, then each is taken on its own shard by order_no and id (skipped
+-- when another worker holds it, and then replaced by the next candidates).
+-- A claim whose events are on several nodes commits with two-phase commit.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_outbox_claim(max_rows integer DEFAULT 100)
+	RETURNS SETOF @extschema@.paynotify_outbox
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	cand record;
+	after bigint := -9223372036854775808;
+	taken bigint := 0;
+	want bigint;
+	seen bigint;
+	got bigint;
+BEGIN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_outbox') THEN
+		RETURN QUERY
+		DELETE FROM @extschema@.paynotify_outbox o
+		WHERE o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
+					   ORDER BY i.id LIMIT max_rows FOR UPDATE SKIP LOCKED)
+		RETURNING o.*;
+		RETURN;
+	END IF;
+	LOOP
+		want := coalesce(max_rows, 2147483647) - taken;
+		EXIT WHEN want <= 0;
+		seen := 0;
+		FOR cand IN SELECT i.id, i.order_no FROM @extschema@.paynotify_outbox i
+					WHERE i.id > after ORDER BY i.id LIMIT want LOOP
+			seen := seen + 1;
+			after := cand.id;
+			RETURN QUERY
+			DELETE FROM @extschema@.paynotify_outbox o
+			WHERE o.order_no = cand.order_no AND o.id = cand.id
+			  AND o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
+						   WHERE i.order_no = cand.order_no AND i.id = cand.id
+						   FOR UPDATE SKIP LOCKED)
+			RETURNING o.*;
+			GET DIAGNOSTICS got = ROW_COUNT;
+			taken := taken + got;
+		END LOOP;
+		EXIT WHEN seen < want;
+	END LOOP;
+END
+$$;
+
 -- The claim takes, for each enabled endpoint, at most its max_in_flight
 -- oldest due deliveries, from the index (endpoint_id, next_attempt_at), so
 -- that one endpoint's backlog (a receiver that hangs, an endpoint disabled
@@ -543,36 +663,91 @@ DROP INDEX @extschema@.paynotify_delivery_due;
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DEFAULT 100)
 	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
 				   secret text, max_in_flight integer, attempts integer, body text)
-	LANGUAGE sql SECURITY DEFINER
+	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-	WITH candidate AS MATERIALIZED (
-		SELECT c.id
-		FROM @extschema@.paynotify_endpoint e
-			CROSS JOIN LATERAL (
-				SELECT d.id, d.next_attempt_at
-				FROM @extschema@.paynotify_delivery d
-				WHERE d.endpoint_id = e.id
-				  AND d.delivered_at IS NULL AND d.dead_at IS NULL
-				  AND d.next_attempt_at <= pg_catalog.now()
-				  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
-								  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
-									AND p.outbox_id < d.outbox_id
-									AND p.delivered_at IS NULL AND p.dead_at IS NULL)
-				ORDER BY d.next_attempt_at
-				LIMIT e.max_in_flight) c
-		WHERE e.enabled
-		ORDER BY c.next_attempt_at
-		LIMIT max_rows)
-	SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
-		d.attempts, d.body
-	FROM @extschema@.paynotify_delivery d
-		JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
-	WHERE d.id IN (SELECT candidate.id FROM candidate)
-	  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
-	  AND e.enabled
-	ORDER BY d.next_attempt_at
-	FOR UPDATE OF d SKIP LOCKED
+#variable_conflict use_column
+DECLARE
+	ep record;
+	cand record;
+	ids bigint[] := '{}';
+	orders text[] := '{}';
+	dues timestamptz[] := '{}';
+BEGIN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		RETURN QUERY
+		WITH candidate AS MATERIALIZED (
+			SELECT c.id
+			FROM @extschema@.paynotify_endpoint e
+				CROSS JOIN LATERAL (
+					SELECT d.id, d.next_attempt_at
+					FROM @extschema@.paynotify_delivery d
+					WHERE d.endpoint_id = e.id
+					  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+					  AND d.next_attempt_at <= pg_catalog.now()
+					  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
+									  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
+										AND p.order_seq < d.order_seq
+										AND p.delivered_at IS NULL AND p.dead_at IS NULL)
+					ORDER BY d.next_attempt_at
+					LIMIT e.max_in_flight) c
+			WHERE e.enabled
+			ORDER BY c.next_attempt_at
+			LIMIT max_rows)
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.id IN (SELECT candidate.id FROM candidate)
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		ORDER BY d.next_attempt_at
+		FOR UPDATE OF d SKIP LOCKED;
+		RETURN;
+	END IF;
+	-- Citus: the candidates of each endpoint read across the shards without
+	-- locks (Citus neither locks rows nor pushes a LIMIT per endpoint down
+	-- across shards), then each locked on its own shard by order_no and id.
+	-- A delivery also waits for an event of its order still in the outbox
+	-- with a lower order_seq: fan-outs on two nodes run at once (each node
+	-- has its own advisory lock), and one may take an order's later event
+	-- before the other has made the deliveries of its earlier one.  The
+	-- outbox rows and deliveries of an order are on one shard, read by one
+	-- statement there: an event is in one or the other.
+	FOR ep IN SELECT e.id, e.max_in_flight FROM @extschema@.paynotify_endpoint e WHERE e.enabled LOOP
+		FOR cand IN
+			SELECT d.id, d.order_no, d.next_attempt_at
+			FROM @extschema@.paynotify_delivery d
+			WHERE d.endpoint_id = ep.id
+			  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			  AND d.next_attempt_at <= pg_catalog.now()
+			  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
+							  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
+								AND p.order_seq < d.order_seq
+								AND p.delivered_at IS NULL AND p.dead_at IS NULL)
+			  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_outbox o
+							  WHERE o.order_no = d.order_no
+								AND coalesce(o.order_seq, o.id) < d.order_seq)
+			ORDER BY d.next_attempt_at
+			LIMIT ep.max_in_flight LOOP
+			ids := ids || cand.id;
+			orders := orders || cand.order_no;
+			dues := dues || cand.next_attempt_at;
+		END LOOP;
+	END LOOP;
+	FOR cand IN SELECT u.id, u.order_no FROM unnest(ids, orders, dues) u(id, order_no, due)
+				ORDER BY u.due LIMIT max_rows LOOP
+		RETURN QUERY
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.order_no = cand.order_no AND d.id = cand.id
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		FOR UPDATE OF d SKIP LOCKED;
+	END LOOP;
+END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_claim(integer) IS
 	'paynotify-relay: locks up to max_rows due deliveries, at most max_in_flight per endpoint, until the caller''s transaction ends (with the endpoint and its secret)';
@@ -603,27 +778,51 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigin
 	AS $$
 DECLARE
 	n integer;
+	attempt_at timestamptz := clock_timestamp();
+	jitters float8[] := ARRAY(SELECT 0.5 + 0.5 * random()
+							  FROM generate_series(1, coalesce(cardinality(delivery_ids), 0)));
+	ids bigint[];
+	orders text[];
+	st integer[];
+	errs text[];
+	done timestamptz[];
+	dead timestamptz[];
+	nexts timestamptz[];
 BEGIN
-	UPDATE @extschema@.paynotify_delivery d SET
-		attempts = least(d.attempts, 2147483646) + 1,
-		last_attempt_at = r.at,
-		last_status = r.status,
-		last_error = CASE WHEN r.ok THEN NULL ELSE left(coalesce(r.error, 'HTTP ' || r.status), 500) END,
-		delivered_at = CASE WHEN r.ok THEN r.at END,
-		dead_at = CASE WHEN NOT r.ok AND r.at >= d.started_at + e.retry_horizon THEN r.at END,
+	-- The new values are read first, then written as they are (one way on
+	-- one server and on Citus, which refuses random() and clock_timestamp()
+	-- in an UPDATE of a distributed table, and time arithmetic on its
+	-- columns there); the deliveries are the caller's claims, locked.
+	SELECT array_agg(d.id), array_agg(d.order_no), array_agg(r.status),
+		array_agg(CASE WHEN r.ok THEN NULL ELSE left(coalesce(r.error, 'HTTP ' || r.status), 500) END),
+		array_agg(CASE WHEN r.ok THEN attempt_at END),
+		array_agg(CASE WHEN NOT r.ok AND attempt_at >= d.started_at + e.retry_horizon THEN attempt_at END),
 		-- in seconds: retry_base * 2^30 as an interval can overflow, and a
 		-- failing report would give the whole batch back again and again
-		next_attempt_at = CASE WHEN r.ok THEN d.next_attempt_at
-			ELSE least(r.at + pg_catalog.make_interval(secs =>
+		array_agg(CASE WHEN r.ok THEN d.next_attempt_at
+			ELSE least(attempt_at + pg_catalog.make_interval(secs =>
 							least(extract(epoch FROM e.retry_max)::float8,
 								  extract(epoch FROM e.retry_base)::float8 * power(2, least(d.attempts, 30)))
-							* (0.5 + 0.5 * random())),
-					   d.started_at + e.retry_horizon) END
-	FROM (SELECT u.id, u.status, u.error, coalesce(u.status BETWEEN 200 AND 299, false) AS ok,
-				 clock_timestamp() AS at
-		  FROM unnest(delivery_ids, statuses, errors) u(id, status, error)) r,
-		 @extschema@.paynotify_endpoint e
-	WHERE d.id = r.id AND e.id = d.endpoint_id
+							* r.jitter),
+					   d.started_at + e.retry_horizon) END)
+	INTO ids, orders, st, errs, done, dead, nexts
+	FROM (SELECT u.id, u.status, u.error, coalesce(u.status BETWEEN 200 AND 299, false) AS ok, u.jitter
+		  FROM unnest(delivery_ids, statuses, errors, jitters) u(id, status, error, jitter)
+		  WHERE u.id IS NOT NULL) r
+		JOIN @extschema@.paynotify_delivery d ON d.id = r.id
+		JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL;
+	UPDATE @extschema@.paynotify_delivery d SET
+		attempts = least(d.attempts, 2147483646) + 1,
+		last_attempt_at = attempt_at,
+		last_status = v.status,
+		last_error = v.error,
+		delivered_at = v.delivered_at,
+		dead_at = v.dead_at,
+		next_attempt_at = v.next_attempt_at
+	FROM unnest(ids, orders, st, errs, done, dead, nexts)
+		v(id, order_no, status, error, delivered_at, dead_at, next_attempt_at)
+	WHERE d.order_no = v.order_no AND d.id = v.id
 	  AND d.delivered_at IS NULL AND d.dead_at IS NULL;
 	GET DIAGNOSTICS n = ROW_COUNT;
 	RETURN n;
@@ -692,7 +891,9 @@ BEGIN
 		RETURN 0;
 	END IF;
 	-- one relay at a time, so that the deliveries of one order are created
-	-- in the order of its events
+	-- in the order of its events.  On Citus the lock is this node's only:
+	-- fan-outs on two nodes run at once, and the claim makes a delivery
+	-- wait for the order's earlier events still in the outbox as well
 	IF NOT pg_try_advisory_xact_lock(1886284396, 1701736302) THEN
 		RETURN 0;
 	END IF;
@@ -706,8 +907,8 @@ BEGIN
 		SELECT * FROM @extschema@.paynotify_outbox_claim(max_rows)),
 	d AS (
 		INSERT INTO @extschema@.paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel,
-			order_no, body)
-		SELECT e.id, t.id, prefix || t.id, t.event, t.channel, t.order_no,
+			order_no, order_seq, body)
+		SELECT e.id, t.id, prefix || t.id, t.event, t.channel, t.order_no, coalesce(t.order_seq, t.id),
 			jsonb_build_object('id', prefix || t.id, 'event', t.event, 'channel', t.channel,
 				'order_no', t.order_no, 'amount', t.amount, 'notify_id', t.notify_id,
 				'occurred_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text

@@ -188,8 +188,8 @@ SELECT paynotify_add_endpoint('http://127.0.0.1:8080/slow', 'whsec_' || repeat('
 SELECT paynotify_alter_endpoint(:slow, retry_base => '23 hours', retry_max => '30 days');
 \c - :su
 SET search_path = pay, public;
-INSERT INTO paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel, order_no, body, attempts)
-	VALUES (:slow, 0, 'evt_0', 'paid', 'rl', 'RL-SLOW', '{}', 30);
+INSERT INTO paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel, order_no, order_seq, body, attempts)
+	VALUES (:slow, 0, 'evt_0', 'paid', 'rl', 'RL-SLOW', 0, '{}', 30);
 \c - rl_relay
 SET search_path = pay, public;
 BEGIN;
@@ -283,6 +283,29 @@ SELECT count(*) AS claimable FROM paynotify_relay_claim(10);
 \c - rl_op
 SET search_path = pay, public;
 SELECT event, order_no FROM paynotify_outbox_claim(10);
+
+-- An order's events are in order_seq's order: the outbox id where
+-- order_seq is NULL (one server), else order_seq (on Citus the order's own
+-- sequence: ids come from the range of the node that handled the event).
+-- Here the refund has the lower id and the higher order_seq: it waits for
+-- the payment.
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/seq', 'whsec_' || repeat('F', 32),
+	channels => '{seq}') AS seq \gset
+\c - :su
+SET search_path = pay, public;
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq)
+	VALUES ('refunded', 'seq', 'RL-SEQ', 'n_s2', 40, 2), ('paid', 'seq', 'RL-SEQ', 'n_s1', 100, 1);
+\c - rl_relay
+SET search_path = pay, public;
+SELECT paynotify_relay_fanout();
+BEGIN;
+SELECT body::jsonb->>'event' AS claimable FROM paynotify_relay_claim(10);
+ROLLBACK;
+\c - rl_op
+SET search_path = pay, public;
+SELECT event, order_seq, outbox_id = (SELECT min(outbox_id) FROM paynotify_delivery WHERE order_no = 'RL-SEQ') AS lower_id
+FROM paynotify_delivery WHERE order_no = 'RL-SEQ' ORDER BY order_seq;
+SELECT paynotify_drop_endpoint(:seq);
 
 -- purge and drop
 SELECT paynotify_purge_deliveries('1 day');

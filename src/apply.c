@@ -577,7 +577,7 @@ refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const cha
 static void
 emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
 {
-	Datum		args[5];
+	Datum		args[6];
 	bool		isnull;
 	int64		id;
 	StringInfoData msg;
@@ -587,7 +587,17 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 	args[2] = CStringGetTextDatum(n->order_no);
 	args[3] = CStringGetTextDatum(n->notify_id);
 	args[4] = Int64GetDatum(amount);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+	if (cfg->distributed)
+	{
+		/* Citus: the order's next sequence value (see paynotify_order_seq) */
+		if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_SEQ_NEXT), &args[2], NULL, false, 1) != SPI_OK_INSERT_RETURNING ||
+			SPI_processed != 1)
+			elog(ERROR, "paynotify: order sequence update failed");
+		args[5] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT_SEQ), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "paynotify: outbox insert failed");
+	}
+	else if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "paynotify: outbox insert failed");
 	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 

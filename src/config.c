@@ -25,6 +25,8 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -162,6 +164,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5) RETURNING id",
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
 	},
+	/*
+	 * Citus only: the order's next sequence value, on its shard, under its
+	 * lock (see paynotify_order_seq), and the outbox row that carries it
+	 */
+	[PLAN_ORDER_SEQ_NEXT] = {
+		"INSERT INTO @s.paynotify_order_seq AS q (order_no, last) VALUES ($1, 1)"
+		" ON CONFLICT (order_no) DO UPDATE SET last = q.last + 1 RETURNING last",
+		1, {TEXTOID}
+	},
+	[PLAN_OUTBOX_INSERT_SEQ] = {
+		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq)"
+		" VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
+	},
 	[PLAN_ANOMALY_INSERT] = {
 		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
 		" VALUES ($1, $2, $3, $4, $5)",
@@ -202,6 +218,7 @@ static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
 static void load_transitions(PnConfig *cfg);
 static void load_hooks(PnConfig *cfg);
+static void load_distribution(PnConfig *cfg);
 static void config_free(PnConfig *cfg);
 static char *expand_sql(const PnConfig *cfg, const char *tmpl);
 static char *spi_text(int row, int col);
@@ -324,6 +341,7 @@ config_load(Oid nsp)
 		load_binding(cfg);
 		load_transitions(cfg);
 		load_hooks(cfg);
+		load_distribution(cfg);
 	}
 	PG_CATCH();
 	{
@@ -391,6 +409,33 @@ static void
 load_config_tables(PnConfig *cfg)
 {
 	cfg->nconfig_relids = config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
+}
+
+/*
+ * Whether the outbox is distributed by Citus: then each event also takes its
+ * order's next sequence value (PLAN_ORDER_SEQ_NEXT).  Read once per
+ * generation; paynotify_distribute() makes the configuration tables
+ * reference tables in the same call, which reloads every backend.  Without
+ * Citus, nothing is read.
+ */
+static void
+load_distribution(PnConfig *cfg)
+{
+	char		sql[256];
+	Oid			outbox;
+
+	cfg->distributed = false;
+	if (!OidIsValid(get_extension_oid("citus", true)))
+		return;
+	outbox = get_relname_relid("paynotify_outbox", cfg->nsp);
+	if (!OidIsValid(outbox) || !OidIsValid(get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE)))
+		return;
+	snprintf(sql, sizeof(sql),
+			 "SELECT 1 FROM pg_catalog.pg_dist_partition"
+			 " WHERE logicalrelid = %u AND partmethod = 'h'", outbox);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	cfg->distributed = (SPI_processed > 0);
 }
 
 /* Channels with their gateway and parsed settings. */

@@ -32,6 +32,8 @@ typedef enum PnPlanId
 	PLAN_REFUND_GET,
 	PLAN_REFUND_SUCCEED,
 	PLAN_OUTBOX_INSERT,
+	PLAN_ORDER_SEQ_NEXT,
+	PLAN_OUTBOX_INSERT_SEQ,
 	PLAN_ANOMALY_INSERT,
 	PLAN_ORDER_GET,
 	PLAN_ORDER_MOVE,
@@ -102,6 +104,8 @@ typedef struct PnConfig
 
 	int			nhooks;
 	PnHook	   *hooks;
+
+	bool		distributed;	/* Citus: the outbox is a distributed table */
 
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;

@@ -32,6 +32,18 @@
 #              many after it as before (citus.recover_2pc_interval = -1
 #              keeps them); a deliberate multi-shard write is seen by the
 #              same count (the check can fail)
+#   relay      paynotify_outbox_claim on a worker and on the coordinator at
+#              once (different events; all back after rolling back); then two
+#              loopback endpoints and two paynotify-relays, one connected to
+#              the coordinator, one to worker 2, while payments and refunds
+#              of the same orders are applied on different nodes (paid on
+#              worker 1 and refunded on the coordinator; both through the
+#              shims, round robin; paid on the coordinator before
+#              paynotify_distribute() and refunded on worker 2 after it):
+#              from the receiver's record, every event (one per payment and
+#              per refund applied) accepted exactly once at each endpoint,
+#              each order's paid before its refunded; the outbox empty and
+#              nothing pending at the end
 #   model      test/model/run.sh against the cluster (a database of its own,
 #              its backends spread over the three nodes): "all equal"
 # Throughput figures: test/bench/citus.sh.  Everything is started here on
@@ -39,6 +51,8 @@
 # notifications, default 600), CITUS_STORM (storm deliveries, default 3000),
 # CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 200),
 # CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120),
+# CITUS_RELAY_ORDERS (orders paid and refunded each way in the relay check,
+# default 40),
 # CITUS_SHARD_COUNT (shards per table, default 4).  In the --full suite.  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,13 +68,22 @@ STORM=${CITUS_STORM:-3000}
 M=${CITUS_RESTART_N:-400}
 MODEL_ORDERS=${CITUS_MODEL_ORDERS:-200}
 MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-120}
-# order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21.. restart
+K=${CITUS_RELAY_ORDERS:-40}
+# order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21..
+# restart, then for the relay: P0.. paid before the distribution, A0.. paid on
+# worker 1 and refunded on the coordinator, B0.. both through the shims
 D0=11 S0=$((N + 15)) R0=$((N + 21))
+P0=$((R0 + M + 10)) A0=$((R0 + M + 20)) B0=$((R0 + M + 20 + K))
 stack_init citus
 trap citus_stop EXIT
 citus_cluster "track_functions = 'all'" || exit 1
 echo "# coordinator 127.0.0.1:${CITUS_PORTS[0]}, workers :${CITUS_PORTS[1]} :${CITUS_PORTS[2]}"
-stack_schema 0 $((R0 + M + 10)) || exit 1
+stack_schema 0 $((B0 + K + 10)) || exit 1
+# paid on one server, before the distribution (refunded after it: see relay)
+shim/paynotify-send --gateway stripe --mode distinct -n 5 --start $P0 --seed 60 --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/prepay.sql" >/dev/null 2>&1
+"$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" \
+    -f "$STACK_DIR/prepay.sql" >/dev/null 2>&1
 out=$(citus_sql 0 -c "SELECT paynotify_distribute()" 2>&1)
 check "SELECT paynotify_distribute() on the coordinator" "0|" "$?|$(echo "$out" | grep -E 'ERROR|FATAL' | head -3)"
 out=$(citus_app 2>&1)
@@ -199,9 +222,10 @@ check "restart: deliveries not acknowledged around the restart (the restart was 
     "$(awk -F'\t' '$9 != 1' "$ledger2" | wc -l | awk '{ print ($1 > 0 ? "yes" : "no: " $1) }')"
 audit "$ledger2" --kill "$tkill"
 check "restart: $M orders paid, one payment, one paid event each" "$M|$M|$M" \
-    "$(citus_q 0 "SELECT (SELECT count(*) FROM orders WHERE status = 'paid' AND order_no >= '$(printf 'PN%08d' $R0)') || '|' ||
-                  (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no >= '$(printf 'PN%08d' $R0)') || '|' ||
-                  (SELECT count(*) FROM paynotify_outbox WHERE channel = 'stripe' AND event = 'paid' AND order_no >= '$(printf 'PN%08d' $R0)')")"
+    "$(rr="BETWEEN '$(printf 'PN%08d' $R0)' AND '$(printf 'PN%08d' $((R0 + M - 1)))'"
+       citus_q 0 "SELECT (SELECT count(*) FROM orders WHERE status = 'paid' AND order_no $rr) || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no $rr) || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE channel = 'stripe' AND event = 'paid' AND order_no $rr)")"
 check "the shims are the same processes (reconnected by themselves)" "yes yes yes" \
     "$(for i in 0 1 2; do pn_alive "$(cat "$STACK_DIR/shim$i.pid")" && echo -n yes || echo -n no; [ $i -lt 2 ] && echo -n ' '; done)"
 
@@ -219,6 +243,108 @@ citus_sql 0 -c "INSERT INTO routing_probe (order_no) SELECT 'PN' || lpad(i::text
 tpc2=$(citus_2pc_count)
 check "... and the count sees a deliberate multi-shard write (64 rows over both workers: 2PC)" yes \
     "$([ "$tpc2" -gt "$tpc1" ] && echo yes || echo "no: $tpc1 -> $tpc2")"
+
+# ---- the relay and the outbox on the cluster ----------------------------------------
+# paynotify_outbox_claim: candidates read across shards, each taken on its
+# shard; two claims at once take different events; rolled back, all are back
+before_claims=$(citus_q 0 "SELECT count(*) FROM paynotify_outbox")
+citus_sql 1 -tA -c "BEGIN" -c "SELECT string_agg(id::text, ' ' ORDER BY id) FROM paynotify_outbox_claim(5)" \
+    -c "SELECT pg_sleep(3)" -c "ROLLBACK" >"$STACK_DIR/claim1.out" 2>&1 &
+claim_pid=$!
+for _ in $(seq 1 100); do [ -s "$STACK_DIR/claim1.out" ] && break; sleep 0.05; done
+claim2=$(citus_sql 0 -tA -c "BEGIN" -c "SELECT string_agg(id::text, ' ' ORDER BY id) FROM paynotify_outbox_claim(5)" -c "ROLLBACK" 2>&1)
+wait "$claim_pid"
+claim1=$(grep -v '^$' "$STACK_DIR/claim1.out" | head -1)
+check "paynotify_outbox_claim on the cluster: 5 events on worker 1, 5 others at once on the coordinator, all back after the rollbacks" \
+    "5|5|0|$before_claims" \
+    "$(echo "$claim1" | wc -w)|$(echo "$claim2" | wc -w)|$(comm -12 <(tr ' ' '\n' <<<"$claim1" | sort) <(tr ' ' '\n' <<<"$claim2" | sort) | grep -c .)|$(citus_q 0 "SELECT count(*) FROM paynotify_outbox")"
+
+whsec=$(tr -d '\n' <test/vectors/keys/stripe_secret_1.txt)
+python3 test/e2e/relay_receiver.py "$STACK_DIR/rport" "$STACK_DIR/received" "$whsec" &
+STACK_PIDS+=($!)
+for _ in $(seq 1 100); do [ -s "$STACK_DIR/rport" ] && break; sleep 0.05; done
+rport=$(cat "$STACK_DIR/rport")
+citus_sql 0 >/dev/null <<SQL
+CREATE ROLE notify_relay LOGIN IN ROLE paynotify_relay;
+SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/a', '$whsec', max_in_flight => 32);
+SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/b', '$whsec', max_in_flight => 32);
+SQL
+relays=()
+start_relay() {	# start_relay NODE: a paynotify-relay connected to that node
+    env PAYNOTIFY_DSN="host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" \
+        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=500 \
+        shim/relay/paynotify-relay --batch=64 >>"$STACK_DIR/log/relay$1.log" 2>&1 &
+    STACK_PIDS+=($!)
+    relays+=($!)
+}
+start_relay 0
+start_relay 2
+direct() {	# direct NODE FILE: the notifications of FILE through paynotify_handle on NODE
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$2" >/dev/null 2>&1
+}
+for w in pay refund; do
+    shim/paynotify-send --gateway stripe --mode distinct --event $w -n "$K" --start $A0 --seed 61 --keys test/vectors/keys \
+        --quiet --dump-sql "$STACK_DIR/a-$w.sql" >/dev/null 2>&1
+done
+shim/paynotify-send --gateway stripe --mode distinct --event refund -n 5 --start $P0 --seed 60 --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/prerefund.sql" >/dev/null 2>&1
+direct 1 "$STACK_DIR/a-pay.sql" &
+d1=$!
+stack_send stripe --mode retry -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2,0.5,1,1,1 --timeout 5 --quiet \
+    >/dev/null 2>"$STACK_DIR/b-pay.err"
+wait "$d1"
+direct 0 "$STACK_DIR/a-refund.sql" &
+d1=$!
+direct 2 "$STACK_DIR/prerefund.sql"
+stack_send stripe --mode retry --event refund -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2,0.5,1,1,1 --timeout 5 --quiet \
+    >/dev/null 2>"$STACK_DIR/b-refund.err"
+wait "$d1"
+pending=-1
+for _ in $(seq 1 600); do
+    pending=$(citus_q 0 "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>&1)
+    [ "$pending" = 0 ] && break
+    sleep 0.1
+done
+check "relay: the outbox empty and no delivery pending at the end" 0 "$pending"
+check "relay: both relays still running" "yes yes" \
+    "$(for p in "${relays[@]}"; do pn_alive "$p" && echo -n yes || echo -n no; echo -n ' '; done | sed 's/ $//')"
+echo "# relay: $(citus_q 0 "SELECT count(*) || ' deliveries, ' || coalesce(sum(attempts), 0) || ' attempts' FROM paynotify_delivery")"
+# what was applied (payments and refunds, not the outbox): the events the receiver must have
+citus_q 0 "COPY (SELECT order_no, 'paid' FROM payment_record UNION ALL
+                 SELECT order_no, 'refunded' FROM paynotify_refund WHERE status = 'succeeded') TO STDOUT" >"$STACK_DIR/applied.tsv"
+check "relay: payments and refunds applied (3 + $N + 1 + $M + 5 + 2 x $K paid, 5 + 2 x $K refunded)" \
+    "$((3 + N + 1 + M + 5 + 2 * K))|$((5 + 2 * K))" \
+    "$(awk -F'\t' '$2 == "paid"' "$STACK_DIR/applied.tsv" | wc -l)|$(awk -F'\t' '$2 == "refunded"' "$STACK_DIR/applied.tsv" | wc -l)"
+python3 - "$STACK_DIR/received" "$STACK_DIR/applied.tsv" >"$STACK_DIR/relay-check.out" 2>&1 <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+want = sorted(tuple(l.rstrip('\n').split('\t')) for l in open(sys.argv[2]) if l.strip())
+bad = []
+if any(not r['verified'] for r in recs): bad.append('a request not verified by the receiver')
+for path in ('/fast/a', '/fast/b'):
+    acc = [r for r in recs if r['path'] == path and r['verdict'] == 'ok']
+    ids = [r['id'] for r in acc]
+    if len(ids) != len(set(ids)): bad.append('%s: %d webhook-ids accepted more than once' % (path, len(ids) - len(set(ids))))
+    got = sorted((json.loads(r['body'])['order_no'], json.loads(r['body'])['event']) for r in acc)
+    if got != want:
+        miss = sorted(set(want) - set(got)); extra = sorted(set(got) - set(want))
+        bad.append('%s: %d accepted, %d applied; never accepted: %s; accepted, not applied: %s'
+                   % (path, len(got), len(want), miss[:4], extra[:4]))
+    paid = {}
+    for i, r in enumerate(acc):
+        b = json.loads(r['body'])
+        if b['event'] == 'paid': paid.setdefault(b['order_no'], i)
+        elif b['event'] == 'refunded' and paid.get(b['order_no'], len(acc)) > i:
+            bad.append('%s: order %s refunded (%s) before paid' % (path, b['order_no'], r['id']))
+    print('# receiver %s: %d events accepted' % (path, len(acc)))
+for b in bad[:10]: print(b)
+sys.exit(1 if bad else 0)
+EOF
+rc=$?
+grep '^#' "$STACK_DIR/relay-check.out"
+check "relay: every event accepted exactly once at each endpoint, each order's paid before its refunded (receiver's record)" \
+    "0|" "$rc|$(grep -v '^#' "$STACK_DIR/relay-check.out" | head -5 | tr '\n' ' ')"
+for p in "${relays[@]}"; do stop_pid "$p"; done
 
 # ---- the model-based ledger test on the cluster --------------------------------------
 if citus_database model; then
