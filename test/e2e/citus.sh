@@ -269,16 +269,6 @@ CREATE ROLE notify_relay LOGIN IN ROLE paynotify_relay;
 SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/a', '$whsec', max_in_flight => 32);
 SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/b', '$whsec', max_in_flight => 32);
 SQL
-relays=()
-start_relay() {	# start_relay NODE: a paynotify-relay connected to that node
-    env PAYNOTIFY_DSN="host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" \
-        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=500 \
-        shim/relay/paynotify-relay --batch=64 >>"$STACK_DIR/log/relay$1.log" 2>&1 &
-    STACK_PIDS+=($!)
-    relays+=($!)
-}
-start_relay 0
-start_relay 2
 direct() {	# direct NODE FILE: the notifications of FILE through paynotify_handle on NODE
     "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$2" >/dev/null 2>&1
 }
@@ -288,17 +278,33 @@ for w in pay refund; do
 done
 shim/paynotify-send --gateway stripe --mode distinct --event refund -n 5 --start $P0 --seed 60 --keys test/vectors/keys \
     --quiet --dump-sql "$STACK_DIR/prerefund.sql" >/dev/null 2>&1
-direct 1 "$STACK_DIR/a-pay.sql" &
-d1=$!
+# before the relays start, so that the fan-outs find them all in the
+# outbox: paid on worker 1 (ids from its range, above 2^48), refunded on the
+# coordinator (lower ids); the refunds of orders paid before the distribution
+direct 1 "$STACK_DIR/a-pay.sql"
+direct 0 "$STACK_DIR/a-refund.sql"
+direct 2 "$STACK_DIR/prerefund.sql"
+check "relay: the refunds applied on the coordinator have lower outbox ids than their payments on worker 1" "$K" \
+    "$(citus_q 0 "SELECT count(*) FROM paynotify_outbox r JOIN paynotify_outbox p ON p.order_no = r.order_no AND p.event = 'paid'
+                  WHERE r.event = 'refunded' AND r.id < p.id")"
+# two relays, on the coordinator and on worker 2 (fan-outs on two nodes at
+# once), fanning out 50 events at a time: an order's refund is often made a
+# delivery before its payment
+relays=()
+start_relay() {	# start_relay NODE: a paynotify-relay connected to that node
+    env PAYNOTIFY_DSN="host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" \
+        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=500 \
+        PAYNOTIFY_RELAY_FANOUT_BATCH=50 shim/relay/paynotify-relay --batch=64 >>"$STACK_DIR/log/relay$1.log" 2>&1 &
+    STACK_PIDS+=($!)
+    relays+=($!)
+}
+start_relay 0
+start_relay 2
+# and while they run, payments and then refunds of other orders through the shims
 stack_send stripe --mode retry -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2,0.5,1,1,1 --timeout 5 --quiet \
     >/dev/null 2>"$STACK_DIR/b-pay.err"
-wait "$d1"
-direct 0 "$STACK_DIR/a-refund.sql" &
-d1=$!
-direct 2 "$STACK_DIR/prerefund.sql"
 stack_send stripe --mode retry --event refund -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2,0.5,1,1,1 --timeout 5 --quiet \
     >/dev/null 2>"$STACK_DIR/b-refund.err"
-wait "$d1"
 pending=-1
 for _ in $(seq 1 600); do
     pending=$(citus_q 0 "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>&1)
@@ -306,6 +312,11 @@ for _ in $(seq 1 600); do
     sleep 0.1
 done
 check "relay: the outbox empty and no delivery pending at the end" 0 "$pending"
+early=$(citus_q 0 "SELECT count(*) FROM paynotify_delivery r JOIN paynotify_delivery p ON p.order_no = r.order_no
+                   AND p.endpoint_id = r.endpoint_id AND p.event = 'paid'
+                   WHERE r.event = 'refunded' AND r.created_at < p.created_at" 2>&1)
+check "relay: refunds were made deliveries before their payments (the fan-outs take the outbox by id): $early of them" yes \
+    "$([ "${early:-0}" -gt 0 ] 2>/dev/null && echo yes || echo "no: $early")"
 check "relay: both relays still running" "yes yes" \
     "$(for p in "${relays[@]}"; do pn_alive "$p" && echo -n yes || echo -n no; echo -n ' '; done | sed 's/ $//')"
 echo "# relay: $(citus_q 0 "SELECT count(*) || ' deliveries, ' || coalesce(sum(attempts), 0) || ' attempts' FROM paynotify_delivery")"
