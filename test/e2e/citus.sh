@@ -294,7 +294,8 @@ relays=()
 start_relay() {	# start_relay NODE: a paynotify-relay connected to that node
     env PAYNOTIFY_DSN="host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" \
         PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=500 \
-        PAYNOTIFY_RELAY_FANOUT_BATCH=50 shim/relay/paynotify-relay --batch=64 >>"$STACK_DIR/log/relay$1.log" 2>&1 &
+        PAYNOTIFY_RELAY_FANOUT_BATCH=50 PAYNOTIFY_RELAY_VERBOSE=2 shim/relay/paynotify-relay --batch=64 \
+        >>"$STACK_DIR/log/relay$1.log" 2>&1 &
     STACK_PIDS+=($!)
     relays+=($!)
 }
@@ -319,6 +320,11 @@ check "relay: refunds were made deliveries before their payments (the fan-outs t
     "$([ "${early:-0}" -gt 0 ] 2>/dev/null && echo yes || echo "no: $early")"
 check "relay: both relays still running" "yes yes" \
     "$(for p in "${relays[@]}"; do pn_alive "$p" && echo -n yes || echo -n no; echo -n ' '; done | sed 's/ $//')"
+sent0=$(grep -c ': delivered$' "$STACK_DIR/log/relay0.log")
+sent2=$(grep -c ': delivered$' "$STACK_DIR/log/relay2.log")
+echo "# relay: deliveries made by the relay on the coordinator $sent0, on worker 2 $sent2"
+check "relay: each relay delivered events (its node's fan-out and claims work), neither logged a failed statement" "yes|" \
+    "$([ "$sent0" -gt 0 ] && [ "$sent2" -gt 0 ] && echo yes || echo no)|$(grep -hE 'failed: |could not record|connection lost' "$STACK_DIR"/log/relay[02].log | head -3)"
 echo "# relay: $(citus_q 0 "SELECT count(*) || ' deliveries, ' || coalesce(sum(attempts), 0) || ' attempts' FROM paynotify_delivery")"
 # what was applied (payments and refunds, not the outbox): the events the receiver must have
 citus_q 0 "COPY (SELECT order_no, 'paid' FROM payment_record UNION ALL
