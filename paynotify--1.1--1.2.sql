@@ -617,6 +617,10 @@ DECLARE
 	seen bigint;
 	got bigint;
 BEGIN
+	-- one answer on both paths (the Citus loop would just return nothing)
+	IF max_rows < 0 THEN
+		RAISE EXCEPTION 'max_rows must not be negative' USING ERRCODE = 'invalid_row_count_in_limit_clause';
+	END IF;
 	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_outbox') THEN
 		RETURN QUERY
 		DELETE FROM @extschema@.paynotify_outbox o

@@ -283,6 +283,8 @@ SELECT count(*) AS claimable FROM paynotify_relay_claim(10);
 \c - rl_op
 SET search_path = pay, public;
 SELECT event, order_no FROM paynotify_outbox_claim(10);
+-- a negative count is refused (the same answer on Citus: test/e2e/citus.sh)
+SELECT * FROM paynotify_outbox_claim(-1);
 
 -- An order's events are in order_seq's order: the outbox id where
 -- order_seq is NULL (one server), else order_seq (on Citus the order's own

@@ -258,6 +258,8 @@ claim1=$(grep -v '^$' "$STACK_DIR/claim1.out" | head -1)
 check "paynotify_outbox_claim on the cluster: 5 events on worker 1, 5 others at once on the coordinator, all back after the rollbacks" \
     "5|5|0|$before_claims" \
     "$(echo "$claim1" | wc -w)|$(echo "$claim2" | wc -w)|$(comm -12 <(tr ' ' '\n' <<<"$claim1" | sort) <(tr ' ' '\n' <<<"$claim2" | sort) | grep -c .)|$(citus_q 0 "SELECT count(*) FROM paynotify_outbox")"
+check "paynotify_outbox_claim(-1) on the cluster: refused (SQLSTATE 2201W), as on one server" "2201W" \
+    "$(citus_sql 1 -tA -v VERBOSITY=verbose -c "SELECT * FROM paynotify_outbox_claim(-1)" 2>&1 | grep -o '2201W' | head -1)"
 
 whsec=$(tr -d '\n' <test/vectors/keys/stripe_secret_1.txt)
 python3 test/e2e/relay_receiver.py "$STACK_DIR/rport" "$STACK_DIR/received" "$whsec" &
