@@ -435,17 +435,21 @@ force_synchronous_commit(void)
  * log row.  A later call in the same transaction that writes more than a
  * counter sets synchronous_commit back (force_synchronous_commit).
  *
- * Never with synchronous standbys: the first delivery's commit may have
- * been acknowledged by this primary alone (its wait for the standby
- * cancelled, or its connection terminated while waiting), and the repeat's
- * commit, which follows it in the WAL, waiting for the standby is what makes
- * acknowledging the repeat safe across a failover.
+ * Never with synchronous standbys: the first delivery's commit may be on
+ * this primary alone (its wait for the standby cancelled, or its connection
+ * terminated while waiting), and the repeat's commit, which follows it in
+ * the WAL, waiting for the standby is what makes acknowledging the repeat
+ * safe across a failover.  So the repeat is then made synchronous as any
+ * other call: a caller's 'off' or 'local' would not wait for the standby.
  */
 static void
 relax_synchronous_commit(void)
 {
 	if (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+	{
+		force_synchronous_commit();
 		return;
+	}
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 		(void) set_config_option("synchronous_commit", "off",
