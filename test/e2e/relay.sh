@@ -400,7 +400,7 @@ check "what paynotify_admin reads: one coarse class for each, no status" \
 # carries it (::ffff:a.b.c.d reaches it through an IPv6 socket): in a
 # network namespace of its own whose loopback has a public address (the
 # address above may be of a class refused anyway, as 192.0.2.x is)
-if unshare -n true 2>/dev/null; then
+if unshare -n true 2>/dev/null && command -v ip >/dev/null; then
     as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
     oport=$(pn_free_port)
     for u in "http://100.128.0.1:$oport/own1" "http://[::ffff:100.128.0.1]:$oport/own2" \
@@ -433,7 +433,7 @@ http.server.ThreadingHTTPServer((\"0.0.0.0\", int(sys.argv[2])), H).serve_foreve
     check "this host's own public address, as IPv4 and as IPv4-mapped IPv6: --once fails, the receiver got nothing, each refused" \
         "1 0 3" "$? $(grep -c '/own' "$dir/own-received") $(q "SELECT count(*) FROM paynotify_delivery WHERE channel = 'own' AND last_error LIKE 'address not allowed%' AND last_status IS NULL")"
 else
-    skipped "this host's own public address as IPv4-mapped IPv6 (no network namespace: unshare -n)"
+    skipped "this host's own public address as IPv4-mapped IPv6 (no network namespace: unshare -n, ip)"
 fi
 
 # max_in_flight holds across relays: two relays, a hanging receiver with
