@@ -10,7 +10,10 @@
 -- distributed by order_no, co-located with the orders table: a notification
 -- then reads and writes one shard of each table, on one node, and commits
 -- without two-phase commit.  The order number is inside the signed payload,
--- so a key that includes it is as strong as one without it.
+-- so a key that includes it is as strong as one without it for the
+-- deliveries of one signed content; one id signed with two orders and
+-- delivered on two Citus nodes at once is caught by neither key (see the
+-- README's Scale-out on Citus).
 --
 -- A notification whose order is unknown (no order number in the payload, an
 -- event type paynotify does not apply) is recorded with order_no '' (the

@@ -83,3 +83,32 @@ FROM tx.inbox i, pay.paynotify_handle('tx_sync', i.headers, i.body) r WHERE i.n 
 \c - tx_ops
 SELECT * FROM tx.logged;
 \c - :su
+
+-- With a synchronous standby configured, a repeat's commit waits for it
+-- whatever the caller's synchronous_commit: the first delivery's commit may
+-- be on this primary alone (its wait for the standby cancelled), and
+-- 'local' or 'off' would acknowledge the repeat without the standby.  No
+-- standby answers here, so the setting is read in a transaction that is
+-- rolled back (a commit would wait for the absent standby).
+\c - :su
+ALTER ROLE tx_shim SET synchronous_commit = local;
+ALTER SYSTEM SET synchronous_standby_names = 'pn_absent_standby';
+SELECT pg_reload_conf();
+SELECT pg_sleep(0.3);
+\c - tx_shim
+SHOW synchronous_standby_names;
+BEGIN;
+SELECT r.outcome, current_setting('synchronous_commit') AS synchronous_commit
+FROM tx.inbox i, pay.paynotify_handle('tx_sync', i.headers, i.body) r WHERE i.n = 2;
+ROLLBACK;
+SET synchronous_commit = off;
+BEGIN;
+SELECT r.outcome, current_setting('synchronous_commit') AS synchronous_commit
+FROM tx.inbox i, pay.paynotify_handle('tx_sync', i.headers, i.body) r WHERE i.n = 2;
+ROLLBACK;
+SHOW synchronous_commit;
+\c - :su
+SET synchronous_commit = local;
+ALTER SYSTEM RESET synchronous_standby_names;
+SELECT pg_reload_conf();
+ALTER ROLE tx_shim RESET synchronous_commit;

@@ -31,6 +31,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -80,6 +81,25 @@ static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 					   PnOutcome outcome, PnReason reason);
 static void force_synchronous_commit(void);
 static void relax_synchronous_commit(void);
+static void relaxed_call_ended(XLogRecPtr call_start);
+static void relax_xact_callback(XactEvent event, void *arg);
+
+/*
+ * A repeat relaxed this transaction's synchronous_commit (relaxed_from: the
+ * caller's level), and relaxed_upto is where this transaction's WAL ended
+ * when the last paynotify_handle call since then ended: what is written
+ * after it is someone else's (see relax_synchronous_commit).
+ */
+static bool relaxed = false;
+static int	relaxed_from;
+static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
+static const char *const commit_level[] = {
+	[SYNCHRONOUS_COMMIT_OFF] = "off",
+	[SYNCHRONOUS_COMMIT_LOCAL_FLUSH] = "local",
+	[SYNCHRONOUS_COMMIT_REMOTE_WRITE] = "remote_write",
+	[SYNCHRONOUS_COMMIT_REMOTE_FLUSH] = "on",
+	[SYNCHRONOUS_COMMIT_REMOTE_APPLY] = "remote_apply",
+};
 
 /* Unix seconds: paynotify.now when set, else the system clock. */
 int64
@@ -104,6 +124,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	PnReason	reason;
 	PnOutcome	outcome;
 	bytea	   *body;
+	XLogRecPtr	call_start;
 
 	pn_require_read_committed("paynotify_handle");
 	/*
@@ -152,8 +173,10 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
 		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
+	call_start = XactLastRecEnd;
 	outcome = dedup_and_apply(cfg, ch, &notice);
 	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
+	relaxed_call_ended(call_start);
 	return reply_row(fcinfo, ch->gw, outcome, PN_OK);
 }
 
@@ -420,7 +443,10 @@ static void
 force_synchronous_commit(void)
 {
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
-		(void) set_config_option("synchronous_commit", "on",
+		(void) set_config_option("synchronous_commit",
+								 relaxed && relaxed_from > SYNCHRONOUS_COMMIT_REMOTE_FLUSH &&
+								 relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY
+								 ? commit_level[relaxed_from] : "on",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
 }
@@ -433,24 +459,78 @@ force_synchronous_commit(void)
  * the same statement, nor by anything else), it need not wait for the WAL
  * flush.  This keeps storms of duplicates from queueing behind fsyncs on the
  * log row.  A later call in the same transaction that writes more than a
- * counter sets synchronous_commit back (force_synchronous_commit).
+ * counter sets synchronous_commit back (force_synchronous_commit).  So does
+ * the commit when anything else wrote in the transaction after the repeat:
+ * without a transaction block, the statements of one pipeline (extended
+ * protocol, one Sync) are still one transaction, and the caller's own
+ * writes after the repeat commit as the caller asked (relax_xact_callback).
  *
- * Never with synchronous standbys: the first delivery's commit may have
- * been acknowledged by this primary alone (its wait for the standby
- * cancelled, or its connection terminated while waiting), and the repeat's
- * commit, which follows it in the WAL, waiting for the standby is what makes
- * acknowledging the repeat safe across a failover.
+ * Never with synchronous standbys: the first delivery's commit may be on
+ * this primary alone (its wait for the standby cancelled, or its connection
+ * terminated while waiting), and the repeat's commit, which follows it in
+ * the WAL, waiting for the standby is what makes acknowledging the repeat
+ * safe across a failover.  So the repeat is then made synchronous as any
+ * other call: a caller's 'off' or 'local' would not wait for the standby.
  */
 static void
 relax_synchronous_commit(void)
 {
 	if (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+	{
+		force_synchronous_commit();
 		return;
+	}
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
+	{
+		static bool registered = false;
+
+		if (!registered)
+		{
+			RegisterXactCallback(relax_xact_callback, NULL);
+			registered = true;
+		}
+		relaxed_from = synchronous_commit;
 		(void) set_config_option("synchronous_commit", "off",
 								 PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_LOCAL, true, 0, false);
+		relaxed = true;
+		relaxed_upto = XactLastRecEnd;
+	}
+}
+
+/*
+ * A paynotify_handle call ended: when nothing but paynotify_handle calls
+ * has written since the repeat relaxed the commit, what they wrote is
+ * covered by the relaxation.
+ */
+static void
+relaxed_call_ended(XLogRecPtr call_start)
+{
+	if (relaxed && call_start <= relaxed_upto)
+		relaxed_upto = XactLastRecEnd;
+}
+
+/*
+ * At commit: the caller's synchronous_commit back when something was
+ * written after the last paynotify_handle call the relaxation covers.
+ */
+static void
+relax_xact_callback(XactEvent event, void *arg)
+{
+	if (!relaxed)
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT)
+	{
+		if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
+			relaxed_from > SYNCHRONOUS_COMMIT_OFF && relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY)
+			(void) set_config_option("synchronous_commit", commit_level[relaxed_from],
+									 PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_LOCAL, true, 0, false);
+		return;
+	}
+	relaxed = false;
+	relaxed_upto = InvalidXLogRecPtr;
 }
 
 /*

@@ -31,6 +31,7 @@ quick_tests=(
     test/e2e/upgrade.sh
     test/e2e/cron.sh
     test/e2e/monitoring.sh
+    test/e2e/pipeline.sh
 )
 # ... and, without --quick, after them:
 full_tests=(

@@ -41,10 +41,39 @@ ipv4_private(uint32_t a)
 }
 
 /*
+ * The IPv4 address an IPv6 address carries, if it is one of the forms that
+ * reach that IPv4 address: IPv4-mapped (::ffff:a.b.c.d, which an IPv6
+ * socket connects to over IPv4), SIIT, NAT64 (64:ff9b::/96), compatible
+ * (::a.b.c.d) and 6to4 (2002::/16).
+ */
+static bool
+ipv6_carried_ipv4(const struct sockaddr_in6 *sa6, struct sockaddr_in *sa4)
+{
+	const unsigned char *b = sa6->sin6_addr.s6_addr;
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const unsigned char siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+	static const unsigned char zero[12] = {0};
+
+	memset(sa4, 0, sizeof(*sa4));
+	sa4->sin_family = AF_INET;
+	if (memcmp(b, mapped, 12) == 0 || memcmp(b, siit, 12) == 0 ||
+		memcmp(b, nat64, 12) == 0 || memcmp(b, zero, 12) == 0)
+		memcpy(&sa4->sin_addr.s_addr, b + 12, 4);
+	else if (b[0] == 0x20 && b[1] == 0x02)
+		memcpy(&sa4->sin_addr.s_addr, b + 2, 4);
+	else
+		return false;
+	return true;
+}
+
+/*
  * An address of one of this host's own interfaces, whatever its class: a
  * public address of the relay's host reaches every service listening there
- * on all addresses.  Read anew for each connection (connections are reused,
- * so this is rare), so that an address added later counts too.
+ * on all addresses.  Also written as an IPv6 address that carries it
+ * (::ffff:a.b.c.d reaches it through an IPv6 socket).  Read anew for each
+ * connection (connections are reused, so this is rare), so that an address
+ * added later counts too.
  */
 static bool
 address_local(const struct sockaddr *sa)
@@ -52,7 +81,12 @@ address_local(const struct sockaddr *sa)
 	struct ifaddrs *ifs,
 			   *i;
 	bool		local = false;
+	struct sockaddr_in carried;
 
+	if (sa->sa_family == AF_INET6 &&
+		ipv6_carried_ipv4((const struct sockaddr_in6 *) sa, &carried) &&
+		address_local((const struct sockaddr *) &carried))
+		return true;
 	if (getifaddrs(&ifs) != 0)
 		return true;			/* cannot tell: refuse */
 	for (i = ifs; i != NULL && !local; i = i->ifa_next)

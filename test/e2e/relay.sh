@@ -396,6 +396,46 @@ check "what paynotify_admin reads: one coarse class for each, no status" \
     "$nssrf|$nssrf|0" \
     "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
 
+# this host's own public address, also written as an IPv6 address that
+# carries it (::ffff:a.b.c.d reaches it through an IPv6 socket): in a
+# network namespace of its own whose loopback has a public address (the
+# address above may be of a class refused anyway, as 192.0.2.x is)
+if unshare -n true 2>/dev/null && command -v ip >/dev/null; then
+    as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+    oport=$(pn_free_port)
+    for u in "http://100.128.0.1:$oport/own1" "http://[::ffff:100.128.0.1]:$oport/own2" \
+             "http://[::ffff:6480:1]:$oport/own3"; do
+        as_role ops -Atc "SELECT paynotify_add_endpoint('$u', '$secret', channels => '{own}')" >/dev/null
+    done
+    q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'own', 'W1', 'w1', 1)" >/dev/null
+    : >"$dir/own-received"
+    unshare -n bash -c '
+        ip link set lo up && ip addr add 100.128.0.1/32 dev lo || exit 3
+        python3 -c "
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers[\"Content-Length\"]))
+        open(sys.argv[1], \"a\").write(self.path + \"\\n\")
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer((\"0.0.0.0\", int(sys.argv[2])), H).serve_forever()" "$1" "$2" &
+        rp=$!
+        for _ in $(seq 50); do python3 -c "import socket,sys; socket.create_connection((\"100.128.0.1\", int(sys.argv[1])), 1)" "$2" 2>/dev/null && break; sleep 0.1; done
+        shift 2
+        "$@"; rc=$?
+        kill $rp; wait $rp 2>/dev/null
+        exit $rc' own "$dir/own-received" "$oport" \
+        env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_CONNECT_TIMEOUT=1000 \
+        timeout 30 "$RELAY" --once >"$dir/relay-own.log" 2>&1
+    check "this host's own public address, as IPv4 and as IPv4-mapped IPv6: --once fails, the receiver got nothing, each refused" \
+        "1 0 3" "$? $(grep -c '/own' "$dir/own-received") $(q "SELECT count(*) FROM paynotify_delivery WHERE channel = 'own' AND last_error LIKE 'address not allowed%' AND last_status IS NULL")"
+else
+    skipped "this host's own public address as IPv4-mapped IPv6 (no network namespace: unshare -n, ip)"
+fi
+
 # max_in_flight holds across relays: two relays, a hanging receiver with
 # max_in_flight 2 and a backlog of 50: two connections at once, not four
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
