@@ -65,12 +65,29 @@ pipeline() {
     pc "$(flushed "$lsn")" | sed 's/^1: //'
 }
 
+# relaxed WANT STATEMENT...: the pipeline up to three times until it
+# prints WANT.  An asynchronous commit whose record starts a new WAL page
+# wakes the WAL writer, which may flush the finished page at once; three
+# such commits in a row are not chance, and a synchronous commit never
+# prints 'f'.
+relaxed() {
+    local want=$1 got
+    shift
+    for _ in 1 2 3; do
+        got=$(pipeline "$@")
+        [ "$got" = "$want" ] && break
+    done
+    echo "$got"
+}
+
 check "a first delivery alone: synchronous" "ignored t" "$(pipeline "$deliver")"
-check "a repeat alone in a pipeline: relaxed (only its counter is written)" "duplicate f" "$(pipeline "$deliver")"
+check "a repeat alone in a pipeline: relaxed (only its counter is written)" "duplicate f" \
+    "$(relaxed "duplicate f" "$deliver")"
 check "a repeat, then the application's own write in the same pipeline: the commit is synchronous" \
     "duplicate INSERT 0 1 t" "$(pipeline "$deliver" "INSERT INTO app.log VALUES ('after a repeat')")"
 check "the application's write, then a repeat: synchronous (nothing relaxed)" \
     "INSERT 0 1 duplicate t" "$(pipeline "INSERT INTO app.log VALUES ('before a repeat')" "$deliver")"
-check "two repeats in one pipeline: relaxed" "duplicate duplicate f" "$(pipeline "$deliver" "$deliver")"
+check "two repeats in one pipeline: relaxed" "duplicate duplicate f" \
+    "$(relaxed "duplicate duplicate f" "$deliver" "$deliver")"
 check "the session's setting is the caller's after each" "on" "$(pc "SHOW synchronous_commit" | sed 's/^1: //')"
 finish
