@@ -471,6 +471,14 @@ force_synchronous_commit(void)
  * the WAL, waiting for the standby is what makes acknowledging the repeat
  * safe across a failover.  So the repeat is then made synchronous as any
  * other call: a caller's 'off' or 'local' would not wait for the standby.
+ *
+ * Never where Citus is loaded either: a transaction that wrote on two nodes
+ * (the repeat's counter on the order's node, the caller's row on another)
+ * records its commit decision on this node (pg_dist_transaction) in Citus's
+ * own pre-commit callback, which runs after relax_xact_callback and writes
+ * nothing it can see; that record must be flushed before the prepared
+ * transactions are committed on the nodes, or a crash in between loses it
+ * and Citus's recovery rolls back what is committed on another node.
  */
 static void
 relax_synchronous_commit(void)
@@ -480,6 +488,8 @@ relax_synchronous_commit(void)
 		force_synchronous_commit();
 		return;
 	}
+	if (GetConfigOption("citus.shard_count", true, false) != NULL)
+		return;
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 	{
