@@ -178,6 +178,16 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
 		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
 	},
+	/*
+	 * Citus only: synchronous_commit set in the transaction on the node that
+	 * holds the log row's shard (a volatile function in the target list of
+	 * a query routed there), where the transaction's writes commit
+	 */
+	[PLAN_SHARD_COMMIT_LEVEL] = {
+		"SELECT pg_catalog.set_config('synchronous_commit', $4, true) FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_ANOMALY_INSERT] = {
 		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
 		" VALUES ($1, $2, $3, $4, $5)",

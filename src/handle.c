@@ -82,6 +82,7 @@ static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 static void force_synchronous_commit(void);
 static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
+static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void relax_xact_callback(XactEvent event, void *arg);
 
 /*
@@ -176,6 +177,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	call_start = XactLastRecEnd;
 	outcome = dedup_and_apply(cfg, ch, &notice);
 	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
+	shard_commit_level(cfg, ch, &notice);
 	relaxed_call_ended(call_start);
 	return reply_row(fcinfo, ch->gw, outcome, PN_OK);
 }
@@ -507,6 +509,37 @@ relax_synchronous_commit(void)
 		relaxed = true;
 		relaxed_upto = XactLastRecEnd;
 	}
+}
+
+/*
+ * On Citus the notification's writes are on the node that holds its order's
+ * shard.  When that is another node, and they are all there (no two-phase
+ * commit, whose PREPARE and COMMIT PREPARED are always flushed), that node
+ * commits them with the synchronous_commit of its own session (Citus's
+ * connection: that server's, database's or role's default), not with this
+ * transaction's: a first delivery acknowledged here was committed
+ * asynchronously there where that default is 'off' (test/e2e/citus_commit.sh).
+ * So the level this transaction commits with (force_synchronous_commit) is
+ * set in the transaction there too, by a query routed to the log row's
+ * shard, after the call's last write.  Nothing when the level is 'off' (a
+ * repeat the caller commits so): that node's own default stays.
+ */
+static void
+shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[4];
+
+	if (!cfg->distributed || synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = CStringGetTextDatum(pn_order_key(n));
+	args[3] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: commit level query failed");
+	SPI_finish();
 }
 
 /*

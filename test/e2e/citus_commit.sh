@@ -16,7 +16,10 @@
 # application's row on the other worker, in one statement: two-phase
 # commit, and the coordinator's commit is flushed when it returns (as after
 # a first delivery with the same write; the check reads the WAL flush
-# position, as test/e2e/pipeline.sh does).  Last line: "N passed, M failed".
+# position, as test/e2e/pipeline.sh does).  Then with every server's
+# default synchronous_commit 'off': a first delivery on the coordinator
+# whose order is on a worker writes only there, and that worker commits it
+# with its own session's setting: it is flushed there when the call returns.  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
@@ -30,7 +33,7 @@ stack_init citus-commit
 trap citus_stop EXIT
 citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
 citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
-for i in 1 2; do
+for i in 1 2 3 4 5; do
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed $((70 + i)) --keys test/vectors/keys \
         --quiet --dump-sql "$STACK_DIR/n$i.sql" >/dev/null 2>&1
 done
@@ -97,4 +100,21 @@ check "a repeat, then the application's row on the other worker: synchronous (th
 check "those were two-phase commits" "1" "$(( $(citus_2pc_count) > before ))"
 check "a first delivery of another order: synchronous" "processed t" "$(run 2 "$k2")"
 check "the session's setting is the caller's afterwards" "on" "$(as_app -c "SHOW synchronous_commit")"
+
+# Every server's default 'off' (paynotify raises it for its transactions):
+# a first delivery on the coordinator writes only on its order's worker,
+# which commits it (no two-phase commit) with its own session's setting
+for i in 0 1 2; do
+    citus_sql $i -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null
+done
+sleep 0.5
+for o in 3 4 5; do
+    port=$(node_of PN0000000$o)
+    for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+    mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+    out=$(as_app -f "$STACK_DIR/n$o.sql" 2>&1)
+    check "servers' default 'off': a first delivery on the coordinator (order PN0000000$o on worker $w) is committed there synchronously" \
+        "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+done
+check "...and applied" "3" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005') AND status = 'succeeded'")"
 finish
