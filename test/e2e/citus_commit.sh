@@ -116,5 +116,11 @@ for o in 3 4 5; do
     check "servers' default 'off': a first delivery on the coordinator (order PN0000000$o on worker $w) is committed there synchronously" \
         "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 done
+port=$(node_of PN00000003)
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(PGOPTIONS="-c synchronous_commit=on" as_app -f "$STACK_DIR/n3.sql" 2>&1)
+check "servers' default 'off', the caller's 'on': a repeat on the coordinator is committed synchronously on its order's worker" \
+    "duplicate t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 check "...and applied" "3" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005') AND status = 'succeeded'")"
 finish
