@@ -433,6 +433,7 @@ load_distribution(PnConfig *cfg)
 {
 	char		sql[256];
 	Oid			outbox;
+	int			rc;
 
 	cfg->distributed = false;
 	if (!OidIsValid(get_extension_oid("citus", true)))
@@ -443,9 +444,29 @@ load_distribution(PnConfig *cfg)
 	snprintf(sql, sizeof(sql),
 			 "SELECT 1 FROM pg_catalog.pg_dist_partition"
 			 " WHERE logicalrelid = %u AND partmethod = 'h'", outbox);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
+	/* not read-only: a fresh snapshot (see pn_config_distributed) */
+	rc = SPI_execute(sql, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed (%d)", rc);
 	cfg->distributed = (SPI_processed > 0);
+}
+
+/*
+ * Whether the outbox is distributed, for what a call writes now.  The
+ * generation in use may have gone stale since the call began: a call that
+ * started with the configuration of one server and waited for the tables
+ * paynotify_distribute() held goes on after it committed (the invalidation
+ * arrives with the lock), and its event must take its order's sequence
+ * value as every later one does (test/e2e/citus_distribute_live.sh).  The
+ * distribution is then read again; on one server, nothing is read while the
+ * generation is fresh.
+ */
+bool
+pn_config_distributed(PnConfig *cfg)
+{
+	if (!cfg->distributed && stale && cfg == current)
+		load_distribution(cfg);
+	return cfg->distributed;
 }
 
 /* Channels with their gateway and parsed settings. */
