@@ -465,7 +465,12 @@ bool
 pn_config_distributed(PnConfig *cfg)
 {
 	if (!cfg->distributed && stale && cfg == current)
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "paynotify: SPI_connect failed");
 		load_distribution(cfg);
+		SPI_finish();
+	}
 	return cfg->distributed;
 }
 

@@ -529,15 +529,10 @@ shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	Datum		args[4];
 
-	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF)
+	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF || !pn_config_distributed(cfg))
 		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
-	if (!pn_config_distributed(cfg))
-	{
-		SPI_finish();
-		return;
-	}
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->notify_id);
 	args[2] = CStringGetTextDatum(pn_order_key(n));
