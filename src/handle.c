@@ -84,6 +84,7 @@ static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
 static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void relax_xact_callback(XactEvent event, void *arg);
+static void register_xact_callback(void);
 
 /*
  * A repeat relaxed this transaction's synchronous_commit (relaxed_from: the
@@ -92,6 +93,7 @@ static void relax_xact_callback(XactEvent event, void *arg);
  * after it is someone else's (see relax_synchronous_commit).
  */
 static bool relaxed = false;
+static bool forced = false;		/* force_synchronous_commit ran in this transaction */
 static int	relaxed_from;
 static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
 static const char *const commit_level[] = {
@@ -439,11 +441,14 @@ apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
  * an acknowledged notification must survive a crash, and a failover to a
  * synchronous standby ('local' does not wait for it; without synchronous
  * standbys it means 'on').  SET LOCAL semantics: it holds until this
- * transaction ends.
+ * transaction ends, and the commit raises it again when the caller lowered
+ * it after the call (relax_xact_callback).
  */
 static void
 force_synchronous_commit(void)
 {
+	register_xact_callback();
+	forced = true;
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		(void) set_config_option("synchronous_commit",
 								 relaxed && relaxed_from > SYNCHRONOUS_COMMIT_REMOTE_FLUSH &&
@@ -495,13 +500,7 @@ relax_synchronous_commit(void)
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 	{
-		static bool registered = false;
-
-		if (!registered)
-		{
-			RegisterXactCallback(relax_xact_callback, NULL);
-			registered = true;
-		}
+		register_xact_callback();
 		relaxed_from = synchronous_commit;
 		(void) set_config_option("synchronous_commit", "off",
 								 PGC_USERSET, PGC_S_SESSION,
@@ -554,18 +553,41 @@ relaxed_call_ended(XLogRecPtr call_start)
 		relaxed_upto = XactLastRecEnd;
 }
 
+static void
+register_xact_callback(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(relax_xact_callback, NULL);
+		registered = true;
+	}
+}
+
 /*
- * At commit: the caller's synchronous_commit back when something was
- * written after the last paynotify_handle call the relaxation covers.
+ * At commit: synchronous again when a call made it so and the caller
+ * lowered it afterwards in the same transaction (SET LOCAL
+ * synchronous_commit = off after a first delivery: that delivery is
+ * acknowledged when this commit returns); else the caller's
+ * synchronous_commit back when something was written after the last
+ * paynotify_handle call the relaxation covers.
  */
 static void
 relax_xact_callback(XactEvent event, void *arg)
 {
-	if (!relaxed)
+	if (!relaxed && !forced)
 		return;
 	if (event == XACT_EVENT_PRE_COMMIT)
 	{
-		if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
+		if (forced)
+		{
+			if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
+				(void) set_config_option("synchronous_commit", "on",
+										 PGC_USERSET, PGC_S_SESSION,
+										 GUC_ACTION_LOCAL, true, 0, false);
+		}
+		else if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
 			relaxed_from > SYNCHRONOUS_COMMIT_OFF && relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY)
 			(void) set_config_option("synchronous_commit", commit_level[relaxed_from],
 									 PGC_USERSET, PGC_S_SESSION,
@@ -573,6 +595,7 @@ relax_xact_callback(XactEvent event, void *arg)
 		return;
 	}
 	relaxed = false;
+	forced = false;
 	relaxed_upto = InvalidXLogRecPtr;
 }
 
