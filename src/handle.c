@@ -581,12 +581,7 @@ relax_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_PRE_COMMIT)
 	{
 		if (forced)
-		{
-			if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
-				(void) set_config_option("synchronous_commit", "on",
-										 PGC_USERSET, PGC_S_SESSION,
-										 GUC_ACTION_LOCAL, true, 0, false);
-		}
+			force_synchronous_commit();
 		else if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
 			relaxed_from > SYNCHRONOUS_COMMIT_OFF && relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY)
 			(void) set_config_option("synchronous_commit", commit_level[relaxed_from],
