@@ -587,7 +587,7 @@ emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, i
 	args[2] = CStringGetTextDatum(n->order_no);
 	args[3] = CStringGetTextDatum(n->notify_id);
 	args[4] = Int64GetDatum(amount);
-	if (cfg->distributed)
+	if (pn_config_distributed(cfg))
 	{
 		/* Citus: the order's next sequence value (see paynotify_order_seq) */
 		if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_SEQ_NEXT), &args[2], NULL, false, 1) != SPI_OK_INSERT_RETURNING ||

@@ -178,6 +178,16 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
 		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
 	},
+	/*
+	 * Citus only: synchronous_commit set in the transaction on the node that
+	 * holds the log row's shard (a volatile function in the target list of
+	 * a query routed there), where the transaction's writes commit
+	 */
+	[PLAN_SHARD_COMMIT_LEVEL] = {
+		"SELECT pg_catalog.set_config('synchronous_commit', $4, true) FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_ANOMALY_INSERT] = {
 		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
 		" VALUES ($1, $2, $3, $4, $5)",
@@ -423,6 +433,7 @@ load_distribution(PnConfig *cfg)
 {
 	char		sql[256];
 	Oid			outbox;
+	int			rc;
 
 	cfg->distributed = false;
 	if (!OidIsValid(get_extension_oid("citus", true)))
@@ -433,9 +444,34 @@ load_distribution(PnConfig *cfg)
 	snprintf(sql, sizeof(sql),
 			 "SELECT 1 FROM pg_catalog.pg_dist_partition"
 			 " WHERE logicalrelid = %u AND partmethod = 'h'", outbox);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
+	/* not read-only: a fresh snapshot (see pn_config_distributed) */
+	rc = SPI_execute(sql, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed (%d)", rc);
 	cfg->distributed = (SPI_processed > 0);
+}
+
+/*
+ * Whether the outbox is distributed, for what a call writes now.  The
+ * generation in use may have gone stale since the call began: a call that
+ * started with the configuration of one server and waited for the tables
+ * paynotify_distribute() held goes on after it committed (the invalidation
+ * arrives with the lock), and its event must take its order's sequence
+ * value as every later one does (test/e2e/citus_distribute_live.sh).  The
+ * distribution is then read again; on one server, nothing is read while the
+ * generation is fresh.
+ */
+bool
+pn_config_distributed(PnConfig *cfg)
+{
+	if (!cfg->distributed && stale && cfg == current)
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "paynotify: SPI_connect failed");
+		load_distribution(cfg);
+		SPI_finish();
+	}
+	return cfg->distributed;
 }
 
 /* Channels with their gateway and parsed settings. */

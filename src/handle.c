@@ -82,7 +82,9 @@ static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 static void force_synchronous_commit(void);
 static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
+static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void relax_xact_callback(XactEvent event, void *arg);
+static void register_xact_callback(void);
 
 /*
  * A repeat relaxed this transaction's synchronous_commit (relaxed_from: the
@@ -91,6 +93,7 @@ static void relax_xact_callback(XactEvent event, void *arg);
  * after it is someone else's (see relax_synchronous_commit).
  */
 static bool relaxed = false;
+static bool forced = false;		/* force_synchronous_commit ran in this transaction */
 static int	relaxed_from;
 static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
 static const char *const commit_level[] = {
@@ -176,6 +179,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	call_start = XactLastRecEnd;
 	outcome = dedup_and_apply(cfg, ch, &notice);
 	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
+	shard_commit_level(cfg, ch, &notice);
 	relaxed_call_ended(call_start);
 	return reply_row(fcinfo, ch->gw, outcome, PN_OK);
 }
@@ -437,11 +441,14 @@ apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
  * an acknowledged notification must survive a crash, and a failover to a
  * synchronous standby ('local' does not wait for it; without synchronous
  * standbys it means 'on').  SET LOCAL semantics: it holds until this
- * transaction ends.
+ * transaction ends, and the commit raises it again when the caller lowered
+ * it after the call (relax_xact_callback).
  */
 static void
 force_synchronous_commit(void)
 {
+	register_xact_callback();
+	forced = true;
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		(void) set_config_option("synchronous_commit",
 								 relaxed && relaxed_from > SYNCHRONOUS_COMMIT_REMOTE_FLUSH &&
@@ -471,6 +478,14 @@ force_synchronous_commit(void)
  * the WAL, waiting for the standby is what makes acknowledging the repeat
  * safe across a failover.  So the repeat is then made synchronous as any
  * other call: a caller's 'off' or 'local' would not wait for the standby.
+ *
+ * Never where Citus is loaded either: a transaction that wrote on two nodes
+ * (the repeat's counter on the order's node, the caller's row on another)
+ * records its commit decision on this node (pg_dist_transaction) in Citus's
+ * own pre-commit callback, which runs after relax_xact_callback and writes
+ * nothing it can see; that record must be flushed before the prepared
+ * transactions are committed on the nodes, or a crash in between loses it
+ * and Citus's recovery rolls back what is committed on another node.
  */
 static void
 relax_synchronous_commit(void)
@@ -480,16 +495,12 @@ relax_synchronous_commit(void)
 		force_synchronous_commit();
 		return;
 	}
+	if (GetConfigOption("citus.shard_count", true, false) != NULL)
+		return;
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 	{
-		static bool registered = false;
-
-		if (!registered)
-		{
-			RegisterXactCallback(relax_xact_callback, NULL);
-			registered = true;
-		}
+		register_xact_callback();
 		relaxed_from = synchronous_commit;
 		(void) set_config_option("synchronous_commit", "off",
 								 PGC_USERSET, PGC_S_SESSION,
@@ -497,6 +508,37 @@ relax_synchronous_commit(void)
 		relaxed = true;
 		relaxed_upto = XactLastRecEnd;
 	}
+}
+
+/*
+ * On Citus the notification's writes are on the node that holds its order's
+ * shard.  When that is another node, and they are all there (no two-phase
+ * commit, whose PREPARE and COMMIT PREPARED are always flushed), that node
+ * commits them with the synchronous_commit of its own session (Citus's
+ * connection: that server's, database's or role's default), not with this
+ * transaction's: a first delivery acknowledged here was committed
+ * asynchronously there where that default is 'off' (test/e2e/citus_commit.sh).
+ * So the level this transaction commits with (force_synchronous_commit) is
+ * set in the transaction there too, by a query routed to the log row's
+ * shard, after the call's last write.  Nothing when the level is 'off' (a
+ * repeat the caller commits so): that node's own default stays.
+ */
+static void
+shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[4];
+
+	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF || !pn_config_distributed(cfg))
+		return;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = CStringGetTextDatum(pn_order_key(n));
+	args[3] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: commit level query failed");
+	SPI_finish();
 }
 
 /*
@@ -511,18 +553,36 @@ relaxed_call_ended(XLogRecPtr call_start)
 		relaxed_upto = XactLastRecEnd;
 }
 
+static void
+register_xact_callback(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		RegisterXactCallback(relax_xact_callback, NULL);
+		registered = true;
+	}
+}
+
 /*
- * At commit: the caller's synchronous_commit back when something was
- * written after the last paynotify_handle call the relaxation covers.
+ * At commit: synchronous again when a call made it so and the caller
+ * lowered it afterwards in the same transaction (SET LOCAL
+ * synchronous_commit = off after a first delivery: that delivery is
+ * acknowledged when this commit returns); else the caller's
+ * synchronous_commit back when something was written after the last
+ * paynotify_handle call the relaxation covers.
  */
 static void
 relax_xact_callback(XactEvent event, void *arg)
 {
-	if (!relaxed)
+	if (!relaxed && !forced)
 		return;
 	if (event == XACT_EVENT_PRE_COMMIT)
 	{
-		if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
+		if (forced)
+			force_synchronous_commit();
+		else if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
 			relaxed_from > SYNCHRONOUS_COMMIT_OFF && relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY)
 			(void) set_config_option("synchronous_commit", commit_level[relaxed_from],
 									 PGC_USERSET, PGC_S_SESSION,
@@ -530,6 +590,7 @@ relax_xact_callback(XactEvent event, void *arg)
 		return;
 	}
 	relaxed = false;
+	forced = false;
 	relaxed_upto = InvalidXLogRecPtr;
 }
 

@@ -38,6 +38,7 @@ typedef enum PnPlanId
 	PLAN_ORDER_GET,
 	PLAN_ORDER_MOVE,
 	PLAN_ORDER_PAY,
+	PLAN_SHARD_COMMIT_LEVEL,
 	PN_NPLANS
 } PnPlanId;
 
@@ -111,6 +112,7 @@ typedef struct PnConfig
 } PnConfig;
 
 extern PnConfig *pn_config(Oid fn_oid);
+extern bool pn_config_distributed(PnConfig *cfg);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,

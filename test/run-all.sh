@@ -42,6 +42,8 @@ full_tests=(
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh
+    test/e2e/citus_commit.sh
+    test/e2e/citus_distribute_live.sh
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh

@@ -3,7 +3,9 @@
 # pipeline (extended protocol, one Sync) are one transaction without a
 # transaction block.  A repeat of a settled notification relaxes its commit
 # (only its counter is written); the application's own writes after it in
-# the same pipeline must still commit as the session says.  Whether a
+# the same pipeline must still commit as the session says.  A first
+# delivery's commit is synchronous even when the application lowers
+# synchronous_commit after it in the same transaction.  Whether a
 # commit was synchronous is read from the WAL: the flush position right
 # after it has passed the last record before it (the WAL writer waits 10 s
 # between rounds here, autovacuum is off).
@@ -30,17 +32,20 @@ pn_cluster_start "$dir" "$port" "fsync = off" "autovacuum = off" "wal_writer_del
 sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
 
 secret=$(tr -d '\n' < test/vectors/keys/stripe_secret_1.txt)
-read -r hdr body < <(python3 - "$secret" <<'PY'
+signed() {	# signed ID: the headers and body of a signed Stripe event ID
+python3 - "$secret" "$1" <<'PY'
 import hashlib, hmac, json, sys, time
-b = json.dumps({"id": "evt_pipeline", "object": "event", "type": "customer.created", "livemode": False,
+b = json.dumps({"id": sys.argv[2], "object": "event", "type": "customer.created", "livemode": False,
                 "data": {"object": {"id": "cus_1"}}}, separators=(",", ":"))
 ts = int(time.time())
 sig = hmac.new(sys.argv[1].encode(), f"{ts}.{b}".encode(), hashlib.sha256).hexdigest()
 print(json.dumps({"Content-Type": "application/json", "Stripe-Signature": f"t={ts},v1={sig}"},
                  separators=(",", ":")), b)
 PY
-)
-sql -v hdr="$hdr" -v body="$body" -v whsec="$secret" >/dev/null <<'SQL' || { echo "setup failed"; exit 1; }
+}
+read -r hdr body < <(signed evt_pipeline)
+read -r hdr2 body2 < <(signed evt_pipeline_2)
+sql -v hdr="$hdr" -v body="$body" -v hdr2="$hdr2" -v body2="$body2" -v whsec="$secret" >/dev/null <<'SQL' || { echo "setup failed"; exit 1; }
 CREATE EXTENSION paynotify;
 CREATE ROLE shim LOGIN IN ROLE paynotify_handler;
 CREATE SCHEMA app AUTHORIZATION shim;
@@ -48,6 +53,8 @@ SELECT paynotify_add_channel('st', 'stripe', '{}');
 SELECT paynotify_add_key('st', 's1', :'whsec');
 CREATE TABLE app.inbox AS SELECT :'hdr'::jsonb AS h, convert_to(:'body', 'UTF8') AS b;
 ALTER TABLE app.inbox OWNER TO shim;
+CREATE TABLE app.inbox2 AS SELECT :'hdr2'::jsonb AS h, convert_to(:'body2', 'UTF8') AS b;
+ALTER TABLE app.inbox2 OWNER TO shim;
 CREATE TABLE app.log (note text);
 ALTER TABLE app.log OWNER TO shim;
 SQL
@@ -89,5 +96,9 @@ check "the application's write, then a repeat: synchronous (nothing relaxed)" \
     "INSERT 0 1 duplicate t" "$(pipeline "INSERT INTO app.log VALUES ('before a repeat')" "$deliver")"
 check "two repeats in one pipeline: relaxed" "duplicate duplicate f" \
     "$(relaxed "duplicate duplicate f" "$deliver" "$deliver")"
+check "a first delivery, then the application's SET LOCAL synchronous_commit = off in the same pipeline: synchronous" \
+    "ignored SET t" \
+    "$(pipeline "SELECT outcome FROM paynotify_handle('st', (SELECT h FROM app.inbox2), (SELECT b FROM app.inbox2))" \
+                "SET LOCAL synchronous_commit = off")"
 check "the session's setting is the caller's after each" "on" "$(pc "SHOW synchronous_commit" | sed 's/^1: //')"
 finish

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# paynotify_handle's commit setting on Citus: a coordinator and two workers
+# on loopback (test/e2e/citus-lib.sh), wal_writer_delay = 10s so that an
+# asynchronous commit stays unflushed.
+#
+#   test/e2e/citus_commit.sh
+#
+# A repeat of a settled notification relaxes its transaction's commit only
+# when nothing else is written in it.  On Citus, a transaction that wrote on
+# two nodes records its decision (pg_dist_transaction rows, then the commit
+# record) on the node that ran it, in Citus's pre-commit callback, after
+# paynotify's: that record must be flushed before the prepared transactions
+# are committed on the nodes, or a crash in between loses it and Citus's
+# recovery rolls back what one node has committed already.  Checked: a
+# repeat on the coordinator (its counter on the order's worker), then the
+# application's row on the other worker, in one statement: two-phase
+# commit, and the coordinator's commit is flushed when it returns (as after
+# a first delivery with the same write; the check reads the WAL flush
+# position, as test/e2e/pipeline.sh does).  Then with every server's
+# default synchronous_commit 'off': a first delivery on the coordinator
+# whose order is on a worker writes only there, and that worker commits it
+# with its own session's setting: it is flushed there when the call returns.  Last line: "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+. test/e2e/stack.sh
+. test/e2e/citus-lib.sh
+pass=0 fail=0
+citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
+make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+
+stack_init citus-commit
+trap citus_stop EXIT
+citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
+citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+for i in 1 2 3 4 5; do
+    shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed $((70 + i)) --keys test/vectors/keys \
+        --quiet --dump-sql "$STACK_DIR/n$i.sql" >/dev/null 2>&1
+done
+# each notification's call kept in a table, the application's table
+# distributed beside orders, and the probe: the call, the application's row,
+# then the WAL insert position before the commit
+citus_sql 0 >/dev/null <<SQL || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+CREATE TABLE inbox (n int PRIMARY KEY, call text NOT NULL);
+SELECT create_reference_table('inbox');
+INSERT INTO inbox VALUES (1, \$q\$$(sed 's/;$//' "$STACK_DIR/n1.sql")\$q\$), (2, \$q\$$(sed 's/;$//' "$STACK_DIR/n2.sql")\$q\$);
+GRANT SELECT ON inbox TO notify_shim;
+CREATE TABLE app_rows (order_no text NOT NULL, note text);
+SELECT create_distributed_table('app_rows', 'order_no', colocate_with => 'orders');
+GRANT INSERT ON app_rows TO notify_shim;
+CREATE FUNCTION probe(n int, k text) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE
+	o text;
+BEGIN
+	EXECUTE (SELECT i.call FROM inbox i WHERE i.n = probe.n) INTO o;
+	INSERT INTO app_rows VALUES (k, 'after notification ' || n);
+	RETURN o || ' ' || pg_current_wal_insert_lsn();
+END \$\$;
+SQL
+node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
+# an application key whose shard is on another worker than order $1's
+other_key() {
+    local on k
+    on=$(node_of "$1")
+    for k in $(seq 1 200); do
+        [ "$(node_of "K$k")" != "$on" ] && [ "$(node_of "K$k")" != "${CITUS_PORTS[0]}" ] && { echo "K$k"; return; }
+    done
+}
+as_app() { "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" "$@"; }
+# run N KEY: probe(N, KEY) as the application on the coordinator; prints its
+# outcome and whether the commit flushed past the position before it
+run() {
+    local out lsn
+    out=$(as_app -c "SELECT probe($1, '$2')" 2>&1) || { echo "$out"; return; }
+    lsn=${out##* }
+    echo "${out% *} $(citus_q 0 "SELECT pg_current_wal_flush_lsn() > '$lsn'::pg_lsn")"
+}
+# synchronous WANT N KEY: up to three runs until one prints WANT (an
+# asynchronous commit whose record starts a new WAL page wakes the WAL
+# writer; see pipeline.sh)
+synchronous() {
+    local want=$1 got
+    shift
+    for _ in 1 2 3; do
+        got=$(run "$@")
+        [ "$got" = "$want" ] || break
+    done
+    echo "$got"
+}
+k1=$(other_key PN00000001) k2=$(other_key PN00000002)
+echo "# order PN00000001 on :$(node_of PN00000001), the application's row $k1 on :$(node_of "$k1")"
+echo "# order PN00000002 on :$(node_of PN00000002), the application's row $k2 on :$(node_of "$k2")"
+before=$(citus_2pc_count)
+check "a first delivery, then the application's row on the other worker: synchronous" "processed t" "$(run 1 "$k1")"
+check "that was a two-phase commit (its records on the coordinator)" "1" \
+    "$(( $(citus_2pc_count) > before ))"
+before=$(citus_2pc_count)
+check "a repeat, then the application's row on the other worker: synchronous (three times)" "duplicate t" \
+    "$(synchronous "duplicate t" 1 "$k1")"
+check "those were two-phase commits" "1" "$(( $(citus_2pc_count) > before ))"
+check "a first delivery of another order: synchronous" "processed t" "$(run 2 "$k2")"
+check "the session's setting is the caller's afterwards" "on" "$(as_app -c "SHOW synchronous_commit")"
+
+# Every server's default 'off' (paynotify raises it for its transactions):
+# a first delivery on the coordinator writes only on its order's worker,
+# which commits it (no two-phase commit) with its own session's setting
+for i in 0 1 2; do
+    citus_sql $i -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null
+done
+sleep 0.5
+for o in 3 4 5; do
+    port=$(node_of PN0000000$o)
+    for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+    mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+    out=$(as_app -f "$STACK_DIR/n$o.sql" 2>&1)
+    check "servers' default 'off': a first delivery on the coordinator (order PN0000000$o on worker $w) is committed there synchronously" \
+        "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+done
+port=$(node_of PN00000003)
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(PGOPTIONS="-c synchronous_commit=on" as_app -f "$STACK_DIR/n3.sql" 2>&1)
+check "servers' default 'off', the caller's 'on': a repeat on the coordinator is committed synchronously on its order's worker" \
+    "duplicate t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+check "...and applied" "3" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005') AND status = 'succeeded'")"
+finish
