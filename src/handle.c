@@ -485,18 +485,21 @@ force_synchronous_commit(void)
  * own pre-commit callback, which runs after relax_xact_callback and writes
  * nothing it can see; that record must be flushed before the prepared
  * transactions are committed on the nodes, or a crash in between loses it
- * and Citus's recovery rolls back what is committed on another node.
+ * and Citus's recovery rolls back what is committed on another node.  And
+ * the repeat's commit is made on the order's node, whose synchronous
+ * standbys this node cannot see: the repeat is made synchronous there as
+ * with standbys here (a caller's 'off' or 'local' raised to 'on', set on
+ * that node by shard_commit_level).
  */
 static void
 relax_synchronous_commit(void)
 {
-	if (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+	if ((SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0') ||
+		GetConfigOption("citus.shard_count", true, false) != NULL)
 	{
 		force_synchronous_commit();
 		return;
 	}
-	if (GetConfigOption("citus.shard_count", true, false) != NULL)
-		return;
 	if (!IsTransactionBlock() && GetTopTransactionIdIfAny() == InvalidTransactionId &&
 		synchronous_commit != SYNCHRONOUS_COMMIT_OFF)
 	{

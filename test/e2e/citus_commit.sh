@@ -122,5 +122,9 @@ mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
 out=$(PGOPTIONS="-c synchronous_commit=on" as_app -f "$STACK_DIR/n3.sql" 2>&1)
 check "servers' default 'off', the caller's 'on': a repeat on the coordinator is committed synchronously on its order's worker" \
     "duplicate t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(as_app -f "$STACK_DIR/n3.sql" 2>&1)
+check "servers' default 'off', the caller's too: a repeat on the coordinator is committed synchronously on its order's worker (whose standbys the coordinator cannot see)" \
+    "duplicate t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 check "...and applied" "3" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005') AND status = 'succeeded'")"
 finish
