@@ -580,6 +580,22 @@ DROP INDEX @extschema@.paynotify_delivery_order;
 CREATE INDEX paynotify_delivery_order ON @extschema@.paynotify_delivery (endpoint_id, order_no, order_seq)
 	WHERE delivered_at IS NULL AND dead_at IS NULL;
 
+-- A delivery the relay may send now: due, and no earlier event of its order
+-- (by order_seq) pending for its endpoint.  The one definition both ways of
+-- paynotify_relay_claim read (one server, Citus).
+CREATE VIEW @extschema@.paynotify_delivery_ready AS
+	SELECT d.id, d.endpoint_id, d.order_no, d.order_seq, d.next_attempt_at
+	FROM @extschema@.paynotify_delivery d
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL
+	  AND d.next_attempt_at <= pg_catalog.now()
+	  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
+					  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
+						AND p.order_seq < d.order_seq
+						AND p.delivered_at IS NULL AND p.dead_at IS NULL);
+COMMENT ON VIEW @extschema@.paynotify_delivery_ready IS
+	'paynotify-relay: deliveries due whose order has no earlier delivery pending for their endpoint';
+REVOKE ALL ON @extschema@.paynotify_delivery_ready FROM PUBLIC;
+
 -- Whether a table is distributed by Citus (hash): the claims take another
 -- way there.  pg_dist_partition exists only with Citus, so it is read by
 -- name.
@@ -687,16 +703,10 @@ BEGIN
 			SELECT c.id
 			FROM @extschema@.paynotify_endpoint e
 				CROSS JOIN LATERAL (
-					SELECT d.id, d.next_attempt_at
-					FROM @extschema@.paynotify_delivery d
-					WHERE d.endpoint_id = e.id
-					  AND d.delivered_at IS NULL AND d.dead_at IS NULL
-					  AND d.next_attempt_at <= pg_catalog.now()
-					  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
-									  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
-										AND p.order_seq < d.order_seq
-										AND p.delivered_at IS NULL AND p.dead_at IS NULL)
-					ORDER BY d.next_attempt_at
+					SELECT r.id, r.next_attempt_at
+					FROM @extschema@.paynotify_delivery_ready r
+					WHERE r.endpoint_id = e.id
+					ORDER BY r.next_attempt_at
 					LIMIT e.max_in_flight) c
 			WHERE e.enabled
 			ORDER BY c.next_attempt_at
@@ -723,19 +733,13 @@ BEGIN
 	-- statement there: an event is in one or the other.
 	FOR ep IN SELECT e.id, e.max_in_flight FROM @extschema@.paynotify_endpoint e WHERE e.enabled LOOP
 		FOR cand IN
-			SELECT d.id, d.order_no, d.next_attempt_at
-			FROM @extschema@.paynotify_delivery d
-			WHERE d.endpoint_id = ep.id
-			  AND d.delivered_at IS NULL AND d.dead_at IS NULL
-			  AND d.next_attempt_at <= pg_catalog.now()
-			  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
-							  WHERE p.endpoint_id = d.endpoint_id AND p.order_no = d.order_no
-								AND p.order_seq < d.order_seq
-								AND p.delivered_at IS NULL AND p.dead_at IS NULL)
+			SELECT r.id, r.order_no, r.next_attempt_at
+			FROM @extschema@.paynotify_delivery_ready r
+			WHERE r.endpoint_id = ep.id
 			  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_outbox o
-							  WHERE o.order_no = d.order_no
-								AND coalesce(o.order_seq, o.id) < d.order_seq)
-			ORDER BY d.next_attempt_at
+							  WHERE o.order_no = r.order_no
+								AND coalesce(o.order_seq, o.id) < r.order_seq)
+			ORDER BY r.next_attempt_at
 			LIMIT ep.max_in_flight LOOP
 			ids := ids || cand.id;
 			orders := orders || cand.order_no;
