@@ -39,6 +39,16 @@ citus_ensure() {
     PG_CONFIG=$pgc bash "$script" --check || { echo "citus: still not installed after $script" >&2; return 1; }
 }
 
+# citus_begin NAME: what a Citus test starts with: Citus installed (built if
+# missing), paynotify and the shims built and installed, stack_init NAME,
+# the nodes stopped on exit.  Ends the script when one of them fails.
+citus_begin() {
+    citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
+    make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+    stack_init "$1"
+    trap citus_stop EXIT
+}
+
 # citus_sql N [psql args...]: psql as superuser to node N (0 coordinator, 1, 2 workers).
 citus_sql() {
     local n=$1

@@ -60,8 +60,6 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 . test/e2e/citus-lib.sh
 pass=0 fail=0
-citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${CITUS_N:-600}
 STORM=${CITUS_STORM:-3000}
@@ -74,8 +72,7 @@ K=${CITUS_RELAY_ORDERS:-40}
 # worker 1 and refunded on the coordinator, B0.. both through the shims
 D0=11 S0=$((N + 15)) R0=$((N + 21))
 P0=$((R0 + M + 10)) A0=$((R0 + M + 20)) B0=$((R0 + M + 20 + K))
-stack_init citus
-trap citus_stop EXIT
+citus_begin citus
 citus_cluster "track_functions = 'all'" || exit 1
 echo "# coordinator 127.0.0.1:${CITUS_PORTS[0]}, workers :${CITUS_PORTS[1]} :${CITUS_PORTS[2]}"
 stack_schema 0 $((B0 + K + 10)) || exit 1

@@ -26,11 +26,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 . test/e2e/citus-lib.sh
 pass=0 fail=0
-citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
-
-stack_init citus-commit
-trap citus_stop EXIT
+citus_begin citus-commit
 citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
 citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 for i in 1 2 3 4 5; do

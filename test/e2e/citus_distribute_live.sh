@@ -25,11 +25,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 . test/e2e/citus-lib.sh
 pass=0 fail=0
-citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
-
-stack_init citus-live
-trap citus_stop EXIT
+citus_begin citus-live
 citus_cluster || exit 1
 stack_schema 0 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
 for w in pay refund; do
