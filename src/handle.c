@@ -83,6 +83,7 @@ static void force_synchronous_commit(void);
 static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
 static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+static void shard_commit_level_again(void);
 static void relax_xact_callback(XactEvent event, void *arg);
 static void register_xact_callback(void);
 
@@ -94,6 +95,7 @@ static void register_xact_callback(void);
  */
 static bool relaxed = false;
 static bool forced = false;		/* force_synchronous_commit ran in this transaction */
+static bool shard_level_set = false;	/* shard_commit_level set it on another node */
 static int	relaxed_from;
 static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
 static const char *const commit_level[] = {
@@ -542,6 +544,36 @@ shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: commit level query failed");
 	SPI_finish();
+	shard_level_set = true;
+}
+
+/*
+ * At commit, after shard_commit_level ran in this transaction: where Citus
+ * sends the SET LOCAL commands of a transaction to the nodes in it
+ * (citus.propagate_set_commands = local), a caller's SET LOCAL
+ * synchronous_commit = off after the call lowered it on the order's node
+ * too, and that node committed the notification asynchronously
+ * (test/e2e/citus_commit.sh).  The level this transaction commits with is
+ * then set again by a SET LOCAL of paynotify's own, which Citus sends the
+ * same way.  Nothing is sent where Citus does not propagate SET LOCAL.
+ */
+static void
+shard_commit_level_again(void)
+{
+	const char *propagate = GetConfigOption("citus.propagate_set_commands", true, false);
+	char		sql[64];
+
+	if (propagate == NULL || pg_strcasecmp(propagate, "local") != 0 ||
+		synchronous_commit < SYNCHRONOUS_COMMIT_OFF ||
+		synchronous_commit > SYNCHRONOUS_COMMIT_REMOTE_APPLY)
+		return;
+	snprintf(sql, sizeof(sql), "SET LOCAL synchronous_commit = %s",
+			 commit_level[synchronous_commit]);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "paynotify: commit level command failed");
+	SPI_finish();
 }
 
 /*
@@ -584,7 +616,11 @@ relax_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_PRE_COMMIT)
 	{
 		if (forced)
+		{
 			force_synchronous_commit();
+			if (shard_level_set)
+				shard_commit_level_again();
+		}
 		else if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
 			relaxed_from > SYNCHRONOUS_COMMIT_OFF && relaxed_from <= SYNCHRONOUS_COMMIT_REMOTE_APPLY)
 			(void) set_config_option("synchronous_commit", commit_level[relaxed_from],
@@ -594,6 +630,7 @@ relax_xact_callback(XactEvent event, void *arg)
 	}
 	relaxed = false;
 	forced = false;
+	shard_level_set = false;
 	relaxed_upto = InvalidXLogRecPtr;
 }
 

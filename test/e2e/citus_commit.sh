@@ -29,7 +29,7 @@ pass=0 fail=0
 citus_begin citus-commit
 citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
 citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
-for i in 1 2 3 4 5; do
+for i in 1 2 3 4 5 6; do
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed $((70 + i)) --keys test/vectors/keys \
         --quiet --dump-sql "$STACK_DIR/n$i.sql" >/dev/null 2>&1
 done
@@ -122,5 +122,15 @@ mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
 out=$(as_app -f "$STACK_DIR/n3.sql" 2>&1)
 check "servers' default 'off', the caller's too: a repeat on the coordinator is committed synchronously on its order's worker (whose standbys the coordinator cannot see)" \
     "duplicate t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
-check "...and applied" "3" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005') AND status = 'succeeded'")"
+# the caller lowers the level after the call with SET LOCAL, which Citus
+# sends to the nodes in the transaction (citus.propagate_set_commands =
+# local): the commit raises it again on the order's node too
+port=$(node_of PN00000006)
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(as_app -c "SET citus.propagate_set_commands = local" -c "BEGIN" -f "$STACK_DIR/n6.sql" \
+    -c "SET LOCAL synchronous_commit = off" -c "COMMIT" 2>&1)
+check "servers' default 'off': a first delivery, then the caller's SET LOCAL synchronous_commit = off sent to the nodes (citus.propagate_set_commands = local): committed synchronously on its order's worker" \
+    "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+check "...and applied" "4" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006') AND status = 'succeeded'")"
 finish
