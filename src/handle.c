@@ -84,6 +84,7 @@ static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
 static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void shard_commit_level_again(void);
+static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no);
 static void relax_xact_callback(XactEvent event, void *arg);
 static void register_xact_callback(void);
 
@@ -98,6 +99,15 @@ static bool forced = false;		/* force_synchronous_commit ran in this transaction
 static bool shard_level_set = false;	/* shard_commit_level set it on another node */
 static int	relaxed_from;
 static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
+
+/*
+ * The call's memory context, and the order of a log row this call wrote
+ * under another order than its notice's (the counter of a known id signed
+ * with another order; see shard_commit_level), or NULL.  Set at each call's
+ * start.
+ */
+static MemoryContext call_cxt;
+static char *other_order;
 static const char *const commit_level[] = {
 	[SYNCHRONOUS_COMMIT_OFF] = "off",
 	[SYNCHRONOUS_COMMIT_LOCAL_FLUSH] = "local",
@@ -179,6 +189,8 @@ paynotify_handle(PG_FUNCTION_ARGS)
 		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
 	call_start = XactLastRecEnd;
+	call_cxt = CurrentMemoryContext;
+	other_order = NULL;
 	outcome = dedup_and_apply(cfg, ch, &notice);
 	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
 	shard_commit_level(cfg, ch, &notice);
@@ -323,7 +335,7 @@ taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (ex.same_payload && strcmp(ex.status, "failed") == 0)
 	{
 		/* the other one failed: so does this one, without a second attempt */
-		pn_log_seen(cfg, ch->name, n->notify_id, ex.order_no);
+		log_seen(cfg, ch, n, ex.order_no);
 		return PN_FAILED;
 	}
 	return repeat_delivery(cfg, ch, n, &ex);
@@ -357,7 +369,7 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 		 * so this is refused (retryable) until someone looks.
 		 */
 		pn_anomaly(cfg, ch->name, n, "payload_differs_for_same_id");
-		pn_log_seen(cfg, ch->name, n->notify_id, ex->order_no);
+		log_seen(cfg, ch, n, ex->order_no);
 		return strcmp(ex->status, "failed") == 0 ? PN_FAILED : PN_IGNORED;
 	}
 	if (strcmp(ex->status, "failed") != 0)
@@ -365,7 +377,7 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 		ereport(DEBUG1,
 				(errmsg("paynotify: duplicate delivery of notification \"%s\" on channel \"%s\"",
 						n->notify_id, ch->name)));
-		pn_log_seen(cfg, ch->name, n->notify_id, ex->order_no);
+		log_seen(cfg, ch, n, ex->order_no);
 		return strcmp(ex->status, "parked") == 0 ? PN_PARKED : PN_DUPLICATE;
 	}
 
@@ -383,6 +395,19 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 			return taken_delivery(cfg, ch, n);
 	}
 	return res.outcome;
+}
+
+/*
+ * Count a delivery on the log row under order_no, and remember that order
+ * when it is not the notice's: the row is then on another shard than the
+ * rest of the call's writes.
+ */
+static void
+log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no)
+{
+	pn_log_seen(cfg, ch->name, n->notify_id, order_no);
+	if (other_order == NULL && strcmp(order_no, pn_order_key(n)) != 0)
+		other_order = MemoryContextStrdup(call_cxt, order_no);
 }
 
 typedef struct ApplyCall
@@ -527,6 +552,13 @@ relax_synchronous_commit(void)
  * set in the transaction there too, by a query routed to the log row's
  * shard, after the call's last write.  Nothing when the level is 'off' (a
  * repeat the caller commits so): that node's own default stays.
+ *
+ * A known id signed with another order (payload_differs_for_same_id)
+ * counts the delivery on the first order's log row and records the anomaly
+ * under its own order, where no log row of it is: the level is set through
+ * the first order's row too (other_order).  Where the two shards are on
+ * one node, that node committed the acknowledged "ignored" with its own
+ * default (test/e2e/citus_commit.sh); on two nodes it is a two-phase commit.
  */
 static void
 shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
@@ -543,6 +575,12 @@ shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	args[3] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: commit level query failed");
+	if (other_order != NULL)
+	{
+		args[2] = CStringGetTextDatum(other_order);
+		if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "paynotify: commit level query failed");
+	}
 	SPI_finish();
 	shard_level_set = true;
 }

@@ -132,5 +132,25 @@ out=$(as_app -c "SET citus.propagate_set_commands = local" -c "BEGIN" -f "$STACK
     -c "SET LOCAL synchronous_commit = off" -c "COMMIT" 2>&1)
 check "servers' default 'off': a first delivery, then the caller's SET LOCAL synchronous_commit = off sent to the nodes (citus.propagate_set_commands = local): committed synchronously on its order's worker" \
     "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+# one id signed with another order (payload_differs_for_same_id): the
+# anomaly goes to the new order's shard and the delivery counter to the
+# first order's log row; with both shards on one worker (one-phase commit
+# there) the acknowledged "ignored" is committed synchronously on it
+for i in $(seq 7 20); do
+    port=$(node_of "$(printf PN%08d "$i")")
+    [ "$port" = "$(node_of "$(printf PX%08d "$i")")" ] && [ "$port" != "${CITUS_PORTS[0]}" ] && break
+done
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+for f in PN PX; do
+    shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed 90 --order-format "$f%08d" \
+        --keys test/vectors/keys --quiet --dump-sql "$STACK_DIR/$f.sql" >/dev/null 2>&1
+done
+check "order $(printf PN%08d "$i") paid first" "processed" "$(as_app -f "$STACK_DIR/PN.sql" 2>&1)"
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(as_app -c "SET client_min_messages = error" -f "$STACK_DIR/PX.sql" 2>&1)
+check "servers' default 'off': its id signed with order $(printf PX%08d "$i") (shard on the same worker $w) is ignored and committed synchronously there" \
+    "ignored t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+check "...and the anomaly recorded" "1" \
+    "$(citus_q 0 "SELECT count(*) FROM paynotify_anomaly WHERE order_no = '$(printf PX%08d "$i")' AND kind = 'payload_differs_for_same_id'")"
 check "...and applied" "4" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006') AND status = 'succeeded'")"
 finish
