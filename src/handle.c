@@ -40,6 +40,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -84,6 +85,8 @@ static void relax_synchronous_commit(void);
 static void relaxed_call_ended(XLogRecPtr call_start);
 static void shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void shard_commit_level_again(void);
+static void set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id,
+							const char *order_no, bool keep);
 static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no);
 static void relax_xact_callback(XactEvent event, void *arg);
 static void register_xact_callback(void);
@@ -96,7 +99,21 @@ static void register_xact_callback(void);
  */
 static bool relaxed = false;
 static bool forced = false;		/* force_synchronous_commit ran in this transaction */
-static bool shard_level_set = false;	/* shard_commit_level set it on another node */
+
+/*
+ * A log row whose shard shard_commit_level set the commit level on, kept in
+ * TopTransactionContext until the transaction ends (shard_levels), to set it
+ * again at commit (shard_commit_level_again).
+ */
+typedef struct ShardLevel
+{
+	PnConfig   *cfg;			/* valid until the transaction ends */
+	Oid			userid;			/* who ran it (paynotify_handle's owner) */
+	char	   *channel;
+	char	   *notify_id;
+	char	   *order_no;
+} ShardLevel;
+static List *shard_levels = NIL;
 static int	relaxed_from;
 static XLogRecPtr relaxed_upto = InvalidXLogRecPtr;
 
@@ -563,26 +580,54 @@ relax_synchronous_commit(void)
 static void
 shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
-	Datum		args[4];
-
 	if (synchronous_commit == SYNCHRONOUS_COMMIT_OFF || !pn_config_distributed(cfg))
 		return;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = CStringGetTextDatum(pn_order_key(n));
+	set_shard_level(cfg, ch->name, n->notify_id, pn_order_key(n), true);
+	if (other_order != NULL)
+		set_shard_level(cfg, ch->name, n->notify_id, other_order, true);
+	SPI_finish();
+}
+
+/*
+ * The query of shard_commit_level for one log row (SPI connected), with
+ * this transaction's level now; when keep, the row kept (once) for
+ * shard_commit_level_again.
+ */
+static void
+set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const char *order_no,
+				bool keep)
+{
+	Datum		args[4];
+	ListCell   *lc;
+	MemoryContext old;
+	ShardLevel *sl;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(notify_id);
+	args[2] = CStringGetTextDatum(order_no);
 	args[3] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: commit level query failed");
-	if (other_order != NULL)
+	if (!keep)
+		return;
+	foreach(lc, shard_levels)
 	{
-		args[2] = CStringGetTextDatum(other_order);
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
-			elog(ERROR, "paynotify: commit level query failed");
+		sl = (ShardLevel *) lfirst(lc);
+		if (sl->cfg == cfg && sl->userid == GetUserId() && strcmp(sl->channel, channel) == 0 &&
+			strcmp(sl->notify_id, notify_id) == 0 && strcmp(sl->order_no, order_no) == 0)
+			return;
 	}
-	SPI_finish();
-	shard_level_set = true;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	sl = palloc(sizeof(ShardLevel));
+	sl->cfg = cfg;
+	sl->userid = GetUserId();
+	sl->channel = pstrdup(channel);
+	sl->notify_id = pstrdup(notify_id);
+	sl->order_no = pstrdup(order_no);
+	shard_levels = lappend(shard_levels, sl);
+	MemoryContextSwitchTo(old);
 }
 
 /*
@@ -591,27 +636,40 @@ shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
  * (citus.propagate_set_commands = local), a caller's SET LOCAL
  * synchronous_commit = off after the call lowered it on the order's node
  * too, and that node committed the notification asynchronously
- * (test/e2e/citus_commit.sh).  The level this transaction commits with is
- * then set again by a SET LOCAL of paynotify's own, which Citus sends the
- * same way.  Nothing is sent where Citus does not propagate SET LOCAL.
+ * (test/e2e/citus_commit.sh, in a transaction block and in a DO block).
+ * The level this transaction commits with is then set there again by the
+ * same queries, after the caller's last statement, as the user that ran
+ * them in the call (paynotify_handle's owner).  Nothing is sent where
+ * Citus does not propagate SET LOCAL.  The configuration generations are
+ * freed at the transaction's end, after this.
  */
 static void
 shard_commit_level_again(void)
 {
 	const char *propagate = GetConfigOption("citus.propagate_set_commands", true, false);
-	char		sql[64];
+	ListCell   *lc;
+	Oid			save_userid;
+	int			save_sec_context;
 
-	if (propagate == NULL || pg_strcasecmp(propagate, "local") != 0 ||
-		synchronous_commit < SYNCHRONOUS_COMMIT_OFF ||
-		synchronous_commit > SYNCHRONOUS_COMMIT_REMOTE_APPLY)
+	if (propagate == NULL || pg_strcasecmp(propagate, "local") != 0)
 		return;
-	snprintf(sql, sizeof(sql), "SET LOCAL synchronous_commit = %s",
-			 commit_level[synchronous_commit]);
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	/* no statement is running: the queries need a snapshot of their own */
+	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "paynotify: commit level command failed");
+	foreach(lc, shard_levels)
+	{
+		ShardLevel *sl = (ShardLevel *) lfirst(lc);
+
+		/* as the call ran it (an error's abort restores the user) */
+		SetUserIdAndSecContext(sl->userid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		set_shard_level(sl->cfg, sl->channel, sl->notify_id, sl->order_no, false);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
 	SPI_finish();
+	PopActiveSnapshot();
 }
 
 /*
@@ -656,7 +714,7 @@ relax_xact_callback(XactEvent event, void *arg)
 		if (forced)
 		{
 			force_synchronous_commit();
-			if (shard_level_set)
+			if (shard_levels != NIL)
 				shard_commit_level_again();
 		}
 		else if (XactLastRecEnd != relaxed_upto && synchronous_commit == SYNCHRONOUS_COMMIT_OFF &&
@@ -668,7 +726,7 @@ relax_xact_callback(XactEvent event, void *arg)
 	}
 	relaxed = false;
 	forced = false;
-	shard_level_set = false;
+	shard_levels = NIL;			/* freed with TopTransactionContext */
 	relaxed_upto = InvalidXLogRecPtr;
 }
 

@@ -29,7 +29,7 @@ pass=0 fail=0
 citus_begin citus-commit
 citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
 citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
-for i in 1 2 3 4 5 6; do
+for i in 1 2 3 4 5 6 7; do
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed $((70 + i)) --keys test/vectors/keys \
         --quiet --dump-sql "$STACK_DIR/n$i.sql" >/dev/null 2>&1
 done
@@ -132,11 +132,21 @@ out=$(as_app -c "SET citus.propagate_set_commands = local" -c "BEGIN" -f "$STACK
     -c "SET LOCAL synchronous_commit = off" -c "COMMIT" 2>&1)
 check "servers' default 'off': a first delivery, then the caller's SET LOCAL synchronous_commit = off sent to the nodes (citus.propagate_set_commands = local): committed synchronously on its order's worker" \
     "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+# ...and the same in a DO block that is its own transaction (the SET LOCAL
+# is sent from inside it, the commit comes after it)
+port=$(node_of PN00000007)
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(as_app -c "SET citus.propagate_set_commands = local" -c "DO \$d\$ DECLARE o text; BEGIN
+    EXECUTE \$q\$$(sed 's/;$//' "$STACK_DIR/n7.sql")\$q\$ INTO o; RAISE NOTICE '%', o;
+    SET LOCAL synchronous_commit = off; END \$d\$" 2>&1)
+check "servers' default 'off': the same in a DO block that is its own transaction: committed synchronously on its order's worker" \
+    "NOTICE:  processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 # one id signed with another order (payload_differs_for_same_id): the
 # anomaly goes to the new order's shard and the delivery counter to the
 # first order's log row; with both shards on one worker (one-phase commit
 # there) the acknowledged "ignored" is committed synchronously on it
-for i in $(seq 7 20); do
+for i in $(seq 8 20); do
     port=$(node_of "$(printf PN%08d "$i")")
     [ "$port" = "$(node_of "$(printf PX%08d "$i")")" ] && [ "$port" != "${CITUS_PORTS[0]}" ] && break
 done
@@ -152,5 +162,5 @@ check "servers' default 'off': its id signed with order $(printf PX%08d "$i") (s
     "ignored t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 check "...and the anomaly recorded" "1" \
     "$(citus_q 0 "SELECT count(*) FROM paynotify_anomaly WHERE order_no = '$(printf PX%08d "$i")' AND kind = 'payload_differs_for_same_id'")"
-check "...and applied" "4" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006') AND status = 'succeeded'")"
+check "...and applied" "5" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006', 'PN00000007') AND status = 'succeeded'")"
 finish
