@@ -19,7 +19,12 @@
 # position, as test/e2e/pipeline.sh does).  Then with every server's
 # default synchronous_commit 'off': a first delivery on the coordinator
 # whose order is on a worker writes only there, and that worker commits it
-# with its own session's setting: it is flushed there when the call returns.  Last line: "N passed, M failed".
+# with its own session's setting: it is flushed there when the call returns.
+# So is a first delivery after which the caller's SET LOCAL
+# synchronous_commit = off reached the worker (citus.propagate_set_commands
+# = local; in a transaction block and in a DO block), and a known id signed
+# with another order whose shard is on the same worker ("ignored": its
+# anomaly and the first order's counter).  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
