@@ -592,7 +592,7 @@ shard_commit_level(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 
 /*
  * The query of shard_commit_level for one log row (SPI connected), with
- * this transaction's level now; when keep, the row kept (once) for
+ * this transaction's level now; when keep, the row kept for
  * shard_commit_level_again.
  */
 static void
@@ -600,7 +600,6 @@ set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const
 				bool keep)
 {
 	Datum		args[4];
-	ListCell   *lc;
 	MemoryContext old;
 	ShardLevel *sl;
 
@@ -612,9 +611,10 @@ set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const
 		elog(ERROR, "paynotify: commit level query failed");
 	if (!keep)
 		return;
-	foreach(lc, shard_levels)
+	/* the same row as the last one kept (a batch's repeats): once */
+	if (shard_levels != NIL)
 	{
-		sl = (ShardLevel *) lfirst(lc);
+		sl = (ShardLevel *) llast(shard_levels);
 		if (sl->cfg == cfg && sl->userid == GetUserId() && strcmp(sl->channel, channel) == 0 &&
 			strcmp(sl->notify_id, notify_id) == 0 && strcmp(sl->order_no, order_no) == 0)
 			return;
