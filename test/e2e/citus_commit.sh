@@ -22,7 +22,8 @@
 # with its own session's setting: it is flushed there when the call returns.
 # So is a first delivery after which the caller's SET LOCAL
 # synchronous_commit = off reached the worker (citus.propagate_set_commands
-# = local; in a transaction block and in a DO block), and a known id signed
+# = local; in a transaction block, a DO block, a procedure that commits),
+# and a known id signed
 # with another order whose shard is on the same worker ("ignored": its
 # anomaly and the first order's counter).  Last line: "N passed, M failed".
 set -uo pipefail
@@ -34,7 +35,7 @@ pass=0 fail=0
 citus_begin citus-commit
 citus_cluster "wal_writer_delay = 10s" "autovacuum = off" || exit 1
 citus_schema 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
-for i in 1 2 3 4 5 6 7; do
+for i in 1 2 3 4 5 6 7 20; do
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$i" --seed $((70 + i)) --keys test/vectors/keys \
         --quiet --dump-sql "$STACK_DIR/n$i.sql" >/dev/null 2>&1
 done
@@ -147,11 +148,27 @@ out=$(as_app -c "SET citus.propagate_set_commands = local" -c "DO \$d\$ DECLARE 
     SET LOCAL synchronous_commit = off; END \$d\$" 2>&1)
 check "servers' default 'off': the same in a DO block that is its own transaction: committed synchronously on its order's worker" \
     "NOTICE:  processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
+# ...and in a procedure that commits after it
+citus_sql 0 >/dev/null <<SQL
+CREATE PROCEDURE pay_then_commit(o INOUT text) LANGUAGE plpgsql AS \$p\$
+BEGIN
+	EXECUTE \$q\$$(sed 's/;$//' "$STACK_DIR/n20.sql")\$q\$ INTO o;
+	SET LOCAL synchronous_commit = off;
+	COMMIT;
+END \$p\$;
+GRANT EXECUTE ON PROCEDURE pay_then_commit(text) TO notify_shim;
+SQL
+port=$(node_of PN00000020)
+for w in 1 2; do [ "${CITUS_PORTS[w]}" = "$port" ] && break; done
+mark=$(citus_q $w "SELECT pg_current_wal_insert_lsn()")
+out=$(as_app -c "SET citus.propagate_set_commands = local" -c "CALL pay_then_commit(NULL)" 2>&1)
+check "servers' default 'off': the same in a procedure that commits after it: committed synchronously on its order's worker" \
+    "processed t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 # one id signed with another order (payload_differs_for_same_id): the
 # anomaly goes to the new order's shard and the delivery counter to the
 # first order's log row; with both shards on one worker (one-phase commit
 # there) the acknowledged "ignored" is committed synchronously on it
-for i in $(seq 8 20); do
+for i in $(seq 8 19); do
     port=$(node_of "$(printf PN%08d "$i")")
     [ "$port" = "$(node_of "$(printf PX%08d "$i")")" ] && [ "$port" != "${CITUS_PORTS[0]}" ] && break
 done
@@ -167,5 +184,5 @@ check "servers' default 'off': its id signed with order $(printf PX%08d "$i") (s
     "ignored t" "$out $(citus_q $w "SELECT pg_current_wal_flush_lsn() > '$mark'::pg_lsn")"
 check "...and the anomaly recorded" "1" \
     "$(citus_q 0 "SELECT count(*) FROM paynotify_anomaly WHERE order_no = '$(printf PX%08d "$i")' AND kind = 'payload_differs_for_same_id'")"
-check "...and applied" "5" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006', 'PN00000007') AND status = 'succeeded'")"
+check "...and applied" "6" "$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004', 'PN00000005', 'PN00000006', 'PN00000007', 'PN00000020') AND status = 'succeeded'")"
 finish
