@@ -23,9 +23,8 @@
 # So is a first delivery after which the caller's SET LOCAL
 # synchronous_commit = off reached the worker (citus.propagate_set_commands
 # = local; in a transaction block, a DO block, a procedure that commits),
-# and a known id signed
-# with another order whose shard is on the same worker ("ignored": its
-# anomaly and the first order's counter).  Last line: "N passed, M failed".
+# and a known id signed with another order whose shard is on the same
+# worker ("ignored": its anomaly and the first order's counter).  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
