@@ -707,7 +707,7 @@ register_xact_callback(void)
 static void
 relax_xact_callback(XactEvent event, void *arg)
 {
-	if (!relaxed && !forced)
+	if (!relaxed && !forced && shard_levels == NIL)
 		return;
 	if (event == XACT_EVENT_PRE_COMMIT)
 	{
