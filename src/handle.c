@@ -636,7 +636,8 @@ set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const
  * (citus.propagate_set_commands = local), a caller's SET LOCAL
  * synchronous_commit = off after the call lowered it on the order's node
  * too, and that node committed the notification asynchronously
- * (test/e2e/citus_commit.sh, in a transaction block and in a DO block).
+ * (test/e2e/citus_commit.sh: in a transaction block, a DO block, a
+ * procedure that commits).
  * The level this transaction commits with is then set there again by the
  * same queries, after the caller's last statement, as the user that ran
  * them in the call (paynotify_handle's owner).  Nothing is sent where
