@@ -49,6 +49,26 @@ citus_begin() {
     trap citus_stop EXIT
 }
 
+# citus_node_crash N: node N stopped as by a crash: immediate shutdown, and
+# where that has not ended within 10 s, the postmaster and its children
+# SIGKILLed (a worker's immediate shutdown was seen, rarely, not to end
+# within pg_ctl's 60 s here; a line with its processes says so).
+citus_node_crash() {
+    local n=$1 data=${CITUS_DIRS[$1]}/data pid kids
+    pid=$(head -1 "$data/postmaster.pid" 2>/dev/null)
+    pn_as_user "$PN_PGBIN/pg_ctl" -D "$data" -m immediate -w -t 10 stop >/dev/null 2>&1 && return 0
+    [ -n "$pid" ] || return 1
+    echo "# node $n: the immediate shutdown did not end within 10 s; its processes (then SIGKILLed):"
+    ps -o pid,ppid,stat,wchan:25,cmd --ppid "$pid" -p "$pid" | sed 's/^/#   /'
+    kids=$(ps -o pid= --ppid "$pid")
+    # shellcheck disable=SC2086
+    kill -KILL "$pid" $kids 2>/dev/null
+    for _ in $(seq 1 200); do pn_alive "$pid" || break; sleep 0.05; done
+    # the lock files name the dead postmaster, which init may not have
+    # reaped yet (a zombie passes the new postmaster's liveness check)
+    rm -f "$data/postmaster.pid" "${CITUS_DIRS[$n]}"/.s.PGSQL.*
+}
+
 # citus_sql N [psql args...]: psql as superuser to node N (0 coordinator, 1, 2 workers).
 citus_sql() {
     local n=$1

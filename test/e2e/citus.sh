@@ -196,14 +196,14 @@ check "every node's shim carried traffic (paynotify_handle calls > 100 on each n
 
 # ---- a worker restarted mid-traffic -----------------------------------------------
 ledger2=$STACK_DIR/ledger-restart.tsv
-stack_send stripe --mode retry -n "$M" -c 8 --start $R0 --seed 15 --schedule 0.2,0.3,0.5,1,1,1,1,1,1,1,1,1 \
+stack_send stripe --mode retry -n "$M" -c 8 --start $R0 --seed 15 --schedule 0.2,0.3,0.5$(printf ',1%.0s' $(seq 1 19)) \
     --timeout 5 --ledger "$ledger2" --quiet --json >"$STACK_DIR/restart.json" 2>"$STACK_DIR/restart.err" &
 s3=$!
 for _ in $(seq 1 300); do
     [ "$(awk -F'\t' '$9 == 1' "$ledger2" 2>/dev/null | wc -l)" -ge $((M / 4)) ] && break
     sleep 0.05
 done
-pn_as_user "$PN_PGBIN/pg_ctl" -D "${CITUS_DIRS[1]}/data" -m immediate -w stop >/dev/null
+citus_node_crash 1
 tkill=$(date +%s.%N)
 acked_at_kill=$(awk -F'\t' '$9 == 1' "$ledger2" | wc -l)
 sleep 1
