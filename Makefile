@@ -28,8 +28,8 @@ OBJS = \
 	src/parse/scan.o \
 	src/ops.o
 
-DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql
-DATA_built = paynotify--1.1.sql paynotify--1.2.sql
+DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql
+DATA_built = paynotify--1.1.sql paynotify--1.2.sql paynotify--1.3.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
 PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
@@ -51,6 +51,9 @@ paynotify--1.1.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql
 	cat $^ > $@
 
 paynotify--1.2.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql
+	cat $^ > $@
+
+paynotify--1.3.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql
 	cat $^ > $@
 
 # every object is rebuilt when a shared header changes
