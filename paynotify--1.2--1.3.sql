@@ -7,3 +7,11 @@
 -- outside pg_catalog and the extension itself; what a role is given to
 -- operate, serve or relay paynotify holds in one database only; the relay's
 -- claims and reports take their locks in one order on Citus.
+
+-- ===== Expressions: every function and operator qualified =====
+
+-- ===== Roles per database: paynotify_grant, paynotify_revoke =====
+
+-- ===== Citus: paynotify_distribute runs no one's code as superuser =====
+
+-- ===== Citus: the relay's claims and reports cannot deadlock =====
