@@ -793,7 +793,12 @@ COMMENT ON FUNCTION @extschema@.paynotify_handle(text, jsonb, text) IS
 -- Privileges: nothing for PUBLIC; the shim's role may only call the entry point
 ------------------------------------------------------------------------------
 
-REVOKE ALL ON ALL TABLES IN SCHEMA @extschema@ FROM PUBLIC;
+REVOKE ALL ON @extschema@.paynotify_channel, @extschema@.paynotify_key,
+	@extschema@.paynotify_binding, @extschema@.paynotify_transition,
+	@extschema@.paynotify_transition_removed, @extschema@.paynotify_hook,
+	@extschema@.payment_notify_log, @extschema@.payment_record, @extschema@.paynotify_refund,
+	@extschema@.paynotify_outbox, @extschema@.paynotify_anomaly
+	FROM PUBLIC;
 REVOKE ALL ON FUNCTION
 	@extschema@.paynotify_config_changed(),
 	@extschema@.paynotify_transition_track(),
