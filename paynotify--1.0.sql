@@ -10,6 +10,8 @@ BEGIN
 			pg_catalog.current_setting('server_encoding')
 			USING ERRCODE = 'feature_not_supported';
 	END IF;
+	-- a fresh installation (the later scripts' upgrade steps read it)
+	PERFORM pg_catalog.set_config('paynotify_install.fresh', 'on', true);
 	-- Cluster-wide group roles, created once: the shim's login role joins
 	-- paynotify_handler; configuration can be delegated to paynotify_admin.
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'paynotify_handler') THEN

@@ -168,6 +168,244 @@ ALTER FUNCTION @extschema@.paynotify_on(text, regprocedure) SET search_path = pg
 ALTER FUNCTION @extschema@.paynotify_guard_transition() SET search_path = pg_catalog, pg_temp;
 
 -- ===== Roles per database: paynotify_grant, paynotify_revoke =====
+--
+-- Until 1.2 the privileges went to three cluster-wide group roles
+-- (paynotify_handler, paynotify_admin, paynotify_relay), granted in every
+-- database that has the extension: a relay login made for one database
+-- read another database's endpoint secrets, an operator of one database
+-- configured another.  A role's privileges on a database's objects are that
+-- database's own: from 1.3 each capacity is a set of privileges on the
+-- extension's objects, granted to a login (or group) role in this database
+-- by paynotify_grant, and nothing goes to the cluster-wide roles.
+
+-- What each capacity is: privileges on the extension's objects (one
+-- place; an upgrade that adds an object adds its row and grants it to the
+-- roles that hold the capacity).
+CREATE TABLE @extschema@.paynotify_capacity (
+	capacity	text NOT NULL
+				CHECK (capacity OPERATOR(pg_catalog.=) ANY ('{admin,handler,relay}'::text[])),
+	privilege	text NOT NULL CHECK (privilege OPERATOR(pg_catalog.=) ANY ('{EXECUTE,SELECT}'::text[])),
+	fn			regprocedure,
+	rel			regclass,
+	columns		name[],			-- SELECT on these columns of rel only
+	CHECK ((fn IS NULL) OPERATOR(pg_catalog.<>) (rel IS NULL)),
+	UNIQUE (capacity, fn, rel)
+);
+COMMENT ON TABLE @extschema@.paynotify_capacity IS
+	'paynotify: the privileges on the extension''s objects that each capacity (admin, handler, relay) is (paynotify_grant)';
+INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, fn)
+SELECT v.c, 'EXECUTE', v.f::regprocedure FROM (VALUES
+	('handler', '@extschema@.paynotify_handle(text, jsonb, bytea)'),
+	('handler', '@extschema@.paynotify_handle(text, jsonb, text)'),
+	('relay', '@extschema@.paynotify_relay_claim(integer)'),
+	('relay', '@extschema@.paynotify_relay_fanout(integer)'),
+	('relay', '@extschema@.paynotify_relay_report(bigint[], integer[], text[])'),
+	('admin', '@extschema@.paynotify_handle(text, jsonb, bytea)'),
+	('admin', '@extschema@.paynotify_handle(text, jsonb, text)'),
+	('admin', '@extschema@.paynotify_add_channel(text, text, jsonb)'),
+	('admin', '@extschema@.paynotify_alter_channel(text, jsonb)'),
+	('admin', '@extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz)'),
+	('admin', '@extschema@.paynotify_add_key_file(text, text, text, timestamptz, timestamptz)'),
+	('admin', '@extschema@.paynotify_retire_key(text, text)'),
+	('admin', '@extschema@.paynotify_bind_orders(regclass, name, name, name, name, jsonb)'),
+	('admin', '@extschema@.paynotify_on(text, regprocedure)'),
+	('admin', '@extschema@.paynotify_outbox_claim(integer)'),
+	('admin', '@extschema@.paynotify_transit(text, text, text)'),
+	('admin', '@extschema@.paynotify_rsa_verify(text, bytea, text, text)'),
+	('admin', '@extschema@.paynotify_aead_decrypt(bytea, bytea, bytea, text)'),
+	('admin', '@extschema@.paynotify_add_endpoint(text, text, text[], text[], interval, integer)'),
+	('admin', '@extschema@.paynotify_add_endpoint_file(text, text, text[], text[], interval, integer)'),
+	('admin', '@extschema@.paynotify_alter_endpoint(bigint, text, text, text[], text[], boolean, interval, integer, interval, interval)'),
+	('admin', '@extschema@.paynotify_alter_endpoint_file(bigint, text)'),
+	('admin', '@extschema@.paynotify_drop_endpoint(bigint)'),
+	('admin', '@extschema@.paynotify_redeliver(bigint, bigint)'),
+	('admin', '@extschema@.paynotify_purge_deliveries(interval)'),
+	('admin', '@extschema@.paynotify_purge(interval, integer, integer, text)'),
+	('admin', '@extschema@.paynotify_retention_floor(text)'),
+	('admin', '@extschema@.paynotify_retry(text, text, boolean)'),
+	('admin', '@extschema@.paynotify_retry_failed(interval, integer, boolean)'),
+	('admin', '@extschema@.paynotify_resolve_anomaly(bigint, text)'),
+	('admin', '@extschema@.paynotify_trace(text, text)'),
+	('admin', '@extschema@.paynotify_trace_order(text)')) v(c, f);
+INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, rel, columns)
+SELECT 'admin', 'SELECT', v.r::regclass, v.cols FROM (VALUES
+	('@extschema@.payment_notify_log', NULL::name[]),
+	('@extschema@.payment_record', NULL),
+	('@extschema@.paynotify_refund', NULL),
+	('@extschema@.paynotify_anomaly', NULL),
+	('@extschema@.paynotify_transition', NULL),
+	('@extschema@.paynotify_binding', NULL),
+	('@extschema@.paynotify_delivery', NULL),
+	('@extschema@.paynotify_order_history', NULL),
+	('@extschema@.paynotify_delivery_history', NULL),
+	('@extschema@.paynotify_installation', NULL),
+	('@extschema@.paynotify_stats', NULL),
+	('@extschema@.paynotify_capacity', NULL),
+	('@extschema@.paynotify_endpoint',
+	 '{id,url,events,channels,enabled,max_in_flight,retry_base,retry_max,retry_horizon,created_at}')) v(r, cols);
+
+-- Who holds which capacity in this database.
+CREATE TABLE @extschema@.paynotify_role (
+	role		regrole NOT NULL,
+	capacity	text NOT NULL
+				CHECK (capacity OPERATOR(pg_catalog.=) ANY ('{admin,handler,relay}'::text[])),
+	schema_usage boolean NOT NULL DEFAULT false,	-- paynotify_grant gave USAGE on the schema
+	granted_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (role, capacity)
+);
+COMMENT ON TABLE @extschema@.paynotify_role IS
+	'paynotify: the roles that hold a capacity (admin, handler, relay) in this database (paynotify_grant, paynotify_revoke)';
+INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, rel)
+	VALUES ('admin', 'SELECT', '@extschema@.paynotify_role');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_role', '');
+
+-- The privileges of one capacity given to or taken from a role.  The
+-- statements run as the caller: only who may grant on the extension's
+-- objects (its owner, a superuser) can.
+CREATE FUNCTION @extschema@.paynotify_capacity_acl(role regrole, capacity text, give boolean)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p record;
+BEGIN
+	FOR p IN SELECT c.privilege, c.fn, c.rel, c.columns FROM @extschema@.paynotify_capacity c
+			 WHERE c.capacity OPERATOR(pg_catalog.=) paynotify_capacity_acl.capacity LOOP
+		EXECUTE pg_catalog.format('%s %s%s ON %s %s %s %s',
+			CASE WHEN give THEN 'GRANT' ELSE 'REVOKE' END,
+			p.privilege,
+			CASE WHEN p.columns IS NULL THEN ''
+				 ELSE pg_catalog.format(' (%s)', (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(x), ', ')
+												 FROM pg_catalog.unnest(p.columns) x)) END,
+			CASE WHEN p.fn IS NOT NULL THEN 'FUNCTION' ELSE 'TABLE' END,
+			coalesce(p.fn::text, p.rel::text),
+			CASE WHEN give THEN 'TO' ELSE 'FROM' END,
+			role);
+	END LOOP;
+END
+$$;
+
+CREATE FUNCTION @extschema@.paynotify_grant(role regrole, capacity text)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	usage boolean := false;
+BEGIN
+	IF role IS NULL OR capacity IS NULL THEN
+		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF capacity OPERATOR(pg_catalog.<>) ALL ('{admin,handler,relay}'::text[]) THEN
+		RAISE EXCEPTION 'unknown capacity "%"', capacity
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A capacity is admin (configure and operate), handler (the shim: paynotify_handle) or relay (paynotify-relay).';
+	END IF;
+	IF role::text OPERATOR(pg_catalog.=) ANY ('{paynotify_handler,paynotify_admin,paynotify_relay}'::text[]) THEN
+		RAISE EXCEPTION 'paynotify does not grant to the group role %', role
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'It is a cluster-wide role of paynotify 1.2 and earlier: its members are in every database.',
+				  HINT = 'Grant the capacity to the login role itself.';
+	END IF;
+	-- USAGE on the extension's schema, unless the role can use it already
+	IF NOT pg_catalog.has_schema_privilege(role, '@extschema@', 'USAGE') THEN
+		EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', role);
+		usage := true;
+	END IF;
+	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, true);
+	INSERT INTO @extschema@.paynotify_role AS r (role, capacity, schema_usage)
+		VALUES (role, capacity, usage)
+		ON CONFLICT ON CONSTRAINT paynotify_role_pkey
+		DO UPDATE SET schema_usage = r.schema_usage OR excluded.schema_usage;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_grant(regrole, text) IS
+	'gives a role a capacity (admin, handler or relay) in this database, with USAGE on the extension''s schema';
+
+CREATE FUNCTION @extschema@.paynotify_revoke(role regrole, capacity text)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	usage boolean;
+	other text;
+BEGIN
+	IF role IS NULL OR capacity IS NULL THEN
+		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF capacity OPERATOR(pg_catalog.<>) ALL ('{admin,handler,relay}'::text[]) THEN
+		RAISE EXCEPTION 'unknown capacity "%"', capacity
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'A capacity is admin, handler or relay.';
+	END IF;
+	DELETE FROM @extschema@.paynotify_role r
+		WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role
+		  AND r.capacity OPERATOR(pg_catalog.=) paynotify_revoke.capacity
+		RETURNING r.schema_usage INTO usage;
+	-- its privileges, then again those of what the role still holds (the
+	-- capacities share some: paynotify_handle)
+	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, false);
+	FOR other IN SELECT r.capacity FROM @extschema@.paynotify_role r
+				 WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role LOOP
+		PERFORM @extschema@.paynotify_capacity_acl(role, other, true);
+	END LOOP;
+	IF usage THEN
+		IF other IS NOT NULL THEN
+			-- the schema stays usable for what the role still holds
+			UPDATE @extschema@.paynotify_role r SET schema_usage = true
+				WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role
+				  AND r.capacity OPERATOR(pg_catalog.=) other;
+		ELSE
+			EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %I FROM %s', '@extschema@', role);
+		END IF;
+	END IF;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_revoke(regrole, text) IS
+	'takes a capacity (admin, handler or relay) in this database from a role';
+REVOKE ALL ON @extschema@.paynotify_capacity, @extschema@.paynotify_role FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_capacity_acl(regrole, text, boolean),
+	@extschema@.paynotify_grant(regrole, text), @extschema@.paynotify_revoke(regrole, text)
+	FROM PUBLIC;
+
+-- An installation from before 1.3: each direct member of a group role
+-- keeps its capacity here, as a grant of its own in this database; then
+-- the group roles lose every privilege here.  A fresh installation (its
+-- 1.0 step marks it) keeps nothing: the members the group roles have for
+-- other databases get nothing here.
+DO $$
+DECLARE
+	m record;
+	kept text[] := '{}';
+BEGIN
+	IF pg_catalog.current_setting('paynotify_install.fresh', true) IS DISTINCT FROM 'on' THEN
+		FOR m IN SELECT a.member::regrole AS role, g.capacity
+				 FROM pg_catalog.pg_auth_members a
+				 JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.roleid
+				 JOIN (VALUES ('paynotify_handler'::name, 'handler'), ('paynotify_admin', 'admin'),
+							  ('paynotify_relay', 'relay')) g(grp, capacity)
+					ON r.rolname OPERATOR(pg_catalog.=) g.grp
+				 WHERE a.member::regrole::text OPERATOR(pg_catalog.<>) ALL
+					   ('{paynotify_handler,paynotify_admin,paynotify_relay}'::text[])
+				 ORDER BY a.member::regrole::text, g.capacity LOOP
+			PERFORM @extschema@.paynotify_grant(m.role, m.capacity);
+			kept := kept OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)', m.role, m.capacity);
+		END LOOP;
+	END IF;
+	FOR m IN SELECT r.rolname::regrole AS role, c.capacity FROM pg_catalog.pg_roles r
+			 CROSS JOIN (VALUES ('admin'), ('handler'), ('relay')) c(capacity)
+			 WHERE r.rolname OPERATOR(pg_catalog.=) ANY ('{paynotify_handler,paynotify_admin,paynotify_relay}'::name[]) LOOP
+		PERFORM @extschema@.paynotify_capacity_acl(m.role, m.capacity, false);
+	END LOOP;
+	IF pg_catalog.cardinality(kept) OPERATOR(pg_catalog.>) 0 THEN
+		RAISE WARNING 'paynotify 1.3: the group roles paynotify_handler, paynotify_admin and paynotify_relay have no privileges in this database any more; their members keep their capacity here as grants of their own: %',
+			pg_catalog.array_to_string(kept, ', ')
+			USING HINT = 'In each database, list them with SELECT * FROM paynotify_role, and take from each role what belongs to another database with paynotify_revoke(role, capacity).';
+	END IF;
+END
+$$;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
 
