@@ -17,8 +17,9 @@
 #      and headers mutated at random (seeded), each delivered in its own
 #      transaction: no error, no crash, only the eight outcomes with their
 #      documented statuses, nothing written unless authentic, and nothing
-#      authentic unless its signed bytes are a genuine gateway's.  Every one
-#      of the mutations must be delivered within the time budget.
+#      authentic unless its signed bytes are a genuine gateway's.  The work
+#      is bounded by the number of mutations, never by time: every one of
+#      them is delivered, however fast the machine is.
 #   3. A subset through paynotify-cgi with its body cap: 10 MiB bodies,
 #      duplicated and oversized headers, wrong content types, NUL bytes.
 #   At the end the postmaster must be the one that started (no backend
@@ -29,8 +30,7 @@
 # Run as root (or as the cluster's user) from anywhere in the repository:
 #   test/e2e/hostile.sh
 # Environment: PN_HOSTILE_SEED (default 20260101), PN_HOSTILE_MUTATIONS
-# (default 25000), PN_HOSTILE_SECONDS (bound on the mutation run, default
-# 60), PN_KEEP_TMP=1 keeps the temporary directory.  Needs postgresql-15
+# (default 25000), PN_KEEP_TMP=1 keeps the temporary directory.  Needs postgresql-15
 # with contrib (pgcrypto), python3 and python3-cryptography.  Everything
 # started here is stopped by pid on exit.  The last line printed is
 # "N passed, M failed"; the exit status is non-zero when M > 0.
@@ -44,7 +44,6 @@ ROOT=$(pwd)
 HERE=$ROOT/test/e2e/hostile
 SEED=${PN_HOSTILE_SEED:-20260101}
 MUTATIONS=${PN_HOSTILE_MUTATIONS:-25000}
-BUDGET=${PN_HOSTILE_SECONDS:-60}
 TMP=$(mktemp -d /tmp/pn-hostile.XXXXXX)
 chmod 711 "$TMP"
 PGDIR=$TMP/pg
@@ -144,7 +143,7 @@ check "no table dropped" "9" \
 
 # ---- 2. the mutation fuzzer --------------------------------------------------------
 
-echo "# mutation fuzzer: $MUTATIONS mutations (seed $SEED), at most ${BUDGET}s"
+echo "# mutation fuzzer: $MUTATIONS mutations (seed $SEED)"
 if ! python3 "$HERE/mutate.py" "$SEED" "$MUTATIONS" >"$TMP/mut.sql" 2>"$TMP/mut.err" ||
    ! psql_su -q -f "$TMP/mut.sql" >"$TMP/mut.log" 2>&1; then
     cat "$TMP/mut.err" "$TMP/mut.log" | tail -20
@@ -153,7 +152,7 @@ if ! python3 "$HERE/mutate.py" "$SEED" "$MUTATIONS" >"$TMP/mut.sql" 2>"$TMP/mut.
 fi
 cat "$TMP/mut.err"
 t0=$(date +%s)
-PGOPTIONS="-c client_min_messages=error" psql_su -c "CALL h.run_mutations(clock_timestamp() + interval '$BUDGET seconds')" \
+PGOPTIONS="-c client_min_messages=error" psql_su -c "CALL h.run_mutations()" \
     >"$TMP/run_mut.log" 2>&1 || not_ok "mutation run completes" "$(tail -5 "$TMP/run_mut.log")"
 t1=$(date +%s)
 done_n=$(psql_su -Atc "SELECT count(*) FROM h.mut_result")
@@ -163,17 +162,12 @@ psql_su -Atc "SELECT format('  %-10s %s  %5s  (%s of them still genuinely signed
               FROM h.mut_result JOIN h.mut USING (id)
               GROUP BY outcome, status ORDER BY count(*) DESC"
 if [ "$done_n" -lt "$MUTATIONS" ]; then
+    # the run stopped before the end: name the mutation it stopped at
     next=$(psql_su -Atc "SELECT min(id) FROM h.mut WHERE id NOT IN (SELECT id FROM h.mut_result)")
-    if [ "$(pn_cluster_pid "$PGDIR")" = "$postmaster" ] &&
-       [ "$(psql_su -Atc "SELECT pg_postmaster_start_time()" 2>/dev/null)" = "$started" ] &&
-       [ "$(abnormal_exits)" = 0 ]; then
-        echo "  (time budget reached at mutation $next; the rest was not delivered)"
-    else
-        not_ok "mutation $next crashed the server" \
-            "$(psql_su -Atc "SELECT base || ': ' || ops FROM h.mut WHERE id = $next" 2>&1)"
-    fi
+    not_ok "the mutation run stopped at mutation $next" \
+        "$(psql_su -Atc "SELECT base || ': ' || ops FROM h.mut WHERE id = $next" 2>&1)"
 fi
-check "every one of the $MUTATIONS mutated requests delivered (in ${BUDGET}s at most)" "$MUTATIONS" "$done_n"
+check "every one of the $MUTATIONS mutated requests delivered" "$MUTATIONS" "$done_n"
 failures=$(psql_su -Atc "SELECT count(*) FROM h.mut_failures")
 if [ "$failures" = 0 ]; then
     ok "mutated requests: no error, documented replies only, nothing forged authenticated, nothing written when refused"
