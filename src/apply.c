@@ -90,6 +90,7 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
+static void order_not_found(PnConfig *cfg, const char *order_no) pg_attribute_noreturn();
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const OrderRow *row, PnApplied *res);
 static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
@@ -387,6 +388,32 @@ payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const Or
 	return true;
 }
 
+/*
+ * No order has the key a notification names: an error (retried later).
+ * When the key's type reads the reference as another text (a varchar(n)
+ * cuts it, a char(n) pads it, uuid lowers it), say so: that other key is
+ * another order, never this notification's.
+ */
+static void
+order_not_found(PnConfig *cfg, const char *order_no)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	char	   *as_key = NULL;
+
+	if (pn_orders_execute(cfg, PLAN_ORDER_KEY_TEXT, &arg, NULL, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+		as_key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (as_key != NULL && strcmp(as_key, order_no) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("order \"%s\" not found (the orders table's key column reads it as \"%s\", which is not the same reference)",
+						order_no, as_key),
+				 errdetail("A notification is applied only to the order whose key is exactly the reference it names.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA_FOUND),
+			 errmsg("order \"%s\" not found", order_no)));
+}
+
 /* Lock and read the order; a missing order is an error (retried later). */
 static void
 order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
@@ -398,9 +425,7 @@ order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
 	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: order lookup failed");
 	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA_FOUND),
-				 errmsg("order \"%s\" not found", order_no)));
+		order_not_found(cfg, order_no);
 	status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	row->status = status ? (char *) pn_status_name(&cfg->status_map, status) : "";
 	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],

@@ -193,16 +193,29 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5)",
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
 	},
+	/*
+	 * The order a notification names, exactly: the cast to the key's type
+	 * finds the row by its index, and the key read back as text must be
+	 * what the notification said.  A cast normalises (varchar(32) cuts a
+	 * longer reference, char(n) pads, uuid lowers its letters, integers
+	 * drop their zeros), and a reference that only normalises to a key is
+	 * another order's, never this one's.
+	 */
 	[PLAN_ORDER_GET] = {
-		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt FOR UPDATE",
+		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND @k::text = $1 FOR UPDATE",
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @st = $2::@stt",
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt",
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
+	/* what a reference reads as in the key's type (why it is not found) */
+	[PLAN_ORDER_KEY_TEXT] = {
+		"SELECT $1::@kt::text",
+		1, {TEXTOID}, true
+	},
 	[PLAN_ORDER_PAY] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @st = $2::@stt"
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt"
 		" AND ($4 IS NULL OR @am = $4)"
 		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true

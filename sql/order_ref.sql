@@ -1,0 +1,78 @@
+-- The order a notification names is exactly the order it affects.  The
+-- orders table's key column may normalise what is cast to it: varchar(32)
+-- cuts a longer reference, char(n) pads and trims, uuid lowers its letters,
+-- integers drop signs and zeros.  A reference that only normalises to a key
+-- is no order (failed, retried, with the reason), never someone else's:
+-- three references that all cut to one varchar(32) key paid it three times.
+\set VERBOSITY terse
+SET search_path = pay, public;
+
+SELECT paynotify_add_channel('orf', 'stripe', '{}');
+SELECT paynotify_add_key('orf', 'secret_1', t.secret(1));
+CREATE SCHEMA orf;
+CREATE FUNCTION orf.pay(evt text, ord text) RETURNS text
+	LANGUAGE sql AS $$
+	SELECT outcome FROM t.stripe('orf', jsonb_build_object('id', evt, 'object', 'event',
+		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
+			'object', 'payment_intent', 'amount', 500, 'amount_received', 500,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)])
+$$;
+
+-- One key type: a table with one pending order keyed `key`, bound; each
+-- of `near` (references that cast to that key) delivered, then `key`
+-- itself.  Returns each delivery's outcome, the error's detail, the
+-- payments and events recorded, and the order's status after it.
+CREATE FUNCTION orf.run(n int, key_type text, key text, near text[])
+	RETURNS TABLE (ref text, outcome text, error text, payments bigint, events bigint, status text)
+	LANGUAGE plpgsql AS $$
+DECLARE
+	tbl text := 'orf.o' || n;
+	r text;
+	i int := 0;
+BEGIN
+	EXECUTE format('CREATE TABLE %s (k %s PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL)',
+		tbl, key_type);
+	EXECUTE format('INSERT INTO %s VALUES (%L, ''pending'', 500)', tbl, key);
+	PERFORM pay.paynotify_bind_orders(tbl::regclass, 'k', 'st', 'amount');
+	FOREACH r IN ARRAY near || key LOOP
+		i := i + 1;
+		ref := r;
+		outcome := orf.pay(format('evt_orf_%s_%s', n, i), r);
+		SELECT l.error_msg INTO error FROM pay.payment_notify_log l
+			WHERE l.channel = 'orf' AND l.notify_id = format('evt_orf_%s_%s', n, i);
+		SELECT count(*) INTO payments FROM pay.payment_record p WHERE p.channel = 'orf'
+			AND p.notify_id LIKE format('evt\_orf\_%s\_%%', n);
+		SELECT count(*) INTO events FROM pay.paynotify_outbox o WHERE o.channel = 'orf'
+			AND o.notify_id LIKE format('evt\_orf\_%s\_%%', n);
+		EXECUTE format('SELECT st FROM %s', tbl) INTO status;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+SELECT n, key_type, quote_literal(r.ref) AS ref, r.outcome, r.error, r.payments, r.events, r.status
+FROM (VALUES
+	(1, 'varchar(32)', 'ORDER-00000000000000000000000001',
+		ARRAY['ORDER-00000000000000000000000001-x1', 'ORDER-00000000000000000000000001-x2']),
+	(2, 'char(16)', 'CH-2', ARRAY['CH-2 ', 'CH-2      ']),
+	(3, 'uuid', '6a1b2c3d-0000-4000-8000-00000000000a',
+		ARRAY['6A1B2C3D-0000-4000-8000-00000000000A', '{6a1b2c3d-0000-4000-8000-00000000000a}',
+			  '6a1b2c3d000040008000-00000000000a']),
+	(4, 'integer', '7', ARRAY['007', '+7', ' 7']),
+	(5, 'bigint', '9000000000000005', ARRAY['09000000000000005']),
+	(6, 'text', 'T-6', ARRAY['T-6 ', 't-6']),
+	(7, 'varchar(8)', 'V-7', ARRAY['V-7 '])
+) v(n, key_type, key, near), orf.run(n, key_type, key, near) r
+ORDER BY n, r.ref = v.key, r.ref;
+
+-- a repeat of a near reference, once the order is paid, is still no order
+SELECT orf.pay('evt_orf_1_1', 'ORDER-00000000000000000000000001-x1');
+SELECT count(*) AS payments FROM payment_record WHERE channel = 'orf' AND order_no LIKE 'ORDER-%';
+
+-- paynotify_transit, the application's own call, matches exactly too
+SELECT paynotify_bind_orders('orf.o4', 'k', 'st', 'amount');
+SELECT paynotify_transit('007', 'paid', 'shipped') AS moved_007,
+	   paynotify_transit('7', 'paid', 'shipped') AS moved_7;
+SELECT st FROM orf.o4;
