@@ -11,6 +11,7 @@
 #ifndef PAYNOTIFY_PIPELINE_H
 #define PAYNOTIFY_PIPELINE_H
 
+#include "access/xlogdefs.h"
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
 
@@ -122,9 +123,14 @@ extern const char *pn_status_value(const PnStatusMap *map, const char *state);
 extern const char *pn_status_name(const PnStatusMap *map, const char *value);
 extern PnGuardConfig *pn_guard_config(Oid fn_oid);
 
-/* handle.c: REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
+/* commit.c; REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
 #define ERRCODE_PN_ISOLATION MAKE_SQLSTATE('2','5','P','N','1')
 extern void pn_require_read_committed(const char *function);
+extern void pn_force_synchronous_commit(void);
+extern void pn_relax_synchronous_commit(void);
+extern void pn_relaxed_call_ended(XLogRecPtr call_start);
+extern void pn_shard_commit_level(PnConfig *cfg, const char *channel, const char *notify_id,
+								  const char *order_no, const char *other_order);
 
 /* state.c */
 extern bool pn_transition_allowed(PnConfig *cfg, const char *from, const char *to);
