@@ -449,9 +449,18 @@ paynotify_retry(PG_FUNCTION_ARGS)
 			FreeErrorData(edata);
 		}
 		else
+		{
+			/*
+			 * Durable as a delivery's: the gateway's next delivery of it is
+			 * acknowledged as a duplicate of what this commits.
+			 */
+			pn_force_synchronous_commit();
 			retry_step(&c);
+		}
 	}
 	SPI_finish();
+	if (!c.dry_run && c.n != NULL)
+		pn_shard_commit_level(c.cfg, channel, notify_id, pn_order_key(c.n), NULL);
 
 	values[0] = CStringGetTextDatum(channel);
 	values[1] = CStringGetTextDatum(notify_id);
