@@ -35,7 +35,8 @@ CREATE TABLE @extschema@.paynotify_endpoint (
 	id			bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	url			text NOT NULL CHECK (url ~ '^https?://[^[:space:]]+$'),
 	events		text[] NOT NULL DEFAULT '{paid,refunded,refund_failed,closed}'
-				CHECK (events <@ '{paid,refunded,refund_failed,closed}' AND cardinality(events) > 0),
+				CHECK (events OPERATOR(pg_catalog.<@) '{paid,refunded,refund_failed,closed}'
+					   AND pg_catalog.cardinality(events) > 0),
 	channels	text[],			-- NULL: every channel
 	-- Standard Webhooks secret: "whsec_" + base64 of 24 to 64 random bytes
 	secret		text NOT NULL
@@ -756,7 +757,7 @@ CREATE VIEW @extschema@.paynotify_stats AS
 		COALESCE(l.failed, 0) AS failed,
 		COALESCE(l.deliveries, 0) AS deliveries,
 		CASE WHEN COALESCE(l.deliveries, 0) > 0
-			THEN round((l.deliveries - l.notifications)::numeric / l.deliveries, 4)
+			THEN round((l.deliveries - l.notifications)::numeric OPERATOR(pg_catalog./) l.deliveries::numeric, 4)
 			ELSE 0 END AS duplicate_ratio,
 		COALESCE(EXTRACT(epoch FROM now() - l.oldest_failed), 0)::bigint AS oldest_failed_seconds,
 		COALESCE(EXTRACT(epoch FROM now() - l.oldest_parked), 0)::bigint AS oldest_parked_seconds,
