@@ -30,6 +30,7 @@ quick_tests=(
     test/e2e/relay.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
+    test/e2e/databases.sh
     test/e2e/cron.sh
     test/e2e/monitoring.sh
     test/e2e/pipeline.sh
