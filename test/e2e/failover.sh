@@ -18,7 +18,8 @@
 #          doubled 0), every outbox event delivered by the relay;
 #   async  (no synchronous standby): the number of acknowledgements lost is
 #          printed as a figure; doubled must still be 0.
-# Both: while no primary accepts writes every reply is 503 (none 2xx, none
+# Both: from the kill until the promotion is asked for (no primary accepts
+# writes) every reply is 503 (none 2xx, none
 # missing: no worker hangs); the time from the kill to the first
 # acknowledgement is printed.  Also (sync case): a shim pointed at the
 # standby (or at a read-only session) answers 503 and logs why; a server that
@@ -234,7 +235,7 @@ check "the shim logged the outage" 0 $?
 # the audit, on the new primary
 q2 "COPY (SELECT channel, notify_id, status FROM payment_notify_log) TO STDOUT" >"$STACK_DIR/log.tsv"
 q2 "COPY (SELECT channel, notify_id, order_no FROM payment_record) TO STDOUT" >"$STACK_DIR/payments.tsv"
-args=(--kill "$tkill" --promote "$tpromote")
+args=(--kill "$tkill" --promote-start "$tpromote0" --promote "$tpromote")
 [ "$case" = async ] && args+=(--lost-is-figure)
 while IFS=$'\t' read -r desc want got; do
     case $desc in '#'*) echo "$desc" ;; *) check "$desc" "$want" "$got" ;; esac

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """The gateway's side against the database, for the failover and multi-shim tests.
 
-    ledger_audit.py LEDGER DIR [--kill T] [--promote T] [--lost-is-figure]
+    ledger_audit.py LEDGER DIR [--kill T] [--promote-start T] [--promote T] [--lost-is-figure]
 
 LEDGER is paynotify-send's --ledger file (one line per delivery); DIR holds
 log.tsv (channel, notify_id, status of payment_notify_log) and payments.tsv
 (channel, notify_id, order_no of payment_record), copied from the database
 that survived.  Prints one "description<TAB>expected<TAB>actual" line per
-check and "# ..." lines with figures.  --kill and --promote (unix times)
-describe an outage: no reply in between may be 2xx (0.2 s of grace after the
-kill for replies already on their way), and the time from the kill to the
-first acknowledgement after it is printed.  --lost-is-figure: acknowledged
+check and "# ..." lines with figures.  --kill, --promote-start and --promote
+(unix times: the kill, and when the promotion was asked for and when it was
+seen complete) describe an outage: no reply between the kill and the
+request to promote may be 2xx (0.2 s of grace after the kill for replies
+already on their way; the standby may accept writes before the command that
+promotes it returns), and the time from the kill to the first
+acknowledgement after the promotion is printed.  --lost-is-figure: acknowledged
 but lost notifications are a figure to report, not a failure (an
 asynchronous standby).
 """
@@ -24,6 +27,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("ledger")
 ap.add_argument("dir")
 ap.add_argument("--kill", type=float)
+ap.add_argument("--promote-start", type=float)
 ap.add_argument("--promote", type=float)
 ap.add_argument("--lost-is-figure", action="store_true")
 a = ap.parse_args()
@@ -76,9 +80,10 @@ if a.kill is not None:
     out("acknowledgements before the kill and after it (traffic spans the failover)", "yes|yes",
         f"{'yes' if before else 'no'}|{'yes' if after else 'no'}")
     if a.promote is not None:
-        during = [l for l in lines if a.kill + 0.2 < unix(l[0]) < a.promote]
+        end = a.promote_start if a.promote_start is not None else a.promote
+        during = [l for l in lines if a.kill + 0.2 < unix(l[0]) < end]
         st = collections.Counter(l[6] for l in during)
-        print(f"# replies while no primary accepted writes ({a.promote - a.kill - 0.2:.1f} s): {dict(st)}")
+        print(f"# replies while no primary accepted writes ({end - a.kill - 0.2:.1f} s): {dict(st)}")
         out("while no primary accepts writes: requests answered, none 2xx, all 503", "yes|0|0",
             f"{'yes' if during else 'no'}|{sum(n for s, n in st.items() if s.startswith('2'))}|"
             f"{sum(n for s, n in st.items() if s != '503')}")
