@@ -54,7 +54,9 @@ count(struct pn_stats *s, const struct pn_reply *rep, bool ack)
  * UTC time of the reply, channel, event, notification id, order number,
  * delivery number, HTTP status (0 = no reply), outcome (Paynotify-Outcome,
  * "none" when absent), 1 when the gateway counts the reply as an
- * acknowledgement else 0, and the bad kind ("-" for a good request).
+ * acknowledgement else 0, the bad kind ("-" for a good request), and the
+ * seconds from the request's start to its reply (the time it was sent is
+ * the first column less this one).
  * Several senders may append to one file: each line is one write(2) on a
  * descriptor opened with O_APPEND.  A failed write fails the run.
  */
@@ -73,11 +75,11 @@ ledger_line(struct run *run, const struct pn_req *req, const struct pn_reply *re
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	pn_buf_init(&b);
-	pn_buf_printf(&b, "%s.%06ldZ\t%s\t%s\t%s\t%s\t%u\t%ld\t%s\t%d\t%s\n", when,
+	pn_buf_printf(&b, "%s.%06ldZ\t%s\t%s\t%s\t%s\t%u\t%ld\t%s\t%d\t%s\t%.6f\n", when,
 				  ts.tv_nsec / 1000, run->channel, event_names[run->conf->event],
 				  req->notify_id, req->order_no, req->attempt + 1,
 				  rep->curl_code == 0 ? rep->status : 0L, rep->outcome ? rep->outcome : "none",
-				  ack ? 1 : 0, req->bad == PN_BAD_NONE ? "-" : pn_bad_names[req->bad]);
+				  ack ? 1 : 0, req->bad == PN_BAD_NONE ? "-" : pn_bad_names[req->bad], rep->latency);
 	w = write(run->ledger_fd, b.data, b.len);
 	if (w < 0 || (size_t) w != b.len)
 	{

@@ -324,7 +324,7 @@ ledger_check() {
 	local desc=$1 ledger=$2 json=$3 expr=$4
 	if python3 - "$ledger" "$json" "$expr" <<'EOF' 2>"$TMP/jerr"; then ok "$desc"; else not_ok "$desc" "$(cat "$TMP/jerr"; head -5 "$ledger")"; fi
 import collections, json, re, sys
-cols = ["time", "channel", "event", "id", "order", "delivery", "status", "outcome", "ack", "bad"]
+cols = ["time", "channel", "event", "id", "order", "delivery", "status", "outcome", "ack", "bad", "seconds"]
 L = []
 for line in open(sys.argv[1], encoding="utf-8"):
     assert line.endswith("\n"), line
@@ -332,7 +332,9 @@ for line in open(sys.argv[1], encoding="utf-8"):
     assert len(f) == len(cols), f
     r = dict(zip(cols, f))
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", r["time"]), r
+    assert re.fullmatch(r"\d+\.\d{6}", r["seconds"]), r
     r["delivery"], r["status"], r["ack"] = int(r["delivery"]), int(r["status"]), int(r["ack"])
+    r["seconds"] = float(r["seconds"])
     L.append(r)
 d = json.load(open(sys.argv[2])) if sys.argv[2] != "-" else None
 by_id = collections.defaultdict(list)

@@ -324,8 +324,8 @@ def out(desc, want, got):
     print(f"{desc}\t{want}\t{got}")
 
 lines = [l.rstrip("\n").split("\t") for l in open(ledger)]
-bad_lines = [l for l in lines if len(l) != 10]
-lines = [l for l in lines if len(l) == 10]
+bad_lines = [l for l in lines if len(l) != 11]
+lines = [l for l in lines if len(l) == 11]
 deliveries = 0
 for f in glob.glob(os.path.join(d, "*-*-*.json")):
     try:
@@ -335,7 +335,7 @@ for f in glob.glob(os.path.join(d, "*-*-*.json")):
 out("ledger: one well-formed line per delivery the senders counted", f"{deliveries}|0", f"{len(lines)}|{len(bad_lines)}")
 notif = {}          # (channel, id) -> event, order
 acked, processed, disturbed = set(), collections.Counter(), 0
-for t, channel, event, nid, order, delivery, status, outcome, ack, bad in lines:
+for t, channel, event, nid, order, delivery, status, outcome, ack, bad, seconds in lines:
     key = (channel, nid)
     notif.setdefault(key, set()).add((event, order))
     if ack == "1":

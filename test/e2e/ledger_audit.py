@@ -9,11 +9,12 @@ log.tsv (channel, notify_id, status of payment_notify_log) and payments.tsv
 that survived.  Prints one "description<TAB>expected<TAB>actual" line per
 check and "# ..." lines with figures.  --kill, --promote-start and --promote
 (unix times: the kill, and when the promotion was asked for and when it was
-seen complete) describe an outage: no reply between the kill and the
-request to promote may be 2xx (0.2 s of grace after the kill for replies
-already on their way; the standby may accept writes before the command that
-promotes it returns), and the time from the kill to the first
-acknowledgement after the promotion is printed.  --lost-is-figure: acknowledged
+seen complete) describe an outage: a request sent after the kill and
+answered before the promotion was asked for had no primary to commit on,
+and must not be answered 2xx (judged by when each request was sent, the
+ledger's last column, never by a grace period; the standby may accept
+writes before the command that promotes it returns), and the time from the
+kill to the first acknowledgement after the promotion is printed.  --lost-is-figure: acknowledged
 but lost notifications are a figure to report, not a failure (an
 asynchronous standby).
 """
@@ -48,11 +49,11 @@ def unix(t):  # 2026-01-01T00:00:00.000000Z
 
 
 lines = [l.rstrip("\n").split("\t") for l in open(a.ledger)]
-bad = [l for l in lines if len(l) != 10]
-lines = [l for l in lines if len(l) == 10]
+bad = [l for l in lines if len(l) != 11]
+lines = [l for l in lines if len(l) == 11]
 out("ledger: every line well-formed", 0, len(bad))
 notif, acked = set(), set()
-for t, channel, event, nid, order, delivery, status, outcome, ack, kind in lines:
+for t, channel, event, nid, order, delivery, status, outcome, ack, kind, seconds in lines:
     notif.add((channel, nid))
     if ack == "1":
         acked.add((channel, nid))
@@ -81,9 +82,9 @@ if a.kill is not None:
         f"{'yes' if before else 'no'}|{'yes' if after else 'no'}")
     if a.promote is not None:
         end = a.promote_start if a.promote_start is not None else a.promote
-        during = [l for l in lines if a.kill + 0.2 < unix(l[0]) < end]
+        during = [l for l in lines if a.kill < unix(l[0]) - float(l[10]) and unix(l[0]) < end]
         st = collections.Counter(l[6] for l in during)
-        print(f"# replies while no primary accepted writes ({end - a.kill - 0.2:.1f} s): {dict(st)}")
+        print(f"# replies to requests sent while no primary accepted writes ({end - a.kill:.1f} s): {dict(st)}")
         out("while no primary accepts writes: requests answered, none 2xx, all 503", "yes|0|0",
             f"{'yes' if during else 'no'}|{sum(n for s, n in st.items() if s.startswith('2'))}|"
             f"{sum(n for s, n in st.items() if s != '503')}")
