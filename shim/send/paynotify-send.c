@@ -161,7 +161,8 @@ main(int argc, char **argv)
 	if (!o.seed_given)
 		c.seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid() ^
 			(uint64_t) (pn_mono_now() * 1e9);
-	c.epoch = c.now_fixed ? c.now_fixed : time(NULL);
+	if (c.epoch == 0)
+		c.epoch = c.now_fixed ? c.now_fixed : time(NULL);
 	for (int k = 0; k < o.n_bad_kinds; k++)
 		need_alt |= o.bad_kinds[k] == PN_BAD_UNKNOWN_KEY;
 	if (pn_keys_load(&c, o.keys_dir, o.wx_key, o.wx_cert, o.serial, o.apiv3, o.ali_key,

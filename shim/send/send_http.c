@@ -112,7 +112,7 @@ xfer_setup(struct xfer *x, const struct pn_engine_opts *o)
 	curl_easy_setopt(x->h, CURLOPT_POST, 1L);
 	curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
 	curl_easy_setopt(x->h, CURLOPT_CONNECTTIMEOUT_MS, o->timeout_ms);
-	curl_easy_setopt(x->h, CURLOPT_USERAGENT, "paynotify-send/1.0");
+	curl_easy_setopt(x->h, CURLOPT_USERAGENT, "paynotify-send/" PAYNOTIFY_VERSION);
 	curl_easy_setopt(x->h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(x->h, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(x->h, CURLOPT_HEADERFUNCTION, on_header);

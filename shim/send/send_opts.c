@@ -71,6 +71,13 @@ static const char *const help_lines[] = {
 	"                      byte-for-byte reproducible (except --bad unknown-serial for\n",
 	"                      Alipay, whose key is generated per run). A verifier replaying\n",
 	"                      such requests later must use the same clock (paynotify.now)\n",
+	"  --created UNIX      the time the notification says it was made (WeChat\n",
+	"                      create_time, Alipay gmt_*, Stripe created; default: --now or\n",
+	"                      the clock), signed with the clock as a gateway's re-delivery\n",
+	"                      is. To deliver an earlier run's notification again (the\n",
+	"                      same body: a duplicate, not another notification with its\n",
+	"                      id), give its --seed, --start, --event and --created: each\n",
+	"                      run prints them\n",
 	"\n",
 	"Keys (--keys DIR; a file name containing '/' is taken as a path as it is):\n",
 	"  --keys DIR          key folder (default .), laid out like test/vectors/keys:\n",
@@ -280,6 +287,7 @@ static bool set_event(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_order_format(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_seed(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_now(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_created(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_timeout(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_time_scale(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_schedule(const char *arg, struct opts *o, struct pn_conf *c);
@@ -344,6 +352,8 @@ static const struct optdef optdefs[] = {
 	.error = "--seed wants a non-negative integer, not \"%s\""},
 	{.name = "now", .kind = ARG_CUSTOM, .parse = set_now,
 	.error = "--now wants unix seconds, not \"%s\""},
+	{.name = "created", .kind = ARG_CUSTOM, .parse = set_created,
+	.error = "--created wants unix seconds, not \"%s\""},
 	{.name = "keys", .kind = ARG_STRING, IN_OPTS(keys_dir)},
 	{.name = "wx-key", .kind = ARG_STRING, IN_OPTS(wx_key)},
 	{.name = "wx-cert", .kind = ARG_STRING, IN_OPTS(wx_cert)},
@@ -480,6 +490,18 @@ set_now(const char *arg, struct opts *o, struct pn_conf *c)
 	if (!pn_parse_ll(arg, 1, 253402300799LL, &v))
 		return false;
 	c->now_fixed = (time_t) v;
+	return true;
+}
+
+static bool
+set_created(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	long long	v;
+
+	(void) o;
+	if (!pn_parse_ll(arg, 1, 253402300799LL, &v))
+		return false;
+	c->epoch = (time_t) v;
 	return true;
 }
 

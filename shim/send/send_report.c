@@ -135,6 +135,7 @@ report_json(struct run *run, double elapsed, bool interrupted)
 	json_run_head(&j, &b, run);
 	pn_json_str(&j, "url", o->url ? o->url : "");
 	pn_json_int(&j, "seed", (long long) run->conf->seed);
+	pn_json_int(&j, "created", (long long) run->conf->epoch);
 	pn_json_int(&j, "concurrency", o->conc);
 	pn_json_int(&j, "notifications", (long long) (o->mode == MODE_STORM ? 1 :
 												  o->mode == MODE_ONE ? 1 :
@@ -214,12 +215,16 @@ report_text(struct run *run, double elapsed, bool interrupted)
 			printf("-- status %ld, outcome %s, %s, %.2f ms\n", run->one_status, run->one_outcome,
 				   run->total.acked ? "acknowledged" : "not acknowledged", run->one_latency * 1000.0);
 		}
+		printf("-- to deliver it again: --seed %llu --start %lld --event %s --created %lld\n",
+			   (unsigned long long) run->conf->seed, o->start, event_names[run->conf->event],
+			   (long long) run->conf->epoch);
 		return;
 	}
-	printf("%s %s %s to %s: %llu deliveries, concurrency %d, seed %llu%s\n",
+	printf("%s %s %s to %s: %llu deliveries, concurrency %d, seed %llu, created %lld%s\n",
 		   mode_names[o->mode], gateway_names[run->conf->gateway], event_names[run->conf->event],
 		   o->url, (unsigned long long) run->total.deliveries, o->conc,
-		   (unsigned long long) run->conf->seed, interrupted ? " (interrupted)" : "");
+		   (unsigned long long) run->conf->seed, (long long) run->conf->epoch,
+		   interrupted ? " (interrupted)" : "");
 	text_stats(stdout, "", &run->total);
 	printf("time    %.3f s, %.1f req/s\n", elapsed, elapsed > 0 ? run->total.deliveries / elapsed : 0.0);
 	printf("latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", pn_stats_pct(&run->total, 50),

@@ -222,6 +222,31 @@ else
 	skipped "--dump-sql through psql (no PostgreSQL binaries or not root)"
 fi
 
+# A later re-delivery of a notification (--seed, --start, --event and
+# --created of the first run, signed an hour later): the same body, as a
+# gateway re-delivers it (Alipay changes only notify_time and sign).
+for gw in wxpay alipay stripe; do
+	for run in first again; do
+		now=$NOW; [ $run = again ] && now=$((NOW + 3600))
+		"$SEND" --gateway "$gw" --keys "$KEYS" --seed 7 --start 3 --event refund --created $NOW \
+			--now $now --dump-dir "$TMP/redeliver-$gw-$run" --quiet >/dev/null 2>&1
+	done
+	check_cmd "$gw: a re-delivery an hour later with the first run's --seed and --created has its body" \
+		python3 - "$TMP/redeliver-$gw-first/000001" "$TMP/redeliver-$gw-again/000001" <<'EOF'
+import os, sys
+def body(d):
+    f = [x for x in os.listdir(d) if x.startswith("body.")][0]
+    b = open(os.path.join(d, f), "rb").read()
+    if f.endswith(".form"):
+        b = b"&".join(p for p in b.split(b"&") if not p.startswith((b"notify_time=", b"sign=")))
+    return b
+a, b = sys.argv[1], sys.argv[2]
+assert body(a) == body(b), "bodies differ"
+assert open(os.path.join(a, "headers.txt")).read() != open(os.path.join(b, "headers.txt")).read() \
+    or any(x.endswith(".form") for x in os.listdir(a)), "signed at the same time"
+EOF
+done
+
 # ------------------------------------------------------------------ delivery
 echo "# delivery to a loopback responder"
 python3 "$TESTS/send_responder.py" --keys "$KEYS" --port-file "$TMP/port" >"$TMP/responder.log" 2>&1 &
