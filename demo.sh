@@ -77,7 +77,8 @@ STACK_PIDS+=("$!")
 for _ in $(seq 50); do [ -s "$STACK_DIR/erp.port" ] && break; sleep 0.1; done
 erp="http://127.0.0.1:$(cat "$STACK_DIR/erp.port")/erp/paynotify"
 stack_sql -q -v erp="$erp" -v secret="$secret" >/dev/null <<'SQL'
-CREATE ROLE notify_relay LOGIN IN ROLE paynotify_relay;
+CREATE ROLE notify_relay LOGIN;
+SELECT paynotify_grant('notify_relay', 'relay');
 SELECT paynotify_add_endpoint(:'erp', :'secret');
 SQL
 echo "   SELECT paynotify_add_endpoint('$erp', 'whsec_...');"

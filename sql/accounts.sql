@@ -3,10 +3,10 @@
 -- orders table is shared, so two channels that accept the same
 -- notifications would let one captured on one be replayed to the other.
 -- The fixture lifts the rule for the vector replays; a real installation
--- runs with it, as here, configured by an operator of paynotify_admin.
+-- runs with it, as here, configured by an operator (the admin capacity).
 SET paynotify.allow_shared_accounts = off;
-CREATE ROLE acc_ops IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay TO acc_ops;
+CREATE ROLE acc_ops;
+SELECT pay.paynotify_grant('acc_ops', 'admin');
 SET ROLE acc_ops;
 SET search_path = pay, public;
 \set VERBOSITY sqlstate
@@ -89,5 +89,6 @@ INSERT INTO pay.paynotify_channel (name, gateway, settings)
 RESET paynotify.allow_shared_accounts;
 
 DELETE FROM pay.paynotify_channel WHERE name LIKE 'acc\_%';
+SELECT pay.paynotify_revoke('acc_ops', 'admin');
 DROP OWNED BY acc_ops;
 DROP ROLE acc_ops;

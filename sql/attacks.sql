@@ -20,9 +20,10 @@ CREATE FUNCTION t.at_pay(evt text, ord text DEFAULT 'AT-1') RETURNS text
 			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
 		ARRAY[t.secret(1)])
 $$;
-CREATE ROLE at_op LOGIN IN ROLE paynotify_admin;
+CREATE ROLE at_op LOGIN;
+SELECT paynotify_grant('at_op', 'admin');
 CREATE SCHEMA ops AUTHORIZATION at_op;
-GRANT USAGE ON SCHEMA pay, t TO at_op;
+GRANT USAGE ON SCHEMA t TO at_op;
 GRANT EXECUTE ON FUNCTION t.at_pay(text, text) TO at_op;
 
 \c - at_op
@@ -114,6 +115,7 @@ SELECT paynotify_on('paid', 'hooks.evil_hook(jsonb)');
 
 DROP SCHEMA ops, shop, hooks CASCADE;
 DROP FUNCTION t.at_pay(text, text);
+SELECT paynotify_revoke('at_op', 'admin');
 DROP OWNED BY at_op, at_evil;
 DROP ROLE at_op, at_evil;
 DELETE FROM public.orders WHERE order_no IN ('AT-1', 'AT-3');

@@ -63,13 +63,13 @@ EXCEPTION WHEN OTHERS THEN
 	RAISE NOTICE 'hint: %', hint;
 END
 $$;
--- ... and is for the extension's owner: not granted to paynotify_admin.
-CREATE ROLE ds_op IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay TO ds_op;
+-- ... and is for the extension's owner: not part of the admin capacity.
+CREATE ROLE ds_op;
+SELECT paynotify_grant('ds_op', 'admin');
 SET ROLE ds_op;
 SELECT * FROM pay.paynotify_distribute();
 RESET ROLE;
-REVOKE USAGE ON SCHEMA pay FROM ds_op;
+SELECT paynotify_revoke('ds_op', 'admin');
 DROP ROLE ds_op;
 
 DELETE FROM paynotify_channel WHERE name = 'ds';

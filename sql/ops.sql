@@ -1,5 +1,5 @@
 -- Operations (1.1): trace, per-delivery history, retry, purge, stats and
--- anomaly resolution, called by an operator (a member of paynotify_admin)
+-- anomaly resolution, called by an operator (given the admin capacity)
 -- in a fresh backend, as a real installation's operators do.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
@@ -36,9 +36,10 @@ BEGIN
 END
 $$;
 
-CREATE ROLE op_admin LOGIN IN ROLE paynotify_admin;	-- an operator
-CREATE ROLE op_nobody LOGIN;						-- anyone else
-GRANT USAGE ON SCHEMA pay TO op_admin, op_nobody;
+CREATE ROLE op_admin LOGIN;		-- an operator
+CREATE ROLE op_nobody LOGIN;		-- anyone else
+SELECT paynotify_grant('op_admin', 'admin');
+GRANT USAGE ON SCHEMA pay TO op_nobody;
 
 -- traffic: a payment delivered three times, the last with another payload
 -- (an anomaly); a payment for an order that does not exist yet (failed);
@@ -59,7 +60,7 @@ SELECT t.op('evt_op_1', 'OP-1') AS not_recorded;
 SELECT outcome, http_status, client, count(*) FROM paynotify_delivery_history WHERE channel = 'op'
 	GROUP BY 1, 2, 3 ORDER BY 1, 2;
 
--- Who may: only paynotify_admin (and superusers)
+-- Who may: only the admin capacity's holders (and superusers)
 \c - op_nobody
 \set VERBOSITY terse
 SET search_path = pay, public;
@@ -107,9 +108,9 @@ SELECT * FROM paynotify_retry('op', 'evt_op_2', dry_run => true);
 \set VERBOSITY terse
 INSERT INTO public.orders VALUES ('OP-2', 'pending', 100);
 -- a hook registered by another role runs as that role in a replay too
-CREATE ROLE op_hooker LOGIN IN ROLE paynotify_admin;
+CREATE ROLE op_hooker LOGIN;
+SELECT pay.paynotify_grant('op_hooker', 'admin');
 CREATE SCHEMA op_hooks AUTHORIZATION op_hooker;
-GRANT USAGE ON SCHEMA pay TO op_hooker;
 \c - op_hooker
 CREATE TABLE op_hooks.calls (who text, order_no text);
 CREATE FUNCTION op_hooks.on_paid(e jsonb) RETURNS void LANGUAGE sql
@@ -201,19 +202,29 @@ SELECT * FROM paynotify_purge('4 days', 0);
 RESET client_min_messages;
 
 -- 8. The functions: SECURITY DEFINER only where needed, search_path pinned,
--- EXECUTE for paynotify_admin only
+-- EXECUTE for the admin capacity's holders only: what the owner granted,
+-- each holder of admin (paynotify_role) counted as "admin"
 \c - :su
-SELECT p.proname, p.prosecdef, p.proconfig, p.proacl
+CREATE FUNCTION t.op_granted(acl aclitem[], owner oid) RETURNS text[] LANGUAGE sql AS $$
+	SELECT ARRAY(SELECT DISTINCT a.privilege_type || ' to ' ||
+		CASE WHEN EXISTS (SELECT FROM pay.paynotify_role r
+						  WHERE r.role = a.grantee AND r.capacity = 'admin') THEN 'admin'
+			 ELSE a.grantee::regrole::text END
+		FROM aclexplode(acl) a WHERE a.grantee <> owner ORDER BY 1)
+$$;
+SELECT count(*) > 0 AS has_admins FROM pay.paynotify_role WHERE capacity = 'admin';
+SELECT p.proname, p.prosecdef, p.proconfig, t.op_granted(p.proacl, p.proowner) AS granted
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'paynotify'
 WHERE p.proname IN ('paynotify_trace', 'paynotify_trace_order', 'paynotify_trace_rows',
 	'paynotify_retry', 'paynotify_retry_failed', 'paynotify_purge', 'paynotify_resolve_anomaly',
 	'paynotify_retention_floor')
 ORDER BY 1;
-SELECT c.relname, c.relacl FROM pg_class c
+SELECT c.relname, t.op_granted(c.relacl, c.relowner) AS granted FROM pg_class c
 WHERE c.relnamespace = 'pay'::regnamespace
   AND c.relname IN ('paynotify_stats', 'paynotify_order_history', 'paynotify_delivery_history')
 ORDER BY 1;
+DROP FUNCTION t.op_granted(aclitem[], oid);
 
 -- 9. A stored notice edited into something paynotify never wrote (an
 -- unknown action, not an object, a text field of another type) is refused:

@@ -24,12 +24,14 @@ CREATE FUNCTION t.pv_error(evt text) RETURNS text LANGUAGE sql AS
 	$$ SELECT status || ': ' || coalesce(error_msg, '') FROM pay.payment_notify_log
 	   WHERE channel = 'pv' AND notify_id = evt $$;
 
-CREATE ROLE pv_op LOGIN IN ROLE paynotify_admin;	-- an operator
-CREATE ROLE pv_shop LOGIN IN ROLE paynotify_admin;	-- owns the shop's orders table
-CREATE ROLE pv_app LOGIN;							-- the shop's application
+CREATE ROLE pv_op LOGIN;		-- an operator
+CREATE ROLE pv_shop LOGIN;		-- owns the shop's orders table
+CREATE ROLE pv_app LOGIN;		-- the shop's application
+SELECT paynotify_grant('pv_op', 'admin');
+SELECT paynotify_grant('pv_shop', 'admin');
 CREATE SCHEMA ops AUTHORIZATION pv_op;
 CREATE SCHEMA shop AUTHORIZATION pv_shop;
-GRANT USAGE ON SCHEMA pay, t TO pv_op, pv_shop;
+GRANT USAGE ON SCHEMA t TO pv_op, pv_shop;
 INSERT INTO public.orders VALUES ('PV-1', 'pending', 100), ('PV-2', 'pending', 100),
 	('PV-3', 'pending', 100), ('PV-4', 'pending', 100), ('PV-5', 'pending', 100);
 
@@ -231,5 +233,7 @@ DROP SCHEMA ops, shop CASCADE;
 DROP FUNCTION t.pv_pay(text, text, bigint), t.pv_error(text),
 	t.private_hook(jsonb), t.shared_hook(jsonb);
 DELETE FROM public.orders WHERE order_no LIKE 'PV-%';
+SELECT paynotify_revoke('pv_op', 'admin');
+SELECT paynotify_revoke('pv_shop', 'admin');
 DROP OWNED BY pv_op, pv_shop, pv_app;
 DROP ROLE pv_op, pv_shop, pv_app;

@@ -2,21 +2,22 @@
 -- the fan-out of outbox events to the endpoints that want them, claims (an
 -- order's later event waits for its earlier one), results (delivered; retry
 -- with backoff and jitter, never past the horizon; dead at the horizon),
--- one-call redelivery, purge.  The operator (paynotify_admin) and the relay
--- (paynotify_relay) act in fresh backends as their own login roles.
+-- one-call redelivery, purge.  The operator (admin capacity) and the relay
+-- (relay capacity) act in fresh backends as their own login roles.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
 SET search_path = pay, public;
 DELETE FROM paynotify_outbox;		-- events of the earlier tests
 SELECT rolcanlogin, rolsuper, rolinherit FROM pg_roles WHERE rolname = 'paynotify_relay';
-CREATE ROLE rl_op LOGIN IN ROLE paynotify_admin;
-CREATE ROLE rl_relay LOGIN IN ROLE paynotify_relay;
-GRANT USAGE ON SCHEMA pay TO rl_op, rl_relay;
--- what the relay's group may execute: its three calls, nothing else
+CREATE ROLE rl_op LOGIN;
+CREATE ROLE rl_relay LOGIN;
+SELECT paynotify_grant('rl_op', 'admin');
+SELECT paynotify_grant('rl_relay', 'relay');
+-- what the relay's role may execute: its three calls, nothing else
 SELECT p.oid::regprocedure AS relay_may_execute
 FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'paynotify'
-WHERE has_function_privilege('paynotify_relay', p.oid, 'EXECUTE')
+WHERE has_function_privilege('rl_relay', p.oid, 'EXECUTE')
 ORDER BY 1::text;
 
 \c - rl_op
@@ -325,5 +326,7 @@ DELETE FROM paynotify_endpoint;
 DELETE FROM paynotify_channel WHERE name = 'rl';
 DELETE FROM public.orders WHERE order_no LIKE 'RL-%';
 DROP FUNCTION t.rl_pay(text, text);
+SELECT paynotify_revoke('rl_op', 'admin');
+SELECT paynotify_revoke('rl_relay', 'relay');
 DROP OWNED BY rl_op, rl_relay;
 DROP ROLE rl_op, rl_relay;

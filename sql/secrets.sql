@@ -4,8 +4,8 @@
 -- changes only the settings it names.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
-CREATE ROLE sk_ops LOGIN IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay TO sk_ops;
+CREATE ROLE sk_ops LOGIN;
+SELECT pay.paynotify_grant('sk_ops', 'admin');
 CREATE FUNCTION t.sk_whsec(n integer) RETURNS text LANGUAGE sql AS
 	$$ SELECT 'whsec_' || encode(sha256(convert_to('paynotify endpoint secret ' || n, 'UTF8')), 'base64') $$;
 -- the directory a superuser set up: the gateway's files, a link inside it,

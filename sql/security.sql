@@ -6,9 +6,11 @@ SET search_path = pay, public;
 SELECT t.configure('wx_transaction_success_valid', 'sec_wx');
 SELECT t.set_order('PN20260101000001', 'pending');
 
-CREATE ROLE pn_shim LOGIN IN ROLE paynotify_handler;
-CREATE ROLE pn_ops LOGIN IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay, t TO pn_shim, pn_ops;
+CREATE ROLE pn_shim LOGIN;
+CREATE ROLE pn_ops LOGIN;
+SELECT paynotify_grant('pn_shim', 'handler');
+SELECT paynotify_grant('pn_ops', 'admin');
+GRANT USAGE ON SCHEMA t TO pn_shim, pn_ops;
 CREATE TABLE t.request AS
 	SELECT (SELECT jsonb_object_agg(lower(h->>0), h->>1) FROM jsonb_array_elements(c->'headers') h) AS headers,
 		t.vbytes(c->'files'->>'body') AS body
@@ -87,6 +89,8 @@ FROM pay.payment_notify_log l, pay.paynotify_channel c
 WHERE l::text LIKE '%' || (c.settings->>'apiv3_key') || '%';
 
 DROP TABLE t.request;
+SELECT paynotify_revoke('pn_shim', 'handler');
+SELECT paynotify_revoke('pn_ops', 'admin');
 DROP OWNED BY pn_shim, pn_ops;
 DROP ROLE pn_shim;
 DROP ROLE pn_ops;

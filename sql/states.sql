@@ -1,17 +1,19 @@
 -- Every configuration state answers with a documented reply, never a crash:
 -- no channel, a channel without usable keys, no binding, a binding broken by
 -- a rename or a drop, a dropped hook function, an emptied transitions table.
--- Each is delivered the way an installation runs: the shim's role (member
--- of paynotify_handler) in a fresh backend; the operator (paynotify_admin)
+-- Each is delivered the way an installation runs: the shim's role (given
+-- the handler capacity) in a fresh backend; the operator (admin capacity)
 -- configures, the superuser only edits what only a superuser may.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
-CREATE ROLE st_shim LOGIN IN ROLE paynotify_handler;
-CREATE ROLE st_ops LOGIN IN ROLE paynotify_admin;
+CREATE ROLE st_shim LOGIN;
+CREATE ROLE st_ops LOGIN;
+SELECT pay.paynotify_grant('st_shim', 'handler');
+SELECT pay.paynotify_grant('st_ops', 'admin');
 -- the replay clock of the signed test notifications, as its superuser sets it
 ALTER ROLE st_shim SET paynotify.now = 1767225610;
 CREATE SCHEMA st;
-GRANT USAGE ON SCHEMA pay, st TO st_shim, st_ops;
+GRANT USAGE ON SCHEMA st TO st_shim, st_ops;
 GRANT CREATE ON SCHEMA st TO st_ops;
 CREATE TABLE st.req AS
 	SELECT name, (SELECT jsonb_object_agg(lower(h->>0), h->>1) FROM jsonb_array_elements(c->'headers') h) AS headers,

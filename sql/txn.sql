@@ -6,11 +6,13 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SELECT current_user AS su \gset
-CREATE ROLE tx_shim LOGIN IN ROLE paynotify_handler;
-CREATE ROLE tx_ops LOGIN IN ROLE paynotify_admin;
+CREATE ROLE tx_shim LOGIN;
+CREATE ROLE tx_ops LOGIN;
+SELECT pay.paynotify_grant('tx_shim', 'handler');
+SELECT pay.paynotify_grant('tx_ops', 'admin');
 ALTER ROLE tx_shim SET paynotify.now = 1767225610;
 CREATE SCHEMA tx;
-GRANT USAGE ON SCHEMA pay, tx TO tx_shim, tx_ops;
+GRANT USAGE ON SCHEMA tx TO tx_shim, tx_ops;
 -- the requests the shim would send, in the order they arrive
 CREATE TABLE tx.inbox AS
 	SELECT row_number() OVER (ORDER BY ord) AS n, name,

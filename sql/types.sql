@@ -105,10 +105,10 @@ SELECT error_msg FROM payment_notify_log WHERE channel = 'ty' AND notify_id = 'e
 -- A smallint status column end to end, as the shop's own roles: the owner
 -- binds it with integer codes, paynotify pays and refunds through them,
 -- the application's updates are guarded in the table's values.
-CREATE ROLE ty_shop LOGIN IN ROLE paynotify_admin;
+CREATE ROLE ty_shop LOGIN;
 CREATE ROLE ty_app LOGIN;
+SELECT paynotify_grant('ty_shop', 'admin');
 CREATE SCHEMA tyshop AUTHORIZATION ty_shop;
-GRANT USAGE ON SCHEMA pay TO ty_shop;
 \c - ty_shop
 CREATE TABLE tyshop.orders (order_no bigint PRIMARY KEY,
 	status smallint NOT NULL DEFAULT 0, total bigint NOT NULL);
@@ -150,5 +150,6 @@ SELECT order_no, status FROM tyshop.orders ORDER BY 1;
 SET search_path = pay, public;
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 DROP SCHEMA ty, tyshop CASCADE;
+SELECT paynotify_revoke('ty_shop', 'admin');
 DROP OWNED BY ty_shop, ty_app;
 DROP ROLE ty_shop, ty_app;

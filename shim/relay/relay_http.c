@@ -158,7 +158,7 @@ open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 }
 
 /*
- * What is recorded in last_error, which paynotify_admin reads: a coarse
+ * What is recorded in last_error, which operators (admin) read: a coarse
  * class, never libcurl's text (which names addresses, ports and what
  * answered there).  The relay's own log has the details (--verbose=1).
  */

@@ -149,7 +149,8 @@ usage(FILE *out)
 		fprintf(out, "  %s (default: %s)\n      %s\n", settings[i].env,
 				settings[i].default_value[0] ? settings[i].default_value : "empty",
 				settings[i].help);
-	fprintf(out, "\nThe database role needs only membership in paynotify_relay.\n");
+	fprintf(out, "\nThe database role needs only the relay capacity in the database it connects to:\n"
+			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n");
 }
 
 /*

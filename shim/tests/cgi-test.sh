@@ -67,9 +67,10 @@ psql_su() { pn_psql "$PGDIR" "$PGPORT" -d postgres "$@"; }
 # setup_database: everything paynotify-cgi needs inside the database.
 #
 # >>> THE ONE PLACE TO SWAP FOR THE REAL EXTENSION <<<
-# Today it creates a stand-in with the contract's signature and role:
+# Today it creates a stand-in with the contract's signatures:
 #   paynotify_handle(text, jsonb, bytea) -> (status, content_type, body, outcome)
-#   and the NOLOGIN role paynotify_handler that may only EXECUTE it.
+#   and paynotify_grant(role, 'handler'), which lets that role EXECUTE it
+#   (and nothing else) in this database, as the extension's does.
 # Its behaviour is driven by request headers, so the shim's reply paths can be
 # reached on demand:
 #   x-test-status: N          reply status (default 200)
@@ -86,7 +87,6 @@ psql_su() { pn_psql "$PGDIR" "$PGPORT" -d postgres "$@"; }
 # replace the stub-specific checks below.
 setup_database() {
     psql_su <<'SQL'
-CREATE ROLE paynotify_handler NOLOGIN;
 CREATE TABLE public.stub_calls (
     id bigserial PRIMARY KEY,
     channel text NOT NULL,
@@ -127,13 +127,26 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION public.paynotify_handle(text, jsonb, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION public.paynotify_handle(text, jsonb, bytea) TO paynotify_handler;
+CREATE FUNCTION public.paynotify_grant(role regrole, capacity text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, public
+AS $$
+BEGIN
+    IF capacity IS DISTINCT FROM 'handler' THEN
+        RAISE EXCEPTION 'the stand-in knows only the handler capacity, not "%"', capacity
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE format('GRANT EXECUTE ON FUNCTION public.paynotify_handle(text, jsonb, bytea) TO %s', role);
+END
+$$;
+REVOKE ALL ON FUNCTION public.paynotify_grant(regrole, text) FROM PUBLIC;
 SQL
 }
 
-# setup_login_role: the DBA's one line, and password authentication for it.
+# setup_login_role: the DBA's two lines (the login role, the handler
+# capacity in this database), and password authentication for it.
 setup_login_role() {
-    psql_su -c "CREATE ROLE $SHIM_ROLE LOGIN PASSWORD '$SHIM_PASSWORD' IN ROLE paynotify_handler;" &&
+    psql_su -q -c "CREATE ROLE $SHIM_ROLE LOGIN PASSWORD '$SHIM_PASSWORD'" \
+        -c "SELECT paynotify_grant('$SHIM_ROLE', 'handler')" >/dev/null &&
     { echo "host all $SHIM_ROLE 127.0.0.1/32 scram-sha-256"; cat "$PGDIR/data/pg_hba.conf"; } \
         >"$PGDIR/pg_hba.new" &&
     cp "$PGDIR/pg_hba.new" "$PGDIR/data/pg_hba.conf" &&

@@ -45,7 +45,8 @@ sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
 secret="whsec_$(openssl rand -base64 32)"
 sql -q >/dev/null <<SQL
 CREATE EXTENSION paynotify;
-CREATE ROLE relay LOGIN IN ROLE paynotify_relay;
+CREATE ROLE relay LOGIN;
+SELECT paynotify_grant('relay', 'relay');
 CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL, amount bigint);
 INSERT INTO orders SELECT 'B' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $n) i;
 SELECT paynotify_bind_orders('orders', amount_column => 'amount');

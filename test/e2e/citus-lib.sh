@@ -113,9 +113,26 @@ citus_stop() {
     stack_stop
 }
 
+# citus_grant ROLE CAPACITY [DB]: SELECT paynotify_grant(ROLE, CAPACITY) on
+# the coordinator and on each worker (in DB, default postgres).  The
+# extension is on every node (CREATE EXTENSION on the coordinator created
+# it on the workers too, as CREATE ROLE creates the role there), but a
+# capacity is privileges on one node's objects: paynotify_grant grants
+# only on the node where it runs, and a role that calls paynotify's
+# functions on a worker (a shim or a relay connected there) needs it run
+# on that worker as well.  For the handler and relay capacities (EXECUTE
+# only), before or after paynotify_distribute().
+citus_grant() {
+    local i
+    for i in 0 1 2; do
+        citus_sql $i -d "${3:-postgres}" -c "SELECT paynotify_grant('$1', '$2')" >/dev/null || return 1
+    done
+}
+
 # citus_schema ORDERS: stack_schema's configuration on the coordinator
 # (extension, channels, keys, ORDERS pending orders, guard trigger,
-# paid/refunded hook, the shim's role), then SELECT paynotify_distribute().
+# paid/refunded hook, the shim's role with the handler capacity on every
+# node: citus_grant), then SELECT paynotify_distribute().
 # The application's own tables are made ready for the workers as an
 # application on Citus would: erp_calls (written by the hook) distributed by
 # order_no co-located with orders, hook_faults a reference table, and the
@@ -123,6 +140,7 @@ citus_stop() {
 # exist on the workers; these tests inject no hook faults).
 citus_schema() {
     stack_schema 0 "$1" || return 1
+    citus_grant notify_shim handler || return 1
     citus_sql 0 -c "SELECT paynotify_distribute()" >/dev/null || return 1
     citus_app
 }

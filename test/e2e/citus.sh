@@ -76,6 +76,9 @@ citus_begin citus
 citus_cluster "track_functions = 'all'" || exit 1
 echo "# coordinator 127.0.0.1:${CITUS_PORTS[0]}, workers :${CITUS_PORTS[1]} :${CITUS_PORTS[2]}"
 stack_schema 0 $((B0 + K + 10)) || exit 1
+# the shim's role calls paynotify_handle on every node: its capacity on each
+# (paynotify_grant grants on the node where it runs only; citus_grant)
+citus_grant notify_shim handler || exit 1
 # paid on one server, before the distribution (refunded after it: see relay)
 shim/paynotify-send --gateway stripe --mode distinct -n 5 --start $P0 --seed 60 --keys test/vectors/keys \
     --quiet --dump-sql "$STACK_DIR/prepay.sql" >/dev/null 2>&1
@@ -263,8 +266,12 @@ python3 test/e2e/relay_receiver.py "$STACK_DIR/rport" "$STACK_DIR/received" "$wh
 STACK_PIDS+=($!)
 for _ in $(seq 1 100); do [ -s "$STACK_DIR/rport" ] && break; sleep 0.05; done
 rport=$(cat "$STACK_DIR/rport")
+# the relay's role (CREATE ROLE reaches the workers), with the relay
+# capacity on every node: a relay connects to the coordinator and one to
+# worker 2, and paynotify_grant grants on the node where it runs only
+citus_sql 0 -c "CREATE ROLE notify_relay LOGIN" >/dev/null
+citus_grant notify_relay relay || not_ok "the relay capacity on every node"
 citus_sql 0 >/dev/null <<SQL
-CREATE ROLE notify_relay LOGIN IN ROLE paynotify_relay;
 SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/a', '$whsec', max_in_flight => 32);
 SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/b', '$whsec', max_in_flight => 32);
 SQL
@@ -366,12 +373,22 @@ for p in "${relays[@]}"; do stop_pid "$p"; done
 if citus_database model; then
     dsn() { echo "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=model user=$2"; }
     # at most 15 deliveries of a notification (about 10 s of backing off):
-    # a notification that cannot be applied ends the run in a verdict
+    # a notification that cannot be applied ends the run in a verdict.
+    # model_shim calls paynotify_handle on the workers too: run.sh gives it
+    # the handler capacity on the coordinator, and paynotify_grant grants on
+    # the node where it runs only, so the setup grants it on each worker
+    # (run_command_on_workers; the setup fails where that fails)
     timeout "$MODEL_TIMEOUT" test/model/run.sh --orders "$MODEL_ORDERS" --self-check 50 --max-attempts 15 \
         --admin-dsn "$(dsn 0 postgres)" \
         --dsn "$(dsn 0 model_shim)" --dsn "$(dsn 1 model_shim)" --dsn "$(dsn 2 model_shim)" \
         --after-setup "SELECT pay.paynotify_distribute();
-                       SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'public.orders')" \
+                       SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'public.orders');
+                       DO \$\$ BEGIN
+                           IF EXISTS (SELECT FROM run_command_on_workers(
+                                          \$c\$SELECT pay.paynotify_grant('model_shim', 'handler')\$c\$) WHERE NOT success) THEN
+                               RAISE EXCEPTION 'paynotify_grant(model_shim, handler) failed on a worker';
+                           END IF;
+                       END \$\$" \
         >"$STACK_DIR/model.out" 2>&1
     rc=$?
     # its verdict and summaries, without the stories of single orders

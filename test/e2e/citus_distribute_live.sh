@@ -28,6 +28,9 @@ pass=0 fail=0
 citus_begin citus-live
 citus_cluster || exit 1
 stack_schema 0 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+# the shim's role calls paynotify_handle on the coordinator and on the
+# workers: its capacity on every node (paynotify_grant grants on its node only)
+citus_grant notify_shim handler || { echo "setup failed (paynotify_grant)"; echo "0 passed, 1 failed"; exit 1; }
 for w in pay refund; do
     shim/paynotify-send --gateway stripe --mode distinct --event $w -n 6 --start 1 --seed 80 --keys test/vectors/keys \
         --quiet --dump-sql "$STACK_DIR/$w.sql" >/dev/null 2>&1

@@ -3,7 +3,7 @@
 # README's Operations section shows: a cluster with
 # shared_preload_libraries = 'pg_cron', the job scheduled every minute (the
 # finest schedule of Debian 12's pg_cron 1.4; 1.5 also takes '2 seconds') by
-# an operator (a member of paynotify_admin) with cron.schedule; the settled
+# an operator (given the admin capacity) with cron.schedule; the settled
 # notifications older than the keep disappear while young, failed, parked
 # and anomaly rows and every payment stay, and cron.job_run_details records
 # the runs as succeeded.
@@ -38,8 +38,8 @@ sql -d postgres -c "CREATE DATABASE shop" >/dev/null
 pn_fixture_load "$dir" "$port" shop
 PGOPTIONS="-c client_min_messages=error" sql -d shop >/dev/null <<'SQL'
 CREATE EXTENSION pg_cron;
-CREATE ROLE cron_op LOGIN IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay TO cron_op;
+CREATE ROLE cron_op LOGIN;
+SELECT pay.paynotify_grant('cron_op', 'admin');
 GRANT USAGE ON SCHEMA cron TO cron_op;
 -- traffic on a Stripe channel: 30 payments, a failure, a parked refund, an anomaly
 \i test/e2e/stripe.sql

@@ -70,7 +70,7 @@ stack_pg "wal_level = replica" "max_wal_senders = 5" "wal_keep_size = '256MB'" "
 PRIMARY=$STACK_DIR/pg P1=$STACK_PGPORT
 stack_schema 0 $((N + 10)) || exit 1
 secret="whsec_$(openssl rand -base64 32)"
-stack_sql -q -c "CREATE ROLE relay LOGIN IN ROLE paynotify_relay" >/dev/null
+stack_sql -q -c "CREATE ROLE relay LOGIN" -c "SELECT paynotify_grant('relay', 'relay')" >/dev/null
 
 # the standby: a base backup of the primary, streaming, named standby1
 P2=$(pn_free_port)

@@ -189,8 +189,8 @@ if [ -f shim/cgi/paynotify-cgi.c ] && [ -f shim/Makefile ]; then
     mkdir -p "$TMP/build/shim"
     cp -r shim/Makefile shim/common shim/cgi "$TMP/build/shim/" && cp paynotify.control "$TMP/build/"
     if make -s -C "$TMP/build/shim" paynotify-cgi >"$TMP/shim-build.log" 2>&1; then
-        psql_su -q -c "CREATE ROLE pn_hostile_shim LOGIN IN ROLE paynotify_handler;
-                       GRANT USAGE ON SCHEMA pay TO paynotify_handler;" >/dev/null
+        psql_su -q -c "CREATE ROLE pn_hostile_shim LOGIN" \
+            -c "SELECT pay.paynotify_grant('pn_hostile_shim', 'handler')" >/dev/null
         python3 "$HERE/cgi.py" "$TMP/build/shim/paynotify-cgi" \
             "host=$PGDIR port=$PGPORT dbname=postgres user=pn_hostile_shim" \
             "$PN_PGBIN/psql" "$PGDIR" "$PGPORT" >"$TMP/cgi.out" 2>&1

@@ -3,7 +3,7 @@
 # (Debian: prometheus-postgres-exporter): a test cluster gets Stripe traffic
 # (payments, a duplicate, a failure, a parked refund, an anomaly), the
 # exporter is started on a free loopback port with --extend.query-path and
-# DATA_SOURCE_NAME for a monitoring role (a member of paynotify_admin), and
+# DATA_SOURCE_NAME for a monitoring role (given the admin capacity), and
 # the metrics it serves must carry the values paynotify_stats has; more
 # traffic and a replay of the failure must show in the next scrape.
 #
@@ -43,8 +43,8 @@ sql -d postgres -c "CREATE DATABASE shop" >/dev/null
 pn_fixture_load "$dir" "$port" shop
 PGOPTIONS="-c client_min_messages=error" sql -d shop >/dev/null <<'SQL'
 -- the monitoring role, as deploy/monitoring/queries.yaml says
-CREATE ROLE paynotify_exporter LOGIN IN ROLE paynotify_admin;
-GRANT USAGE ON SCHEMA pay TO paynotify_exporter;
+CREATE ROLE paynotify_exporter LOGIN;
+SELECT pay.paynotify_grant('paynotify_exporter', 'admin');
 ALTER ROLE paynotify_exporter SET search_path = pay;
 \i test/e2e/stripe.sql
 -- 6 payments, one delivered twice; a failure; a parked refund; an anomaly

@@ -47,7 +47,8 @@ read -r hdr body < <(signed evt_pipeline)
 read -r hdr2 body2 < <(signed evt_pipeline_2)
 sql -v hdr="$hdr" -v body="$body" -v hdr2="$hdr2" -v body2="$body2" -v whsec="$secret" >/dev/null <<'SQL' || { echo "setup failed"; exit 1; }
 CREATE EXTENSION paynotify;
-CREATE ROLE shim LOGIN IN ROLE paynotify_handler;
+CREATE ROLE shim LOGIN;
+SELECT paynotify_grant('shim', 'handler');
 CREATE SCHEMA app AUTHORIZATION shim;
 SELECT paynotify_add_channel('st', 'stripe', '{}');
 SELECT paynotify_add_key('st', 's1', :'whsec');

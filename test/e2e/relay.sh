@@ -12,8 +12,8 @@
 # one paynotify_redeliver call brings them all to the receiver.  SIGTERM
 # stops idle relays with status 0, and one in the middle of a batch after
 # recording the requests in flight and releasing the rest.  The roles are those of a real
-# installation: the shim's, the operator's (paynotify_admin) and the
-# relay's (paynotify_relay).
+# installation, each given its capacity by paynotify_grant: the shim's
+# (handler), the operator's (admin) and the relay's (relay).
 #
 # Run as root (or the cluster's user) from anywhere in the repository:
 #   test/e2e/relay.sh
@@ -51,9 +51,12 @@ as_role() { local r=$1; shift; "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$di
 secret="whsec_$(openssl rand -base64 32)"
 sql >/dev/null <<SQL || { echo "setup failed"; exit 1; }
 CREATE EXTENSION paynotify;
-CREATE ROLE shim LOGIN IN ROLE paynotify_handler;
-CREATE ROLE ops LOGIN IN ROLE paynotify_admin;
-CREATE ROLE relay LOGIN IN ROLE paynotify_relay;
+CREATE ROLE shim LOGIN;
+CREATE ROLE ops LOGIN;
+CREATE ROLE relay LOGIN;
+SELECT paynotify_grant('shim', 'handler');
+SELECT paynotify_grant('ops', 'admin');
+SELECT paynotify_grant('relay', 'relay');
 CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL, amount bigint);
 INSERT INTO orders SELECT 'R' || lpad(i::text, 5, '0'), 'pending', 8888 FROM generate_series(1, $((ORDERS + 50))) i;
 SELECT paynotify_bind_orders('orders', amount_column => 'amount');
@@ -83,11 +86,11 @@ as_role ops -c "SELECT paynotify_alter_endpoint($ep_a, retry_base => '1 second',
 
 # what the roles may do
 out=$(as_role ops -Atc "SELECT secret FROM paynotify_endpoint" 2>&1)
-case $out in *"permission denied"*) ok "paynotify_admin cannot read endpoint secrets" ;; *) not_ok "paynotify_admin cannot read endpoint secrets" "$out" ;; esac
-check "paynotify_admin reads the rest of the endpoint" "http://127.0.0.1:$rport/chaos|t" \
+case $out in *"permission denied"*) ok "the operator (admin) cannot read endpoint secrets" ;; *) not_ok "the operator (admin) cannot read endpoint secrets" "$out" ;; esac
+check "the operator (admin) reads the rest of the endpoint" "http://127.0.0.1:$rport/chaos|t" \
     "$(as_role ops -Atc "SELECT url, enabled FROM paynotify_endpoint" 2>&1)"
 out=$(as_role ops -Atc "SELECT count(*) FROM paynotify_relay_claim(1)" 2>&1)
-case $out in *"permission denied"*) ok "paynotify_admin cannot claim (the claim returns secrets)" ;; *) not_ok "paynotify_admin cannot claim" "$out" ;; esac
+case $out in *"permission denied"*) ok "the operator (admin) cannot claim (the claim returns secrets)" ;; *) not_ok "the operator (admin) cannot claim" "$out" ;; esac
 denied=0
 for stmt in "SELECT * FROM paynotify_delivery" "SELECT * FROM paynotify_outbox" \
     "SELECT paynotify_redeliver()" "SELECT paynotify_add_endpoint('http://x/', '$secret')" \
@@ -371,7 +374,7 @@ check "a claim skips a disabled endpoint's backlog: 1 claimed, fewer than 100 ro
 
 # Without PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 the relay connects to no loopback,
 # private, link-local or own address, by IP or by a name that resolves to one
-# (checked on the socket it opens): paynotify_admin cannot make it probe the
+# (checked on the socket it opens): an operator cannot make it probe the
 # relay's network, and last_error says only that
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
 for u in "http://127.0.0.1:$rport/fast/ssrf1" "http://localhost:$rport/fast/ssrf2" \
@@ -392,7 +395,7 @@ env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RE
     timeout 30 "$RELAY" --once >"$dir/relay-ssrf.log" 2>&1
 check "no private address reached by default: --once fails, the receiver got nothing" "1 0" \
     "$? $(grep -c '/fast/ssrf' "$dir/received")"
-check "what paynotify_admin reads: one coarse class for each, no status" \
+check "what the operator (admin) reads: one coarse class for each, no status" \
     "$nssrf|$nssrf|0" \
     "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
 

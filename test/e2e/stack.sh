@@ -31,10 +31,11 @@ stack_sql() { pn_psql "$STACK_DIR/pg" "$STACK_PGPORT" "$@"; }
 
 # stack_schema HOOK_FAIL_PERCENT ORDERS: the extension, channels wxpay,
 # alipay and stripe (keys from test/vectors/keys), ORDERS pending orders
-# PN00000001... of 88.88, the guard trigger, the shim's login role, and an
-# ERP hook that fails HOOK_FAIL_PERCENT % of the time (each call draws from
-# a stream seeded by hook_faults.seed) while hook_faults.until_unix (unix
-# time) is in the future.
+# PN00000001... of 88.88, the guard trigger, the shim's login role
+# notify_shim (the handler capacity, paynotify_grant), and an ERP hook that
+# fails HOOK_FAIL_PERCENT % of the time (each call draws from a stream
+# seeded by hook_faults.seed) while hook_faults.until_unix (unix time) is in
+# the future.
 stack_schema() {
     local fail_pct=$1 orders=$2 keys=$STACK_ROOT/test/vectors/keys
     stack_sql -q \
@@ -87,7 +88,8 @@ END $$;
 SELECT paynotify_on('paid', 'erp_hook(jsonb)');
 SELECT paynotify_on('refunded', 'erp_hook(jsonb)');
 
-CREATE ROLE notify_shim LOGIN IN ROLE paynotify_handler;
+CREATE ROLE notify_shim LOGIN;
+SELECT paynotify_grant('notify_shim', 'handler');
 SQL
 }
 

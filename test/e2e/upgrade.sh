@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The upgrades from 1.0 to 1.1 to 1.2: a database created with
+# The upgrades from 1.0 to 1.1 to 1.2 to 1.3: a database created with
 # CREATE EXTENSION paynotify VERSION '1.0' and filled with traffic on all
 # three gateways (every signed test vector replayed, Stripe payments and
 # refunds, failures, parked refunds, anomalies, notifications without an
 # order) is upgraded with ALTER EXTENSION paynotify UPDATE TO '1.1', gets
-# more traffic (with paynotify.delivery_history), and is upgraded again with
-# ALTER EXTENSION paynotify UPDATE (1.2).  Every row of every table must
-# survive each step (count and a hash of the sorted rows, over the columns
-# it had before the step; order_no read as 1.2 writes it: '' for none), the
-# new functions must work on the old rows (trace, retry of an old failure,
-# stats, purge), and the upgraded extension must have exactly the catalog
-# objects of a fresh CREATE EXTENSION paynotify (1.2): \dx+ listings,
-# definitions of functions, tables, views, triggers, indexes, constraints,
-# privileges and pg_extension_config_dump registrations.
+# more traffic (with paynotify.delivery_history), and is upgraded again to
+# 1.2 and then to 1.3.  Every row of every table must survive each step
+# (count and a hash of the sorted rows, over the columns it had before the
+# step; order_no read as 1.2 writes it: '' for none), the new functions
+# must work on the old rows (trace, retry of an old failure, stats, purge)
+# as an operator made the 1.2 way (a member of the group role
+# paynotify_admin), who keeps the admin capacity in this database after the
+# update to 1.3 (paynotify_role, a WARNING naming it) while the group roles
+# lose every privilege, and the upgraded extension must have exactly the
+# catalog objects of a fresh CREATE EXTENSION paynotify (1.3) given the same
+# capacity holder: \dx+ listings, definitions of functions, tables, views,
+# triggers, indexes, constraints, privileges and pg_extension_config_dump
+# registrations.
 #
 # Run as root (or as the cluster's user) from anywhere in the repository:
 #   test/e2e/upgrade.sh
@@ -34,7 +38,7 @@ pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
 
-# the fixture, with the extension at 1.0 in "old" and at 1.2 in "fresh"
+# the fixture, with the extension at 1.0 in "old" and at 1.3 in "fresh"
 sed "s/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA pay VERSION '1.0';/" \
     test/fixture.sql >"$dir/fixture10.sql"
 grep -q "VERSION '1.0'" "$dir/fixture10.sql" || { not_ok "fixture creates version 1.0"; finish; }
@@ -42,7 +46,7 @@ sql -d postgres -c "CREATE DATABASE old" -c "CREATE DATABASE fresh" >/dev/null
 pn_fixture_load "$dir" "$port" old "$dir/fixture10.sql"
 pn_fixture_load "$dir" "$port" fresh
 check "old database is at 1.0" 1.0 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
-check "fresh database is at 1.2" 1.2 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "fresh database is at 1.3" 1.3 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 
 PGOPTIONS="-c client_min_messages=error" sql -d old >/dev/null <<'SQL'
 -- failures: a WeChat and an Alipay payment for orders that do not exist yet
@@ -158,7 +162,9 @@ check "delivery history rows have their notification's order" "V1:3 VM:1 none:1"
 check "a duplicate of a notification without an order recorded by 1.0" duplicate \
     "$(q old "SELECT t.st('evt_no_order', NULL, 'other')" 2>/dev/null | tail -1)"
 
-# the new functions on old rows, as an operator
+# the new functions on old rows, as an operator made the way of 1.2 and
+# earlier: a member of the group role paynotify_admin (the update to 1.3
+# below turns that into a capacity of its own)
 sql -d old -c "CREATE ROLE upgrade_op LOGIN IN ROLE paynotify_admin" -c "GRANT USAGE ON SCHEMA pay TO upgrade_op" >/dev/null
 op() { "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U upgrade_op -d old -Atc "$@" 2>&1; }
 op_state() { "$PN_PGBIN/psql" -X -q -v VERBOSITY=sqlstate -h "$dir" -p "$port" -U upgrade_op -d old -Atc "$@" 2>&1; }
@@ -190,6 +196,32 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
+# 1.2 to 1.3: the group roles' direct members keep their capacity in this
+# database as grants of their own; the group roles lose every privilege
+columns
+update_step 1.3
+check "the update to 1.3 warns, naming the member kept" 1 \
+    "$(grep -c 'WARNING:.*paynotify 1.3: the group roles .*: upgrade_op (admin)' "$dir/update-1.3.log")"
+check "1.3: paynotify_role lists the operator with the admin capacity (USAGE on pay was its own)" "upgrade_op|admin|f" \
+    "$(q old "SELECT role, capacity, schema_usage FROM pay.paynotify_role")"
+check "1.3: the group roles hold no privilege on any function or relation of paynotify" 0 \
+    "$(q old "SELECT count(*) FROM pg_roles r, pg_depend d
+              WHERE r.rolname IN ('paynotify_handler', 'paynotify_admin', 'paynotify_relay')
+                AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'paynotify')
+                AND CASE WHEN d.classid = 'pg_proc'::regclass
+                         THEN has_function_privilege(r.oid, d.objid, 'EXECUTE')
+                         WHEN d.classid = 'pg_class'::regclass
+                         THEN has_table_privilege(r.oid, d.objid, 'SELECT,INSERT,UPDATE,DELETE,TRUNCATE')
+                              OR has_any_column_privilege(r.oid, d.objid, 'SELECT,INSERT,UPDATE')
+                         ELSE false END")"
+# out of the group role, the operator still works: its capacity is its own
+sql -d old -c "REVOKE paynotify_admin FROM upgrade_op" >/dev/null
+check "1.3: the operator, no longer a member of paynotify_admin, still traces and reads the stats" "yes|yes" \
+    "$(op "SELECT CASE WHEN count(*) > 0 THEN 'yes' ELSE 'no' END FROM pay.paynotify_trace('st', 'evt_pay_2')")|$(op "SELECT CASE WHEN count(*) > 0 THEN 'yes' ELSE 'no' END FROM pay.paynotify_stats")"
+check "1.3: the operator still cannot read key material" "permission denied" \
+    "$(op "SELECT count(*) FROM pay.paynotify_key" | grep -o 'permission denied' | head -1)"
+
 # 1.1 to 1.2 with the relay's rows: a delivery made at 1.1 keeps its
 # webhook-id (evt_<outbox id>: its receiver may have it already), a new one
 # gets the installation's id
@@ -199,7 +231,7 @@ CREATE EXTENSION paynotify VERSION '1.1';
 SELECT paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('A', 32));
 INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O1', 'n1', 1);
 SELECT paynotify_relay_fanout();
-ALTER EXTENSION paynotify UPDATE;
+ALTER EXTENSION paynotify UPDATE TO '1.2';
 INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'st', 'O2', 'n2', 1);
 SELECT paynotify_relay_fanout();
 SQL
@@ -244,12 +276,16 @@ catalog() {
     WHERE e.extname = 'paynotify'
     ORDER BY 1"
 }
+# the fresh installation with the same capacity holder as the upgraded one
+# (privileges are compared too): the one granted now and the one kept by the
+# update are the same grants
+sql -d fresh -c "SELECT pay.paynotify_grant('upgrade_op', 'admin')" >/dev/null
 catalog old >"$dir/catalog.old"
 catalog fresh >"$dir/catalog.fresh"
 if diff "$dir/catalog.old" "$dir/catalog.fresh" >"$dir/catalog.diff"; then
-    ok "upgraded 1.0 and fresh 1.2 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
+    ok "upgraded 1.0 and fresh 1.3 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
 else
-    not_ok "upgraded 1.0 and fresh 1.2 have the same objects" "$(head -30 "$dir/catalog.diff")"
+    not_ok "upgraded 1.0 and fresh 1.3 have the same objects" "$(head -30 "$dir/catalog.diff")"
 fi
 
 finish

@@ -83,9 +83,10 @@ SELECT pay.paynotify_add_channel('alipay', 'alipay', '{"app_id": "20210000000000
 SELECT pay.paynotify_add_key('alipay', 'alipay_1', :'alipub');
 SELECT pay.paynotify_add_channel('stripe', 'stripe', '{}');
 SELECT pay.paynotify_add_key('stripe', 'whsec_1', :'whsec');
--- the shim's login role: a member of paynotify_handler, nothing more
-CREATE ROLE model_shim LOGIN IN ROLE paynotify_handler;
-GRANT USAGE ON SCHEMA pay TO paynotify_handler;
+-- the shim's login role: the handler capacity in this database (with
+-- USAGE on pay), nothing more
+CREATE ROLE model_shim LOGIN;
+SELECT pay.paynotify_grant('model_shim', 'handler');
 SQL
 
 rc=0
