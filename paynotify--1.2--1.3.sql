@@ -244,9 +244,10 @@ SELECT 'admin', 'SELECT', v.r::regclass, v.cols FROM (VALUES
 	('@extschema@.paynotify_endpoint',
 	 '{id,url,events,channels,enabled,max_in_flight,retry_base,retry_max,retry_horizon,created_at}')) v(r, cols);
 
--- Who holds which capacity in this database.
+-- Who holds which capacity in this database, by the role's name (the
+-- same on every node of a Citus cluster, where an OID is not).
 CREATE TABLE @extschema@.paynotify_role (
-	role		regrole NOT NULL,
+	role		name NOT NULL,
 	capacity	text NOT NULL
 				CHECK (capacity OPERATOR(pg_catalog.=) ANY ('{admin,handler,relay}'::text[])),
 	schema_usage boolean NOT NULL DEFAULT false,	-- paynotify_grant gave USAGE on the schema
@@ -293,6 +294,7 @@ CREATE FUNCTION @extschema@.paynotify_grant(role regrole, capacity text)
 	AS $$
 DECLARE
 	usage boolean := false;
+	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
 BEGIN
 	IF role IS NULL OR capacity IS NULL THEN
 		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -315,7 +317,7 @@ BEGIN
 	END IF;
 	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, true);
 	INSERT INTO @extschema@.paynotify_role AS r (role, capacity, schema_usage)
-		VALUES (role, capacity, usage)
+		VALUES (rolname, capacity, usage)
 		ON CONFLICT ON CONSTRAINT paynotify_role_pkey
 		DO UPDATE SET schema_usage = r.schema_usage OR excluded.schema_usage;
 END
@@ -331,6 +333,7 @@ CREATE FUNCTION @extschema@.paynotify_revoke(role regrole, capacity text)
 DECLARE
 	usage boolean;
 	other text;
+	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
 BEGIN
 	IF role IS NULL OR capacity IS NULL THEN
 		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -341,21 +344,21 @@ BEGIN
 				  HINT = 'A capacity is admin, handler or relay.';
 	END IF;
 	DELETE FROM @extschema@.paynotify_role r
-		WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role
+		WHERE r.role OPERATOR(pg_catalog.=) rolname
 		  AND r.capacity OPERATOR(pg_catalog.=) paynotify_revoke.capacity
 		RETURNING r.schema_usage INTO usage;
 	-- its privileges, then again those of what the role still holds (the
 	-- capacities share some: paynotify_handle)
 	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, false);
 	FOR other IN SELECT r.capacity FROM @extschema@.paynotify_role r
-				 WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role LOOP
+				 WHERE r.role OPERATOR(pg_catalog.=) rolname LOOP
 		PERFORM @extschema@.paynotify_capacity_acl(role, other, true);
 	END LOOP;
 	IF usage THEN
 		IF other IS NOT NULL THEN
 			-- the schema stays usable for what the role still holds
 			UPDATE @extschema@.paynotify_role r SET schema_usage = true
-				WHERE r.role OPERATOR(pg_catalog.=) paynotify_revoke.role
+				WHERE r.role OPERATOR(pg_catalog.=) rolname
 				  AND r.capacity OPERATOR(pg_catalog.=) other;
 		ELSE
 			EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %I FROM %s', '@extschema@', role);

@@ -208,7 +208,7 @@ RESET client_min_messages;
 CREATE FUNCTION t.op_granted(acl aclitem[], owner oid) RETURNS text[] LANGUAGE sql AS $$
 	SELECT ARRAY(SELECT DISTINCT a.privilege_type || ' to ' ||
 		CASE WHEN EXISTS (SELECT FROM pay.paynotify_role r
-						  WHERE r.role = a.grantee AND r.capacity = 'admin') THEN 'admin'
+						  WHERE r.role = a.grantee::regrole::text AND r.capacity = 'admin') THEN 'admin'
 			 ELSE a.grantee::regrole::text END
 		FROM aclexplode(acl) a WHERE a.grantee <> owner ORDER BY 1)
 $$;

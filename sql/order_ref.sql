@@ -76,3 +76,6 @@ SELECT paynotify_bind_orders('orf.o4', 'k', 'st', 'amount');
 SELECT paynotify_transit('007', 'paid', 'shipped') AS moved_007,
 	   paynotify_transit('7', 'paid', 'shipped') AS moved_7;
 SELECT st FROM orf.o4;
+
+-- the fixture's binding again, for the tests after this one
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');

@@ -4,8 +4,20 @@
 -- a duplicate of what the retry committed, so the retry's commit must be
 -- synchronous (SET LOCAL semantics: until its transaction ends).  A dry run
 -- writes nothing and leaves the caller's level alone.
+-- In a database of its own: paynotify_retry_failed retries every failed
+-- notification there is.
 \set VERBOSITY terse
-SELECT current_user AS su \gset
+SELECT current_user AS su, current_database() AS regression_db \gset
+CREATE DATABASE retry_commit;
+\c retry_commit
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set fixture :abs_srcdir '/test/fixture.sql'
+\set vdir :abs_srcdir '/test/vectors/'
+SET paynotify_test.vdir = :'vdir';
+\set ECHO none
+\i :fixture
+\set ECHO all
+RESET paynotify_test.vdir;
 SET search_path = pay, public;
 SELECT paynotify_add_channel('rc', 'stripe', '{}');
 SELECT paynotify_add_key('rc', 'secret_1', t.secret(1));
@@ -42,5 +54,7 @@ SELECT current_setting('synchronous_commit') AS after_retry_failed;
 COMMIT;
 
 \c - :su
-ALTER DATABASE :"DBNAME" RESET synchronous_commit;
 SELECT order_no, status FROM public.orders WHERE order_no LIKE 'RC-%' ORDER BY 1;
+\c :regression_db
+DROP DATABASE retry_commit;
+DROP ROLE rc_ops;

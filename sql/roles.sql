@@ -18,9 +18,9 @@ CREATE FUNCTION t.rg_holds(r regrole) RETURNS TABLE (capacities text, paynotify_
 		relay_claim boolean)
 	LANGUAGE sql AS $$
 	SELECT (SELECT coalesce(string_agg(capacity, ',' ORDER BY capacity), '-')
-			FROM pay.paynotify_role WHERE role = r),
+			FROM pay.paynotify_role WHERE role = r::text),
 		   (SELECT coalesce(string_agg(capacity, ',' ORDER BY capacity), '-')
-			FROM pay.paynotify_role WHERE role = r AND schema_usage),
+			FROM pay.paynotify_role WHERE role = r::text AND schema_usage),
 		   has_schema_privilege(r, 'pay', 'USAGE'),
 		   has_function_privilege(r, 'pay.paynotify_handle(text,jsonb,text)', 'EXECUTE'),
 		   has_function_privilege(r, 'pay.paynotify_add_channel(text,text,jsonb)', 'EXECUTE'),
@@ -108,7 +108,7 @@ DROP DATABASE rg_db;
 -- on the schema, given with the first, stays while a capacity is left.
 SELECT paynotify_grant('rg_shim', 'handler');
 SELECT paynotify_grant('rg_shim', 'admin');
-SELECT role, capacity, schema_usage FROM paynotify_role WHERE role = 'rg_shim'::regrole ORDER BY 2;
+SELECT role, capacity, schema_usage FROM paynotify_role WHERE role = 'rg_shim' ORDER BY 2;
 SELECT paynotify_revoke('rg_shim', 'admin');
 SELECT * FROM t.rg_holds('rg_shim');
 SELECT paynotify_grant('rg_shim', 'admin');
