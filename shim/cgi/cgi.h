@@ -47,6 +47,9 @@ typedef struct pn_config
 	long long	connect_timeout_s;	/* PAYNOTIFY_CONNECT_TIMEOUT */
 	long long	reconnect_max_ms;	/* PAYNOTIFY_RECONNECT_MAX */
 	long long	no_prepare;		/* PAYNOTIFY_NO_PREPARE: 1 = no named statement */
+	long long	idle_timeout_ms;	/* PAYNOTIFY_IDLE_TIMEOUT: a silent connection */
+	long long	io_timeout_ms;	/* PAYNOTIFY_IO_TIMEOUT: a request's arrival */
+	long long	max_pending;	/* PAYNOTIFY_MAX_PENDING: connections not served */
 	char		sql[256];		/* the statement, built from function */
 } pn_config;
 
@@ -68,6 +71,8 @@ typedef struct pn_io
 	long		(*read) (struct pn_io *io, char *buf, size_t n);
 	/* Writes all n bytes: 0, or -1 on error. */
 	int			(*write) (struct pn_io *io, const char *buf, size_t n);
+	/* Called once the request has been read, before the call (may be NULL). */
+	void		(*received) (struct pn_io *io);
 	void	   *handle;
 	bool		drain;			/* CGI: read the rest of a refused body */
 } pn_io;

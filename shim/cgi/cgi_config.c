@@ -59,6 +59,18 @@ static const setting settings[] = {
 		offsetof(pn_config, no_prepare),
 	"1: FastCGI sends the statement with each request instead of preparing it\n"
 	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
+	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
+		offsetof(pn_config, idle_timeout_ms),
+	"FastCGI: milliseconds a new connection may stay silent before it is closed"},
+	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
+		offsetof(pn_config, io_timeout_ms),
+	"FastCGI: milliseconds a connection may take to send its whole request from\n"
+	"      when a worker takes it up; also the longest wait for each write of the\n"
+	"      reply and for the client to close after it"},
+	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
+		offsetof(pn_config, max_pending),
+	"FastCGI: connections held that no worker serves yet (silent, or waiting\n"
+	"      for a free worker); one more closes the oldest silent one"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

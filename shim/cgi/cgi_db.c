@@ -26,7 +26,6 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define STMT_NAME "paynotify_handle"
 #define BACKOFF_MIN_MS 100
@@ -47,7 +46,6 @@ static void db_drop(pn_db *db);
 static void db_after_error(pn_db *db, const PGresult *res);
 static void log_result(const char *what, const PGresult *res, PGconn *conn);
 static void notice_receiver(void *arg, const PGresult *res);
-static long long now_ms(void);
 
 /* A closed session; nothing is connected until first needed. */
 void
@@ -141,7 +139,7 @@ db_ready(pn_db *db)
 		pn_log("the database closed the connection; reconnecting");
 		db_drop(db);
 	}
-	if (db->reuse && now_ms() < db->retry_at_ms)
+	if (db->reuse && pn_now_ms() < db->retry_at_ms)
 		return false;
 	if (db_connect(db))
 	{
@@ -154,7 +152,7 @@ db_ready(pn_db *db)
 		db->backoff_ms *= 2;
 	if (db->backoff_ms > db->cfg->reconnect_max_ms)
 		db->backoff_ms = db->cfg->reconnect_max_ms;
-	db->retry_at_ms = now_ms() + db->backoff_ms;
+	db->retry_at_ms = pn_now_ms() + db->backoff_ms;
 	return false;
 }
 
@@ -373,14 +371,4 @@ notice_receiver(void *arg, const PGresult *res)
 		return;
 	pn_log_text(msg, sizeof(msg), primary);
 	pn_log("server %s: %s", severity, msg);
-}
-
-/* Milliseconds on the monotonic clock. */
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

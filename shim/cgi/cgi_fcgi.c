@@ -1,58 +1,59 @@
 /*
  * cgi_fcgi.c
- *	  FastCGI mode: N worker threads accept requests on one listening socket
- *	  with FCGX_Accept_r, each with its own pn_db (one connection, one
- *	  prepared statement reused across requests).
+ *	  FastCGI mode: one acceptor thread (cgi_accept.c) takes the connections
+ *	  on the listening socket and hands each to one of N worker threads once
+ *	  it has sent something; each worker has its own pn_db (one connection,
+ *	  one prepared statement reused across requests) and serves one request
+ *	  per connection with libfcgi, then closes it.
+ *
+ * No worker ever waits for a client that has not sent anything, and none
+ * waits longer than PAYNOTIFY_IO_TIMEOUT for a request to arrive: silent or
+ * slow clients, however many, cannot keep the shim from answering the
+ * others.  No lock is held while a connection is read.
  *
  * Shutdown: the main thread blocks SIGTERM and SIGINT in every thread and
  * waits for them with sigwait (the threaded form of "a flag set by a handler
  * without SA_RESTART": a handler would interrupt only one arbitrary thread).
- * On one it sets `stopping' and closes the write end of a pipe; workers wait
- * in poll() on the listening socket and that pipe, so idle ones return at
- * once and busy ones finish their current request first.  The listening
- * socket is made non-blocking, so a worker that loses the race for a
- * connection gets EAGAIN instead of blocking in accept() where the pipe
- * could not wake it; it is never shut down, since under systemd it outlives
- * this process.  FCGX_Accept_r itself runs under a mutex, as in libfcgi's
- * threaded example, because the library does not promise that concurrent
- * accepts are safe.
+ * On one it sets `stopping' and wakes the acceptor, which closes the silent
+ * connections and accepts no more, and the workers, which serve the
+ * connections already queued (they have sent their request), finish the
+ * one in hand and return.  The listening socket is never shut down, since
+ * under systemd it outlives this process.
  */
-#include "cgi.h"
+#include "cgi_fcgi.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fcgiapp.h>
 
-typedef struct server
-{
-	const pn_config *cfg;
-	int			listen_fd;
-	int			wake[2];		/* closing wake[1] stops every worker */
-	pthread_mutex_t accept_lock;	/* one FCGX_Accept_r at a time */
-	atomic_bool stopping;
-	atomic_bool failed;			/* a worker hit an error it cannot survive */
-} server;
-
 typedef struct worker
 {
-	server	   *srv;
-	int			id;
+	pn_server  *srv;
+	int			id;				/* 1..workers; its watch is watches[id - 1] */
 	pthread_t	thread;
+	FCGX_Request req;
+	pn_db		db;
 } worker;
 
+static bool server_init(pn_server *srv, const pn_config *cfg, int listen_fd);
+static void server_free(pn_server *srv);
+static int	start_workers(pn_server *srv, worker *workers);
+static void stop_threads(pn_server *srv, worker *workers, int started,
+						 pthread_t acceptor);
+static int	wait_for_signal(pn_server *srv);
 static void *worker_main(void *arg);
-static int	accept_next(server *srv, FCGX_Request *req);
+static void serve_connection(worker *w, int fd);
+static void close_gently(int fd, long long timeout_ms);
 static long fcgi_read(pn_io *io, char *buf, size_t n);
 static int	fcgi_write(pn_io *io, const char *buf, size_t n);
-static int	wait_for_signal(server *srv);
+static void fcgi_received(pn_io *io);
 
 /*
  * Serves FastCGI requests on listen_fd until SIGTERM or SIGINT.  Returns the
@@ -61,80 +62,145 @@ static int	wait_for_signal(server *srv);
 int
 pn_fcgi_run(const pn_config *cfg, int listen_fd)
 {
-	server		srv = {.cfg = cfg, .listen_fd = listen_fd,
-	.accept_lock = PTHREAD_MUTEX_INITIALIZER};
-	worker	   *workers;
+	pn_server	srv;
+	worker	   *workers = NULL;
+	pthread_t	acceptor;
 	sigset_t	stop_signals;
-	int			started = 0;
 	int			status = 1;
-	int			flags;
 
-	atomic_init(&srv.stopping, false);
-	atomic_init(&srv.failed, false);
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
 	signal(SIGPIPE, SIG_IGN);
+	if (server_init(&srv, cfg, listen_fd) &&
+		(workers = calloc((size_t) cfg->workers, sizeof(worker))) == NULL)
+		pn_log("out of memory");
+	if (workers != NULL)
+	{
+		/* threads inherit the mask: only wait_for_signal takes these signals */
+		pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+		if (pthread_create(&acceptor, NULL, pn_accept_main, &srv) != 0)
+			pn_log("cannot start the acceptor thread");
+		else
+		{
+			int			started = start_workers(&srv, workers);
 
-	/* cleanup ladder: each step undone in reverse below */
+			if (started == cfg->workers)
+				status = wait_for_signal(&srv);
+			stop_threads(&srv, workers, started, acceptor);
+			if (atomic_load(&srv.failed))
+				status = 1;
+		}
+	}
+	free(workers);
+	server_free(&srv);
+	return status;
+}
+
+/* Everything but the threads; false (logged) when something is missing. */
+static bool
+server_init(pn_server *srv, const pn_config *cfg, int listen_fd)
+{
+	int			flags;
+
+	memset(srv, 0, sizeof(*srv));
+	srv->cfg = cfg;
+	srv->listen_fd = listen_fd;
+	srv->web_server_addrs = getenv("FCGI_WEB_SERVER_ADDRS");
+	srv->bell[0] = srv->bell[1] = -1;
+	srv->nworkers = (int) cfg->workers;
+	atomic_init(&srv->stopping, false);
+	atomic_init(&srv->workers_done, false);
+	atomic_init(&srv->failed, false);
+	pthread_mutex_init(&srv->lock, NULL);
+	pthread_cond_init(&srv->ready_cv, NULL);
 	if (FCGX_Init() != 0)
 	{
 		pn_log("FCGX_Init failed");
-		goto fail_init;
+		return false;
 	}
 	flags = fcntl(listen_fd, F_GETFL);
-	if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) < 0)
+	if (flags < 0 || fcntl(listen_fd, F_SETFL, flags | O_NONBLOCK) < 0 ||
+		pipe2(srv->bell, O_NONBLOCK | O_CLOEXEC) != 0)
 	{
 		pn_log("cannot use the listening socket: %s", strerror(errno));
-		goto fail_init;
+		return false;
 	}
-	if (pipe(srv.wake) != 0)
-	{
-		pn_log("pipe: %s", strerror(errno));
-		goto fail_init;
-	}
-	workers = calloc((size_t) cfg->workers, sizeof(worker));
-	if (workers == NULL)
+	srv->ready = calloc((size_t) cfg->max_pending, sizeof(int));
+	srv->watches = calloc((size_t) cfg->workers, sizeof(pn_watch));
+	if (srv->ready == NULL || srv->watches == NULL)
 	{
 		pn_log("out of memory");
-		goto fail_workers;
+		return false;
 	}
-	/* workers inherit the mask: only wait_for_signal takes these signals */
-	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
-	for (; started < cfg->workers; started++)
+	for (int i = 0; i < srv->nworkers; i++)
+		srv->watches[i].fd = -1;
+	return true;
+}
+
+/* Undoes server_init, also a partial one; closes what is still queued. */
+static void
+server_free(pn_server *srv)
+{
+	int			cap = (int) srv->cfg->max_pending;
+
+	for (; srv->ready_count > 0; srv->ready_count--)
 	{
-		workers[started].srv = &srv;
+		close(srv->ready[srv->ready_first]);
+		srv->ready_first = (srv->ready_first + 1) % cap;
+	}
+	for (int i = 0; i < 2; i++)
+		if (srv->bell[i] >= 0)
+			close(srv->bell[i]);
+	free(srv->ready);
+	free(srv->watches);
+	pthread_cond_destroy(&srv->ready_cv);
+	pthread_mutex_destroy(&srv->lock);
+}
+
+/* Starts the workers; returns how many started (all, unless logged). */
+static int
+start_workers(pn_server *srv, worker *workers)
+{
+	int			started;
+
+	for (started = 0; started < srv->nworkers; started++)
+	{
+		workers[started].srv = srv;
 		workers[started].id = started + 1;
 		if (pthread_create(&workers[started].thread, NULL, worker_main,
 						   &workers[started]) != 0)
 		{
 			pn_log("cannot start worker %d", started + 1);
-			atomic_store(&srv.failed, true);
+			atomic_store(&srv->failed, true);
 			break;
 		}
 	}
-	if (started == cfg->workers)
-		status = wait_for_signal(&srv);
-
-	atomic_store(&srv.stopping, true);
-	close(srv.wake[1]);
-	srv.wake[1] = -1;
-	for (int i = 0; i < started; i++)
-		pthread_join(workers[i].thread, NULL);
-	if (atomic_load(&srv.failed))
-		status = 1;
-	free(workers);
-fail_workers:
-	if (srv.wake[1] >= 0)
-		close(srv.wake[1]);
-	close(srv.wake[0]);
-fail_init:
-	return status;
+	return started;
 }
 
-/* Waits for SIGTERM/SIGINT; 0 for a stop request, 1 if a worker failed. */
+/*
+ * Stops accepting, lets the workers empty the queue and return, then ends
+ * the acceptor, which watches their deadlines until then.
+ */
+static void
+stop_threads(pn_server *srv, worker *workers, int started, pthread_t acceptor)
+{
+	atomic_store(&srv->stopping, true);
+	pn_server_ring(srv);
+	pthread_mutex_lock(&srv->lock);
+	pthread_cond_broadcast(&srv->ready_cv);
+	pthread_mutex_unlock(&srv->lock);
+	for (int i = 0; i < started; i++)
+		pthread_join(workers[i].thread, NULL);
+	atomic_store(&srv->workers_done, true);
+	pn_server_ring(srv);
+	pthread_join(acceptor, NULL);
+}
+
+/* Waits for SIGTERM/SIGINT; 0 for a stop request, 1 if the server failed. */
 static int
-wait_for_signal(server *srv)
+wait_for_signal(pn_server *srv)
 {
 	sigset_t	set;
 	int			sig;
@@ -147,100 +213,125 @@ wait_for_signal(server *srv)
 	return atomic_load(&srv->failed) ? 1 : 0;
 }
 
-/* One worker: its own session and request, serving until stopped. */
+/* Wakes the acceptor (a full pipe already does). */
+void
+pn_server_ring(pn_server *srv)
+{
+	if (write(srv->bell[1], "", 1) < 0)
+	{
+		/* EAGAIN: the bell is ringing already */
+	}
+}
+
+/* An error the server cannot survive: stop, with exit status 1. */
+void
+pn_server_fail(pn_server *srv)
+{
+	atomic_store(&srv->failed, true);
+	kill(getpid(), SIGTERM);
+}
+
+/* One worker: its own session, serving connections until stopped. */
 static void *
 worker_main(void *arg)
 {
 	worker	   *w = arg;
-	const pn_config *cfg = w->srv->cfg;
-	FCGX_Request req;
-	pn_db		db;
+	int			fd;
 
 	pn_log_set_worker(w->id);
-	pn_db_init(&db, cfg, true);
-	(void) pn_db_open(&db);		/* a failure is logged and retried later */
-	if (FCGX_InitRequest(&req, w->srv->listen_fd, 0) != 0)
-	{
-		pn_log("FCGX_InitRequest failed");
-		atomic_store(&w->srv->failed, true);
-		kill(getpid(), SIGTERM);
-		pn_db_close(&db);
-		return NULL;
-	}
-	while (accept_next(w->srv, &req) == 0)
-	{
-		pn_io		io = {.read = fcgi_read, .write = fcgi_write, .handle = &req};
-
-		(void) pn_serve(&io, req.envp, cfg, &db);
-		FCGX_Finish_r(&req);
-		/*
-		 * A web server that asked to keep the connection open (nginx's
-		 * fastcgi_keep_conn) would pin this worker to it; close it, so that
-		 * workers only ever wait on the listening socket.
-		 */
-		if (req.ipcFd >= 0)
-			FCGX_Free(&req, 1);
-	}
-	FCGX_Free(&req, 1);
-	pn_db_close(&db);
+	pn_db_init(&w->db, w->srv->cfg, true);
+	(void) pn_db_open(&w->db);	/* a failure is logged and retried later */
+	while ((fd = pn_ready_take(w->srv)) >= 0)
+		serve_connection(w, fd);
+	pn_db_close(&w->db);
 	return NULL;
 }
 
 /*
- * Waits for the next request.  0 with req accepted; -1 when the server is
- * stopping (or has failed, which also stops it).
+ * Serves the request of a connection that has sent something, then closes
+ * the connection.
+ *
+ * libfcgi has no call that takes a connection accepted elsewhere, but
+ * FCGX_Accept_r reads the one in ipcFd when there is one (that is how it
+ * reads the next request of a kept connection), and the FCGX_Finish_r it
+ * begins with leaves it open while keepConnection is set.  Without a
+ * listening socket (-1) it cannot accept one of its own: when this
+ * connection brings no request, it closes it and returns an error.
+ * Detached, libfcgi closes its descriptor at once, without waiting for the
+ * client; the duplicate `watch' keeps the connection for close_gently.
  */
-static int
-accept_next(server *srv, FCGX_Request *req)
+static void
+serve_connection(worker *w, int fd)
 {
-	while (!atomic_load(&srv->stopping))
-	{
-		struct pollfd fds[2] = {
-			{.fd = srv->listen_fd, .events = POLLIN},
-			{.fd = srv->wake[0], .events = POLLIN},
-		};
-		int			rc;
+	FCGX_Request *req = &w->req;
+	pn_io		io = {.read = fcgi_read, .write = fcgi_write,
+	.received = fcgi_received, .handle = w};
+	int			watch = pn_watch_begin(w->srv, w->id - 1, fd);
+	bool		served = false;
 
-		if (poll(fds, 2, -1) < 0)
-		{
-			if (errno == EINTR)
-				continue;
-			pn_log("poll: %s", strerror(errno));
-			break;
-		}
-		if (fds[1].revents != 0)
-			return -1;
-		if (fds[0].revents & (POLLERR | POLLNVAL))
-		{
-			pn_log("the listening socket failed");
-			break;
-		}
-		pthread_mutex_lock(&srv->accept_lock);
-		rc = FCGX_Accept_r(req);
-		pthread_mutex_unlock(&srv->accept_lock);
-		if (rc == 0)
-			return 0;
-		/* another worker took the connection, or it went away */
-		if (rc == -EAGAIN || rc == -EWOULDBLOCK || rc == -EINTR ||
-			rc == -ECONNABORTED)
-			continue;
-		pn_log("accepting a connection failed: %s",
-			   rc < 0 && rc > -4096 ? strerror(-rc) : "FastCGI library error");
-		break;
-	}
-	if (!atomic_load(&srv->stopping))
+	if (watch < 0)
 	{
-		atomic_store(&srv->failed, true);
-		kill(getpid(), SIGTERM);
+		close(fd);
+		return;
 	}
-	return -1;
+	(void) FCGX_InitRequest(req, -1, 0);
+	req->ipcFd = fd;
+	req->keepConnection = 1;
+	(void) FCGX_Detach(req);
+	if (FCGX_Accept_r(req) == 0)
+	{
+		(void) pn_serve(&io, req->envp, w->srv->cfg, &w->db);
+		FCGX_Finish_r(req);
+		served = true;
+	}
+	/*
+	 * Still open when the web server asked to keep it (nginx's
+	 * fastcgi_keep_conn), which would pin this worker to it: closed all the
+	 * same, so that workers only ever take new connections.
+	 */
+	if (req->ipcFd >= 0)
+		FCGX_Free(req, 1);
+	pn_watch_end(w->srv, w->id - 1);
+	if (served)
+		close_gently(watch, w->srv->cfg->io_timeout_ms);
+	else
+		close(watch);
+}
+
+/*
+ * Closes a connection after its reply.  Our end is shut for writing, then
+ * whatever the client still sends (the end of the request, the rest of a
+ * body refused unread) is read and dropped until it closes its end, for
+ * timeout_ms at most: closing with unread data would reset the connection,
+ * and the client could lose the reply.
+ */
+static void
+close_gently(int fd, long long timeout_ms)
+{
+	long long	end = pn_now_ms() + timeout_ms;
+	char		trash[4096];
+	long long	left;
+
+	if (shutdown(fd, SHUT_WR) == 0)
+		while ((left = end - pn_now_ms()) > 0)
+		{
+			struct pollfd pfd = {.fd = fd, .events = POLLIN};
+			ssize_t		got;
+
+			if (poll(&pfd, 1, (int) left) <= 0)
+				break;
+			got = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
+			if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
+				break;
+		}
+	close(fd);
 }
 
 /* pn_io over the FastCGI request's stdin stream. */
 static long
 fcgi_read(pn_io *io, char *buf, size_t n)
 {
-	FCGX_Request *req = io->handle;
+	FCGX_Request *req = &((worker *) io->handle)->req;
 	int			got;
 
 	if (n > 1 << 30)
@@ -255,7 +346,7 @@ fcgi_read(pn_io *io, char *buf, size_t n)
 static int
 fcgi_write(pn_io *io, const char *buf, size_t n)
 {
-	FCGX_Request *req = io->handle;
+	FCGX_Request *req = &((worker *) io->handle)->req;
 
 	while (n > 0)
 	{
@@ -267,4 +358,13 @@ fcgi_write(pn_io *io, const char *buf, size_t n)
 		n -= (size_t) chunk;
 	}
 	return 0;
+}
+
+/* The request has arrived: the call may take its own time. */
+static void
+fcgi_received(pn_io *io)
+{
+	worker	   *w = io->handle;
+
+	pn_watch_end(w->srv, w->id - 1);
 }

@@ -183,6 +183,8 @@ pn_serve(pn_io *io, char **envp, const pn_config *cfg, pn_db *db)
 	if (status == PN_OK)
 		status = pn_request_read_body(&req, io,
 									  (unsigned long long) cfg->max_body);
+	if (io->received != NULL)
+		io->received(io);
 	if (status == PN_OK)
 		status = pn_db_call(db, &req, &res);
 	rc = (status == PN_OK) ? pn_reply_row(io, res) : pn_reply_error(io, status);

@@ -2,7 +2,8 @@
  * pn_common.h
  *	  What the shim's programs (cgi/, send/, relay/) share: a growable byte
  *	  buffer, UTF-8 checking and JSON string escaping, one-line logging
- *	  to stderr, and the stop signals.  Plain C11 and libc only, so every program can link it.
+ *	  to stderr, the monotonic clock and the stop signals.  Plain C11 and
+ *	  libc only, so every program can link it.
  *
  * Allocation failure is reported, never fatal: a buffer that failed to grow
  * stays failed (its contents are then incomplete) and every later append
@@ -39,6 +40,9 @@ extern void pn_buf_free(pn_buf *b);
 /* pn_json.c */
 extern size_t pn_utf8_len(const char *s, size_t avail);
 extern bool pn_json_escape(pn_buf *b, const char *s, size_t n);
+
+/* pn_clock.c */
+extern long long pn_now_ms(void);
 
 /* pn_log.c */
 extern void pn_log_init(const char *program, bool with_pid);

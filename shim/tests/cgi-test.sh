@@ -7,8 +7,13 @@
 #      SQL error, no row, unusable row), exact binary body, header naming.
 #   2. Through nginx: CGI mode (fcgiwrap, started by spawn-fcgi) and FastCGI
 #      mode (--listen; systemd-style socket activation; spawn-fcgi), with a
-#      database outage and restart, and a graceful stop on SIGTERM.
-#   3. Under valgrind: the CGI request path and a short FastCGI run.
+#      database outage and restart, and a graceful stop on SIGTERM.  FastCGI
+#      with clients that connect and send nothing, or a byte and no more, or
+#      a byte now and then: the others' requests are still answered at once
+#      (silent ones) or within the timeout (slow ones), the shim closes them
+#      all and stops at once on SIGTERM.
+#   3. Under valgrind: the CGI request path and a short FastCGI run (with
+#      silent and stalled connections).
 #
 # Run as root from the repository root:   shim/tests/cgi-test.sh
 # Needs postgresql-15, nginx, fcgiwrap, spawn-fcgi, curl, valgrind, python3.
@@ -266,6 +271,64 @@ shim_connections() {
     psql_su -Atc "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'paynotify-cgi'"
 }
 
+# clients NAME COUNT MODE HOLD: COUNT connections straight to the shim that
+# misbehave as MODE says (shim/tests/fcgi_clients.py), in the background;
+# returns once every one of them is connected.  Their report, one line each
+# ("N closed SECONDS" or "N open"), is in $TMP/NAME.clients after
+# `wait $CLIENTS_PID`.
+clients() {
+    python3 "$ROOT/shim/tests/fcgi_clients.py" 127.0.0.1 "$FCGI_PORT" "$2" "$3" "$4" \
+        >"$TMP/$1.clients" 2>&1 &
+    CLIENTS_PID=$!
+    STARTED+=("$CLIENTS_PID")
+    for _ in $(seq 1 100); do
+        grep -q '^connected' "$TMP/$1.clients" && return 0
+        pn_alive "$CLIENTS_PID" || break
+        sleep 0.05
+    done
+    return 1
+}
+# timed NAME COUNT: COUNT POSTs through nginx at once (one curl each), each
+# given 4 s; one "status outcome seconds" line each in $TMP/NAME.timed, the
+# time measured by curl from its start to the end of the reply.
+timed() {
+    local pids=() i
+    for i in $(seq 1 "$2"); do
+        curl -s --max-time 4 -o /dev/null \
+            -w '%{http_code} %header{paynotify-outcome} %{time_total}\n' \
+            --data-binary @"$TMP/small.json" "$URL/notify/slow$i" >"$TMP/$1.timed.$i" 2>/dev/null &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for i in $(seq 1 "$2"); do cat "$TMP/$1.timed.$i"; done >"$TMP/$1.timed"
+}
+# answered NAME COUNT SECONDS: "yes" when all COUNT requests of NAME got
+# "200 processed" in less than SECONDS each; prints their slowest time too.
+answered() {
+    awk -v n="$2" -v max="$3" -v name="$1" '
+        { count++; if ($NF + 0 > slow) slow = $NF + 0
+          if ($1 != 200 || $2 != "processed" || NF != 3 || $3 + 0 >= max) bad = bad " [" $0 "]" }
+        END { printf "#   %s: %d answers, the slowest in %.3f s\n", name, count, slow > "/dev/stderr"
+              print (count == n && bad == "") ? "yes" : "no: " count " of " n " answered;" bad }' \
+        "$TMP/$1.timed"
+}
+# open_until NAME EPOCH: "yes" when no connection of NAME had been closed
+# by the shim at EPOCH (a time of day, as date +%s.%N prints it).
+open_until() {
+    awk -v t="$2" '/^connected/ { start = $3 }
+        $1 ~ /^[0-9]+$/ && $2 == "closed" && start + $4 <= t { bad = bad " [" $0 "]" }
+        END { print bad == "" ? "yes" : "no: closed before " t " (connected at " start "):" bad }' \
+        "$TMP/$1.clients"
+}
+# closed NAME FIRST LAST LOW HIGH: "yes" when the shim closed connections
+# FIRST..LAST of NAME between LOW and HIGH seconds after each was opened.
+closed() {
+    awk -v first="$2" -v last="$3" -v lo="$4" -v hi="$5" '
+        $1 ~ /^[0-9]+$/ && $1 >= first && $1 <= last {
+            n++; if ($2 != "closed" || $3 + 0 < lo || $3 + 0 > hi) bad = bad " [" $0 "]" }
+        END { print (n == last - first + 1 && bad == "") ? "yes" : "no: " n " seen;" bad }' "$TMP/$1.clients"
+}
+
 ###############################################################################
 
 echo "# building"
@@ -301,6 +364,7 @@ check "--version" "paynotify-cgi $(sed -n "s/^default_version = '\(.*\)'/\1/p" p
 missing=
 for word in PAYNOTIFY_DSN PAYNOTIFY_FUNCTION PAYNOTIFY_MAX_BODY PAYNOTIFY_WORKERS \
     PAYNOTIFY_STATEMENT_TIMEOUT PAYNOTIFY_CONNECT_TIMEOUT PAYNOTIFY_RECONNECT_MAX PAYNOTIFY_NO_PREPARE --no-prepare \
+    PAYNOTIFY_IDLE_TIMEOUT PAYNOTIFY_IO_TIMEOUT PAYNOTIFY_MAX_PENDING \
     'CGI ' FastCGI --listen --workers 'default: 1048576' 'default: paynotify_handle'; do
     grep -q -- "$word" "$TMP/help.out" || missing="$missing [$word]"
 done
@@ -598,6 +662,80 @@ check "FastCGI: within that cap still 200" "200 processed" "$(one fcgi_small "$U
 stop_fastcgi
 check "FastCGI: SIGTERM exits 0" 0 $?
 
+echo "# FastCGI: silent and slow clients"
+start_fastcgi silent env PAYNOTIFY_IDLE_TIMEOUT=3000 PAYNOTIFY_IO_TIMEOUT=1000 PAYNOTIFY_MAX_PENDING=8 \
+    "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 2
+# twice as many silent connections as workers: each worker could be given one
+clients idle 4 idle 7
+check "silent clients: 4 connections open" 0 $?
+sleep 0.3
+timed idle 4
+answered_at=$(date +%s.%N)
+check "4 silent connections (2 workers): 4 requests at once, each answered 200 in < 1 s" yes "$(answered idle 4 1)"
+wait "$CLIENTS_PID"
+check "the 4 silent connections were all still open when the requests had been answered" yes \
+    "$(open_until idle "$answered_at")"
+check "silent connections closed after PAYNOTIFY_IDLE_TIMEOUT (3 s)" yes "$(closed idle 1 4 2.8 5.5)"
+clients cap 12 idle 7
+check "silent clients: 12 connections open" 0 $?
+sleep 0.3
+timed cap 4
+check "12 silent connections over PAYNOTIFY_MAX_PENDING=8: 4 requests, each 200 in < 1 s" yes "$(answered cap 4 1)"
+wait "$CLIENTS_PID"
+# each silent one is closed in the order they came (the oldest first), 4 of
+# them (12 - 8) before the idle timeout, every one by the idle timeout
+check "over PAYNOTIFY_MAX_PENDING the oldest are closed first, at once; all by the idle timeout" yes \
+    "$(awk '$1 ~ /^[0-9]+$/ { n++
+                if ($2 != "closed" || $3 + 0 > 5.5 || $4 + 0 < last - 0.05) bad = bad " [" $0 "]"
+                if ($2 == "closed" && $3 + 0 < 2.8) early++
+                last = $4 + 0 }
+            END { print (n == 12 && early >= 4 && bad == "") ? "yes" : "no: " early " early;" bad }' \
+        "$TMP/cap.clients")"
+clients byte 4 byte 6
+check "clients that send one byte and stall: 4 connections open" 0 $?
+sleep 0.3
+timed byte 4
+check "4 stalled connections (2 workers): 4 requests, each 200 in < 3 s (2 x PAYNOTIFY_IO_TIMEOUT + 1 s)" yes \
+    "$(answered byte 4 3)"
+wait "$CLIENTS_PID"
+check "stalled connections closed after PAYNOTIFY_IO_TIMEOUT (1 s; 2 s for those that waited for a worker)" yes \
+    "$(closed byte 1 4 0.9 3.5)"
+clients trickle 2 trickle 6
+check "clients that send a byte every 0.2 s without end: 2 connections open" 0 $?
+sleep 0.3
+timed trickle 2
+check "2 trickling connections (2 workers): 2 requests, each 200 in < 2.5 s" yes "$(answered trickle 2 2.5)"
+wait "$CLIENTS_PID"
+check "trickling connections closed PAYNOTIFY_IO_TIMEOUT (1 s) after they started" yes \
+    "$(closed trickle 1 2 0.9 2.5)"
+clients keep 2 keep 3
+check "a client asking to keep the connection (FCGI_KEEP_CONN, as nginx's fastcgi_keep_conn): 2 connections" 0 $?
+wait "$CLIENTS_PID"
+check "FCGI_KEEP_CONN: each request answered 200, then the connection closed by the shim" "yes 2" \
+    "$(closed keep 1 2 0 0.9) $(grep -c 'status 200$' "$TMP/keep.clients")"
+check "silent and slow clients: still one connection per worker" 2 "$(shim_connections)"
+clients term 4 idle 10
+check "silent clients before SIGTERM: 4 connections open" 0 $?
+sleep 0.3
+t0=$(date +%s%N)
+stop_fastcgi
+rc=$?
+t1=$(date +%s%N)
+check "SIGTERM with 4 silent connections open: exit 0 in < 3 s" "0 yes" \
+    "$rc $([ $(((t1 - t0) / 1000000)) -lt 3000 ] && echo yes || echo "no: $(((t1 - t0) / 1000000)) ms")"
+wait "$CLIENTS_PID"
+check "SIGTERM: the silent connections closed" yes "$(closed term 1 4 0 3.5)"
+
+# FCGI_WEB_SERVER_ADDRS, read by libfcgi when it accepted, is kept
+start_fastcgi addrs env FCGI_WEB_SERVER_ADDRS=192.0.2.1,127.0.0.1 "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 1
+check "FCGI_WEB_SERVER_ADDRS listing 127.0.0.1: 200" "200 processed" "$(one addrs_ok "$URL/notify/wxpay")"
+stop_fastcgi
+start_fastcgi addrs_other env FCGI_WEB_SERVER_ADDRS=192.0.2.1 "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 1
+check "FCGI_WEB_SERVER_ADDRS without 127.0.0.1: nginx's connection refused (502)" 502 \
+    "$(one addrs_refused "$URL/notify/wxpay" | cut -d' ' -f1)"
+stop_fastcgi
+check "FCGI_WEB_SERVER_ADDRS: SIGTERM exits 0" 0 $?
+
 if command -v cgi-fcgi >/dev/null; then
     echo "# FastCGI on a unix socket (--listen PATH), driven by cgi-fcgi"
     SOCK=$TMP/run/shim.sock
@@ -663,12 +801,19 @@ expect vg_bad_utf8 400 refused "valgrind: header not UTF-8"
 cgi vg_bad_fn "$TMP/small.json" PAYNOTIFY_FUNCTION='x y'
 check "valgrind: bad setting" "503 2" "$(status_of "$TMP/vg_bad_fn.out") $(cat "$TMP/vg_bad_fn.rc")"
 
+# with silent connections (more than PAYNOTIFY_MAX_PENDING) and a stalled one
 # shellcheck disable=SC2086
-start_fastcgi vg_fastcgi $VALGRIND --log-file="$TMP/vg_fastcgi.vg" "$SHIM" \
-    --listen "127.0.0.1:$FCGI_PORT" --workers 2
+start_fastcgi vg_fastcgi env PAYNOTIFY_IDLE_TIMEOUT=1000 PAYNOTIFY_IO_TIMEOUT=3000 PAYNOTIFY_MAX_PENDING=4 \
+    $VALGRIND --log-file="$TMP/vg_fastcgi.vg" "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 2
+clients vg_silent 6 idle 5
+SILENT_PID=$CLIENTS_PID
+clients vg_byte 1 byte 8
 burst vg_fcgi_burst "$URL" 30
 expect_burst vg_fcgi_burst 30 "200 processed" "valgrind, FastCGI: 30 requests all 200"
 check "valgrind, FastCGI: SQL error is 503" "503 unavailable" "$(one vg_fcgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
+wait "$SILENT_PID" "$CLIENTS_PID"
+check "valgrind, FastCGI: the silent connections closed" yes "$(closed vg_silent 1 6 0 4)"
+check "valgrind, FastCGI: the stalled connection cut off" yes "$(closed vg_byte 1 1 2.5 7)"
 stop_fastcgi
 rc=$?
 check "valgrind, FastCGI: clean after SIGTERM" "0" "$rc$(grep -v '^==[0-9]*== *$' "$TMP/vg_fastcgi.vg" | head -c 600)"

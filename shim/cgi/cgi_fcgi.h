@@ -1,0 +1,62 @@
+/*
+ * cgi_fcgi.h
+ *	  What the two halves of FastCGI mode share: cgi_fcgi.c (the process and
+ *	  its worker threads) and cgi_accept.c (the acceptor thread, which alone
+ *	  accepts connections and hands each to a worker once it has sent
+ *	  something).
+ *
+ * Ownership: the acceptor owns the connections that have sent nothing yet;
+ * ready[] holds those waiting for a worker; a worker owns the one it took.
+ * `lock' guards ready[] and watches[]; the rest is set before the threads
+ * start, or atomic.
+ */
+#ifndef PAYNOTIFY_CGI_FCGI_H
+#define PAYNOTIFY_CGI_FCGI_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "cgi.h"
+
+/*
+ * The request a worker is reading.  Past the deadline the acceptor shuts
+ * reading down on fd, a duplicate of the connection that the worker keeps
+ * open until it has ended the watch, so the number cannot be reused by
+ * another connection in between.
+ */
+typedef struct pn_watch
+{
+	int			fd;				/* -1: the worker is not reading a request */
+	long long	deadline_ms;	/* monotonic */
+	bool		cut;			/* reading was shut down at the deadline */
+} pn_watch;
+
+typedef struct pn_server
+{
+	const pn_config *cfg;
+	int			listen_fd;		/* non-blocking; never shut down or closed here */
+	const char *web_server_addrs;	/* FCGI_WEB_SERVER_ADDRS, or NULL */
+	int			bell[2];		/* a byte written to [1] wakes the acceptor */
+	pthread_mutex_t lock;
+	pthread_cond_t ready_cv;	/* ready[] has a connection, or stopping */
+	int		   *ready;			/* ring of cfg->max_pending descriptors */
+	int			ready_first;
+	int			ready_count;
+	pn_watch   *watches;		/* watches[i]: worker i + 1 */
+	int			nworkers;
+	atomic_bool stopping;		/* accept no more; workers empty ready[] */
+	atomic_bool workers_done;	/* every worker has returned */
+	atomic_bool failed;			/* an error the server cannot survive */
+} pn_server;
+
+/* cgi_fcgi.c */
+extern void pn_server_ring(pn_server *srv);
+extern void pn_server_fail(pn_server *srv);
+
+/* cgi_accept.c */
+extern void *pn_accept_main(void *arg);
+extern int	pn_ready_take(pn_server *srv);
+extern int	pn_watch_begin(pn_server *srv, int slot, int fd);
+extern void pn_watch_end(pn_server *srv, int slot);
+
+#endif							/* PAYNOTIFY_CGI_FCGI_H */
