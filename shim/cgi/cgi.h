@@ -99,6 +99,7 @@ typedef struct pn_db
 	long long	backoff_ms;		/* 0 while healthy */
 	long long	retry_at_ms;	/* monotonic time of the next connect attempt */
 	bool		unreplicated;	/* the call's commit did not wait for the synchronous standby */
+	char		sql[256];		/* the statement, with the function's schema */
 } pn_db;
 
 /* A reply about to be written (see cgi_reply.c). */

@@ -39,7 +39,8 @@ static const setting settings[] = {
 	"libpq connection string or URI (empty: libpq defaults and PG* variables)"},
 	{"PAYNOTIFY_FUNCTION", "paynotify_handle", SETTING_STRING, 0, 0,
 		offsetof(pn_config, function),
-	"function to call, optionally schema-qualified (plain identifiers only)"},
+	"function to call, as schema.name or name (plain identifiers only); a bare\n"
+	"      name must find the paynotify extension's function in the role's search_path"},
 	{"PAYNOTIFY_MAX_BODY", "1048576", SETTING_NUMBER, 1, 64LL * 1024 * 1024,
 		offsetof(pn_config, max_body),
 	"largest request body in bytes; larger requests get 413"},

@@ -41,6 +41,7 @@ static bool db_ready(pn_db *db);
 static bool db_connect(pn_db *db);
 static bool db_setup(pn_db *db, PGconn *conn);
 static bool db_writable(PGconn *conn);
+static bool db_function(pn_db *db, PGconn *conn);
 static bool db_idle_and_quiet(pn_db *db);
 static void db_drop(pn_db *db);
 static void db_after_error(pn_db *db, const PGresult *res);
@@ -96,7 +97,7 @@ pn_db_call(pn_db *db, const pn_request *req, PGresult **result)
 		res = PQexecPrepared(db->conn, STMT_NAME, 3, values, lengths,
 							 param_formats, 0);
 	else
-		res = PQexecParams(db->conn, db->cfg->sql, 3, param_types, values,
+		res = PQexecParams(db->conn, db->sql, 3, param_types, values,
 						   lengths, param_formats, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
@@ -249,11 +250,11 @@ db_setup(pn_db *db, PGconn *conn)
 		}
 		PQclear(res);
 	}
-	if (!db_writable(conn))
+	if (!db_writable(conn) || !db_function(db, conn))
 		return false;
 	if (!db->reuse || db->cfg->no_prepare)
 		return true;
-	res = PQprepare(conn, STMT_NAME, db->cfg->sql, 3, param_types);
+	res = PQprepare(conn, STMT_NAME, db->sql, 3, param_types);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		log_result("preparing the call failed", res, conn);
@@ -270,6 +271,62 @@ db_setup(pn_db *db, PGconn *conn)
  * says why in the log once per connection attempt, and the back-off then
  * keeps the worker from hammering it.
  */
+/*
+ * The statement to call PAYNOTIFY_FUNCTION with.  A schema-qualified name
+ * is the operator's own choice and is called as written.  A bare name is
+ * looked up in this session's search_path, where a role that may CREATE in
+ * a schema listed before paynotify's could have planted a function of that
+ * name and signature: it must be the paynotify extension's, and is then
+ * called by its schema-qualified name, so that nothing created later can
+ * take its place.  False (logged) when it is not.
+ */
+static bool
+db_function(pn_db *db, PGconn *conn)
+{
+	const char *values[1] = {db->cfg->function};
+	PGresult   *res;
+	bool		ok = false;
+
+	if (strchr(db->cfg->function, '.') != NULL)
+	{
+		snprintf(db->sql, sizeof(db->sql), "%s", db->cfg->sql);
+		return true;
+	}
+	res = PQexecParams(conn,
+					   "SELECT pg_catalog.quote_ident(n.nspname), p.oid::pg_catalog.regprocedure,"
+					   " EXISTS (SELECT FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_extension e"
+					   " ON e.oid OPERATOR(pg_catalog.=) d.refobjid"
+					   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+					   " AND d.objid OPERATOR(pg_catalog.=) p.oid AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+					   " AND e.extname OPERATOR(pg_catalog.=) 'paynotify')"
+					   " FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+					   " ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+					   " WHERE p.oid OPERATOR(pg_catalog.=)"
+					   " pg_catalog.to_regprocedure($1 OPERATOR(pg_catalog.||) '(text, jsonb, bytea)')",
+					   1, NULL, values, NULL, NULL, 0);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		log_result("looking up PAYNOTIFY_FUNCTION failed", res, conn);
+	else if (PQntuples(res) != 1)
+		pn_log("PAYNOTIFY_FUNCTION=%s: no function %s(text, jsonb, bytea) in this role's search_path"
+			   " (set PAYNOTIFY_FUNCTION=<schema>.paynotify_handle, and give the role the"
+			   " handler capacity: SELECT paynotify_grant('<role>', 'handler'))",
+			   db->cfg->function, db->cfg->function);
+	else if (strcmp(PQgetvalue(res, 0, 2), "t") != 0)
+		pn_log("PAYNOTIFY_FUNCTION=%s: the search_path finds %s, which is not the paynotify"
+			   " extension's; refusing to call it (set PAYNOTIFY_FUNCTION=<schema>.paynotify_handle"
+			   " with the extension's schema)",
+			   db->cfg->function, PQgetvalue(res, 0, 1));
+	else
+	{
+		snprintf(db->sql, sizeof(db->sql),
+				 "SELECT status, content_type, body, outcome FROM %s.%s($1, $2::jsonb, $3)",
+				 PQgetvalue(res, 0, 0), db->cfg->function);
+		ok = true;
+	}
+	PQclear(res);
+	return ok;
+}
+
 static bool
 db_writable(PGconn *conn)
 {

@@ -180,7 +180,7 @@ cgi() {
     done
     # shellcheck disable=SC2086
     env -i PATH="$PATH" GATEWAY_INTERFACE=CGI/1.1 REQUEST_METHOD=POST \
-        PATH_INFO=/notify/wxpay PAYNOTIFY_DSN="$DSN" $length "${args[@]}" \
+        PATH_INFO=/notify/wxpay PAYNOTIFY_DSN="$DSN" PAYNOTIFY_FUNCTION=public.paynotify_handle $length "${args[@]}" \
         ${VALGRIND:-} "$SHIM" <"$body" >"$TMP/$name.out" 2>"$TMP/$name.err"
     echo $? >"$TMP/$name.rc"
 }
@@ -515,6 +515,17 @@ cgi qualified "$TMP/small.json" PAYNOTIFY_FUNCTION=public.paynotify_handle
 expect qualified 200 processed "PAYNOTIFY_FUNCTION=public.paynotify_handle"
 cgi missing_fn "$TMP/small.json" PAYNOTIFY_FUNCTION=public.no_such_function
 expect missing_fn 503 unavailable "PAYNOTIFY_FUNCTION naming no function"
+# A bare name must find the paynotify extension's function in the role's
+# search_path (here it finds the stand-in, a plain function in public, as it
+# would find one planted there): refused, and said why.
+before=$(calls)
+cgi bare_fn "$TMP/small.json" PAYNOTIFY_FUNCTION=paynotify_handle
+expect bare_fn 503 unavailable "a bare PAYNOTIFY_FUNCTION resolving to a function not of the extension"
+check "... not called, and the log says which function and what to set" "$before|1" \
+    "$(calls)|$(grep -c "PAYNOTIFY_FUNCTION=paynotify_handle: the search_path finds paynotify_handle(text,jsonb,bytea), which is not the paynotify extension's" "$TMP/bare_fn.err")"
+cgi bare_missing "$TMP/small.json" PAYNOTIFY_FUNCTION=no_such_function
+expect bare_missing 503 unavailable "a bare PAYNOTIFY_FUNCTION naming no function"
+check "... and the log says so" 1 "$(grep -c "no function no_such_function(text, jsonb, bytea) in this role's search_path" "$TMP/bare_missing.err")"
 cgi bad_fn "$TMP/small.json" PAYNOTIFY_FUNCTION='paynotify_handle(); DROP TABLE x; --'
 check "PAYNOTIFY_FUNCTION not an identifier: 503, exit 2" "503 2" \
     "$(status_of "$TMP/bad_fn.out") $(cat "$TMP/bad_fn.rc")"
@@ -532,7 +543,7 @@ mkdir -p "$TMP/run"
 # shim's settings in its environment (it passes them on to the shim).
 start_fcgiwrap() {
     rm -f "$TMP/run/fcgiwrap.sock"
-    env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" "$@" \
+    env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" PAYNOTIFY_FUNCTION=public.paynotify_handle "$@" \
         spawn-fcgi -n -s "$TMP/run/fcgiwrap.sock" -M 0600 -U nobody -G nogroup -u nobody -g nogroup \
         -- /usr/sbin/fcgiwrap >>"$TMP/fcgiwrap.out" 2>>"$TMP/fcgiwrap.err" &
     FCGIWRAP_PID=$!
@@ -585,7 +596,7 @@ else
     not_ok "nginx (FastCGI mode) started from the templates" "$(cat "$TMP/nginx-fastcgi/start.err" "$TMP/nginx-fastcgi/error.log" 2>/dev/null)"
 fi
 URL=http://127.0.0.1:$FASTCGI_NGINX_PORT
-SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" PAYNOTIFY_RECONNECT_MAX=1000)
+SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" PAYNOTIFY_FUNCTION=public.paynotify_handle PAYNOTIFY_RECONNECT_MAX=1000)
 
 # start_fastcgi LOG COMMAND...: start a FastCGI shim in the background.
 start_fastcgi() {
@@ -758,7 +769,7 @@ fi
 
 echo "# FastCGI under socket activation (LISTEN_FDS)"
 start_fastcgi activated systemd-socket-activate -l "127.0.0.1:$FCGI_PORT" \
-    -E PAYNOTIFY_DSN="$DSN" -E PAYNOTIFY_WORKERS=2 "$SHIM"
+    -E PAYNOTIFY_DSN="$DSN" -E PAYNOTIFY_FUNCTION=public.paynotify_handle -E PAYNOTIFY_WORKERS=2 "$SHIM"
 burst act_burst "$URL" 50
 expect_burst act_burst 50 "200 processed" "socket activation: 50 requests all 200"
 check "socket activation: PAYNOTIFY_WORKERS=2 connections" 2 "$(shim_connections)"
@@ -778,7 +789,7 @@ echo "# valgrind"
 VALGRIND="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible"
 # SCRAM authentication is slow under valgrind: allow more than the default 2 s
 DSN="$DSN connect_timeout=20"
-SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN")
+SHIM_ENV=(env -i PATH="$PATH" PAYNOTIFY_DSN="$DSN" PAYNOTIFY_FUNCTION=public.paynotify_handle)
 for run in "ok:$TMP/small.json" "binary:$TMP/binary.bin" "headers:$TMP/small.json"; do
     name=${run%%:*} body=${run#*:}
     if [ "$name" = headers ]; then
