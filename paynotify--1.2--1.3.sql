@@ -14,9 +14,93 @@
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
 --
--- paynotify_distribute() as 1.2 had it, but for one more thing it does on
--- every node: the relay's functions get their settings for Citus (see
--- paynotify_relay_on_citus below).
+-- paynotify_distribute() distributed the bound orders table itself, as the
+-- superuser who called it: Citus copied its rows into the shards with the
+-- caller's connections, and the table's code ran with the caller's rights
+-- on every worker (a BEFORE INSERT trigger that ran ALTER ROLE ... SUPERUSER
+-- made its owner a superuser there).  It now distributes a table only where
+-- that runs no code with more rights than its author: an orders table whose
+-- owner lacks the caller's privileges and holds code of its own is refused,
+-- and its owner distributes it (its code then runs as the owner), after
+-- which paynotify_distribute() finds it distributed and does the rest (an
+-- extension table whose owner lacks the caller's privileges is refused as
+-- well).  The block it runs on every node (the identity ranges, the relay's
+-- settings: paynotify_relay_on_citus below) now resolves nothing through the
+-- node's search_path, where a public schema others may create in can hold
+-- an operator that is a better match than pg_catalog's.
+
+-- What of a table's own code would run when its rows are copied into new
+-- shards (Citus's create_distributed_table): the first such object, named
+-- for a message (its trigger "t"), or NULL when there is none.  An
+-- allow-list: anything that can hold an expression or a function counts,
+-- except what the copy does not run or runs as someone else:
+--   counted:  triggers (but paynotify's guard without a WHEN condition),
+--             CHECK and exclusion constraints, indexes with an expression,
+--             a predicate or an operator class not built in, generated
+--             columns, columns whose type (or array element) is not built
+--             in (domains and their checks, composite and range types,
+--             types with I/O functions of their own), row-level security
+--             policies, rules, partitions and child tables (their own code
+--             and owners);
+--   not counted: enums (built-in I/O), defaults (the copy sends every
+--             column), foreign keys (their checks run as the referenced
+--             table's owner, on built-in types), collations, statistics
+--             objects (ANALYZE computes them, as the table's owner).
+-- Objects with an OID below 16384 (FirstNormalObjectId) are the ones initdb
+-- made: built in.
+CREATE FUNCTION @extschema@.paynotify_table_code(rel regclass)
+	RETURNS text
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT w.what FROM (
+	SELECT 1 AS k, CASE WHEN c.relkind IN ('r', 'p') THEN 'the code of its partitions or child tables'
+						ELSE 'what a table that is not a plain one runs' END AS what
+	FROM pg_catalog.pg_class c
+	WHERE c.oid = rel
+	  AND (c.relkind <> 'r' OR EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhparent = rel))
+	UNION ALL
+	SELECT 2, pg_catalog.format('its trigger "%s"', t.tgname)
+	FROM pg_catalog.pg_trigger t
+	WHERE t.tgrelid = rel AND NOT t.tgisinternal
+	  AND NOT (t.tgfoid = '@extschema@.paynotify_guard_transition()'::regprocedure AND t.tgqual IS NULL)
+	UNION ALL
+	SELECT 3, pg_catalog.format(CASE con.contype WHEN 'c' THEN 'its CHECK constraint "%s"'
+											  ELSE 'its exclusion constraint "%s"' END, con.conname)
+	FROM pg_catalog.pg_constraint con
+	WHERE con.conrelid = rel AND con.contype IN ('c', 'x')
+	UNION ALL
+	SELECT 4, pg_catalog.format('its index "%s" (an expression, a predicate or an operator class of its own)', ic.relname)
+	FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+	WHERE i.indrelid = rel
+	  AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL
+		   OR EXISTS (SELECT FROM pg_catalog.unnest(i.indclass::oid[]) oc WHERE oc >= 16384))
+	UNION ALL
+	SELECT 5, pg_catalog.format('its generated column "%s"', a.attname)
+	FROM pg_catalog.pg_attribute a
+	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> ''
+	UNION ALL
+	SELECT 6, pg_catalog.format('the input and checks of type %s of its column "%s"', a.atttypid::regtype, a.attname)
+	FROM pg_catalog.pg_attribute a
+	JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+	LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typsubscript = 'pg_catalog.array_subscript_handler'::regproc
+	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+	  AND coalesce(e.oid, t.oid) >= 16384 AND coalesce(e.typtype, t.typtype) <> 'e'
+	UNION ALL
+	SELECT 7, pg_catalog.format('its row-level security policy "%s"', p.polname)
+	FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+	WHERE p.polrelid = rel AND c.relrowsecurity
+	UNION ALL
+	SELECT 8, pg_catalog.format('its rule "%s"', r.rulename)
+	FROM pg_catalog.pg_rewrite r
+	WHERE r.ev_class = rel) w
+ORDER BY w.k, w.what
+LIMIT 1
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_code(regclass) IS
+	'paynotify_distribute: the first object of a table whose code copying its rows into shards would run (NULL: none)';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_code(regclass) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_distribute()
 	RETURNS TABLE (relation regclass, kind text, action text)
 	LANGUAGE plpgsql VOLATILE
@@ -35,7 +119,11 @@ DECLARE
 	fk_rels regclass[];
 	fk_names name[];
 	fk_defs text[];
-	-- What each node needs of its own, run on every node (the same text).
+	orders_owner regrole;
+	orders_code text;
+	-- What each node needs of its own, run on every node (the same text;
+	-- on the workers in a session of their own, whose search_path is the
+	-- node's: the block pins it before anything else).
 	-- Each node's identity sequences of the notification tables get their
 	-- own range: node group g hands out ids (g << 48) + 1 .. (g + 1) << 48
 	-- (the coordinator, group 0, from 1), as Citus does for the tables it
@@ -47,30 +135,41 @@ DECLARE
 	ranges constant text := $do$
 DO $r$
 DECLARE
-	g bigint := (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l);
+	g bigint;
 	lo bigint;
 	hi bigint;
 	q record;
 BEGIN
-	lo := (g << 48) + 1;
-	hi := (g + 1) << 48;
+	-- first of all: what follows is parsed now, and resolves nothing in a
+	-- schema of the node's search_path (public, with operators of someone
+	-- else's: "=" for oid and regclass is an exact match there, a better
+	-- one than pg_catalog's); each name and operator is qualified as well
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 	PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
-	FOR q IN SELECT d.objid::regclass AS seq, s.min_value, s.last_value
+	g := (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l);
+	lo := (g OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.+) 1;
+	hi := (g OPERATOR(pg_catalog.+) 1) OPERATOR(pg_catalog.<<) 48;
+	FOR q IN SELECT d.objid::pg_catalog.regclass AS seq, s.min_value, s.last_value
 			 FROM pg_catalog.pg_depend d
-			 JOIN pg_catalog.pg_depend e ON e.classid = 'pg_catalog.pg_class'::regclass
-				AND e.objid = d.refobjid AND e.deptype = 'e'
-				AND e.refclassid = 'pg_catalog.pg_extension'::regclass
-				AND e.refobjid = (SELECT x.oid FROM pg_catalog.pg_extension x WHERE x.extname = 'paynotify')
-			 JOIN pg_catalog.pg_class c ON c.oid = d.objid
-			 JOIN pg_catalog.pg_sequences s ON s.schemaname = c.relnamespace::regnamespace::name
-				AND s.sequencename = c.relname
-			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'i'
-			   AND d.refclassid = 'pg_catalog.pg_class'::regclass
-			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = d.refobjid
-						   AND a.attname = 'order_no' AND NOT a.attisdropped) LOOP
-		IF q.min_value <> lo THEN
+			 JOIN pg_catalog.pg_depend e
+				ON e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+				AND e.objid OPERATOR(pg_catalog.=) d.refobjid AND e.deptype OPERATOR(pg_catalog.=) 'e'
+				AND e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
+				AND e.refobjid OPERATOR(pg_catalog.=) (SELECT x.oid FROM pg_catalog.pg_extension x
+													   WHERE x.extname OPERATOR(pg_catalog.=) 'paynotify')
+			 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+			 JOIN pg_catalog.pg_sequences s
+				ON s.schemaname OPERATOR(pg_catalog.=) c.relnamespace::pg_catalog.regnamespace::pg_catalog.name
+				AND s.sequencename OPERATOR(pg_catalog.=) c.relname
+			 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND d.deptype OPERATOR(pg_catalog.=) 'i'
+			   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
+						   WHERE a.attrelid OPERATOR(pg_catalog.=) d.refobjid
+							 AND a.attname OPERATOR(pg_catalog.=) 'order_no' AND NOT a.attisdropped) LOOP
+		IF q.min_value OPERATOR(pg_catalog.<>) lo THEN
 			EXECUTE pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START %s RESTART %s',
-				q.seq, lo, hi, lo, greatest(lo, coalesce(q.last_value + 1, lo)));
+				q.seq, lo, hi, lo, greatest(lo, coalesce(q.last_value OPERATOR(pg_catalog.+) 1, lo)));
 		END IF;
 	END LOOP;
 	PERFORM @extschema@.paynotify_relay_on_citus();
@@ -103,6 +202,45 @@ BEGIN
 			USING ERRCODE = 'datatype_mismatch',
 				  DETAIL = 'Citus co-locates only tables whose distribution columns have the same type; paynotify''s order numbers are text.',
 				  HINT = pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE text (before the orders table is distributed), then call paynotify_distribute() again.', orders, b.key_column);
+	END IF;
+	-- Copying a table's rows into its shards runs the table's code (its
+	-- triggers, constraints, index expressions, its columns' types and
+	-- domains) with the rights of the role that distributes it, here the
+	-- caller's, and on the workers over the caller's connections.  No table
+	-- is distributed here whose owner could have put code there that must
+	-- not run with those rights: the owner of a table still to be
+	-- distributed has the caller's privileges (is the caller, a superuser,
+	-- or a member of the caller's role), or, for the orders table, the
+	-- table holds no code of its own that the copy would run
+	-- (paynotify_table_code).  Checked before anything is changed.
+	SELECT c.oid::regclass AS rel, c.relowner::regrole AS owner INTO u
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+		WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+		  AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = c.oid)
+		  AND NOT pg_catalog.pg_has_role(c.relowner, current_user, 'USAGE')
+		ORDER BY c.relname LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'table % of extension paynotify is owned by role "%", whose code may not run as role "%"',
+				u.rel, u.owner, current_user
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Distributing a table copies its rows into its shards, which runs its triggers with the rights of the role that distributes it.',
+				  HINT = pg_catalog.format('Call paynotify_distribute() as role "%s".', u.owner);
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
+		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
+		IF NOT pg_catalog.pg_has_role(orders_owner, current_user, 'USAGE') THEN
+			orders_code := @extschema@.paynotify_table_code(orders);
+			IF orders_code IS NOT NULL THEN
+				RAISE EXCEPTION 'the orders table % is owned by role "%", whose code may not run as role "%"',
+						orders, orders_owner, current_user
+					USING ERRCODE = 'insufficient_privilege',
+						  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
+						  HINT = pg_catalog.format('Have its owner distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
+												   orders, b.key_column);
+			END IF;
+		END IF;
 	END IF;
 	-- Citus refuses to distribute tables with triggers unless told that it
 	-- may: the configuration tables' triggers only touch configuration
