@@ -411,5 +411,448 @@ END
 $$;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
+--
+-- paynotify_distribute() distributed the bound orders table itself, as the
+-- superuser who called it: Citus copied its rows into the shards with the
+-- caller's connections, and the table's code ran with the caller's rights
+-- on every worker (a BEFORE INSERT trigger that ran ALTER ROLE ... SUPERUSER
+-- made its owner a superuser there).  It now distributes a table only where
+-- that runs no code with more rights than its author: an orders table whose
+-- owner lacks the caller's privileges and holds code of its own is refused,
+-- and its owner distributes it (its code then runs as the owner), after
+-- which paynotify_distribute() finds it distributed and does the rest (an
+-- extension table whose owner lacks the caller's privileges is refused as
+-- well).  The block it runs on every node (the identity ranges, the relay's
+-- settings: paynotify_relay_on_citus below) now resolves nothing through the
+-- node's search_path, where a public schema others may create in can hold
+-- an operator that is a better match than pg_catalog's.
+
+-- What of a table's own code would run when its rows are copied into new
+-- shards (Citus's create_distributed_table): the first such object, named
+-- for a message (its trigger "t"), or NULL when there is none.  An
+-- allow-list: anything that can hold an expression or a function counts,
+-- except what the copy does not run or runs as someone else:
+--   counted:  triggers (but paynotify's guard without a WHEN condition),
+--             CHECK and exclusion constraints, indexes with an expression,
+--             a predicate or an operator class not built in, generated
+--             columns, columns whose type (or array element) is not built
+--             in (domains and their checks, composite and range types,
+--             types with I/O functions of their own), row-level security
+--             policies, rules, partitions and child tables (their own code
+--             and owners);
+--   not counted: enums (built-in I/O), defaults (the copy sends every
+--             column), foreign keys (their checks run as the referenced
+--             table's owner, on built-in types), collations, statistics
+--             objects (ANALYZE computes them, as the table's owner).
+-- Objects with an OID below 16384 (FirstNormalObjectId) are the ones initdb
+-- made: built in.
+CREATE FUNCTION @extschema@.paynotify_table_code(rel regclass)
+	RETURNS text
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT w.what FROM (
+	SELECT 1 AS k, CASE WHEN c.relkind IN ('r', 'p') THEN 'the code of its partitions or child tables'
+						ELSE 'what a table that is not a plain one runs' END AS what
+	FROM pg_catalog.pg_class c
+	WHERE c.oid = rel
+	  AND (c.relkind <> 'r' OR EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhparent = rel))
+	UNION ALL
+	SELECT 2, pg_catalog.format('its trigger "%s"', t.tgname)
+	FROM pg_catalog.pg_trigger t
+	WHERE t.tgrelid = rel AND NOT t.tgisinternal
+	  AND NOT (t.tgfoid = '@extschema@.paynotify_guard_transition()'::regprocedure AND t.tgqual IS NULL)
+	UNION ALL
+	SELECT 3, pg_catalog.format(CASE con.contype WHEN 'c' THEN 'its CHECK constraint "%s"'
+											  ELSE 'its exclusion constraint "%s"' END, con.conname)
+	FROM pg_catalog.pg_constraint con
+	WHERE con.conrelid = rel AND con.contype IN ('c', 'x')
+	UNION ALL
+	SELECT 4, pg_catalog.format('its index "%s" (an expression, a predicate or an operator class of its own)', ic.relname)
+	FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+	WHERE i.indrelid = rel
+	  AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL
+		   OR EXISTS (SELECT FROM pg_catalog.unnest(i.indclass::oid[]) oc WHERE oc >= 16384))
+	UNION ALL
+	SELECT 5, pg_catalog.format('its generated column "%s"', a.attname)
+	FROM pg_catalog.pg_attribute a
+	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> ''
+	UNION ALL
+	SELECT 6, pg_catalog.format('the input and checks of type %s of its column "%s"', a.atttypid::regtype, a.attname)
+	FROM pg_catalog.pg_attribute a
+	JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+	LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typsubscript = 'pg_catalog.array_subscript_handler'::regproc
+	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+	  AND coalesce(e.oid, t.oid) >= 16384 AND coalesce(e.typtype, t.typtype) <> 'e'
+	UNION ALL
+	SELECT 7, pg_catalog.format('its row-level security policy "%s"', p.polname)
+	FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
+	WHERE p.polrelid = rel AND c.relrowsecurity
+	UNION ALL
+	SELECT 8, pg_catalog.format('its rule "%s"', r.rulename)
+	FROM pg_catalog.pg_rewrite r
+	WHERE r.ev_class = rel) w
+ORDER BY w.k, w.what
+LIMIT 1
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_code(regclass) IS
+	'paynotify_distribute: the first object of a table whose code copying its rows into shards would run (NULL: none)';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_code(regclass) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_distribute()
+	RETURNS TABLE (relation regclass, kind text, action text)
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	b record;
+	orders regclass;
+	key_type regtype;
+	part record;
+	orders_colocation integer;
+	t record;
+	u record;
+	ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify');
+	fk_rels regclass[];
+	fk_names name[];
+	fk_defs text[];
+	orders_owner regrole;
+	orders_code text;
+	-- What each node needs of its own, run on every node (the same text;
+	-- on the workers in a session of their own, whose search_path is the
+	-- node's: the block pins it before anything else).
+	-- Each node's identity sequences of the notification tables get their
+	-- own range: node group g hands out ids (g << 48) + 1 .. (g + 1) << 48
+	-- (the coordinator, group 0, from 1), as Citus does for the tables it
+	-- creates itself.  CREATE EXTENSION made every node's copy start at 1,
+	-- and ids are taken on the node that runs paynotify_handle: without
+	-- this, two nodes would hand out the same outbox id (webhook-id
+	-- "evt_<id>") or anomaly id.  And the relay's claim and report reach
+	-- each node over one connection (paynotify_relay_on_citus).
+	ranges constant text := $do$
+DO $r$
+DECLARE
+	g bigint;
+	lo bigint;
+	hi bigint;
+	q record;
+BEGIN
+	-- first of all: what follows is parsed now, and resolves nothing in a
+	-- schema of the node's search_path (public, with operators of someone
+	-- else's: "=" for oid and regclass is an exact match there, a better
+	-- one than pg_catalog's); each name and operator is qualified as well
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+	g := (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l);
+	lo := (g OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.+) 1;
+	hi := (g OPERATOR(pg_catalog.+) 1) OPERATOR(pg_catalog.<<) 48;
+	FOR q IN SELECT d.objid::pg_catalog.regclass AS seq, s.min_value, s.last_value
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_depend e
+				ON e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+				AND e.objid OPERATOR(pg_catalog.=) d.refobjid AND e.deptype OPERATOR(pg_catalog.=) 'e'
+				AND e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
+				AND e.refobjid OPERATOR(pg_catalog.=) (SELECT x.oid FROM pg_catalog.pg_extension x
+													   WHERE x.extname OPERATOR(pg_catalog.=) 'paynotify')
+			 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+			 JOIN pg_catalog.pg_sequences s
+				ON s.schemaname OPERATOR(pg_catalog.=) c.relnamespace::pg_catalog.regnamespace::pg_catalog.name
+				AND s.sequencename OPERATOR(pg_catalog.=) c.relname
+			 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND d.deptype OPERATOR(pg_catalog.=) 'i'
+			   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
+						   WHERE a.attrelid OPERATOR(pg_catalog.=) d.refobjid
+							 AND a.attname OPERATOR(pg_catalog.=) 'order_no' AND NOT a.attisdropped) LOOP
+		IF q.min_value OPERATOR(pg_catalog.<>) lo THEN
+			EXECUTE pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START %s RESTART %s',
+				q.seq, lo, hi, lo, greatest(lo, coalesce(q.last_value OPERATOR(pg_catalog.+) 1, lo)));
+		END IF;
+	END LOOP;
+	PERFORM @extschema@.paynotify_relay_on_citus();
+END
+$r$
+$do$;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+		RAISE EXCEPTION 'paynotify_distribute needs the citus extension in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'On the Citus coordinator: CREATE EXTENSION citus, add the workers, CREATE EXTENSION paynotify, paynotify_bind_orders, then SELECT * FROM paynotify_distribute().';
+	END IF;
+	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+			AND current_user::regrole <> (SELECT e.extowner::regrole FROM pg_catalog.pg_extension e
+										  WHERE e.extname = 'paynotify') THEN
+		RAISE EXCEPTION 'only a superuser or the owner of extension paynotify may distribute its tables'
+			USING ERRCODE = 'insufficient_privilege';
+	END IF;
+	SELECT * INTO b FROM @extschema@.paynotify_binding;
+	orders := pg_catalog.to_regclass(b.orders);
+	IF orders IS NULL THEN
+		RAISE EXCEPTION 'no orders table is bound'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Call paynotify_bind_orders first: the notification tables are co-located with the orders table.';
+	END IF;
+	SELECT a.atttypid::regtype INTO key_type FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = orders AND a.attname = b.key_column AND NOT a.attisdropped;
+	IF key_type IS DISTINCT FROM 'text'::regtype THEN
+		RAISE EXCEPTION 'the key column "%" of the orders table % is %, not text', b.key_column, orders, key_type
+			USING ERRCODE = 'datatype_mismatch',
+				  DETAIL = 'Citus co-locates only tables whose distribution columns have the same type; paynotify''s order numbers are text.',
+				  HINT = pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE text (before the orders table is distributed), then call paynotify_distribute() again.', orders, b.key_column);
+	END IF;
+	-- Copying a table's rows into its shards runs the table's code (its
+	-- triggers, constraints, index expressions, its columns' types and
+	-- domains) with the rights of the role that distributes it, here the
+	-- caller's, and on the workers over the caller's connections.  No table
+	-- is distributed here whose owner could have put code there that must
+	-- not run with those rights: the owner of a table still to be
+	-- distributed has the caller's privileges (is the caller, a superuser,
+	-- or a member of the caller's role), or, for the orders table, the
+	-- table holds no code of its own that the copy would run
+	-- (paynotify_table_code).  Checked before anything is changed.
+	SELECT c.oid::regclass AS rel, c.relowner::regrole AS owner INTO u
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+		WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+		  AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = c.oid)
+		  AND NOT pg_catalog.pg_has_role(c.relowner, current_user, 'USAGE')
+		ORDER BY c.relname LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'table % of extension paynotify is owned by role "%", whose code may not run as role "%"',
+				u.rel, u.owner, current_user
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Distributing a table copies its rows into its shards, which runs its triggers with the rights of the role that distributes it.',
+				  HINT = pg_catalog.format('Call paynotify_distribute() as role "%s".', u.owner);
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
+		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
+		IF NOT pg_catalog.pg_has_role(orders_owner, current_user, 'USAGE') THEN
+			orders_code := @extschema@.paynotify_table_code(orders);
+			IF orders_code IS NOT NULL THEN
+				RAISE EXCEPTION 'the orders table % is owned by role "%", whose code may not run as role "%"',
+						orders, orders_owner, current_user
+					USING ERRCODE = 'insufficient_privilege',
+						  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
+						  HINT = pg_catalog.format('Have its owner distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
+												   orders, b.key_column);
+			END IF;
+		END IF;
+	END IF;
+	-- Citus refuses to distribute tables with triggers unless told that it
+	-- may: the configuration tables' triggers only touch configuration
+	-- tables (reference tables, the same rows on every node)
+	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+	-- foreign keys to reference tables are added in the same transaction as
+	-- the distribution, which Citus allows one shard at a time only
+	PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
+	-- The foreign keys between the extension's tables (a key's channel, a
+	-- delivery's endpoint) are taken off while their tables are not all
+	-- distributed, and put back at the end: Citus would otherwise turn the
+	-- referencing table into a local table of its own when the referenced
+	-- one becomes a reference table.
+	SELECT pg_catalog.array_agg(f.conrelid::regclass ORDER BY f.conname),
+		   pg_catalog.array_agg(f.conname ORDER BY f.conname),
+		   pg_catalog.array_agg(pg_catalog.pg_get_constraintdef(f.oid) ORDER BY f.conname)
+		INTO fk_rels, fk_names, fk_defs
+		FROM pg_catalog.pg_constraint f
+		JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass
+			AND d.objid = f.conrelid AND d.deptype = 'e'
+			AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		WHERE f.contype = 'f'
+		  AND NOT (EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.conrelid)
+				   AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.confrelid));
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', fk_rels[i], fk_names[i]);
+		-- the workers' copies of the table (CREATE EXTENSION made them) too:
+		-- Citus puts the key back on them when it is added below.  Not in
+		-- this transaction: if this function fails later, a second call
+		-- finds them gone already and adds them back.
+		IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(
+					   pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT IF EXISTS %I', fk_rels[i], fk_names[i])) w
+				   WHERE NOT w.success) THEN
+			RAISE EXCEPTION 'could not drop foreign key % of % on every worker', fk_names[i], fk_rels[i]
+				USING ERRCODE = 'connection_failure',
+					  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+		END IF;
+	END LOOP;
+
+	-- configuration: reference tables
+	FOR t IN SELECT c.oid::regclass AS rel, p.partmethod
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
+			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+			   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+							   AND a.attname = 'order_no' AND NOT a.attisdropped)
+			 ORDER BY c.relname LOOP
+		relation := t.rel;
+		kind := 'reference';
+		IF t.partmethod IS NULL THEN
+			PERFORM pg_catalog.create_reference_table(t.rel);
+			action := 'created';
+		ELSIF t.partmethod = 'n' AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+				WHERE p.logicalrelid = t.rel AND p.repmodel = 't') THEN
+			action := 'already';
+		ELSE
+			RAISE EXCEPTION 'table % is already distributed, not a reference table', t.rel
+				USING ERRCODE = 'invalid_table_definition',
+					  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again.', t.rel);
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+
+	-- the orders table, by its key column
+	SELECT p.partmethod, p.colocationid,
+		   CASE WHEN p.partmethod = 'h' THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END AS col
+		INTO part FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders;
+	relation := orders;
+	kind := 'orders';
+	IF NOT FOUND THEN
+		PERFORM pg_catalog.create_distributed_table(orders, b.key_column::text);
+		action := 'created';
+	ELSIF part.partmethod = 'h' AND part.col = b.key_column THEN
+		action := 'already';
+	ELSE
+		RAISE EXCEPTION 'the orders table % is distributed otherwise than by its key column "%"%', orders, b.key_column,
+				CASE WHEN part.col IS NOT NULL THEN pg_catalog.format(' (by "%s")', part.col)
+					 ELSE ' (a reference or local table)' END
+			USING ERRCODE = 'invalid_table_definition',
+				  DETAIL = 'Every notification is routed to the node of its order: the orders table must be hash-distributed by the column that holds the order number.',
+				  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again (it distributes it by %I).', orders, b.key_column);
+	END IF;
+	RETURN NEXT;
+	SELECT p.colocationid INTO orders_colocation FROM pg_catalog.pg_dist_partition p
+		WHERE p.logicalrelid = orders;
+
+	-- notification data: by order_no, co-located with the orders table
+	FOR t IN SELECT c.oid::regclass AS rel, p.partmethod, p.colocationid
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
+			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+						   AND a.attname = 'order_no' AND NOT a.attisdropped)
+			 ORDER BY c.relname LOOP
+		relation := t.rel;
+		kind := 'distributed';
+		IF t.partmethod IS NULL THEN
+			-- a unique key without order_no (payment_notify_log_notify,
+			-- payment_record_trade: see above) cannot exist on Citus: a
+			-- plain index of the same name and columns takes its place
+			FOR u IN SELECT con.conname,
+						 (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY k.i)
+						  FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY k(n, i)
+						  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n) AS cols
+					 FROM pg_catalog.pg_constraint con
+					 WHERE con.conrelid = t.rel AND con.contype = 'u'
+					   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+									   WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey)
+										 AND a.attname = 'order_no') LOOP
+				EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', t.rel, u.conname);
+				EXECUTE pg_catalog.format('CREATE INDEX %I ON %s (%s)', u.conname, t.rel, u.cols);
+			END LOOP;
+			PERFORM pg_catalog.create_distributed_table(t.rel, 'order_no', colocate_with => orders::text);
+			action := 'created';
+		ELSIF t.colocationid = orders_colocation THEN
+			action := 'already';
+		ELSE
+			RAISE EXCEPTION 'table % is already distributed, not by order_no with the orders table %', t.rel, orders
+				USING ERRCODE = 'invalid_table_definition',
+					  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again.', t.rel);
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk_rels[i], fk_names[i], fk_defs[i]);
+	END LOOP;
+
+	-- each order's sequence (paynotify_order_seq) continues above every
+	-- event recorded for it before: on one server the outbox id was its
+	-- sequence (idempotent: a value is never lowered)
+	INSERT INTO @extschema@.paynotify_order_seq AS q (order_no, last)
+		SELECT s.order_no, pg_catalog.max(s.seq)
+		FROM (SELECT o.order_no, coalesce(o.order_seq, o.id) AS seq FROM @extschema@.paynotify_outbox o
+			  UNION ALL
+			  SELECT d.order_no, d.order_seq FROM @extschema@.paynotify_delivery d) s
+		GROUP BY s.order_no
+		ON CONFLICT (order_no) DO UPDATE SET last = greatest(q.last, excluded.last);
+	relation := '@extschema@.paynotify_order_seq'::regclass;
+	kind := 'order sequences';
+	action := 'continued above the events recorded before';
+	RETURN NEXT;
+
+	-- the identity ranges (see ranges above), here and on every worker
+	EXECUTE ranges;
+	IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(ranges) w WHERE NOT w.success) THEN
+		RAISE EXCEPTION 'could not give the identity sequences of every worker their range'
+			USING ERRCODE = 'connection_failure',
+				  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+	END IF;
+	relation := NULL;
+	kind := 'identity ranges';
+	action := 'node group g: ids (g << 48) + 1 .. (g + 1) << 48';
+	RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
+	'Citus: makes the configuration tables reference tables and distributes the orders table and every notification table by order number, co-located; idempotent';
+
+
 
 -- ===== Citus: the relay's claims and reports cannot deadlock =====
+--
+-- A relay's round is one transaction: paynotify_relay_claim locks each
+-- claimed delivery on its shard (SELECT ... FOR UPDATE SKIP LOCKED), then
+-- paynotify_relay_report updates them.  Citus ties a shard to the
+-- connection that wrote it, so that later statements of the transaction use
+-- that one, but it counts a SELECT ... FOR UPDATE as a read: a later
+-- statement may reach the shard over another connection to the same node.
+-- That happened where a node was reached over several connections (the
+-- executor opens more when a task takes longer than
+-- citus.executor_slow_start_interval, as under load): the claim's
+-- statement, which also reads the endpoint's reference table, went over the
+-- connection that had read that table on the node, the report's UPDATE over
+-- the one that had read the shard first, and waited there for the row locks
+-- of its own transaction's other connection, until Citus's deadlock
+-- detection cancelled it as a distributed deadlock; the deliveries were
+-- then made again.  On a Citus node both functions therefore reach every
+-- node over one connection: each statement of the transaction runs in one
+-- backend per node, which never waits for its own locks.  (The fan-out and
+-- paynotify_outbox_claim lock with DELETE, which Citus ties to its
+-- connection.)  One server keeps the functions as they were, without the
+-- settings and their cost: paynotify_distribute() gives them on every node
+-- as it distributes the tables, and this update where they are distributed
+-- already.
+CREATE FUNCTION @extschema@.paynotify_relay_on_citus()
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	-- this node's functions only: every node runs it itself
+	SET citus.enable_ddl_propagation = off
+	AS $$
+BEGIN
+	ALTER FUNCTION @extschema@.paynotify_relay_claim(integer)
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+	ALTER FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[])
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_relay_on_citus() IS
+	'paynotify_distribute: makes this node''s paynotify_relay_claim and paynotify_relay_report reach each Citus node over one connection';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_on_citus() FROM PUBLIC;
+
+DO $$
+BEGIN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		PERFORM @extschema@.paynotify_relay_on_citus();
+	END IF;
+END
+$$;

@@ -46,6 +46,7 @@ full_tests=(
     test/e2e/citus.sh
     test/e2e/citus_commit.sh
     test/e2e/citus_distribute_live.sh
+    test/e2e/citus_distribute_owner.sh
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh

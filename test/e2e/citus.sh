@@ -33,7 +33,11 @@
 #              keeps them); a deliberate multi-shard write is seen by the
 #              same count (the check can fail)
 #   relay      paynotify_outbox_claim on a worker and on the coordinator at
-#              once (different events; all back after rolling back); then two
+#              once (different events; all back after rolling back); a
+#              relay's round by hand (claim, then report, in one transaction)
+#              on the coordinator and on worker 2 with one connection per
+#              shard (citus.force_max_query_parallelization): every claimed
+#              delivery reported, no distributed deadlock; then two
 #              loopback endpoints and two paynotify-relays, one connected to
 #              the coordinator, one to worker 2, while payments and refunds
 #              of the same orders are applied on different nodes (paid on
@@ -293,6 +297,35 @@ direct 2 "$STACK_DIR/prerefund.sql"
 check "relay: the refunds applied on the coordinator have lower outbox ids than their payments on worker 1" "$K" \
     "$(citus_q 0 "SELECT count(*) FROM paynotify_outbox r JOIN paynotify_outbox p ON p.order_no = r.order_no AND p.event = 'paid'
                   WHERE r.event = 'refunded' AND r.id < p.id")"
+# A relay's round by hand, with every node reached over several
+# connections (citus.force_max_query_parallelization = on: one per shard,
+# as the executor's slow start opens them when a task takes longer than
+# 10 ms, under load): the 20 lowest events fanned out, then in one
+# transaction the claim and the report of the deliveries, on the
+# coordinator and on worker 2.  Citus ties a shard to one connection for
+# writes only, not for SELECT ... FOR UPDATE: the report's UPDATE reached a
+# shard over another connection than the claim's row locks, waited for
+# them, and Citus cancelled it as a distributed deadlock (the deliveries
+# were made again).  Rolled back: the relays below deliver them.
+relay_round() {	# relay_round NODE: "claimed|reported", or the error
+    "$PN_PGBIN/psql" -X -q -tA -v ON_ERROR_STOP=1 \
+        "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" 2>&1 <<'SQL' | grep -v '^$'
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SET LOCAL citus.force_max_query_parallelization = on;
+SELECT array_agg(delivery_id) AS ids, count(*) AS n FROM paynotify_relay_claim(64) \gset
+SELECT :n || '|' || paynotify_relay_report(:'ids', array_fill(200, ARRAY[:n]), array_fill(NULL::text, ARRAY[:n]));
+ROLLBACK;
+SQL
+}
+"$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_relay" \
+    -c "SELECT paynotify_relay_fanout(20)" >/dev/null
+for i in 0 2; do
+    out=$(relay_round $i)
+    check "relay: a claim and its report in one transaction on ${node_names[i]}, over one connection per shard: every claimed delivery reported, no deadlock" \
+        yes "$(echo "$out" | awk -F'|' 'NR == 1 && NF == 2 && $1 > 0 && $1 == $2 { ok = 1 } /ERROR/ && !err { err = $0 }
+                                         END { print (ok && NR == 1) ? "yes" : "no: " (err ? err : $0) }')"
+done
 # two relays, on the coordinator and on worker 2 (fan-outs on two nodes at
 # once), fanning out 50 events at a time: an order's refund is often made a
 # delivery before its payment
