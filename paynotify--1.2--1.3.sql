@@ -5,8 +5,10 @@
 
 -- Version 1.3: hardening.  Nothing of the extension resolves to an object
 -- outside pg_catalog and the extension itself; what a role is given to
--- operate, serve or relay paynotify holds in one database only; the relay's
--- claims and reports take their locks in one order on Citus.
+-- operate, serve or relay paynotify holds in one database only; on Citus,
+-- paynotify_distribute() runs no one's code with more rights than its
+-- author, and the relay's claim and report reach each node over one
+-- connection (no distributed deadlock of a relay with itself).
 
 -- ===== Expressions: every function and operator qualified =====
 --
