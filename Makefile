@@ -19,6 +19,7 @@ OBJS = \
 	src/security.o \
 	src/state.o \
 	src/apply.o \
+	src/step.o \
 	src/commit.o \
 	src/handle.o \
 	src/verify_wxpay.o \

@@ -6,7 +6,7 @@
  *	  NOTIFY, run the user's hooks; park what arrives before the order is
  *	  ready for it, and apply it when the order gets there.
  *
- * The caller (handle.c) runs pn_apply inside a subtransaction with SPI
+ * The caller (step.c) runs pn_apply inside a subtransaction with SPI
  * connected: any error here rolls back everything this file did.  The
  * order row is locked (FOR UPDATE, or by the conditional UPDATE itself)
  * before anything is decided, so two different notifications about one

@@ -335,7 +335,7 @@ retry_step(void *arg)
 	char	   *error = NULL;
 	MemoryContext old;
 
-	(void) pn_apply_step(c->cfg, c->ch, c->n, &res, &error);
+	(void) pn_apply_step(c->cfg, c->ch, c->n, PN_STEP_LOG_NONE, &res, &error);
 	pn_log_update(c->cfg, c->ch->name, c->n->notify_id, pn_order_key(c->n), c->notice, &res,
 				  error, false, NULL);
 	old = MemoryContextSwitchTo(c->result_cxt);

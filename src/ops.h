@@ -22,8 +22,4 @@ extern void pn_history_guard(Oid fn_oid, const char *order_no, const char *from,
 extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							   PnOutcome outcome, Jsonb *headers);
 
-/* handle.c: the business step in its subtransaction, as a redelivery runs it */
-extern bool pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-						  PnApplied *res, char **error);
-
 #endif							/* PN_OPS_H */

@@ -3,8 +3,9 @@
  * pipeline.h
  *	  The pipeline after authentication: the per-backend configuration
  *	  generation and its prepared plans (config.c), the notification log
- *	  (log.c), the state machine (state.c) and the business step (apply.c),
- *	  as handle.c runs them.  Gateway modules never need this header.
+ *	  (log.c), the state machine (state.c), the business step (apply.c) and
+ *	  its subtransaction (step.c), as handle.c runs them.  Gateway modules
+ *	  never need this header.
  *
  *-------------------------------------------------------------------------
  */
@@ -170,5 +171,25 @@ extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
 extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 					   const char *kind);
+
+/* step.c: the business step in its subtransaction, and its log row */
+typedef enum PnStepLog
+{
+	PN_STEP_LOG_NONE,			/* the caller writes it (paynotify_retry) */
+	PN_STEP_LOG_INSERT,			/* a first delivery: INSERT ... ON CONFLICT DO NOTHING */
+	PN_STEP_LOG_RETRY			/* a failed one again: UPDATE ... WHERE status = 'failed' */
+} PnStepLog;
+
+typedef enum PnStepResult
+{
+	PN_STEP_OK,
+	PN_STEP_FAILED,				/* rolled back; *error says why */
+	PN_STEP_TAKEN				/* rolled back: another delivery wrote the log row first */
+} PnStepResult;
+
+extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								  PnStepLog how, PnApplied *res, char **error);
+extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						const PnApplied *res, const char *error, PnStepLog how);
 
 #endif							/* PAYNOTIFY_PIPELINE_H */
