@@ -28,6 +28,7 @@ OBJS = \
 	src/parse/form.o \
 	src/parse/stripe_sig.o \
 	src/parse/scan.o \
+	src/history.o \
 	src/ops.o
 
 DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql

@@ -32,7 +32,7 @@
 
 #include "paynotify.h"
 #include "pipeline.h"
-#include "ops.h"
+#include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_transit);
 

@@ -40,7 +40,7 @@
 
 #include "paynotify.h"
 #include "pipeline.h"
-#include "ops.h"
+#include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_handle);
 
