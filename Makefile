@@ -12,6 +12,7 @@ OBJS = \
 	src/settings.o \
 	src/crypto.o \
 	src/config.o \
+	src/plans.o \
 	src/lock.o \
 	src/log.o \
 	src/notice.o \

@@ -2,10 +2,10 @@
  *
  * pipeline.h
  *	  The pipeline after authentication: the per-backend configuration
- *	  generation and its prepared plans (config.c), the notification log
- *	  (log.c), the state machine (state.c), the business step (apply.c) and
- *	  its subtransaction (step.c), as handle.c runs them.  Gateway modules
- *	  never need this header.
+ *	  generation (config.c) and its prepared plans (plans.c), the
+ *	  notification log (log.c), the state machine (state.c), the business
+ *	  step (apply.c) and its subtransaction (step.c), as handle.c runs
+ *	  them.  Gateway modules never need this header.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,12 +117,16 @@ typedef struct PnConfig
 extern PnConfig *pn_config(Oid fn_oid);
 extern bool pn_config_distributed(PnConfig *cfg);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
-extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
-extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
-							  const char *nulls, long count);
 extern const char *pn_status_value(const PnStatusMap *map, const char *state);
 extern const char *pn_status_name(const PnStatusMap *map, const char *value);
 extern PnGuardConfig *pn_guard_config(Oid fn_oid);
+
+/* plans.c: every statement the pipeline runs, prepared per generation */
+extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
+extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
+							  const char *nulls, long count);
+extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
+extern void pn_plans_free(PnConfig *cfg);
 
 /* commit.c; REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
 #define ERRCODE_PN_ISOLATION MAKE_SQLSTATE('2','5','P','N','1')
