@@ -13,6 +13,7 @@ OBJS = \
 	src/crypto.o \
 	src/config.o \
 	src/plans.o \
+	src/secrets.o \
 	src/lock.o \
 	src/log.o \
 	src/notice.o \
