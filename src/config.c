@@ -56,6 +56,7 @@ static void load_channels(PnConfig *cfg);
 static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
 static void load_transitions(PnConfig *cfg);
+static char **load_transition_pairs(MemoryContext cxt, const char *schema, int *n);
 static void load_hooks(PnConfig *cfg);
 static void load_distribution(PnConfig *cfg);
 static void config_free(PnConfig *cfg);
@@ -546,15 +547,30 @@ pn_status_name(const PnStatusMap *map, const char *value)
 static void
 load_transitions(PnConfig *cfg)
 {
-	spi_query(cfg, "SELECT from_state, to_state FROM @s.paynotify_transition");
-	cfg->ntransitions = SPI_processed;
-	cfg->transitions = MemoryContextAlloc(cfg->cxt,
-										  sizeof(char *) * 2 * Max(cfg->ntransitions, 1));
-	for (int i = 0; i < cfg->ntransitions; i++)
+	cfg->transitions = load_transition_pairs(cfg->cxt, cfg->schema, &cfg->ntransitions);
+}
+
+/*
+ * The rows of paynotify_transition in schema, as (from, to) pairs in cxt;
+ * *n of them.  For the configuration and for the guard's own cache.  SPI
+ * connected.
+ */
+static char **
+load_transition_pairs(MemoryContext cxt, const char *schema, int *n)
+{
+	char	   *sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
+	char	  **pairs;
+
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	*n = SPI_processed;
+	pairs = MemoryContextAlloc(cxt, sizeof(char *) * 2 * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
 	{
-		cfg->transitions[2 * i] = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
-		cfg->transitions[2 * i + 1] = MemoryContextStrdup(cfg->cxt, spi_text(i, 2));
+		pairs[2 * i] = MemoryContextStrdup(cxt, spi_text(i, 1));
+		pairs[2 * i + 1] = MemoryContextStrdup(cxt, spi_text(i, 2));
 	}
+	return pairs;
 }
 
 /*
@@ -639,16 +655,7 @@ guard_load(void *arg)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	g->nconfig_relids = config_table_oids(l->nsp, g->cxt, &g->config_relids);
-	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
-	g->ntransitions = SPI_processed;
-	g->transitions = MemoryContextAlloc(g->cxt, sizeof(char *) * 2 * Max(g->ntransitions, 1));
-	for (int i = 0; i < g->ntransitions; i++)
-	{
-		g->transitions[2 * i] = MemoryContextStrdup(g->cxt, spi_text(i, 1));
-		g->transitions[2 * i + 1] = MemoryContextStrdup(g->cxt, spi_text(i, 2));
-	}
+	g->transitions = load_transition_pairs(g->cxt, schema, &g->ntransitions);
 	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column, key_column"
 				   " FROM %s.paynotify_binding", schema);
 	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
