@@ -42,28 +42,21 @@ static PnConfig *current = NULL;
 static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
 
-static PnGuardConfig *guard = NULL;	/* the guard trigger's own cache */
-static bool guard_stale = true;
-
 static void config_inval_callback(Datum arg, Oid relid);
 static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
 static PnConfig *config_load(Oid nsp);
 static void load_config_tables(PnConfig *cfg);
-static int	config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids);
-static bool oid_in(Oid relid, const Oid *relids, int n);
 static void load_channels(PnConfig *cfg);
 static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
 static void load_transitions(PnConfig *cfg);
-static char **load_transition_pairs(MemoryContext cxt, const char *schema, int *n);
 static void load_hooks(PnConfig *cfg);
 static void load_distribution(PnConfig *cfg);
 static void config_free(PnConfig *cfg);
 static char *spi_text(int row, int col);
 static void load_key(PnConfig *cfg, PnChannel *ch, PnKey *key,
 					 const char *material, int64 not_before, int64 not_after);
-static void load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map);
 
 /* Register the invalidation and end-of-transaction callbacks. */
 void
@@ -79,22 +72,25 @@ pn_config_init(void)
  * cache stale.  On Citus the configuration tables are reference tables: a
  * change is written to each node's shard of the table, whose copy of the
  * paynotify_config_changed trigger invalidates that shard; the shards are
- * in the list too (config_table_oids), so every node's backends reload.
+ * in the list too (pn_config_table_oids), so every node's backends reload.
  */
 static void
 config_inval_callback(Datum arg, Oid relid)
 {
-	if (guard == NULL || relid == InvalidOid ||
-		oid_in(relid, guard->config_relids, guard->nconfig_relids))
-		guard_stale = true;
-	if (current == NULL || relid == InvalidOid ||
-		oid_in(relid, current->config_relids, current->nconfig_relids))
+	if (current == NULL ||
+		pn_config_table_changed(relid, current->config_relids, current->nconfig_relids))
 		stale = true;
 }
 
-static bool
-oid_in(Oid relid, const Oid *relids, int n)
+/*
+ * Whether an invalidation of relid (InvalidOid: of every relation) touches
+ * one of the n configuration tables relids.
+ */
+bool
+pn_config_table_changed(Oid relid, const Oid *relids, int n)
 {
+	if (relid == InvalidOid)
+		return true;
 	for (int i = 0; i < n; i++)
 		if (relids[i] == relid)
 			return true;
@@ -219,8 +215,8 @@ spi_query(PnConfig *cfg, const char *tmpl)
  * Citus the list includes this node's shards of them (reference tables),
  * which carry a copy of the trigger.  SPI connected.
  */
-static int
-config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
+int
+pn_config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
 {
 	char		sql[256];
 	int			n;
@@ -247,7 +243,7 @@ config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
 static void
 load_config_tables(PnConfig *cfg)
 {
-	cfg->nconfig_relids = config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
+	cfg->nconfig_relids = pn_config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
 }
 
 /*
@@ -483,13 +479,17 @@ load_binding(PnConfig *cfg)
 		cfg->status_type = pstrdup(spi_text(0, 6));
 		cfg->orders_oid = atooid(spi_text(0, 7));
 		MemoryContextSwitchTo(old);
-		load_status_map(cfg->cxt, cfg->schema, &cfg->status_map);
+		pn_status_map_load(cfg->cxt, cfg->schema, &cfg->status_map);
 	}
 }
 
-/* The binding's status_values: paynotify's state names → the table's values. */
-static void
-load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map)
+/*
+ * The binding's status_values: paynotify's state names → the table's
+ * values, in cxt.  For the configuration and for the guard's own cache.
+ * SPI connected.
+ */
+void
+pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMap *map)
 {
 	char	   *sql = psprintf("SELECT v.key, v.value OPERATOR(pg_catalog.#>>) '{}'"
 							   " FROM %s.paynotify_binding b,"
@@ -547,7 +547,7 @@ pn_status_name(const PnStatusMap *map, const char *value)
 static void
 load_transitions(PnConfig *cfg)
 {
-	cfg->transitions = load_transition_pairs(cfg->cxt, cfg->schema, &cfg->ntransitions);
+	cfg->transitions = pn_transition_pairs_load(cfg->cxt, cfg->schema, &cfg->ntransitions);
 }
 
 /*
@@ -555,8 +555,8 @@ load_transitions(PnConfig *cfg)
  * *n of them.  For the configuration and for the guard's own cache.  SPI
  * connected.
  */
-static char **
-load_transition_pairs(MemoryContext cxt, const char *schema, int *n)
+char	  **
+pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 {
 	char	   *sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
 	char	  **pairs;
@@ -635,81 +635,6 @@ pn_channel_find(PnConfig *cfg, const char *name)
 		if (strcmp(cfg->channels[i].name, name) == 0)
 			return &cfg->channels[i];
 	return NULL;
-}
-
-typedef struct GuardLoad
-{
-	Oid			nsp;
-	PnGuardConfig *g;
-} GuardLoad;
-
-/* Read the transitions and the binding for the guard (as the extension's owner). */
-static void
-guard_load(void *arg)
-{
-	GuardLoad  *l = (GuardLoad *) arg;
-	PnGuardConfig *g = l->g;
-	const char *schema = quote_identifier(get_namespace_name(l->nsp));
-	char	   *sql;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "paynotify: SPI_connect failed");
-	g->nconfig_relids = config_table_oids(l->nsp, g->cxt, &g->config_relids);
-	g->transitions = load_transition_pairs(g->cxt, schema, &g->ntransitions);
-	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column, key_column"
-				   " FROM %s.paynotify_binding", schema);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
-	if (SPI_processed == 1)
-	{
-		char	   *oid = spi_text(0, 1);
-
-		g->orders_oid = oid ? atooid(oid) : InvalidOid;
-		g->status_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 2));
-		g->key_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 3));
-		load_status_map(g->cxt, schema, &g->map);
-	}
-	SPI_finish();
-}
-
-/*
- * The guard trigger's configuration: the transitions and the binding's
- * status column and status_values, nothing else (no channel, no key).  It
- * is read as the extension's owner with search_path pinned, whoever updates
- * the orders table, and cached until a configuration table changes.
- */
-PnGuardConfig *
-pn_guard_config(Oid fn_oid)
-{
-	Oid			nsp = get_func_namespace(fn_oid);
-	MemoryContext cxt;
-	GuardLoad	l;
-
-	if (guard != NULL && !guard_stale && guard->nsp == nsp)
-		return guard;
-	guard_stale = false;
-	/* a child of the current context until complete: an error frees it */
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify guard configuration",
-								ALLOCSET_SMALL_SIZES);
-	l.nsp = nsp;
-	l.g = MemoryContextAllocZero(cxt, sizeof(PnGuardConfig));
-	l.g->cxt = cxt;
-	l.g->nsp = nsp;
-	PG_TRY();
-	{
-		pn_run_as(pn_function_owner(fn_oid), guard_load, &l);
-	}
-	PG_CATCH();
-	{
-		guard_stale = true;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	MemoryContextSetParent(cxt, TopMemoryContext);
-	if (guard != NULL)
-		MemoryContextDelete(guard->cxt);
-	guard = l.g;
-	return guard;
 }
 
 /* ---------------------------------------------------------------------

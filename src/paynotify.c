@@ -116,4 +116,5 @@ _PG_init(void)
 
 	pn_crypto_init();
 	pn_config_init();
+	pn_state_init();
 }

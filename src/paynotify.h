@@ -319,6 +319,9 @@ extern void pn_unlock_notification(const char *channel, const char *notify_id);
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);
 
+/* ---------- state.c ---------- */
+extern void pn_state_init(void);
+
 /* ---------- handle.c ---------- */
 extern int64 pn_now(void);
 

@@ -62,21 +62,6 @@ typedef struct PnStatusMap
 	char	  **values;			/* canonical text of the table's values */
 } PnStatusMap;
 
-/* What the guard trigger needs, loaded apart from everything else */
-typedef struct PnGuardConfig
-{
-	MemoryContext cxt;
-	Oid			nsp;
-	Oid			orders_oid;		/* bound table, or InvalidOid */
-	char	   *status_col_name;	/* bound status column, or NULL */
-	char	   *key_col_name;	/* bound key column, or NULL */
-	int			ntransitions;
-	char	  **transitions;	/* from, to pairs */
-	PnStatusMap map;
-	int			nconfig_relids;	/* the configuration tables (and their Citus shards) */
-	Oid		   *config_relids;
-} PnGuardConfig;
-
 typedef struct PnConfig
 {
 	MemoryContext cxt;			/* everything below lives here */
@@ -114,12 +99,16 @@ typedef struct PnConfig
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;
 
+/* config.c: the configuration generation, and its loaders the guard shares */
 extern PnConfig *pn_config(Oid fn_oid);
 extern bool pn_config_distributed(PnConfig *cfg);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern const char *pn_status_value(const PnStatusMap *map, const char *state);
 extern const char *pn_status_name(const PnStatusMap *map, const char *value);
-extern PnGuardConfig *pn_guard_config(Oid fn_oid);
+extern int	pn_config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids);
+extern bool pn_config_table_changed(Oid relid, const Oid *relids, int n);
+extern char **pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n);
+extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMap *map);
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
