@@ -20,6 +20,7 @@ OBJS = \
 	src/subxact.o \
 	src/security.o \
 	src/state.o \
+	src/event.o \
 	src/apply.o \
 	src/step.o \
 	src/commit.o \

@@ -2,9 +2,9 @@
  *
  * apply.c
  *	  Layer 4, the business step: move the order through the state
- *	  machine, record the payment or refund, queue the outbox event and its
- *	  NOTIFY, run the user's hooks; park what arrives before the order is
- *	  ready for it, and apply it when the order gets there.
+ *	  machine, record the payment or refund, emit the event (its outbox
+ *	  row, NOTIFY and hooks: event.c); park what arrives before the order
+ *	  is ready for it, and apply it when the order gets there.
  *
  * The caller (step.c) runs pn_apply inside a subtransaction with SPI
  * connected: any error here rolls back everything this file did.  The
@@ -16,66 +16,17 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
-#include "commands/async.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
-#include "catalog/pg_proc.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
-#include "utils/lsyscache.h"
-#include "utils/syscache.h"
-#include "utils/timestamp.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
 #include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_transit);
-
-#define NOTIFY_CHANNEL "paynotify"
-
-/*
- * PostgreSQL's own bound on a NOTIFY payload: NOTIFY_PAYLOAD_MAX_LENGTH of
- * commands/async.c, which no header exports.  Async_Notify raises for a
- * payload of this many bytes or more; a longer event is not announced
- * (its outbox row is still there for workers that poll).
- */
-#define NOTIFY_PAYLOAD_MAX_LENGTH (BLCKSZ - NAMEDATALEN - 128)
-
-/*
- * paynotify.notify = coalesced: emit only notes that this transaction
- * applied an event; just before PreCommit_Notify (XACT_EVENT_PRE_COMMIT),
- * the transaction sends one payload-free NOTIFY if this backend has sent
- * none for paynotify.notify_interval.  The notification queue lock is then
- * taken by a few transactions, not by every paying one, and a worker that
- * polls at least as often as it is woken misses nothing: what was not
- * announced is found by its next poll.
- */
-static bool wake_pending = false;	/* this transaction applied an event */
-static bool wake_callback = false;	/* wake_xact_callback registered */
-static TimestampTz wake_last = 0;	/* when this backend last sent one */
-
-static void
-wake_xact_callback(XactEvent event, void *arg)
-{
-	TimestampTz now;
-
-	if (!wake_pending)
-		return;
-	wake_pending = false;
-	if (event != XACT_EVENT_PRE_COMMIT)
-		return;					/* abort, prepare, parallel worker: none */
-	now = GetCurrentTimestamp();
-	if (wake_last != 0 && now >= wake_last &&
-		now - wake_last < paynotify_notify_interval * INT64CONST(1000))
-		return;
-	wake_last = now;
-	Async_Notify(NOTIFY_CHANNEL, "{\"wake\": true}");
-}
 
 typedef struct OrderRow
 {
@@ -105,25 +56,12 @@ static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n
 						   const char *trade_no, int64 amount);
 static int64 refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,
 						  const char *order_no);
-static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
-				 const PnNotice *n, int64 amount);
-
-typedef struct HookCall
-{
-	const PnHook *hook;
-	Datum		arg;
-} HookCall;
-
-static void run_hook(HookCall *call);
-static void hook_call(void *arg);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   PnApplied *res, const char *kind);
 static void apply_parked(PnConfig *cfg, const char *order_no);
 static void apply_parked_trade(PnConfig *cfg, const char *order_no,
 							   const char *trade_no);
-static Datum hook_argument(const char *event, const PnChannel *ch,
-						   const PnNotice *n, int64 outbox_id, int64 amount);
 
 /* Apply one authentic notification; res says how it went. */
 void
@@ -220,7 +158,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
 		insert_payment(cfg, ch, n);
-		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_emit(cfg, "paid", ch, n, n->order_amount);
 		apply_parked(cfg, n->order_no);
 		return;
 	}
@@ -249,7 +187,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		if (payment_mismatch(cfg, ch, n, &row, res))
 			return;
 		insert_payment(cfg, ch, n);
-		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_emit(cfg, "paid", ch, n, n->order_amount);
 		apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
 		set_result(res, PN_PROCESSED, "succeeded", note);
@@ -331,7 +269,7 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		else
 			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
-	emit(cfg, "refunded", ch, n, amount);
+	pn_emit(cfg, "refunded", ch, n, amount);
 }
 
 /* A refund did not happen: record it once; a refunding order is paid again. */
@@ -351,7 +289,7 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 	}
 	if (strcmp(row.status, "refunding") == 0)
 		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
-	emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
+	pn_emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
 }
 
 /* The trade closed unpaid: a pending order is cancelled. */
@@ -367,7 +305,7 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
 		return;
 	}
 	(void) pn_transit(cfg, n->order_no, "pending", "cancelled");
-	emit(cfg, "closed", ch, n, 0);
+	pn_emit(cfg, "closed", ch, n, 0);
 }
 
 /*
@@ -592,148 +530,6 @@ refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const cha
 		SPI_processed != 1)
 		elog(ERROR, "paynotify: refund sum query failed");
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/*
- * Queue the event for after-commit work: an outbox row, a NOTIFY on channel
- * "paynotify" (delivered only if the transaction commits), and the user's
- * hooks for this event, which run here, inside the business step.
- */
-static void
-emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
-{
-	Datum		args[6];
-	bool		isnull;
-	int64		id;
-	StringInfoData msg;
-
-	args[0] = CStringGetTextDatum(event);
-	args[1] = CStringGetTextDatum(ch->name);
-	args[2] = CStringGetTextDatum(n->order_no);
-	args[3] = CStringGetTextDatum(n->notify_id);
-	args[4] = Int64GetDatum(amount);
-	if (pn_config_distributed(cfg))
-	{
-		/* Citus: the order's next sequence value (see paynotify_order_seq) */
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_SEQ_NEXT), &args[2], NULL, false, 1) != SPI_OK_INSERT_RETURNING ||
-			SPI_processed != 1)
-			elog(ERROR, "paynotify: order sequence update failed");
-		args[5] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT_SEQ), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "paynotify: outbox insert failed");
-	}
-	else if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "paynotify: outbox insert failed");
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-
-	if (paynotify_notify == PN_NOTIFY_COALESCED)
-	{
-		if (!wake_callback)
-		{
-			RegisterXactCallback(wake_xact_callback, NULL);
-			wake_callback = true;
-		}
-		wake_pending = true;
-	}
-	else if (paynotify_notify == PN_NOTIFY_ON)
-	{
-		initStringInfo(&msg);
-		appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
-						 id, event, ch->name);
-		escape_json(&msg, n->order_no);
-		appendStringInfoChar(&msg, '}');
-		if (msg.len < NOTIFY_PAYLOAD_MAX_LENGTH)
-			Async_Notify(NOTIFY_CHANNEL, msg.data);
-	}
-
-	for (int i = 0; i < cfg->nhooks; i++)
-	{
-		HookCall	call;
-
-		if (strcmp(cfg->hooks[i].event, event) != 0)
-			continue;
-		call.hook = &cfg->hooks[i];
-		call.arg = hook_argument(event, ch, n, id, amount);
-		run_hook(&call);
-	}
-}
-
-/*
- * A hook's one jsonb argument: {"event", "channel", "outbox_id", "amount",
- * "notice": {...}} (the notice as pn_notice_to_jsonb has it).
- */
-static Datum
-hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
-			  int64 outbox_id, int64 amount)
-{
-	JsonbParseState *st = NULL;
-
-	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	pn_jsonb_push_text(&st, "event", event);
-	pn_jsonb_push_text(&st, "channel", ch->name);
-	pn_jsonb_push_int64(&st, "outbox_id", outbox_id);
-	pn_jsonb_push_int64(&st, "amount", amount);
-	pn_jsonb_push_key(&st, "notice");
-	(void) pn_notice_push(&st, n);
-	return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
-}
-
-/*
- * Run one hook as the role that registered it, in a security-restricted
- * operation with search_path pinned.  A hook whose function or role is gone,
- * or whose role may no longer execute it, fails the business step (which
- * is retried): it is never skipped.  Any return type; the result, NULL
- * included, is ignored.
- */
-static void
-run_hook(HookCall *call)
-{
-	const PnHook *hook = call->hook;
-
-	if (!OidIsValid(hook->fn))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("paynotify hook %s no longer exists", hook->handler),
-				 errhint("Create the function again, or delete the hook from paynotify_hook.")));
-	if (get_func_prokind(hook->fn) != PROKIND_FUNCTION || get_func_retset(hook->fn))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("paynotify hook %s is no longer a plain function", hook->handler),
-				 errhint("Hooks must be functions returning one value (of any type, or void).")));
-	if (!OidIsValid(hook->role) ||
-		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(hook->role)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("the role that registered paynotify hook %s no longer exists",
-						hook->handler),
-				 errhint("Register the hook again with paynotify_on.")));
-	if (pg_proc_aclcheck(hook->fn, hook->role, ACL_EXECUTE) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" that registered paynotify hook %s may no longer execute it",
-						GetUserNameFromId(hook->role, false), hook->handler)));
-	if (!pn_hook_owner_ok(hook->fn, hook->role))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("paynotify hook %s is owned by role \"%s\", whose code may not run as \"%s\"",
-						hook->handler, GetUserNameFromId(pn_function_owner(hook->fn), false),
-						GetUserNameFromId(hook->role, false)),
-				 errhint("Register the hook again as the function's owner.")));
-	pn_run_as(hook->role, hook_call, call);
-}
-
-static void
-hook_call(void *arg)
-{
-	HookCall   *call = (HookCall *) arg;
-	FmgrInfo	flinfo;
-	LOCAL_FCINFO(fcinfo, 1);
-
-	fmgr_info(call->hook->fn, &flinfo);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = call->arg;
-	fcinfo->args[0].isnull = false;
-	(void) FunctionCallInvoke(fcinfo);
 }
 
 static void

@@ -159,6 +159,10 @@ extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 						  const char *order_no, Jsonb *notice, const PnApplied *res,
 						  const char *error, bool delivered, const char *only_if);
 
+/* event.c: the event of an applied notification (outbox, NOTIFY, hooks) */
+extern void pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch,
+					const PnNotice *n, int64 amount);
+
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
