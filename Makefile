@@ -20,6 +20,7 @@ OBJS = \
 	src/subxact.o \
 	src/security.o \
 	src/state.o \
+	src/ledger.o \
 	src/event.o \
 	src/apply.o \
 	src/step.o \

@@ -163,11 +163,35 @@ extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 extern void pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch,
 					const PnNotice *n, int64 amount);
 
+/* ledger.c: the records of a business step */
+typedef struct PnOrderRow
+{
+	char	   *status;			/* paynotify's name of the order's state */
+	bool		has_amount;
+	int64		amount;
+	char	   *currency;		/* NULL: not bound, or NULL in the row */
+} PnOrderRow;
+
+extern void pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row);
+extern char *pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
+extern bool pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no,
+						   int64 *amount);
+extern int	pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
+extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
+						   const char *order_no);
+extern void pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern bool pn_refund_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 const char *trade_no, int64 amount, const char *status);
+extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							  const char *trade_no, int64 amount);
+extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,
+							 const char *order_no);
+extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
+					   const char *kind);
+
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
-extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
-					   const char *kind);
 
 /* step.c: the business step in its subtransaction, and its log row */
 typedef enum PnStepLog
