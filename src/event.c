@@ -61,6 +61,9 @@ typedef struct HookCall
 } HookCall;
 
 static void wake_xact_callback(XactEvent event, void *arg);
+static int64 outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch,
+						   const PnNotice *n, int64 amount);
+static void announce(int64 id, const char *event, const PnChannel *ch, const PnNotice *n);
 static void run_hook(HookCall *call);
 static void hook_call(void *arg);
 static Datum hook_argument(const char *event, const PnChannel *ch,
@@ -93,10 +96,28 @@ wake_xact_callback(XactEvent event, void *arg)
 void
 pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
 {
+	int64		id = outbox_insert(cfg, event, ch, n, amount);
+
+	announce(id, event, ch, n);
+	for (int i = 0; i < cfg->nhooks; i++)
+	{
+		HookCall	call;
+
+		if (strcmp(cfg->hooks[i].event, event) != 0)
+			continue;
+		call.hook = &cfg->hooks[i];
+		call.arg = hook_argument(event, ch, n, id, amount);
+		run_hook(&call);
+	}
+}
+
+/* Insert the event's outbox row (on Citus with its order's sequence value); its id. */
+static int64
+outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n,
+			  int64 amount)
+{
 	Datum		args[6];
 	bool		isnull;
-	int64		id;
-	StringInfoData msg;
 
 	args[0] = CStringGetTextDatum(event);
 	args[1] = CStringGetTextDatum(ch->name);
@@ -115,7 +136,17 @@ pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n
 	}
 	else if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "paynotify: outbox insert failed");
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * Tell listeners as paynotify.notify says: a coalesced wake-up at
+ * pre-commit, or a NOTIFY with the event's payload.
+ */
+static void
+announce(int64 id, const char *event, const PnChannel *ch, const PnNotice *n)
+{
+	StringInfoData msg;
 
 	if (paynotify_notify == PN_NOTIFY_COALESCED)
 	{
@@ -135,17 +166,6 @@ pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n
 		appendStringInfoChar(&msg, '}');
 		if (msg.len < NOTIFY_PAYLOAD_MAX_LENGTH)
 			Async_Notify(NOTIFY_CHANNEL, msg.data);
-	}
-
-	for (int i = 0; i < cfg->nhooks; i++)
-	{
-		HookCall	call;
-
-		if (strcmp(cfg->hooks[i].event, event) != 0)
-			continue;
-		call.hook = &cfg->hooks[i];
-		call.arg = hook_argument(event, ch, n, id, amount);
-		run_hook(&call);
 	}
 }
 
