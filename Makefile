@@ -8,6 +8,7 @@ MODULE_big = paynotify
 OBJS = \
 	src/paynotify.o \
 	src/gateway.o \
+	src/keys.o \
 	src/json.o \
 	src/settings.o \
 	src/crypto.o \
