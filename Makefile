@@ -8,17 +8,23 @@ MODULE_big = paynotify
 OBJS = \
 	src/paynotify.o \
 	src/gateway.o \
+	src/keys.o \
 	src/json.o \
 	src/settings.o \
 	src/crypto.o \
 	src/config.o \
+	src/plans.o \
+	src/secrets.o \
 	src/lock.o \
 	src/log.o \
 	src/notice.o \
 	src/subxact.o \
 	src/security.o \
 	src/state.o \
+	src/ledger.o \
+	src/event.o \
 	src/apply.o \
+	src/step.o \
 	src/commit.o \
 	src/handle.o \
 	src/verify_wxpay.o \
@@ -27,6 +33,7 @@ OBJS = \
 	src/parse/form.o \
 	src/parse/stripe_sig.o \
 	src/parse/scan.o \
+	src/history.o \
 	src/ops.o
 
 DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql

@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * apply.c
- *	  Layer 4, the business step: move the order through the state
- *	  machine, record the payment or refund, queue the outbox event and its
- *	  NOTIFY, run the user's hooks; park what arrives before the order is
+ *	  Layer 4, the business step, and the ledger's rules (docs/LEDGER.md):
+ *	  move the order through the state machine, record the payment or
+ *	  refund (the records: ledger.c), emit the event (its outbox row,
+ *	  NOTIFY and hooks: event.c); park what arrives before the order is
  *	  ready for it, and apply it when the order gets there.
  *
- * The caller (handle.c) runs pn_apply inside a subtransaction with SPI
+ * The caller (step.c) runs pn_apply inside a subtransaction with SPI
  * connected: any error here rolls back everything this file did.  The
  * order row is locked (FOR UPDATE, or by the conditional UPDATE itself)
  * before anything is decided, so two different notifications about one
@@ -16,114 +17,30 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
-#include "commands/async.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
-#include "catalog/pg_proc.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/json.h"
-#include "utils/lsyscache.h"
-#include "utils/syscache.h"
-#include "utils/timestamp.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
-#include "ops.h"
+#include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_transit);
-
-#define NOTIFY_CHANNEL "paynotify"
-
-/*
- * PostgreSQL's own bound on a NOTIFY payload: NOTIFY_PAYLOAD_MAX_LENGTH of
- * commands/async.c, which no header exports.  Async_Notify raises for a
- * payload of this many bytes or more; a longer event is not announced
- * (its outbox row is still there for workers that poll).
- */
-#define NOTIFY_PAYLOAD_MAX_LENGTH (BLCKSZ - NAMEDATALEN - 128)
-
-/*
- * paynotify.notify = coalesced: emit only notes that this transaction
- * applied an event; just before PreCommit_Notify (XACT_EVENT_PRE_COMMIT),
- * the transaction sends one payload-free NOTIFY if this backend has sent
- * none for paynotify.notify_interval.  The notification queue lock is then
- * taken by a few transactions, not by every paying one, and a worker that
- * polls at least as often as it is woken misses nothing: what was not
- * announced is found by its next poll.
- */
-static bool wake_pending = false;	/* this transaction applied an event */
-static bool wake_callback = false;	/* wake_xact_callback registered */
-static TimestampTz wake_last = 0;	/* when this backend last sent one */
-
-static void
-wake_xact_callback(XactEvent event, void *arg)
-{
-	TimestampTz now;
-
-	if (!wake_pending)
-		return;
-	wake_pending = false;
-	if (event != XACT_EVENT_PRE_COMMIT)
-		return;					/* abort, prepare, parallel worker: none */
-	now = GetCurrentTimestamp();
-	if (wake_last != 0 && now >= wake_last &&
-		now - wake_last < paynotify_notify_interval * INT64CONST(1000))
-		return;
-	wake_last = now;
-	Async_Notify(NOTIFY_CHANNEL, "{\"wake\": true}");
-}
-
-typedef struct OrderRow
-{
-	char	   *status;
-	bool		has_amount;
-	int64		amount;
-	char	   *currency;		/* NULL: not bound, or NULL in the row */
-} OrderRow;
 
 static void apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
-static void order_get(PnConfig *cfg, const char *order_no, OrderRow *row);
-static void order_not_found(PnConfig *cfg, const char *order_no) pg_attribute_noreturn();
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-							 const OrderRow *row, PnApplied *res);
-static bool payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount);
-static char *payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
-static int	order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
-static char *refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
-						const char *order_no);
-static void insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
-static bool insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-						  const char *trade_no, int64 amount, const char *status);
-static bool refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-						   const char *trade_no, int64 amount);
-static int64 refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,
-						  const char *order_no);
-static void emit(PnConfig *cfg, const char *event, const PnChannel *ch,
-				 const PnNotice *n, int64 amount);
-
-typedef struct HookCall
-{
-	const PnHook *hook;
-	Datum		arg;
-} HookCall;
-
-static void run_hook(HookCall *call);
-static void hook_call(void *arg);
+							 const PnOrderRow *row, PnApplied *res);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   PnApplied *res, const char *kind);
 static void apply_parked(PnConfig *cfg, const char *order_no);
 static void apply_parked_trade(PnConfig *cfg, const char *order_no,
 							   const char *trade_no);
-static Datum hook_argument(const char *event, const PnChannel *ch,
-						   const PnNotice *n, int64 outbox_id, int64 amount);
 
 /* Apply one authentic notification; res says how it went. */
 void
@@ -173,7 +90,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
 	Datum		args[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
-	OrderRow	row;
+	PnOrderRow	row;
 	int64		amount;
 	bool		all_refunded;
 	char	   *note;
@@ -194,10 +111,10 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	 * Stripe payment intent whose metadata was changed): the record names
 	 * its order.
 	 */
-	recorded = payment_order(cfg, ch->name, n->trade_no);
+	recorded = pn_payment_order(cfg, ch->name, n->trade_no);
 	if (recorded != NULL && strcmp(recorded, n->order_no) != 0)
 	{
-		order_get(cfg, n->order_no, &row);
+		pn_order_get(cfg, n->order_no, &row);
 		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
 		return;
 	}
@@ -219,26 +136,26 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	if (SPI_processed == 1)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
-		insert_payment(cfg, ch, n);
-		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_payment_insert(cfg, ch, n);
+		pn_emit(cfg, "paid", ch, n, n->order_amount);
 		apply_parked(cfg, n->order_no);
 		return;
 	}
 
 	/* Not moved: find out why, holding the row. */
-	order_get(cfg, n->order_no, &row);
+	pn_order_get(cfg, n->order_no, &row);
 	if (strcmp(row.status, "pending") == 0)
 	{
 		if (!payment_mismatch(cfg, ch, n, &row, res))
 			elog(ERROR, "paynotify: order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
-	if (payment_get(cfg, ch->name, n->trade_no, &amount))
+	if (pn_payment_get(cfg, ch->name, n->trade_no, &amount))
 	{
 		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
 		return;
 	}
-	if (order_trades(cfg, n->order_no, &all_refunded) == 0 &&
+	if (pn_order_trades(cfg, n->order_no, &all_refunded) == 0 &&
 		strcmp(row.status, "cancelled") != 0 && strcmp(row.status, "refunded") != 0)
 	{
 		/*
@@ -248,15 +165,15 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		 */
 		if (payment_mismatch(cfg, ch, n, &row, res))
 			return;
-		insert_payment(cfg, ch, n);
-		emit(cfg, "paid", ch, n, n->order_amount);
+		pn_payment_insert(cfg, ch, n);
+		pn_emit(cfg, "paid", ch, n, n->order_amount);
 		apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
 		set_result(res, PN_PROCESSED, "succeeded", note);
 		return;
 	}
 	/* Another payment: the money is real, someone must act. */
-	insert_payment(cfg, ch, n);
+	pn_payment_insert(cfg, ch, n);
 	anomaly_result(cfg, ch, n, res,
 				   strcmp(row.status, "cancelled") == 0 ? "paid_after_cancel" : "double_payment");
 	apply_parked_trade(cfg, n->order_no, n->trade_no);
@@ -269,7 +186,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 static void
 apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
-	OrderRow	row;
+	PnOrderRow	row;
 	const char *trade_no = n->trade_no;
 	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
 	char	   *existing;
@@ -278,31 +195,31 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 				amount;
 	bool		all_refunded;
 
-	order_get(cfg, n->order_no, &row);
+	pn_order_get(cfg, n->order_no, &row);
 	if (trade_no == NULL)
 	{
 		/* the gateway named no trade: the order's only one, if it has one */
-		if (order_trades(cfg, n->order_no, &all_refunded) == 1)
+		if (pn_order_trades(cfg, n->order_no, &all_refunded) == 1)
 			trade_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	}
-	if (trade_no == NULL || !payment_get(cfg, ch->name, trade_no, &paid))
+	if (trade_no == NULL || !pn_payment_get(cfg, ch->name, trade_no, &paid))
 	{
 		set_result(res, PN_PARKED, "parked", "waiting for the payment");
 		return;
 	}
-	if (strcmp(payment_order(cfg, ch->name, trade_no), n->order_no) != 0)
+	if (strcmp(pn_payment_order(cfg, ch->name, trade_no), n->order_no) != 0)
 	{
 		/* the trade paid another order, whose row is not locked here */
 		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
 		return;
 	}
-	existing = refund_get(cfg, ch->name, refund_id, n->order_no);
+	existing = pn_refund_get(cfg, ch->name, refund_id, n->order_no);
 	if (existing != NULL && strcmp(existing, "succeeded") == 0)
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	before = refunded_sum(cfg, ch->name, trade_no, n->order_no);
+	before = pn_refunded_sum(cfg, ch->name, trade_no, n->order_no);
 	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
 	if (amount <= 0)
 	{
@@ -310,8 +227,8 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
-	if (existing != NULL ? !refund_succeed(cfg, ch, n, trade_no, amount)
-		: !insert_refund(cfg, ch, n, trade_no, amount, "succeeded"))
+	if (existing != NULL ? !pn_refund_succeed(cfg, ch, n, trade_no, amount)
+		: !pn_refund_insert(cfg, ch, n, trade_no, amount, "succeeded"))
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
@@ -320,7 +237,7 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		pn_anomaly(cfg, ch->name, n, "refunded_more_than_paid");
 
 	/* The order's status follows from all its trades. */
-	if (order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
+	if (pn_order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
 		strcmp(row.status, "refunded") != 0 && strcmp(row.status, "cancelled") != 0)
 	{
 		if (strcmp(row.status, "refunding") == 0 ||
@@ -331,43 +248,43 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		else
 			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
-	emit(cfg, "refunded", ch, n, amount);
+	pn_emit(cfg, "refunded", ch, n, amount);
 }
 
 /* A refund did not happen: record it once; a refunding order is paid again. */
 static void
 apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
-	OrderRow	row;
+	PnOrderRow	row;
 	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
 
-	order_get(cfg, n->order_no, &row);
+	pn_order_get(cfg, n->order_no, &row);
 	/* a succeeded refund never goes back; a failed one is recorded once */
-	if (refund_get(cfg, ch->name, refund_id, n->order_no) != NULL ||
-		!insert_refund(cfg, ch, n, n->trade_no, Max(n->refund_amount, 0), "failed"))
+	if (pn_refund_get(cfg, ch->name, refund_id, n->order_no) != NULL ||
+		!pn_refund_insert(cfg, ch, n, n->trade_no, Max(n->refund_amount, 0), "failed"))
 	{
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
 	if (strcmp(row.status, "refunding") == 0)
 		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
-	emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
+	pn_emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
 }
 
 /* The trade closed unpaid: a pending order is cancelled. */
 static void
 apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
-	OrderRow	row;
+	PnOrderRow	row;
 
-	order_get(cfg, n->order_no, &row);
+	pn_order_get(cfg, n->order_no, &row);
 	if (strcmp(row.status, "pending") != 0)
 	{
 		set_result(res, PN_IGNORED, "ignored", "order is not pending");
 		return;
 	}
 	(void) pn_transit(cfg, n->order_no, "pending", "cancelled");
-	emit(cfg, "closed", ch, n, 0);
+	pn_emit(cfg, "closed", ch, n, 0);
 }
 
 /*
@@ -375,7 +292,7 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
  * (res says so) and return true.
  */
 static bool
-payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const OrderRow *row,
+payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrderRow *row,
 				 PnApplied *res)
 {
 	if (cfg->has_amount && (!row->has_amount || row->amount != n->order_amount))
@@ -386,354 +303,6 @@ payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const Or
 	else
 		return false;
 	return true;
-}
-
-/*
- * No order has the key a notification names: an error (retried later).
- * When the key's type reads the reference as another text (a varchar(n)
- * cuts it, a char(n) pads it, uuid lowers it), say so: that other key is
- * another order, never this notification's.
- */
-static void
-order_not_found(PnConfig *cfg, const char *order_no)
-{
-	Datum		arg = CStringGetTextDatum(order_no);
-	char	   *as_key = NULL;
-
-	if (pn_orders_execute(cfg, PLAN_ORDER_KEY_TEXT, &arg, NULL, 1) == SPI_OK_SELECT &&
-		SPI_processed == 1)
-		as_key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	if (as_key != NULL && strcmp(as_key, order_no) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_NO_DATA_FOUND),
-				 errmsg("order \"%s\" not found (the orders table's key column reads it as \"%s\", which is not the same reference)",
-						order_no, as_key),
-				 errdetail("A notification is applied only to the order whose key is exactly the reference it names.")));
-	ereport(ERROR,
-			(errcode(ERRCODE_NO_DATA_FOUND),
-			 errmsg("order \"%s\" not found", order_no)));
-}
-
-/* Lock and read the order; a missing order is an error (retried later). */
-static void
-order_get(PnConfig *cfg, const char *order_no, OrderRow *row)
-{
-	Datum		arg = CStringGetTextDatum(order_no);
-	bool		isnull;
-	char	   *status;
-
-	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: order lookup failed");
-	if (SPI_processed == 0)
-		order_not_found(cfg, order_no);
-	status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	row->status = status ? (char *) pn_status_name(&cfg->status_map, status) : "";
-	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 2, &isnull));
-	row->has_amount = !isnull;
-	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
-}
-
-/* The order a trade was recorded for, or NULL. */
-static char *
-payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
-{
-	Datum		args[2];
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: payment lookup failed");
-	if (SPI_processed == 0)
-		return NULL;
-	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-}
-
-/* The payment record of a trade: true and its amount when there is one. */
-static bool
-payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount)
-{
-	Datum		args[2];
-	bool		isnull;
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: payment lookup failed");
-	if (SPI_processed == 0)
-		return false;
-	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	return true;
-}
-
-/*
- * How many trades (payment records, any channel) the order has; all_refunded
- * says whether each of them is refunded in full.  The rows stay in
- * SPI_tuptable (channel, trade_no, paid, refunded) until the next query.
- */
-static int
-order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded)
-{
-	Datum		arg = CStringGetTextDatum(order_no);
-
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_TRADES), &arg, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: payment lookup failed");
-	*all_refunded = true;
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		int64		paid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-													   SPI_tuptable->tupdesc, 3, &isnull));
-		int64		refunded = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
-														   SPI_tuptable->tupdesc, 4, &isnull));
-
-		if (refunded < paid)
-			*all_refunded = false;
-	}
-	return (int) Min(SPI_processed, INT_MAX);
-}
-
-/* The status of a recorded refund ("succeeded", "failed"), or NULL. */
-static char *
-refund_get(PnConfig *cfg, const char *channel, const char *refund_id, const char *order_no)
-{
-	Datum		args[3];
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(refund_id);
-	args[2] = CStringGetTextDatum(order_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_GET), args, NULL, false, 1) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: refund lookup failed");
-	if (SPI_processed == 0)
-		return NULL;
-	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-}
-
-/*
- * Record the payment.  The order's lock keeps other notifications of this
- * order out, and the trade was looked up: only a notification of the same
- * trade for another order, at the same time, can have recorded it since.
- * That fails the step (retried, then answered trade_of_another_order).
- */
-static void
-insert_payment(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
-{
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->trade_no);
-	args[2] = CStringGetTextDatum(n->order_no);
-	args[3] = Int64GetDatum(Max(n->order_amount, 0));
-	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
-	args[5] = CStringGetTextDatum(n->notify_id);
-	if (n->currency == NULL)
-		nulls[4] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "paynotify: payment insert failed");
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("trade \"%s\" was recorded for another order at the same time",
-						n->trade_no)));
-}
-
-/* Record a refund; false when this refund id was recorded before. */
-static bool
-insert_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
-			  int64 amount, const char *status)
-{
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
-	args[2] = CStringGetTextDatum(n->order_no);
-	args[3] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
-	args[4] = Int64GetDatum(amount);
-	args[5] = CStringGetTextDatum(status);
-	args[6] = CStringGetTextDatum(n->notify_id);
-	if (trade_no == NULL)
-		nulls[3] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "paynotify: refund insert failed");
-	return SPI_processed == 1;
-}
-
-/* A failed refund succeeded after all; false unless it was failed. */
-static bool
-refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
-			   int64 amount)
-{
-	Datum		args[6];
-
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
-	args[2] = Int64GetDatum(amount);
-	args[3] = CStringGetTextDatum(trade_no);
-	args[4] = CStringGetTextDatum(n->notify_id);
-	args[5] = CStringGetTextDatum(n->order_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUCCEED), args, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "paynotify: refund update failed");
-	return SPI_processed == 1;
-}
-
-/* What succeeded refunds of one trade add up to (fresh snapshot). */
-static int64
-refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const char *order_no)
-{
-	Datum		args[3];
-	bool		isnull;
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	args[2] = CStringGetTextDatum(order_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUM), args, NULL, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "paynotify: refund sum query failed");
-	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-/*
- * Queue the event for after-commit work: an outbox row, a NOTIFY on channel
- * "paynotify" (delivered only if the transaction commits), and the user's
- * hooks for this event, which run here, inside the business step.
- */
-static void
-emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
-{
-	Datum		args[6];
-	bool		isnull;
-	int64		id;
-	StringInfoData msg;
-
-	args[0] = CStringGetTextDatum(event);
-	args[1] = CStringGetTextDatum(ch->name);
-	args[2] = CStringGetTextDatum(n->order_no);
-	args[3] = CStringGetTextDatum(n->notify_id);
-	args[4] = Int64GetDatum(amount);
-	if (pn_config_distributed(cfg))
-	{
-		/* Citus: the order's next sequence value (see paynotify_order_seq) */
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_SEQ_NEXT), &args[2], NULL, false, 1) != SPI_OK_INSERT_RETURNING ||
-			SPI_processed != 1)
-			elog(ERROR, "paynotify: order sequence update failed");
-		args[5] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT_SEQ), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "paynotify: outbox insert failed");
-	}
-	else if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-		elog(ERROR, "paynotify: outbox insert failed");
-	id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-
-	if (paynotify_notify == PN_NOTIFY_COALESCED)
-	{
-		if (!wake_callback)
-		{
-			RegisterXactCallback(wake_xact_callback, NULL);
-			wake_callback = true;
-		}
-		wake_pending = true;
-	}
-	else if (paynotify_notify == PN_NOTIFY_ON)
-	{
-		initStringInfo(&msg);
-		appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
-						 id, event, ch->name);
-		escape_json(&msg, n->order_no);
-		appendStringInfoChar(&msg, '}');
-		if (msg.len < NOTIFY_PAYLOAD_MAX_LENGTH)
-			Async_Notify(NOTIFY_CHANNEL, msg.data);
-	}
-
-	for (int i = 0; i < cfg->nhooks; i++)
-	{
-		HookCall	call;
-
-		if (strcmp(cfg->hooks[i].event, event) != 0)
-			continue;
-		call.hook = &cfg->hooks[i];
-		call.arg = hook_argument(event, ch, n, id, amount);
-		run_hook(&call);
-	}
-}
-
-/*
- * A hook's one jsonb argument: {"event", "channel", "outbox_id", "amount",
- * "notice": {...}} (the notice as pn_notice_to_jsonb has it).
- */
-static Datum
-hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
-			  int64 outbox_id, int64 amount)
-{
-	JsonbParseState *st = NULL;
-
-	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	pn_jsonb_push_text(&st, "event", event);
-	pn_jsonb_push_text(&st, "channel", ch->name);
-	pn_jsonb_push_int64(&st, "outbox_id", outbox_id);
-	pn_jsonb_push_int64(&st, "amount", amount);
-	pn_jsonb_push_key(&st, "notice");
-	(void) pn_notice_push(&st, n);
-	return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
-}
-
-/*
- * Run one hook as the role that registered it, in a security-restricted
- * operation with search_path pinned.  A hook whose function or role is gone,
- * or whose role may no longer execute it, fails the business step (which
- * is retried): it is never skipped.  Any return type; the result, NULL
- * included, is ignored.
- */
-static void
-run_hook(HookCall *call)
-{
-	const PnHook *hook = call->hook;
-
-	if (!OidIsValid(hook->fn))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_FUNCTION),
-				 errmsg("paynotify hook %s no longer exists", hook->handler),
-				 errhint("Create the function again, or delete the hook from paynotify_hook.")));
-	if (get_func_prokind(hook->fn) != PROKIND_FUNCTION || get_func_retset(hook->fn))
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("paynotify hook %s is no longer a plain function", hook->handler),
-				 errhint("Hooks must be functions returning one value (of any type, or void).")));
-	if (!OidIsValid(hook->role) ||
-		!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(hook->role)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("the role that registered paynotify hook %s no longer exists",
-						hook->handler),
-				 errhint("Register the hook again with paynotify_on.")));
-	if (pg_proc_aclcheck(hook->fn, hook->role, ACL_EXECUTE) != ACLCHECK_OK)
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" that registered paynotify hook %s may no longer execute it",
-						GetUserNameFromId(hook->role, false), hook->handler)));
-	if (!pn_hook_owner_ok(hook->fn, hook->role))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("paynotify hook %s is owned by role \"%s\", whose code may not run as \"%s\"",
-						hook->handler, GetUserNameFromId(pn_function_owner(hook->fn), false),
-						GetUserNameFromId(hook->role, false)),
-				 errhint("Register the hook again as the function's owner.")));
-	pn_run_as(hook->role, hook_call, call);
-}
-
-static void
-hook_call(void *arg)
-{
-	HookCall   *call = (HookCall *) arg;
-	FmgrInfo	flinfo;
-	LOCAL_FCINFO(fcinfo, 1);
-
-	fmgr_info(call->hook->fn, &flinfo);
-	InitFunctionCallInfoData(*fcinfo, &flinfo, 1, InvalidOid, NULL, NULL);
-	fcinfo->args[0].value = call->arg;
-	fcinfo->args[0].isnull = false;
-	(void) FunctionCallInvoke(fcinfo);
 }
 
 static void
@@ -751,24 +320,6 @@ anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied 
 {
 	pn_anomaly(cfg, ch->name, n, kind);
 	set_result(res, PN_IGNORED, "anomaly", kind);
-}
-
-/* Insert a paynotify_anomaly row and say so in the server log. */
-void
-pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *kind)
-{
-	Datum		args[5];
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(n->notify_id);
-	args[2] = CStringGetTextDatum(pn_order_key(n));
-	args[3] = CStringGetTextDatum(kind);
-	args[4] = JsonbPGetDatum(pn_notice_to_jsonb(n));
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "paynotify: anomaly insert failed");
-	ereport(WARNING,
-			(errmsg("paynotify: anomaly \"%s\" on channel \"%s\", notification \"%s\"",
-					kind, channel, n->notify_id)));
 }
 
 /*

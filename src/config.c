@@ -2,8 +2,8 @@
  *
  * config.c
  *	  The per-backend configuration cache (channels with parsed keys, the
- *	  orders binding, transitions, hooks), the SPI plans built from it, and
- *	  the configuration checkers called by the SQL configuration functions.
+ *	  orders binding, transitions, hooks), whose generations hold the plans
+ *	  of plans.c.
  *
  * Loading: the first entry point called in a backend reads every
  * configuration table once, parses keys once, and prepares plans lazily.
@@ -17,11 +17,7 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -30,10 +26,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
-#include "storage/fd.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -44,198 +37,16 @@
 #include "pipeline.h"
 
 PG_FUNCTION_INFO_V1(paynotify_config_changed);
-PG_FUNCTION_INFO_V1(paynotify_check_settings);
-PG_FUNCTION_INFO_V1(paynotify_check_key);
-PG_FUNCTION_INFO_V1(paynotify_read_secret);
-
-#define MAX_SECRET_FILE (64 * 1024)
-
-/* SQL of each plan; @s = extension schema, @o.. = the bound orders table */
-typedef struct PlanSpec
-{
-	const char *sql;
-	int			nargs;
-	Oid			argtypes[11];
-	bool		needs_orders;
-} PlanSpec;
-
-static const PlanSpec plan_specs[PN_NPLANS] = {
-	[PLAN_LOG_GET] = {
-		"SELECT status, payload = $3, notice FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2 AND order_no = $4",
-		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
-	},
-	/*
-	 * the same id for its own order, else for another: the look after the
-	 * lock (by the primary key's prefix), so that other content under a
-	 * known id is never applied, whatever order it names.  On Citus it reads
-	 * every shard.  When the lock is free it is the only read of the log;
-	 * while another delivery holds it, PLAN_LOG_GET answers a settled
-	 * duplicate without waiting.
-	 */
-	[PLAN_LOG_ANY] = {
-		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2"
-		" ORDER BY order_no = $4 DESC, first_seen LIMIT 1",
-		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
-	},
-	[PLAN_LOG_INSERT] = {
-		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
-		" event_type, payload, status, note, error_msg, notice, processed_at)"
-		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-		" ON CONFLICT DO NOTHING",
-		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID}
-	},
-	[PLAN_LOG_SEEN] = {
-		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
-		" last_seen = pg_catalog.now()"
-		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
-		3, {TEXTOID, TEXTOID, TEXTOID}
-	},
-	[PLAN_LOG_RETRY] = {
-		"UPDATE @s.payment_notify_log SET status = $3, note = $4, error_msg = $5,"
-		" notice = $6, attempts = attempts + $7, delivery_count = delivery_count + $8,"
-		" last_seen = pg_catalog.now(),"
-		" processed_at = $11"
-		" WHERE channel = $1 AND notify_id = $2 AND order_no = $9"
-		" AND ($10 IS NULL OR status = $10)",
-		11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID, TEXTOID, TEXTOID,
-		TIMESTAMPTZOID}
-	},
-	[PLAN_PARKED_LIST] = {
-		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"
-		" WHERE order_no = $1 AND status = 'parked'"
-		" AND ($2 IS NULL OR notice->>'trade_no' = $2) ORDER BY first_seen, notify_id",
-		2, {TEXTOID, TEXTOID}
-	},
-	[PLAN_PAYMENT_INSERT] = {
-		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
-		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
-		" ON CONFLICT DO NOTHING",
-		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
-	},
-	/*
-	 * by trade, whatever its order: the one read of a notification that does
-	 * not name its order, because it is the check that a trade never pays
-	 * two orders (trade_of_another_order).  On Citus it reads every shard
-	 * (a read: still no two-phase commit).
-	 */
-	[PLAN_PAYMENT_GET] = {
-		"SELECT order_no, amount FROM @s.payment_record"
-		" WHERE channel = $1 AND trade_no = $2",
-		2, {TEXTOID, TEXTOID}
-	},
-	/* every trade of the order (any channel): paid and refunded */
-	[PLAN_ORDER_TRADES] = {
-		"SELECT p.channel, p.trade_no, p.amount,"
-		" (SELECT COALESCE(pg_catalog.sum(r.amount), 0)::bigint FROM @s.paynotify_refund r"
-		"  WHERE r.order_no = p.order_no AND r.channel = p.channel AND r.trade_no = p.trade_no"
-		"  AND r.status = 'succeeded')"
-		" FROM @s.payment_record p WHERE p.order_no = $1",
-		1, {TEXTOID}
-	},
-	[PLAN_REFUND_INSERT] = {
-		"INSERT INTO @s.paynotify_refund (channel, refund_id, order_no, trade_no,"
-		" amount, status, notify_id) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-		" ON CONFLICT DO NOTHING",
-		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
-	},
-	[PLAN_REFUND_SUM] = {
-		"SELECT COALESCE(pg_catalog.sum(amount), 0)::bigint"
-		" FROM @s.paynotify_refund"
-		" WHERE channel = $1 AND trade_no = $2 AND order_no = $3 AND status = 'succeeded'",
-		3, {TEXTOID, TEXTOID, TEXTOID}
-	},
-	[PLAN_REFUND_GET] = {
-		"SELECT status FROM @s.paynotify_refund"
-		" WHERE channel = $1 AND refund_id = $2 AND order_no = $3",
-		3, {TEXTOID, TEXTOID, TEXTOID}
-	},
-	/* a failed refund that succeeded after all (never the other way) */
-	[PLAN_REFUND_SUCCEED] = {
-		"UPDATE @s.paynotify_refund SET status = 'succeeded', amount = $3, trade_no = $4,"
-		" notify_id = $5 WHERE channel = $1 AND refund_id = $2 AND order_no = $6"
-		" AND status = 'failed'",
-		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
-	},
-	[PLAN_OUTBOX_INSERT] = {
-		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
-		" VALUES ($1, $2, $3, $4, $5) RETURNING id",
-		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
-	},
-	/*
-	 * Citus only: the order's next sequence value, on its shard, under its
-	 * lock (see paynotify_order_seq), and the outbox row that carries it
-	 */
-	[PLAN_ORDER_SEQ_NEXT] = {
-		"INSERT INTO @s.paynotify_order_seq AS q (order_no, last) VALUES ($1, 1)"
-		" ON CONFLICT (order_no) DO UPDATE SET last = q.last + 1 RETURNING last",
-		1, {TEXTOID}
-	},
-	[PLAN_OUTBOX_INSERT_SEQ] = {
-		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq)"
-		" VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
-	},
-	/*
-	 * Citus only: synchronous_commit set in the transaction on the node that
-	 * holds the log row's shard (a volatile function in the target list of
-	 * a query routed there), where the transaction's writes commit
-	 */
-	[PLAN_SHARD_COMMIT_LEVEL] = {
-		"SELECT pg_catalog.set_config('synchronous_commit', $4, true) FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
-		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
-	},
-	[PLAN_ANOMALY_INSERT] = {
-		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
-		" VALUES ($1, $2, $3, $4, $5)",
-		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
-	},
-	/*
-	 * The order a notification names, exactly: the cast to the key's type
-	 * finds the row by its index, and the key read back as text must be
-	 * what the notification said.  A cast normalises (varchar(32) cuts a
-	 * longer reference, char(n) pads, uuid lowers its letters, integers
-	 * drop their zeros), and a reference that only normalises to a key is
-	 * another order's, never this one's.
-	 */
-	[PLAN_ORDER_GET] = {
-		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND @k::text = $1 FOR UPDATE",
-		1, {TEXTOID}, true
-	},
-	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt",
-		3, {TEXTOID, TEXTOID, TEXTOID}, true
-	},
-	/* what a reference reads as in the key's type (why it is not found) */
-	[PLAN_ORDER_KEY_TEXT] = {
-		"SELECT $1::@kt::text",
-		1, {TEXTOID}, true
-	},
-	[PLAN_ORDER_PAY] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt"
-		" AND ($4 IS NULL OR @am = $4)"
-		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
-		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
-	},
-};
 
 static PnConfig *current = NULL;
 static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
-
-static PnGuardConfig *guard = NULL;	/* the guard trigger's own cache */
-static bool guard_stale = true;
 
 static void config_inval_callback(Datum arg, Oid relid);
 static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void config_xact_callback(XactEvent event, void *arg);
 static PnConfig *config_load(Oid nsp);
 static void load_config_tables(PnConfig *cfg);
-static int	config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids);
-static bool oid_in(Oid relid, const Oid *relids, int n);
 static void load_channels(PnConfig *cfg);
 static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
@@ -243,11 +54,9 @@ static void load_transitions(PnConfig *cfg);
 static void load_hooks(PnConfig *cfg);
 static void load_distribution(PnConfig *cfg);
 static void config_free(PnConfig *cfg);
-static char *expand_sql(const PnConfig *cfg, const char *tmpl);
 static char *spi_text(int row, int col);
 static void load_key(PnConfig *cfg, PnChannel *ch, PnKey *key,
 					 const char *material, int64 not_before, int64 not_after);
-static void load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map);
 
 /* Register the invalidation and end-of-transaction callbacks. */
 void
@@ -263,22 +72,25 @@ pn_config_init(void)
  * cache stale.  On Citus the configuration tables are reference tables: a
  * change is written to each node's shard of the table, whose copy of the
  * paynotify_config_changed trigger invalidates that shard; the shards are
- * in the list too (config_table_oids), so every node's backends reload.
+ * in the list too (pn_config_table_oids), so every node's backends reload.
  */
 static void
 config_inval_callback(Datum arg, Oid relid)
 {
-	if (guard == NULL || relid == InvalidOid ||
-		oid_in(relid, guard->config_relids, guard->nconfig_relids))
-		guard_stale = true;
-	if (current == NULL || relid == InvalidOid ||
-		oid_in(relid, current->config_relids, current->nconfig_relids))
+	if (current == NULL ||
+		pn_config_table_changed(relid, current->config_relids, current->nconfig_relids))
 		stale = true;
 }
 
-static bool
-oid_in(Oid relid, const Oid *relids, int n)
+/*
+ * Whether an invalidation of relid (InvalidOid: of every relation) touches
+ * one of the n configuration tables relids.
+ */
+bool
+pn_config_table_changed(Oid relid, const Oid *relids, int n)
 {
+	if (relid == InvalidOid)
+		return true;
 	for (int i = 0; i < n; i++)
 		if (relids[i] == relid)
 			return true;
@@ -392,7 +204,7 @@ spi_text(int row, int col)
 static void
 spi_query(PnConfig *cfg, const char *tmpl)
 {
-	if (SPI_execute(expand_sql(cfg, tmpl), true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(pn_expand_sql(cfg, tmpl), true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: configuration query failed");
 }
 
@@ -403,8 +215,8 @@ spi_query(PnConfig *cfg, const char *tmpl)
  * Citus the list includes this node's shards of them (reference tables),
  * which carry a copy of the trigger.  SPI connected.
  */
-static int
-config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
+int
+pn_config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
 {
 	char		sql[256];
 	int			n;
@@ -431,7 +243,7 @@ config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids)
 static void
 load_config_tables(PnConfig *cfg)
 {
-	cfg->nconfig_relids = config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
+	cfg->nconfig_relids = pn_config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
 }
 
 /*
@@ -667,13 +479,17 @@ load_binding(PnConfig *cfg)
 		cfg->status_type = pstrdup(spi_text(0, 6));
 		cfg->orders_oid = atooid(spi_text(0, 7));
 		MemoryContextSwitchTo(old);
-		load_status_map(cfg->cxt, cfg->schema, &cfg->status_map);
+		pn_status_map_load(cfg->cxt, cfg->schema, &cfg->status_map);
 	}
 }
 
-/* The binding's status_values: paynotify's state names → the table's values. */
-static void
-load_status_map(MemoryContext cxt, const char *schema, PnStatusMap *map)
+/*
+ * The binding's status_values: paynotify's state names → the table's
+ * values, in cxt.  For the configuration and for the guard's own cache.
+ * SPI connected.
+ */
+void
+pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMap *map)
 {
 	char	   *sql = psprintf("SELECT v.key, v.value OPERATOR(pg_catalog.#>>) '{}'"
 							   " FROM %s.paynotify_binding b,"
@@ -731,15 +547,30 @@ pn_status_name(const PnStatusMap *map, const char *value)
 static void
 load_transitions(PnConfig *cfg)
 {
-	spi_query(cfg, "SELECT from_state, to_state FROM @s.paynotify_transition");
-	cfg->ntransitions = SPI_processed;
-	cfg->transitions = MemoryContextAlloc(cfg->cxt,
-										  sizeof(char *) * 2 * Max(cfg->ntransitions, 1));
-	for (int i = 0; i < cfg->ntransitions; i++)
+	cfg->transitions = pn_transition_pairs_load(cfg->cxt, cfg->schema, &cfg->ntransitions);
+}
+
+/*
+ * The rows of paynotify_transition in schema, as (from, to) pairs in cxt;
+ * *n of them.  For the configuration and for the guard's own cache.  SPI
+ * connected.
+ */
+char	  **
+pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
+{
+	char	   *sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
+	char	  **pairs;
+
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	*n = SPI_processed;
+	pairs = MemoryContextAlloc(cxt, sizeof(char *) * 2 * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
 	{
-		cfg->transitions[2 * i] = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
-		cfg->transitions[2 * i + 1] = MemoryContextStrdup(cfg->cxt, spi_text(i, 2));
+		pairs[2 * i] = MemoryContextStrdup(cxt, spi_text(i, 1));
+		pairs[2 * i + 1] = MemoryContextStrdup(cxt, spi_text(i, 2));
 	}
+	return pairs;
 }
 
 /*
@@ -782,9 +613,7 @@ config_free(PnConfig *cfg)
 		pn_rsa_verifier_free(((PnKey *) lfirst(lc))->verifier);
 		pn_pkey_free(((PnKey *) lfirst(lc))->pkey);
 	}
-	for (int i = 0; i < PN_NPLANS; i++)
-		if (cfg->plans[i] != NULL)
-			SPI_freeplan(cfg->plans[i]);
+	pn_plans_free(cfg);
 	for (int c = 0; c < cfg->nchannels; c++)
 	{
 		const PnChannel *ch = &cfg->channels[c];
@@ -808,205 +637,6 @@ pn_channel_find(PnConfig *cfg, const char *name)
 	return NULL;
 }
 
-/* Replace @s, @o, @k, @kt, @st, @stt, @am and @cu in a plan template. */
-static char *
-expand_sql(const PnConfig *cfg, const char *tmpl)
-{
-	StringInfoData s;
-	static const struct
-	{
-		const char *tok;
-		int			field;
-	}			toks[] = {
-		/* longest first: @stt before @st, @kt before @k */
-		{"@stt", 5}, {"@st", 4}, {"@kt", 3}, {"@k", 2}, {"@am", 6}, {"@cu", 7}, {"@s", 0}, {"@o", 1}
-	};
-
-	initStringInfo(&s);
-	for (const char *p = tmpl; *p;)
-	{
-		bool		done = false;
-
-		if (*p == '@')
-		{
-			for (int i = 0; i < (int) lengthof(toks) && !done; i++)
-			{
-				size_t		len = strlen(toks[i].tok);
-				const char *val = NULL;
-
-				if (strncmp(p, toks[i].tok, len) != 0)
-					continue;
-				switch (toks[i].field)
-				{
-					case 0: val = cfg->schema; break;
-					case 1: val = cfg->orders; break;
-					case 2: val = cfg->key_col; break;
-					case 3: val = cfg->key_type; break;
-					case 4: val = cfg->status_col; break;
-					case 5: val = cfg->status_type; break;
-					case 6: val = cfg->amount_expr; break;
-					case 7: val = cfg->currency_expr; break;
-				}
-				appendStringInfoString(&s, val);
-				p += len;
-				done = true;
-			}
-		}
-		if (!done)
-			appendStringInfoChar(&s, *p++);
-	}
-	return s.data;
-}
-
-/* A prepared plan, built once per configuration generation. */
-SPIPlanPtr
-pn_plan(PnConfig *cfg, PnPlanId id)
-{
-	const PlanSpec *spec = &plan_specs[id];
-	SPIPlanPtr	plan;
-
-	if (cfg->plans[id] != NULL)
-		return cfg->plans[id];
-	if (spec->needs_orders && !cfg->bound)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
-				 errhint("Call paynotify_bind_orders first.")));
-	plan = SPI_prepare(expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
-	if (plan == NULL)
-		elog(ERROR, "paynotify: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	cfg->plans[id] = plan;
-	return plan;
-}
-
-typedef struct OrdersCall
-{
-	PnConfig   *cfg;
-	PnPlanId	id;
-	Datum	   *args;
-	const char *nulls;
-	long		count;
-	int			rc;
-} OrdersCall;
-
-static void
-orders_call(void *arg)
-{
-	OrdersCall *c = (OrdersCall *) arg;
-
-	c->rc = SPI_execute_plan(pn_plan(c->cfg, c->id), c->args, c->nulls, false, c->count);
-}
-
-/*
- * Execute one of the plans on the orders table as that table's owner, in a
- * security-restricted operation: its triggers, defaults, constraints and
- * index expressions run with its owner's rights, never paynotify's.
- * Returns SPI_execute_plan's result.  SPI must be connected.
- */
-int
-pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, long count)
-{
-	OrdersCall	c = {cfg, id, args, nulls, count, 0};
-	Oid			owner;
-
-	Assert(plan_specs[id].needs_orders);
-	if (!cfg->bound)
-		(void) pn_plan(cfg, id);	/* raises "no orders table is bound" */
-	owner = pn_relation_owner(cfg->orders_oid);
-	if (!OidIsValid(owner))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the bound orders table %s no longer exists", cfg->orders),
-				 errhint("Call paynotify_bind_orders again.")));
-	pn_run_as(owner, orders_call, &c);
-	return c.rc;
-}
-
-typedef struct GuardLoad
-{
-	Oid			nsp;
-	PnGuardConfig *g;
-} GuardLoad;
-
-/* Read the transitions and the binding for the guard (as the extension's owner). */
-static void
-guard_load(void *arg)
-{
-	GuardLoad  *l = (GuardLoad *) arg;
-	PnGuardConfig *g = l->g;
-	const char *schema = quote_identifier(get_namespace_name(l->nsp));
-	char	   *sql;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "paynotify: SPI_connect failed");
-	g->nconfig_relids = config_table_oids(l->nsp, g->cxt, &g->config_relids);
-	sql = psprintf("SELECT from_state, to_state FROM %s.paynotify_transition", schema);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
-	g->ntransitions = SPI_processed;
-	g->transitions = MemoryContextAlloc(g->cxt, sizeof(char *) * 2 * Max(g->ntransitions, 1));
-	for (int i = 0; i < g->ntransitions; i++)
-	{
-		g->transitions[2 * i] = MemoryContextStrdup(g->cxt, spi_text(i, 1));
-		g->transitions[2 * i + 1] = MemoryContextStrdup(g->cxt, spi_text(i, 2));
-	}
-	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column, key_column"
-				   " FROM %s.paynotify_binding", schema);
-	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
-	if (SPI_processed == 1)
-	{
-		char	   *oid = spi_text(0, 1);
-
-		g->orders_oid = oid ? atooid(oid) : InvalidOid;
-		g->status_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 2));
-		g->key_col_name = MemoryContextStrdup(g->cxt, spi_text(0, 3));
-		load_status_map(g->cxt, schema, &g->map);
-	}
-	SPI_finish();
-}
-
-/*
- * The guard trigger's configuration: the transitions and the binding's
- * status column and status_values, nothing else (no channel, no key).  It
- * is read as the extension's owner with search_path pinned, whoever updates
- * the orders table, and cached until a configuration table changes.
- */
-PnGuardConfig *
-pn_guard_config(Oid fn_oid)
-{
-	Oid			nsp = get_func_namespace(fn_oid);
-	MemoryContext cxt;
-	GuardLoad	l;
-
-	if (guard != NULL && !guard_stale && guard->nsp == nsp)
-		return guard;
-	guard_stale = false;
-	/* a child of the current context until complete: an error frees it */
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify guard configuration",
-								ALLOCSET_SMALL_SIZES);
-	l.nsp = nsp;
-	l.g = MemoryContextAllocZero(cxt, sizeof(PnGuardConfig));
-	l.g->cxt = cxt;
-	l.g->nsp = nsp;
-	PG_TRY();
-	{
-		pn_run_as(pn_function_owner(fn_oid), guard_load, &l);
-	}
-	PG_CATCH();
-	{
-		guard_stale = true;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	MemoryContextSetParent(cxt, TopMemoryContext);
-	if (guard != NULL)
-		MemoryContextDelete(guard->cxt);
-	guard = l.g;
-	return guard;
-}
-
 /* ---------------------------------------------------------------------
  * SQL-callable
  * ---------------------------------------------------------------------
@@ -1022,210 +652,4 @@ paynotify_config_changed(PG_FUNCTION_ARGS)
 		elog(ERROR, "paynotify: paynotify_config_changed: not called by trigger manager");
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(NULL);
-}
-
-/* paynotify_check_settings(gateway text, settings jsonb) returns void */
-Datum
-paynotify_check_settings(PG_FUNCTION_ARGS)
-{
-	char	   *gwname = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	Jsonb	   *settings = PG_GETARG_JSONB_P(1);
-	const PnGateway *gw = pn_gateway_lookup(gwname);
-
-	if (gw == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown gateway \"%s\"", gwname),
-				 errhint("Gateways are %s.", pn_gateway_names())));
-	if (!JB_ROOT_IS_OBJECT(settings))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("settings must be a JSON object")));
-	(void) gw->load_settings(settings);
-	PG_RETURN_VOID();
-}
-
-/*
- * paynotify_check_key(gateway text, key_id text, material text) returns text
- *
- * Public-key gateways: a PEM public key, an X.509 certificate, or bare
- * base64 of a SubjectPublicKeyInfo (as Alipay's console shows it), which is
- * returned wrapped in PEM.  Secret gateways: the secret as given.
- */
-Datum
-paynotify_check_key(PG_FUNCTION_ARGS)
-{
-	const PnGateway *gw = pn_gateway_lookup(text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	char	   *key_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	char	   *material = text_to_cstring(PG_GETARG_TEXT_PP(2));
-
-	if (gw == NULL)
-		elog(ERROR, "paynotify: unknown gateway");
-	if (key_id[0] == '\0' || strlen(key_id) > 128 ||
-		!pg_verify_mbstr(PG_SQL_ASCII, key_id, strlen(key_id), true))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("key id must be 1 to 128 characters")));
-	if (gw->public_keys)
-	{
-		const char *err;
-		void	   *pkey;
-		char	   *trimmed = material;
-
-		while (*trimmed == ' ' || *trimmed == '\n' || *trimmed == '\r' || *trimmed == '\t')
-			trimmed++;
-		if (strncmp(trimmed, "-----BEGIN", 10) != 0)
-		{
-			StringInfoData pem;
-			int			len = strlen(trimmed);
-
-			while (len > 0 && strchr(" \r\n\t", trimmed[len - 1]))
-				len--;
-			initStringInfo(&pem);
-			appendStringInfoString(&pem, "-----BEGIN PUBLIC KEY-----\n");
-			for (int i = 0; i < len; i += 64)
-				appendStringInfo(&pem, "%.*s\n", Min(64, len - i), trimmed + i);
-			appendStringInfoString(&pem, "-----END PUBLIC KEY-----\n");
-			material = pem.data;
-		}
-		pkey = pn_pkey_load(material, strlen(material), &err);
-		if (pkey == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("invalid key material for key \"%s\": %s", key_id, err),
-					 errhint("Give a PEM public key (-----BEGIN PUBLIC KEY-----) or an X.509 certificate.")));
-		pn_pkey_free(pkey);
-	}
-	if (gw->check_key)
-		gw->check_key(key_id, material);
-	PG_RETURN_TEXT_P(cstring_to_text(material));
-}
-
-/*
- * paynotify_read_secret(filename text) returns text
- *
- * The contents of a file in paynotify.secrets_directory, without trailing
- * white space: how the *_file configuration functions load secrets without
- * their text ever being part of a statement (and so of the server log).
- * Only a plain file name is accepted; the file, after following symbolic
- * links, must be a readable regular file inside the directory, at most
- * 64 kB of UTF-8.  Read by the server process; never granted to anyone: the
- * SECURITY DEFINER configuration functions call it.  Messages name the
- * file, never its contents.
- */
-Datum
-paynotify_read_secret(PG_FUNCTION_ARGS)
-{
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	const char *dir = paynotify_secrets_directory;
-	char	   *path;
-	char		dirreal[PATH_MAX];
-	char		filereal[PATH_MAX];
-	size_t		dirlen;
-	struct stat st;
-	int			fd;
-	char	   *buf;
-	size_t		len = 0;
-	text	   *result;
-
-	if (!superuser())
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("paynotify: only a superuser may read secret files")));
-	if (dir == NULL || dir[0] == '\0')
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify: paynotify.secrets_directory is not set"),
-				 errhint("A superuser sets it (postgresql.conf or ALTER SYSTEM) to the directory holding the secret files.")));
-	if (!is_absolute_path(dir))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("paynotify: paynotify.secrets_directory must be an absolute path")));
-	if (name[0] == '\0' || strlen(name) > 255 || strchr(name, '/') != NULL ||
-		strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("paynotify: \"%s\" is not a file name in paynotify.secrets_directory", name),
-				 errhint("Give the name of a file directly inside the directory, without any path.")));
-	if (realpath(dir, dirreal) == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("paynotify: could not resolve paynotify.secrets_directory: %m")));
-	path = psprintf("%s/%s", dirreal, name);
-	if (realpath(path, filereal) == NULL)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("paynotify: could not find secret file \"%s\" in paynotify.secrets_directory: %m",
-						name)));
-	dirlen = strlen(dirreal);
-	if (strncmp(filereal, dirreal, dirlen) != 0 || filereal[dirlen] != '/')
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("paynotify: secret file \"%s\" is a link to a file outside paynotify.secrets_directory",
-						name)));
-
-	fd = OpenTransientFile(filereal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | PG_BINARY);
-	if (fd < 0)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("paynotify: could not open secret file \"%s\": %m", name)));
-	if (fstat(fd, &st) != 0)
-	{
-		int			save_errno = errno;
-
-		CloseTransientFile(fd);
-		errno = save_errno;
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("paynotify: could not read secret file \"%s\": %m", name)));
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size > MAX_SECRET_FILE)
-	{
-		bool		regular = S_ISREG(st.st_mode);
-
-		CloseTransientFile(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("paynotify: secret file \"%s\" is %s", name,
-						regular ? "larger than 64 kB" : "not a regular file")));
-	}
-	buf = palloc(st.st_size + 1);
-	while (len < (size_t) st.st_size)
-	{
-		ssize_t		n = read(fd, buf + len, st.st_size - len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-		{
-			int			save_errno = errno;
-
-			explicit_bzero(buf, len);
-			CloseTransientFile(fd);
-			errno = save_errno;
-			ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("paynotify: could not read secret file \"%s\": %m", name)));
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	CloseTransientFile(fd);
-	while (len > 0 && strchr(" \t\r\n", buf[len - 1]) != NULL)
-		len--;
-	buf[len] = '\0';
-	if (len == 0 || memchr(buf, '\0', len) != NULL ||
-		!pg_verify_mbstr(PG_UTF8, buf, len, true))
-	{
-		explicit_bzero(buf, len);
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("paynotify: secret file \"%s\" is %s", name,
-						len == 0 ? "empty" : "not UTF-8 text")));
-	}
-	result = cstring_to_text_with_len(buf, len);
-	explicit_bzero(buf, len);
-	pfree(buf);
-	PG_RETURN_TEXT_P(result);
 }

@@ -6,7 +6,8 @@
  *	  1 authenticate  the channel's gateway module (verify_*.c)
  *	  2 lock          pn_lock_notification (lock.c)
  *	  3 dedup         payment_notify_log (log.c)
- *	  4 apply         pn_apply (apply.c) in a subtransaction
+ *	  4 apply         pn_apply_step (step.c): pn_apply (apply.c) in a
+ *	                  subtransaction, with the log row
  *
  * Success is answered only for what is committed with this transaction or
  * was committed before it: the lock makes a second delivery wait for the
@@ -39,40 +40,15 @@
 
 #include "paynotify.h"
 #include "pipeline.h"
-#include "ops.h"
+#include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_handle);
-
-#define MAX_ERROR_TEXT 1000
-
-/* How the business step's subtransaction writes the log row */
-typedef enum StepLog
-{
-	STEP_LOG_NONE,				/* the caller does (paynotify_retry) */
-	STEP_LOG_INSERT,			/* a first delivery: INSERT ... ON CONFLICT DO NOTHING */
-	STEP_LOG_RETRY				/* a failed one again: UPDATE ... WHERE status = 'failed' */
-} StepLog;
-
-/* How the business step went */
-typedef enum StepResult
-{
-	STEP_OK,
-	STEP_FAILED,				/* rolled back; *error says why */
-	STEP_TAKEN					/* rolled back: another delivery wrote the log row first */
-} StepResult;
-
-/* Raised inside the step to roll it back when the log row was taken; never reaches a client. */
-#define ERRCODE_PN_TAKEN MAKE_SQLSTATE('P','N','T','K','N')
 
 static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
 static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								 const PnLogRow *ex);
 static PnOutcome taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
-static bool write_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-					  const PnApplied *res, const char *error, StepLog how);
-static StepResult apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-								   StepLog how, PnApplied *res, char **error);
 static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
 					   PnOutcome outcome, PnReason reason);
 static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no);
@@ -255,10 +231,10 @@ first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	PnApplied	res;
 	char	   *error = NULL;
-	StepResult	step = apply_in_subxact(cfg, ch, n, STEP_LOG_INSERT, &res, &error);
+	PnStepResult step = pn_apply_step(cfg, ch, n, PN_STEP_LOG_INSERT, &res, &error);
 
-	if (step == STEP_TAKEN ||
-		(step == STEP_FAILED && !write_log(cfg, ch, n, &res, error, STEP_LOG_INSERT)))
+	if (step == PN_STEP_TAKEN ||
+		(step == PN_STEP_FAILED && !pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_INSERT)))
 		return taken_delivery(cfg, ch, n);
 	return res.outcome;
 }
@@ -290,18 +266,6 @@ taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	return repeat_delivery(cfg, ch, n, &ex);
 }
 
-/* Write the log row of a step; false when another delivery had written it. */
-static bool
-write_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
-		  const char *error, StepLog how)
-{
-	if (how == STEP_LOG_INSERT)
-		return pn_log_insert(cfg, ch->name, n, res, error);
-	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
-						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
-						 res, error, true, "failed");
-}
-
 /* A notification seen before: answer from what was committed. */
 static PnOutcome
 repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnLogRow *ex)
@@ -331,15 +295,15 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 	}
 
 	/* It failed before: run the business step again. */
-	switch (apply_in_subxact(cfg, ch, n, STEP_LOG_RETRY, &res, &error))
+	switch (pn_apply_step(cfg, ch, n, PN_STEP_LOG_RETRY, &res, &error))
 	{
-		case STEP_OK:
+		case PN_STEP_OK:
 			break;
-		case STEP_FAILED:
-			if (write_log(cfg, ch, n, &res, error, STEP_LOG_RETRY))
+		case PN_STEP_FAILED:
+			if (pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_RETRY))
 				break;
 			/* FALLTHROUGH */
-		case STEP_TAKEN:
+		case PN_STEP_TAKEN:
 			/* another delivery retried it meanwhile; ex is stale */
 			return taken_delivery(cfg, ch, n);
 	}
@@ -357,59 +321,6 @@ log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *orde
 	pn_log_seen(cfg, ch->name, n->notify_id, order_no);
 	if (other_order == NULL && strcmp(order_no, pn_order_key(n)) != 0)
 		other_order = MemoryContextStrdup(call_cxt, order_no);
-}
-
-typedef struct ApplyCall
-{
-	PnConfig   *cfg;
-	const PnChannel *ch;
-	const PnNotice *n;
-	StepLog		how;
-	PnApplied  *res;
-} ApplyCall;
-
-static void
-apply_call(void *arg)
-{
-	ApplyCall  *c = (ApplyCall *) arg;
-
-	pn_apply(c->cfg, c->ch, c->n, c->res);
-	if (c->how != STEP_LOG_NONE && !write_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
-		ereport(ERROR,
-				(errcode(ERRCODE_PN_TAKEN),
-				 errmsg("paynotify: notification was recorded by another delivery")));
-}
-
-/*
- * Run pn_apply in a subtransaction, and write the log row in it as how
- * says.  On error everything it did is rolled back: STEP_TAKEN when the log
- * row had been written by another delivery, else STEP_FAILED with *error
- * the message and res saying failed (the log row is then the caller's).
- */
-static StepResult
-apply_in_subxact(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-				 StepLog how, PnApplied *res, char **error)
-{
-	ApplyCall	call = {cfg, ch, n, how, res};
-	ErrorData  *edata = pn_subxact_run(apply_call, &call);
-
-	if (edata == NULL)
-		return STEP_OK;
-	if (edata->sqlerrcode == ERRCODE_PN_TAKEN)
-	{
-		FreeErrorData(edata);
-		return STEP_TAKEN;
-	}
-	*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
-	ereport(WARNING,
-			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
-					n->notify_id, ch->name),
-			 errdetail("%s", *error)));
-	FreeErrorData(edata);
-	res->outcome = PN_FAILED;
-	res->log_status = "failed";
-	res->note = NULL;
-	return STEP_FAILED;
 }
 
 /*
@@ -451,12 +362,4 @@ reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnRea
 	nulls[1] = (reply.content_type == NULL);
 	nulls[2] = (reply.body == NULL);
 	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-}
-
-/* The business step in its subtransaction, for paynotify_retry (ops.c). */
-bool
-pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-			  PnApplied *res, char **error)
-{
-	return apply_in_subxact(cfg, ch, n, STEP_LOG_NONE, res, error) == STEP_OK;
 }

@@ -15,7 +15,7 @@
 #include "utils/guc.h"
 
 #include "paynotify.h"
-#include "ops.h"
+#include "history.h"
 
 PG_MODULE_MAGIC;
 
@@ -111,9 +111,10 @@ _PG_init(void)
 							 PGC_SUSET, GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 
-	pn_ops_init();				/* defines paynotify.delivery_history */
+	pn_history_init();			/* defines paynotify.delivery_history */
 	MarkGUCPrefixReserved("paynotify");
 
 	pn_crypto_init();
 	pn_config_init();
+	pn_state_init();
 }

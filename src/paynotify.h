@@ -200,9 +200,6 @@ extern const char *pn_gateway_names(void);
 extern const char *pn_outcome_name(PnOutcome outcome);
 extern const char *pn_reason_message(PnReason reason);
 extern int	pn_reason_status(PnReason reason);
-extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
-								   int64 now);
-extern bool pn_key_active(const PnKey *key, int64 now);
 /* The one reply builder (gw NULL: no channel, a plain-text reply). */
 extern bool pn_outcome_acknowledges(PnOutcome outcome);
 extern void pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason reason,
@@ -212,6 +209,11 @@ extern void pn_gateway_reply(const PnGateway *gw, PnOutcome outcome, PnReason re
 extern const PnGateway pn_gateway_wxpay;
 extern const PnGateway pn_gateway_alipay;
 extern const PnGateway pn_gateway_stripe;
+
+/* ---------- keys.c: a channel's keys at a request's time ---------- */
+extern const PnKey *pn_channel_key(const PnChannel *ch, const char *key_id,
+								   int64 now);
+extern bool pn_key_active(const PnKey *key, int64 now);
 
 /* ---------- json.c: request and payload access (never raise on input) ---------- */
 #define PAYNOTIFY_MAX_JSON_DEPTH 64
@@ -318,6 +320,9 @@ extern void pn_unlock_notification(const char *channel, const char *notify_id);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);
+
+/* ---------- state.c ---------- */
+extern void pn_state_init(void);
 
 /* ---------- handle.c ---------- */
 extern int64 pn_now(void);

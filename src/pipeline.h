@@ -2,9 +2,10 @@
  *
  * pipeline.h
  *	  The pipeline after authentication: the per-backend configuration
- *	  generation and its prepared plans (config.c), the notification log
- *	  (log.c), the state machine (state.c) and the business step (apply.c),
- *	  as handle.c runs them.  Gateway modules never need this header.
+ *	  generation (config.c) and its prepared plans (plans.c), the
+ *	  notification log (log.c), the state machine (state.c), the business
+ *	  step (apply.c) and its subtransaction (step.c), as handle.c runs
+ *	  them.  Gateway modules never need this header.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,21 +62,6 @@ typedef struct PnStatusMap
 	char	  **values;			/* canonical text of the table's values */
 } PnStatusMap;
 
-/* What the guard trigger needs, loaded apart from everything else */
-typedef struct PnGuardConfig
-{
-	MemoryContext cxt;
-	Oid			nsp;
-	Oid			orders_oid;		/* bound table, or InvalidOid */
-	char	   *status_col_name;	/* bound status column, or NULL */
-	char	   *key_col_name;	/* bound key column, or NULL */
-	int			ntransitions;
-	char	  **transitions;	/* from, to pairs */
-	PnStatusMap map;
-	int			nconfig_relids;	/* the configuration tables (and their Citus shards) */
-	Oid		   *config_relids;
-} PnGuardConfig;
-
 typedef struct PnConfig
 {
 	MemoryContext cxt;			/* everything below lives here */
@@ -113,15 +99,23 @@ typedef struct PnConfig
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;
 
+/* config.c: the configuration generation, and its loaders the guard shares */
 extern PnConfig *pn_config(Oid fn_oid);
 extern bool pn_config_distributed(PnConfig *cfg);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
+extern const char *pn_status_value(const PnStatusMap *map, const char *state);
+extern const char *pn_status_name(const PnStatusMap *map, const char *value);
+extern int	pn_config_table_oids(Oid nsp, MemoryContext cxt, Oid **relids);
+extern bool pn_config_table_changed(Oid relid, const Oid *relids, int n);
+extern char **pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n);
+extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMap *map);
+
+/* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
-extern const char *pn_status_value(const PnStatusMap *map, const char *state);
-extern const char *pn_status_name(const PnStatusMap *map, const char *value);
-extern PnGuardConfig *pn_guard_config(Oid fn_oid);
+extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
+extern void pn_plans_free(PnConfig *cfg);
 
 /* commit.c; REPEATABLE READ and SERIALIZABLE are refused with this SQLSTATE */
 #define ERRCODE_PN_ISOLATION MAKE_SQLSTATE('2','5','P','N','1')
@@ -165,10 +159,58 @@ extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 						  const char *order_no, Jsonb *notice, const PnApplied *res,
 						  const char *error, bool delivered, const char *only_if);
 
+/* event.c: the event of an applied notification (outbox, NOTIFY, hooks) */
+extern void pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch,
+					const PnNotice *n, int64 amount);
+
+/* ledger.c: the records of a business step */
+typedef struct PnOrderRow
+{
+	char	   *status;			/* paynotify's name of the order's state */
+	bool		has_amount;
+	int64		amount;
+	char	   *currency;		/* NULL: not bound, or NULL in the row */
+} PnOrderRow;
+
+extern void pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row);
+extern char *pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
+extern bool pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no,
+						   int64 *amount);
+extern int	pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
+extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
+						   const char *order_no);
+extern void pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern bool pn_refund_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 const char *trade_no, int64 amount, const char *status);
+extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							  const char *trade_no, int64 amount);
+extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,
+							 const char *order_no);
+extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
+					   const char *kind);
+
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 					 PnApplied *res);
-extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
-					   const char *kind);
+
+/* step.c: the business step in its subtransaction, and its log row */
+typedef enum PnStepLog
+{
+	PN_STEP_LOG_NONE,			/* the caller writes it (paynotify_retry) */
+	PN_STEP_LOG_INSERT,			/* a first delivery: INSERT ... ON CONFLICT DO NOTHING */
+	PN_STEP_LOG_RETRY			/* a failed one again: UPDATE ... WHERE status = 'failed' */
+} PnStepLog;
+
+typedef enum PnStepResult
+{
+	PN_STEP_OK,
+	PN_STEP_FAILED,				/* rolled back; *error says why */
+	PN_STEP_TAKEN				/* rolled back: another delivery wrote the log row first */
+} PnStepResult;
+
+extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								  PnStepLog how, PnApplied *res, char **error);
+extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						const PnApplied *res, const char *error, PnStepLog how);
 
 #endif							/* PAYNOTIFY_PIPELINE_H */

@@ -7,6 +7,11 @@
  *	  from any code path.  (paynotify_transit, a move that also applies the
  *	  parked notifications, is in apply.c.)
  *
+ * The trigger fires for whoever updates the orders table, in any session,
+ * so it keeps its own small cache (the transitions and the binding's status
+ * column and values, read as the extension's owner), apart from the
+ * pipeline's configuration and invalidated by the same changes.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -18,14 +23,67 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
-#include "ops.h"
+#include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_guard_transition);
+
+/*
+ * What the guard trigger needs, loaded apart from the configuration (no
+ * channel, no key) and cached in this backend until a configuration table
+ * changes.
+ */
+typedef struct GuardConfig
+{
+	MemoryContext cxt;
+	Oid			nsp;
+	Oid			orders_oid;		/* bound table, or InvalidOid */
+	char	   *status_col_name;	/* bound status column, or NULL */
+	char	   *key_col_name;	/* bound key column, or NULL */
+	int			ntransitions;
+	char	  **transitions;	/* from, to pairs */
+	PnStatusMap map;
+	int			nconfig_relids;	/* the configuration tables (and their Citus shards) */
+	Oid		   *config_relids;
+} GuardConfig;
+
+typedef struct GuardLoad
+{
+	Oid			nsp;
+	GuardConfig *g;
+} GuardLoad;
+
+static GuardConfig *guard = NULL;	/* the guard trigger's own cache */
+static bool guard_stale = true;
+
+static void guard_inval_callback(Datum arg, Oid relid);
+static void guard_load(void *arg);
+static GuardConfig *guard_config(Oid fn_oid);
+
+/* Register the invalidation callback of the guard's cache. */
+void
+pn_state_init(void)
+{
+	CacheRegisterRelcacheCallback(guard_inval_callback, (Datum) 0);
+}
+
+/*
+ * A change of a configuration table (or of all relations) marks the guard's
+ * cache stale, as it does the configuration's (config.c).
+ */
+static void
+guard_inval_callback(Datum arg, Oid relid)
+{
+	if (guard == NULL ||
+		pn_config_table_changed(relid, guard->config_relids, guard->nconfig_relids))
+		guard_stale = true;
+}
 
 /* Whether from → to is one of n (from, to) pairs. */
 static bool
@@ -122,6 +180,77 @@ is_orders(Relation rel, Oid orders_oid)
 	return true;
 }
 
+/* Read the transitions and the binding for the guard (as the extension's owner). */
+static void
+guard_load(void *arg)
+{
+	GuardLoad  *l = (GuardLoad *) arg;
+	GuardConfig *g = l->g;
+	const char *schema = quote_identifier(get_namespace_name(l->nsp));
+	char	   *sql;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	g->nconfig_relids = pn_config_table_oids(l->nsp, g->cxt, &g->config_relids);
+	g->transitions = pn_transition_pairs_load(g->cxt, schema, &g->ntransitions);
+	sql = psprintf("SELECT pg_catalog.to_regclass(orders)::oid, status_column, key_column"
+				   " FROM %s.paynotify_binding", schema);
+	if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	if (SPI_processed == 1)
+	{
+		HeapTuple	row = SPI_tuptable->vals[0];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		char	   *oid = SPI_getvalue(row, desc, 1);
+
+		g->orders_oid = oid ? atooid(oid) : InvalidOid;
+		g->status_col_name = MemoryContextStrdup(g->cxt, SPI_getvalue(row, desc, 2));
+		g->key_col_name = MemoryContextStrdup(g->cxt, SPI_getvalue(row, desc, 3));
+		pn_status_map_load(g->cxt, schema, &g->map);
+	}
+	SPI_finish();
+}
+
+/*
+ * The guard trigger's configuration: the transitions and the binding's
+ * status column and status_values, nothing else (no channel, no key).  It
+ * is read as the extension's owner with search_path pinned, whoever updates
+ * the orders table, and cached until a configuration table changes.
+ */
+static GuardConfig *
+guard_config(Oid fn_oid)
+{
+	Oid			nsp = get_func_namespace(fn_oid);
+	MemoryContext cxt;
+	GuardLoad	l;
+
+	if (guard != NULL && !guard_stale && guard->nsp == nsp)
+		return guard;
+	guard_stale = false;
+	/* a child of the current context until complete: an error frees it */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify guard configuration",
+								ALLOCSET_SMALL_SIZES);
+	l.nsp = nsp;
+	l.g = MemoryContextAllocZero(cxt, sizeof(GuardConfig));
+	l.g->cxt = cxt;
+	l.g->nsp = nsp;
+	PG_TRY();
+	{
+		pn_run_as(pn_function_owner(fn_oid), guard_load, &l);
+	}
+	PG_CATCH();
+	{
+		guard_stale = true;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSetParent(cxt, TopMemoryContext);
+	if (guard != NULL)
+		MemoryContextDelete(guard->cxt);
+	guard = l.g;
+	return guard;
+}
+
 /*
  * paynotify_guard_transition() BEFORE UPDATE row trigger.
  *
@@ -138,7 +267,7 @@ Datum
 paynotify_guard_transition(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
-	PnGuardConfig *cfg;
+	GuardConfig *cfg;
 	TupleDesc	desc;
 	const char *column;
 	int			attnum;
@@ -154,7 +283,7 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("paynotify_guard_transition must be a BEFORE UPDATE FOR EACH ROW trigger")));
 
-	cfg = pn_guard_config(fcinfo->flinfo->fn_oid);
+	cfg = guard_config(fcinfo->flinfo->fn_oid);
 	if (td->tg_trigger->tgnargs > 0)
 		column = td->tg_trigger->tgargs[0];
 	else

@@ -2,11 +2,12 @@
 # The whole paynotify test suite, from a clean clone, as root on Debian 12:
 #   installs what is missing, builds, installs, then runs pg_regress and the
 #   isolation specs (temporary instances), the shim's CGI and FastCGI tests,
-#   the load generator's tests, the end-to-end tests through nginx, and the
-#   short fuzzing runs.  Prints "N passed, M failed" last; exits non-zero on
-#   any failure.
+#   the load generator's tests, the end-to-end tests through nginx, the
+#   short fuzzing runs, and every benchmark in its smoke mode.  Prints
+#   "N passed, M failed" last; exits non-zero on any failure.
 #
-#   test/run-all.sh [--quick]     --quick skips end-to-end, chaos and fuzzing
+#   test/run-all.sh [--quick]     --quick skips end-to-end, chaos, fuzzing
+#                                 and the benchmarks
 #
 # The scripts it runs are a fixed list (below): a script that is missing or
 # not executable is a failure, never skipped.  The pg_regress tests and the
@@ -50,6 +51,8 @@ full_tests=(
     test/chaos/run.sh
     test/fuzz/run.sh
     test/package/run.sh
+    test/bench/smoke.sh
+    test/bench/smoke-citus.sh
 )
 
 passed=0

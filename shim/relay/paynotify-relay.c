@@ -35,31 +35,13 @@
  * reported; the claimed rest is released by the COMMIT; exit 0.
  *
  * This file is the loop; relay_opts.c the settings, relay_db.c the
- * database calls, relay_http.c the requests, relay_sign.c the signatures.
+ * database calls, relay_http.c the requests, relay_sign.c the signatures,
+ * relay_clock.c the clock and the stop flag.
  */
 #include "relay.h"
 
-#include <signal.h>
 #include <string.h>
 #include <time.h>
-
-volatile sig_atomic_t stop_requested;
-
-static void
-on_signal(int sig)
-{
-	(void) sig;
-	stop_requested = 1;
-}
-
-long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Sleeps up to ms, returning early on a signal. */
 static void
@@ -153,7 +135,7 @@ main(int argc, char **argv)
 	rc = load_config(argc, argv);
 	if (rc >= 0)
 		return rc;
-	pn_on_stop_signals(on_signal);
+	pn_on_stop_signals(on_stop_signal);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (multi = curl_multi_init()) == NULL)
 	{
 		pn_log("libcurl initialisation failed");

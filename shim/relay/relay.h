@@ -1,9 +1,10 @@
 /*
  * relay.h
  *	  paynotify-relay's parts: settings (relay_opts.c), Standard Webhooks
- *	  signing (relay_sign.c), HTTP delivery with libcurl (relay_http.c), the
- *	  database calls (relay_db.c) and the loop (paynotify-relay.c, where the
- *	  whole design is described).
+ *	  signing (relay_sign.c), the clock and the stop flag (relay_clock.c),
+ *	  HTTP delivery with libcurl (relay_http.c), the database calls
+ *	  (relay_db.c) and the loop (paynotify-relay.c, where the whole design
+ *	  is described).
  */
 #ifndef PAYNOTIFY_RELAY_H
 #define PAYNOTIFY_RELAY_H
@@ -69,10 +70,11 @@ typedef struct job
 } job;
 
 extern relay_config cfg;
-extern volatile sig_atomic_t stop_requested;
 extern bool once;
 
-/* paynotify-relay.c */
+/* relay_clock.c */
+extern volatile sig_atomic_t stop_requested;
+extern void on_stop_signal(int sig);
 extern long long now_ms(void);
 
 /* relay_opts.c: -1 to go on, else the exit status */

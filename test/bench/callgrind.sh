@@ -4,8 +4,10 @@
 # load on the machine does not change it), which makes it the measure to
 # compare a change against.
 #
-#   test/bench/callgrind.sh [K]
+#   test/bench/callgrind.sh [--smoke] [K]
 #
+# --smoke: K = 10 unless given, to see that it still runs (the suite's
+# test/bench/smoke.sh); the figure means little at that size.
 # The same schema and WeChat notifications as test/bench/run.sh db, in a
 # single-user backend under callgrind: K first deliveries (default 100, a
 # prepared statement as pgbench -M prepared runs it) and then 2K in a fresh
@@ -25,7 +27,9 @@ cd "$(dirname "$0")/../.."
 . test/lib.sh
 . test/e2e/stack.sh
 . test/bench/baseline.sh
-k=${1:-100}
+k_default=100
+[ "${1:-}" = --smoke ] && { shift; k_default=10; }
+k=${1:-$k_default}
 n=$((3 * k + 10))
 now=1767225600
 

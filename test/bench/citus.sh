@@ -2,7 +2,11 @@
 # paynotify on one node against a three-node Citus cluster: prints figures,
 # asserts nothing.
 #
-#   test/bench/citus.sh
+#   test/bench/citus.sh [--smoke]
+#
+# --smoke: BENCH_CITUS_N 300 and BENCH_CITUS_SQL_N 100 unless set, to see
+# that it still runs (the suite's test/bench/smoke-citus.sh); the figures
+# mean little at that size.
 #
 # The same work on both: stack_schema's configuration, three FastCGI shims
 # (4 workers each) behind one nginx upstream, paynotify-send delivering
@@ -30,6 +34,10 @@ make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null |
 N=${BENCH_CITUS_N:-8000}
 C=${BENCH_CITUS_C:-12}
 SQLN=${BENCH_CITUS_SQL_N:-1000}
+if [ "${1:-}" = --smoke ]; then
+    N=${BENCH_CITUS_N:-300}
+    SQLN=${BENCH_CITUS_SQL_N:-100}
+fi
 ORDERS=$((N + 2 * SQLN + 100))
 
 # http LABEL: the distinct run through STACK_URL, one line of figures

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # paynotify-relay's commit-to-receiver latency: prints figures, asserts nothing.
 #
-#   test/bench/relay.sh
+#   test/bench/relay.sh [--smoke]
+#
+# --smoke: 100 payments/s for 2 s per mode unless BENCH_RATES and
+# BENCH_SECONDS say otherwise, to see that it still runs (the suite's
+# test/bench/smoke.sh); the figures mean little at that size.
 #
 # A throwaway cluster with default durability on loopback; pgbench applies
 # pre-signed Stripe payments through paynotify_handle at a fixed rate
@@ -25,6 +29,10 @@ cd "$(dirname "$0")/../.."
 rates=${BENCH_RATES:-${BENCH_RATE:-1000 20}}
 modes=${BENCH_MODES:-on coalesced:50 coalesced:1000 off}
 secs=${BENCH_SECONDS:-10}
+if [ "${1:-}" = --smoke ]; then
+    rates=${BENCH_RATES:-${BENCH_RATE:-100}}
+    secs=${BENCH_SECONDS:-2}
+fi
 n=1000
 for rate in $rates; do for _ in $modes; do n=$((n + rate * secs + rate)); done; done
 dir=$(mktemp -d /tmp/paynotify-relaybench.XXXXXX)

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # paynotify benchmarks: prints figures, asserts nothing.
 #
-#   test/bench/run.sh [all|db|storm|http|growth] ...
+#   test/bench/run.sh [--smoke] [all|db|storm|http|growth|history|wake] ...
 #
+#   --smoke  every part (db storm http growth history wake unless parts are
+#           named) at a few hundred notifications, one round each, to see
+#           that it still runs (the suite's test/bench/smoke.sh): the
+#           defaults below become BENCH_NOTIFICATIONS=200, BENCH_*ROUNDS=1,
+#           BENCH_STORM_DELIVERIES=100, BENCH_STORM_NOTIFICATIONS=100,
+#           BENCH_HTTP_SECONDS=1, BENCH_HTTP_PROBE=100, BENCH_CGI_PROBE=20,
+#           BENCH_GROWTH_ROWS=2000, BENCH_WAKE_MODES without coalesced:1000
+#           (the environment still overrides them), and no VACUUM or
+#           CHECKPOINT between runs.  The figures mean nothing at that size.
 #   db      pgbench drives paynotify_handle with pre-signed, distinct WeChat
 #           notifications (verify + decrypt + lock + log + transition + record
 #           + outbox) against a baseline making only the equivalent plain SQL
@@ -17,8 +26,9 @@
 #           other load on the machine moves much less than throughput, and
 #           its ratio (the baseline's over paynotify's).  Then the same
 #           notifications again: duplicates/s against first deliveries/s.
-#   storm   1000 deliveries of one notification at concurrency 50 through
-#           nginx and the FastCGI shim: latency p50/p99.
+#   storm   1000 deliveries (BENCH_STORM_DELIVERIES) of one notification at
+#           concurrency 50 through nginx and the FastCGI shim: latency
+#           p50/p99.
 #   http    nginx -> FastCGI shim -> PostgreSQL with paynotify-send, distinct
 #           notifications: requests/s, p50/p99, ratio to db at the same
 #           concurrency; CGI mode (fcgiwrap) for the record.
@@ -49,8 +59,20 @@ top=$(pwd)
 . test/e2e/stack.sh
 . test/bench/baseline.sh
 
+smoke=0
+if [ "${1:-}" = --smoke ]; then
+    shift
+    smoke=1
+    : "${BENCH_NOTIFICATIONS:=200}" "${BENCH_DB_ROUNDS:=1}" "${BENCH_STORM_ROUNDS:=1}"
+    : "${BENCH_STORM_DELIVERIES:=100}" "${BENCH_STORM_NOTIFICATIONS:=100}" "${BENCH_HTTP_ROUNDS:=1}"
+    : "${BENCH_HTTP_SECONDS:=1}" "${BENCH_HTTP_PROBE:=100}" "${BENCH_CGI_PROBE:=20}" "${BENCH_CGI_ROUNDS:=1}"
+    : "${BENCH_GROWTH_ROWS:=2000}" "${BENCH_ROUNDS:=1}" "${BENCH_WAKE_MODES:=on coalesced:50 off baseline+notify}"
+fi
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(all)
+if [ ${#parts[@]} -eq 0 ]; then
+    parts=(all)
+    [ $smoke = 1 ] && parts=(db storm http growth history wake)
+fi
 [ "${parts[0]}" = all ] && parts=(db storm http growth)
 nsig=${BENCH_NOTIFICATIONS:-40000}
 growth_rows=${BENCH_GROWTH_ROWS:-1000000}
@@ -92,7 +114,9 @@ cat >"$STACK_DIR/baseline_notify.sql" <<'EOS'
 SELECT bench.baseline_notify(nextval('bench.bseq'));
 EOS
 
-# Empty every table both sides write to, and make every order pending again.
+# Empty every table both sides write to, and make every order pending again;
+# then VACUUM ANALYZE and CHECKPOINT, which steady the figures (not with
+# --smoke, whose figures mean nothing: a reset costs seconds there).
 reset_tables() {
     SQL -q >/dev/null <<EOS
 TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly, paynotify_order_history,
@@ -100,9 +124,8 @@ TRUNCATE payment_notify_log, payment_record, paynotify_outbox, paynotify_anomaly
 INSERT INTO public.orders SELECT 'PN' || lpad(i::text, 8, '0'), 'pending', 8888 FROM generate_series(1, $nsig) i;
 INSERT INTO bench.orders_b SELECT * FROM public.orders;
 SELECT setval('bench.seq', 1, false), setval('bench.bseq', 1, false);
-VACUUM ANALYZE;
-CHECKPOINT;
 EOS
+    [ $smoke = 1 ] || SQL -q -c "VACUUM ANALYZE" -c CHECKPOINT >/dev/null
 }
 
 # pgbench_tps SCRIPT CLIENTS: every signed notification once, print the TPS.
@@ -318,17 +341,19 @@ http_round_col() {
 }
 
 # run_storm: BENCH_STORM_ROUNDS rounds (default 5) through the stack the case
-# below started, each after reset_tables: the storm (1000 deliveries of one
-# notification at concurrency 50), then BENCH_STORM_NOTIFICATIONS distinct
-# notifications (default 10000, fewer than BENCH_NOTIFICATIONS) at 50, then
-# the same ones again.  Medians of the valid runs.
+# below started, each after reset_tables: the storm (BENCH_STORM_DELIVERIES
+# deliveries, default 1000, of one notification at concurrency 50), then
+# BENCH_STORM_NOTIFICATIONS distinct notifications (default 10000, fewer
+# than BENCH_NOTIFICATIONS) at 50, then the same ones again.  Medians of the
+# valid runs.
 run_storm() {
     local rounds=${BENCH_STORM_ROUNDS:-5} n=${BENCH_STORM_NOTIFICATIONS:-10000} r
+    local storm_n=${BENCH_STORM_DELIVERIES:-1000}
     local storm_order=$nsig dir=$STACK_DIR/storm
     [ "$n" -lt "$nsig" ] || n=$((nsig - 1))
     mkdir -p "$dir"
     echo "== storm: through nginx and the FastCGI shim, $rounds interleaved rounds of"
-    echo "   storm: 1000 deliveries of one notification (order $(printf 'PN%08d' "$storm_order")) at concurrency 50"
+    echo "   storm: $storm_n deliveries of one notification (order $(printf 'PN%08d' "$storm_order")) at concurrency 50"
     echo "   first: $n distinct notifications at concurrency 50 (orders 1..$n)"
     echo "   dup:   the same $n again (same --seed, --now and --start: the same ids; checked: every"
     echo "          reply a duplicate, still $n log rows, each with 2 deliveries)"
@@ -341,9 +366,9 @@ run_storm() {
     for ((r = 1; r <= rounds; r++)); do
         reset_tables
         # the storm
-        http_send "$dir/storm.$r.json" --mode storm -n 1000 -c 50 --start "$storm_order" --seed 7
-        line=$(http_summary "$dir/storm.$r.json" "processed=1,duplicate=999")
-        why=$(http_db_check "succeeded|1000|1|1|paid" "SELECT l.status, l.delivery_count, l.attempts,
+        http_send "$dir/storm.$r.json" --mode storm -n "$storm_n" -c 50 --start "$storm_order" --seed 7
+        line=$(http_summary "$dir/storm.$r.json" "processed=1,duplicate=$((storm_n - 1))")
+        why=$(http_db_check "succeeded|$storm_n|1|1|paid" "SELECT l.status, l.delivery_count, l.attempts,
             (SELECT count(*) FROM payment_record WHERE order_no = '$ord'), (SELECT status FROM orders WHERE order_no = '$ord')
             FROM payment_notify_log l WHERE l.order_no = '$ord'")
         http_round_col s "$line" "$why" split
@@ -410,7 +435,9 @@ http_size() {
 # run_http: FastCGI (BENCH_SHIM_WORKERS shim workers, default 8) at concurrency
 # 8, 32 and 50 in BENCH_HTTP_ROUNDS interleaved rounds (default 3), then CGI
 # at 8 in BENCH_CGI_ROUNDS rounds (default 1); each run sized to last about
-# BENCH_HTTP_SECONDS (default 15; at most BENCH_NOTIFICATIONS notifications).
+# BENCH_HTTP_SECONDS (default 15; at most BENCH_NOTIFICATIONS notifications)
+# by a probe of BENCH_HTTP_PROBE (default 1000) or BENCH_CGI_PROBE (default
+# 200) notifications.
 run_http() {
     local rounds=${BENCH_HTTP_ROUNDS:-3} secs=${BENCH_HTTP_SECONDS:-15} workers=${BENCH_SHIM_WORKERS:-8}
     local dir=$STACK_DIR/http r c key line st rps p50 p99 el rest
@@ -424,7 +451,7 @@ run_http() {
     echo "   sized by a short run before to last about ${secs}s (BENCH_HTTP_SECONDS); orders and log"
     echo "   reset before each run"
     stack_http fastcgi "$workers"
-    for c in 8 32 50; do size["fastcgi $c"]=$(http_size "$c" "$secs" 1000); done
+    for c in 8 32 50; do size["fastcgi $c"]=$(http_size "$c" "$secs" "${BENCH_HTTP_PROBE:-1000}"); done
     printf '%-8s %5s %7s %6s %9s %8s %8s %8s\n' mode conc notif round req/s p50_ms p99_ms seconds
     for ((r = 1; r <= rounds; r++)); do
         for key in "${runs[@]}"; do
@@ -446,7 +473,7 @@ run_http() {
     runs+=("$key")
     stack_http cgi
     local fcgiwrap=${STACK_PIDS[-1]}
-    size[$key]=$(http_size 8 "$secs" 200)
+    size[$key]=$(http_size 8 "$secs" "${BENCH_CGI_PROBE:-200}")
     for ((r = 1; r <= ${BENCH_CGI_ROUNDS:-1}; r++)); do
         line=$(http_distinct "$dir/cgi.$r.json" 8 "${size[$key]}")
         read -r st rps p50 p99 el rest <<<"$line"

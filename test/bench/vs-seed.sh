@@ -5,11 +5,14 @@
 # the seed's own pre-signed requests and its own load driver (load.sh: wrk
 # for the distinct run, ab for the storm).  Prints figures; asserts nothing.
 #
-#   test/bench/vs-seed.sh [-r ROUNDS] [-d SECONDS] [-m DISTINCT] [-w SHIM_WORKERS] [-N]
+#   test/bench/vs-seed.sh [--smoke] [-r ROUNDS] [-d SECONDS] [-m DISTINCT] [-w SHIM_WORKERS] [-N]
 #
+#   --smoke  a few hundred requests, to see that it still runs (the suite's
+#       test/bench/smoke.sh): -r 1 -d 5 -m 300, the storm 200 requests, the
+#       seed's orders 1000, QUIET_WAIT 0; later options still apply
 #   -r  rounds (default 3); each round runs, alternating which goes first:
 #         distinct  load.sh -u URL -d SECONDS distinct   (wrk -t2 -c50)
-#         storm     load.sh -u URL storm                 (ab -n 1000 -c 50)
+#         storm     load.sh -u URL -n 1000 storm         (ab -n 1000 -c 50)
 #       for the seed and for paynotify, each after a reset of its state
 #       (seed: its seed.sh; paynotify: log, payments, outbox and orders)
 #   -d  wrk seconds (default 15)
@@ -25,7 +28,9 @@
 # repository; absent: nothing to compare, exit 0), QUIET_WAIT (seconds each
 # load run first waits for the machine to go idle, default 60; the seed's
 # cpu-monitor.py then reports the CPU other processes used during the run),
-# VS_LOGS (a directory to keep the raw load.sh outputs in).
+# VS_LOGS (a directory to keep the raw load.sh outputs in), ORDERS (the
+# seed's orders, default 200000: its start.sh and seed.sh seed them, its
+# gen-requests.py signs the storm for the last one).
 #
 # The seed is copied to a private directory and run from there (its start.sh
 # writes run.env and gen-requests.py requests/ next to themselves), on free
@@ -45,7 +50,12 @@ top=$(pwd)
 . test/lib.sh
 . test/e2e/stack.sh
 
-rounds=3 secs=15 distinct=40000 workers=8 notify=on
+rounds=3 secs=15 distinct=40000 workers=8 notify=on storm_n=1000 orders=${ORDERS:-200000}
+if [ "${1:-}" = --smoke ]; then
+    shift
+    rounds=1 secs=5 distinct=300 storm_n=200 orders=1000
+    export QUIET_WAIT=${QUIET_WAIT:-0}
+fi
 while getopts "r:d:m:w:Nh" o; do
     case $o in
         r) rounds=$OPTARG ;; d) secs=$OPTARG ;; m) distinct=$OPTARG ;; w) workers=$OPTARG ;;
@@ -91,8 +101,9 @@ echo "== the seed: setup.sh, gen-requests.py --distinct $distinct, start.sh (cop
 # once more if it fails: its checks (php -m | grep -q, under pipefail) can fail
 # by a SIGPIPE when grep exits before php has written everything
 "$seed/setup.sh" | tail -1 || "$seed/setup.sh" | tail -1 || { echo "the seed's setup.sh failed" >&2; exit 1; }
-"$seed/gen-requests.py" --distinct "$distinct" | tail -1 || exit 1
+"$seed/gen-requests.py" --distinct "$distinct" --orders "$orders" | tail -1 || exit 1
 seed_started=1
+export ORDERS=$orders	# start.sh and seed.sh seed that many orders
 HTTP_PORT=$(pn_free_port) PG_PORT=$(pn_free_port) REDIS_PORT=$(pn_free_port) \
     "$seed/start.sh" >"$work/logs/seed-start.log" 2>&1 || { cat "$work/logs/seed-start.log"; exit 1; }
 senv() { sed -n "s/^$1=//p" "$seed/run.env"; }
@@ -125,6 +136,10 @@ stack_sql -q -v ch="$channel" -v apiv3="$(tr -d '\n' <"$seed/keys/apiv3_key.txt"
     -v appid="$appid" -v serial="$serial" -v cert="$(cat "$cert")" -v ts="$ts" -v orders="$seed_orders" \
     -v notify="$notify" >/dev/null <<'SQL' || exit 1
 DELETE FROM paynotify_hook;
+-- one channel per gateway account: the stack's own WeChat channel (the test
+-- vectors' merchant, which the seed's gen-requests.py signs for too) makes
+-- way for the seed's; nothing here is sent to it
+DELETE FROM paynotify_channel WHERE gateway = 'wxpay';
 SELECT paynotify_add_channel(:'ch', 'wxpay', jsonb_strip_nulls(jsonb_build_object('apiv3_key', :'apiv3',
 	'mchid', NULLIF(:'mchid', ''), 'appid', NULLIF(:'appid', ''))));
 SELECT paynotify_add_key(:'ch', :'serial', :'cert');
@@ -185,7 +200,7 @@ load() {
     if [ "$2" = distinct ]; then
         /usr/bin/python3 "$seed/cpu-monitor.py" "$(roots)" -- "$seed/load.sh" -u "$url" -d "$secs" distinct >"$out" 2>&1
     else
-        /usr/bin/python3 "$seed/cpu-monitor.py" "$(roots)" -- "$seed/load.sh" -u "$url" storm >"$out" 2>&1
+        /usr/bin/python3 "$seed/cpu-monitor.py" "$(roots)" -- "$seed/load.sh" -u "$url" -n "$storm_n" storm >"$out" 2>&1
     fi
     sleep 1	# requests cut off when wrk stopped finish in the server
     echo "$out"
@@ -235,7 +250,7 @@ db_agrees() {
             got=$(stack_sql -tA -F' ' -c "SELECT count(*), string_agg(status || ' ' || delivery_count || ' ' || attempts, ','),
                 (SELECT count(*) FROM payment_record), (SELECT status FROM orders WHERE order_no = '$storm_order')
                 FROM payment_notify_log WHERE notify_id = '$storm_id'")
-            [ "$got" = "1 succeeded 1000 1 1 paid" ] || echo "paynotify storm: log rows, status deliveries attempts, payments, order = $got (expected 1 succeeded 1000 1 1 paid)"
+            [ "$got" = "1 succeeded $storm_n 1 1 paid" ] || echo "paynotify storm: log rows, status deliveries attempts, payments, order = $got (expected 1 succeeded $storm_n 1 1 paid)"
             return
         fi
         got=$(stack_sql -tA -F' ' -c "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'),

@@ -1,18 +1,16 @@
 /*-------------------------------------------------------------------------
  *
- * ops.h
- *	  Operations (ops.c): order history, delivery history, retry.
+ * history.h
+ *	  What happened (history.c): order moves and deliveries.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef PN_OPS_H
-#define PN_OPS_H
-
-#include "commands/trigger.h"
+#ifndef PN_HISTORY_H
+#define PN_HISTORY_H
 
 #include "pipeline.h"
 
-extern void pn_ops_init(void);
+extern void pn_history_init(void);
 extern void pn_history_own_move(bool on);
 extern void pn_history_cause(const char *channel, const char *notify_id);
 extern void pn_history_move(PnConfig *cfg, const char *order_no, const char *from,
@@ -22,8 +20,4 @@ extern void pn_history_guard(Oid fn_oid, const char *order_no, const char *from,
 extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							   PnOutcome outcome, Jsonb *headers);
 
-/* handle.c: the business step in its subtransaction, as a redelivery runs it */
-extern bool pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
-						  PnApplied *res, char **error);
-
-#endif							/* PN_OPS_H */
+#endif							/* PN_HISTORY_H */

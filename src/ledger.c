@@ -1,0 +1,248 @@
+/*-------------------------------------------------------------------------
+ *
+ * ledger.c
+ *	  The records a business step reads and writes: the order row (locked
+ *	  before anything is decided), payment_record (one row per trade),
+ *	  paynotify_refund (one row per refund id) and paynotify_anomaly.
+ *	  Payments and refunds are accounted per trade; the rules that read and
+ *	  write them are apply.c's (docs/LEDGER.md).
+ *
+ * Every function here runs inside the business step, with SPI connected.
+ * Each read takes a fresh snapshot (read_only = false): it sees what
+ * committed before it, and what this step wrote.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "utils/builtins.h"
+
+#include "paynotify.h"
+#include "pipeline.h"
+
+static void order_not_found(PnConfig *cfg, const char *order_no) pg_attribute_noreturn();
+
+/*
+ * No order has the key a notification names: an error (retried later).
+ * When the key's type reads the reference as another text (a varchar(n)
+ * cuts it, a char(n) pads it, uuid lowers it), say so: that other key is
+ * another order, never this notification's.
+ */
+static void
+order_not_found(PnConfig *cfg, const char *order_no)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	char	   *as_key = NULL;
+
+	if (pn_orders_execute(cfg, PLAN_ORDER_KEY_TEXT, &arg, NULL, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+		as_key = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	if (as_key != NULL && strcmp(as_key, order_no) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_DATA_FOUND),
+				 errmsg("order \"%s\" not found (the orders table's key column reads it as \"%s\", which is not the same reference)",
+						order_no, as_key),
+				 errdetail("A notification is applied only to the order whose key is exactly the reference it names.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NO_DATA_FOUND),
+			 errmsg("order \"%s\" not found", order_no)));
+}
+
+/* Lock and read the order; a missing order is an error (retried later). */
+void
+pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	bool		isnull;
+	char	   *status;
+
+	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: order lookup failed");
+	if (SPI_processed == 0)
+		order_not_found(cfg, order_no);
+	status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	row->status = status ? (char *) pn_status_name(&cfg->status_map, status) : "";
+	row->amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 2, &isnull));
+	row->has_amount = !isnull;
+	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+}
+
+/* The order a trade was recorded for, or NULL. */
+char *
+pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: payment lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/* The payment record of a trade: true and its amount when there is one. */
+bool
+pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount)
+{
+	Datum		args[2];
+	bool		isnull;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: payment lookup failed");
+	if (SPI_processed == 0)
+		return false;
+	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	return true;
+}
+
+/*
+ * How many trades (payment records, any channel) the order has; all_refunded
+ * says whether each of them is refunded in full.  The rows stay in
+ * SPI_tuptable (channel, trade_no, paid, refunded) until the next query.
+ */
+int
+pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_TRADES), &arg, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: payment lookup failed");
+	*all_refunded = true;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		int64		paid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 3, &isnull));
+		int64		refunded = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 4, &isnull));
+
+		if (refunded < paid)
+			*all_refunded = false;
+	}
+	return (int) Min(SPI_processed, INT_MAX);
+}
+
+/* The status of a recorded refund ("succeeded", "failed"), or NULL. */
+char *
+pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id, const char *order_no)
+{
+	Datum		args[3];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(refund_id);
+	args[2] = CStringGetTextDatum(order_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: refund lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/*
+ * Record the payment.  The order's lock keeps other notifications of this
+ * order out, and the trade was looked up: only a notification of the same
+ * trade for another order, at the same time, can have recorded it since.
+ * That fails the step (retried, then answered trade_of_another_order).
+ */
+void
+pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->trade_no);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = Int64GetDatum(Max(n->order_amount, 0));
+	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
+	args[5] = CStringGetTextDatum(n->notify_id);
+	if (n->currency == NULL)
+		nulls[4] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: payment insert failed");
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("trade \"%s\" was recorded for another order at the same time",
+						n->trade_no)));
+}
+
+/* Record a refund; false when this refund id was recorded before. */
+bool
+pn_refund_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
+				 int64 amount, const char *status)
+{
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
+	args[4] = Int64GetDatum(amount);
+	args[5] = CStringGetTextDatum(status);
+	args[6] = CStringGetTextDatum(n->notify_id);
+	if (trade_no == NULL)
+		nulls[3] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: refund insert failed");
+	return SPI_processed == 1;
+}
+
+/* A failed refund succeeded after all; false unless it was failed. */
+bool
+pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *trade_no,
+				  int64 amount)
+{
+	Datum		args[6];
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->refund_id ? n->refund_id : n->notify_id);
+	args[2] = Int64GetDatum(amount);
+	args[3] = CStringGetTextDatum(trade_no);
+	args[4] = CStringGetTextDatum(n->notify_id);
+	args[5] = CStringGetTextDatum(n->order_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUCCEED), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: refund update failed");
+	return SPI_processed == 1;
+}
+
+/* What succeeded refunds of one trade add up to (fresh snapshot). */
+int64
+pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const char *order_no)
+{
+	Datum		args[3];
+	bool		isnull;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	args[2] = CStringGetTextDatum(order_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_SUM), args, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: refund sum query failed");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* Insert a paynotify_anomaly row and say so in the server log. */
+void
+pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *kind)
+{
+	Datum		args[5];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = CStringGetTextDatum(pn_order_key(n));
+	args[3] = CStringGetTextDatum(kind);
+	args[4] = JsonbPGetDatum(pn_notice_to_jsonb(n));
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ANOMALY_INSERT), args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: anomaly insert failed");
+	ereport(WARNING,
+			(errmsg("paynotify: anomaly \"%s\" on channel \"%s\", notification \"%s\"",
+					kind, channel, n->notify_id)));
+}

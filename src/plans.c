@@ -1,0 +1,324 @@
+/*-------------------------------------------------------------------------
+ *
+ * plans.c
+ *	  Every SQL statement the pipeline runs, in one table (plan_specs), and
+ *	  their prepared plans, built once per configuration generation (each
+ *	  PnConfig holds its own; config.c frees them with it).
+ *
+ * A statement names the extension's schema and the bound orders table by
+ * placeholders (@s, @o and its columns), expanded from the configuration
+ * when the plan is first prepared.  Statements on the orders table run as
+ * that table's owner (pn_orders_execute), never as paynotify.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
+
+#include "paynotify.h"
+#include "pipeline.h"
+
+/* SQL of each plan; @s = extension schema, @o.. = the bound orders table */
+typedef struct PlanSpec
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[11];
+	bool		needs_orders;
+} PlanSpec;
+
+static const PlanSpec plan_specs[PN_NPLANS] = {
+	[PLAN_LOG_GET] = {
+		"SELECT status, payload = $3, notice FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $4",
+		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+	},
+	/*
+	 * the same id for its own order, else for another: the look after the
+	 * lock (by the primary key's prefix), so that other content under a
+	 * known id is never applied, whatever order it names.  On Citus it reads
+	 * every shard.  When the lock is free it is the only read of the log;
+	 * while another delivery holds it, PLAN_LOG_GET answers a settled
+	 * duplicate without waiting.
+	 */
+	[PLAN_LOG_ANY] = {
+		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2"
+		" ORDER BY order_no = $4 DESC, first_seen LIMIT 1",
+		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+	},
+	[PLAN_LOG_INSERT] = {
+		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
+		" event_type, payload, status, note, error_msg, notice, processed_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+		" ON CONFLICT DO NOTHING",
+		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
+		TIMESTAMPTZOID}
+	},
+	[PLAN_LOG_SEEN] = {
+		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
+		" last_seen = pg_catalog.now()"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_LOG_RETRY] = {
+		"UPDATE @s.payment_notify_log SET status = $3, note = $4, error_msg = $5,"
+		" notice = $6, attempts = attempts + $7, delivery_count = delivery_count + $8,"
+		" last_seen = pg_catalog.now(),"
+		" processed_at = $11"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $9"
+		" AND ($10 IS NULL OR status = $10)",
+		11, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, INT4OID, INT4OID, TEXTOID, TEXTOID,
+		TIMESTAMPTZOID}
+	},
+	[PLAN_PARKED_LIST] = {
+		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"
+		" WHERE order_no = $1 AND status = 'parked'"
+		" AND ($2 IS NULL OR notice->>'trade_no' = $2) ORDER BY first_seen, notify_id",
+		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_PAYMENT_INSERT] = {
+		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
+		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
+		" ON CONFLICT DO NOTHING",
+		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+	},
+	/*
+	 * by trade, whatever its order: the one read of a notification that does
+	 * not name its order, because it is the check that a trade never pays
+	 * two orders (trade_of_another_order).  On Citus it reads every shard
+	 * (a read: still no two-phase commit).
+	 */
+	[PLAN_PAYMENT_GET] = {
+		"SELECT order_no, amount FROM @s.payment_record"
+		" WHERE channel = $1 AND trade_no = $2",
+		2, {TEXTOID, TEXTOID}
+	},
+	/* every trade of the order (any channel): paid and refunded */
+	[PLAN_ORDER_TRADES] = {
+		"SELECT p.channel, p.trade_no, p.amount,"
+		" (SELECT COALESCE(pg_catalog.sum(r.amount), 0)::bigint FROM @s.paynotify_refund r"
+		"  WHERE r.order_no = p.order_no AND r.channel = p.channel AND r.trade_no = p.trade_no"
+		"  AND r.status = 'succeeded')"
+		" FROM @s.payment_record p WHERE p.order_no = $1",
+		1, {TEXTOID}
+	},
+	[PLAN_REFUND_INSERT] = {
+		"INSERT INTO @s.paynotify_refund (channel, refund_id, order_no, trade_no,"
+		" amount, status, notify_id) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+		" ON CONFLICT DO NOTHING",
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+	},
+	[PLAN_REFUND_SUM] = {
+		"SELECT COALESCE(pg_catalog.sum(amount), 0)::bigint"
+		" FROM @s.paynotify_refund"
+		" WHERE channel = $1 AND trade_no = $2 AND order_no = $3 AND status = 'succeeded'",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_REFUND_GET] = {
+		"SELECT status FROM @s.paynotify_refund"
+		" WHERE channel = $1 AND refund_id = $2 AND order_no = $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
+	/* a failed refund that succeeded after all (never the other way) */
+	[PLAN_REFUND_SUCCEED] = {
+		"UPDATE @s.paynotify_refund SET status = 'succeeded', amount = $3, trade_no = $4,"
+		" notify_id = $5 WHERE channel = $1 AND refund_id = $2 AND order_no = $6"
+		" AND status = 'failed'",
+		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_OUTBOX_INSERT] = {
+		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
+		" VALUES ($1, $2, $3, $4, $5) RETURNING id",
+		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
+	},
+	/*
+	 * Citus only: the order's next sequence value, on its shard, under its
+	 * lock (see paynotify_order_seq), and the outbox row that carries it
+	 */
+	[PLAN_ORDER_SEQ_NEXT] = {
+		"INSERT INTO @s.paynotify_order_seq AS q (order_no, last) VALUES ($1, 1)"
+		" ON CONFLICT (order_no) DO UPDATE SET last = q.last + 1 RETURNING last",
+		1, {TEXTOID}
+	},
+	[PLAN_OUTBOX_INSERT_SEQ] = {
+		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq)"
+		" VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID}
+	},
+	/*
+	 * Citus only: synchronous_commit set in the transaction on the node that
+	 * holds the log row's shard (a volatile function in the target list of
+	 * a query routed there), where the transaction's writes commit
+	 */
+	[PLAN_SHARD_COMMIT_LEVEL] = {
+		"SELECT pg_catalog.set_config('synchronous_commit', $4, true) FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	[PLAN_ANOMALY_INSERT] = {
+		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
+		" VALUES ($1, $2, $3, $4, $5)",
+		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
+	},
+	/*
+	 * The order a notification names, exactly: the cast to the key's type
+	 * finds the row by its index, and the key read back as text must be
+	 * what the notification said.  A cast normalises (varchar(32) cuts a
+	 * longer reference, char(n) pads, uuid lowers its letters, integers
+	 * drop their zeros), and a reference that only normalises to a key is
+	 * another order's, never this one's.
+	 */
+	[PLAN_ORDER_GET] = {
+		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND @k::text = $1 FOR UPDATE",
+		1, {TEXTOID}, true
+	},
+	[PLAN_ORDER_MOVE] = {
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt",
+		3, {TEXTOID, TEXTOID, TEXTOID}, true
+	},
+	/* what a reference reads as in the key's type (why it is not found) */
+	[PLAN_ORDER_KEY_TEXT] = {
+		"SELECT $1::@kt::text",
+		1, {TEXTOID}, true
+	},
+	[PLAN_ORDER_PAY] = {
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt"
+		" AND ($4 IS NULL OR @am = $4)"
+		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
+		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
+	},
+};
+
+static void orders_call(void *arg);
+
+/*
+ * Replace @s, @o, @k, @kt, @st, @stt, @am and @cu in a template (a plan's, or
+ * a configuration query's) with the schema and the binding of cfg.
+ */
+char *
+pn_expand_sql(const PnConfig *cfg, const char *tmpl)
+{
+	StringInfoData s;
+	static const struct
+	{
+		const char *tok;
+		int			field;
+	}			toks[] = {
+		/* longest first: @stt before @st, @kt before @k */
+		{"@stt", 5}, {"@st", 4}, {"@kt", 3}, {"@k", 2}, {"@am", 6}, {"@cu", 7}, {"@s", 0}, {"@o", 1}
+	};
+
+	initStringInfo(&s);
+	for (const char *p = tmpl; *p;)
+	{
+		bool		done = false;
+
+		if (*p == '@')
+		{
+			for (int i = 0; i < (int) lengthof(toks) && !done; i++)
+			{
+				size_t		len = strlen(toks[i].tok);
+				const char *val = NULL;
+
+				if (strncmp(p, toks[i].tok, len) != 0)
+					continue;
+				switch (toks[i].field)
+				{
+					case 0: val = cfg->schema; break;
+					case 1: val = cfg->orders; break;
+					case 2: val = cfg->key_col; break;
+					case 3: val = cfg->key_type; break;
+					case 4: val = cfg->status_col; break;
+					case 5: val = cfg->status_type; break;
+					case 6: val = cfg->amount_expr; break;
+					case 7: val = cfg->currency_expr; break;
+				}
+				appendStringInfoString(&s, val);
+				p += len;
+				done = true;
+			}
+		}
+		if (!done)
+			appendStringInfoChar(&s, *p++);
+	}
+	return s.data;
+}
+
+/* A prepared plan, built once per configuration generation. */
+SPIPlanPtr
+pn_plan(PnConfig *cfg, PnPlanId id)
+{
+	const PlanSpec *spec = &plan_specs[id];
+	SPIPlanPtr	plan;
+
+	if (cfg->plans[id] != NULL)
+		return cfg->plans[id];
+	if (spec->needs_orders && !cfg->bound)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
+				 errhint("Call paynotify_bind_orders first.")));
+	plan = SPI_prepare(pn_expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
+	if (plan == NULL)
+		elog(ERROR, "paynotify: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(plan);
+	cfg->plans[id] = plan;
+	return plan;
+}
+
+typedef struct OrdersCall
+{
+	PnConfig   *cfg;
+	PnPlanId	id;
+	Datum	   *args;
+	const char *nulls;
+	long		count;
+	int			rc;
+} OrdersCall;
+
+static void
+orders_call(void *arg)
+{
+	OrdersCall *c = (OrdersCall *) arg;
+
+	c->rc = SPI_execute_plan(pn_plan(c->cfg, c->id), c->args, c->nulls, false, c->count);
+}
+
+/*
+ * Execute one of the plans on the orders table as that table's owner, in a
+ * security-restricted operation: its triggers, defaults, constraints and
+ * index expressions run with its owner's rights, never paynotify's.
+ * Returns SPI_execute_plan's result.  SPI must be connected.
+ */
+int
+pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, long count)
+{
+	OrdersCall	c = {cfg, id, args, nulls, count, 0};
+	Oid			owner;
+
+	Assert(plan_specs[id].needs_orders);
+	if (!cfg->bound)
+		(void) pn_plan(cfg, id);	/* raises "no orders table is bound" */
+	owner = pn_relation_owner(cfg->orders_oid);
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the bound orders table %s no longer exists", cfg->orders),
+				 errhint("Call paynotify_bind_orders again.")));
+	pn_run_as(owner, orders_call, &c);
+	return c.rc;
+}
+
+/* Free the plans a configuration generation prepared. */
+void
+pn_plans_free(PnConfig *cfg)
+{
+	for (int i = 0; i < PN_NPLANS; i++)
+		if (cfg->plans[i] != NULL)
+			SPI_freeplan(cfg->plans[i]);
+}
