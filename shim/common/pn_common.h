@@ -43,6 +43,7 @@ extern bool pn_json_escape(pn_buf *b, const char *s, size_t n);
 
 /* pn_clock.c */
 extern long long pn_now_ms(void);
+extern double pn_mono_now(void);
 
 /* pn_log.c */
 extern void pn_log_init(const char *program, bool with_pid);

@@ -36,7 +36,7 @@
  *
  * This file is the loop; relay_opts.c the settings, relay_db.c the
  * database calls, relay_http.c the requests, relay_sign.c the signatures,
- * relay_clock.c the clock and the stop flag.
+ * relay_stop.c the stop flag.
  */
 #include "relay.h"
 

@@ -1,7 +1,7 @@
 /*
  * relay.h
  *	  paynotify-relay's parts: settings (relay_opts.c), Standard Webhooks
- *	  signing (relay_sign.c), the clock and the stop flag (relay_clock.c),
+ *	  signing (relay_sign.c), the stop flag (relay_stop.c),
  *	  HTTP delivery with libcurl (relay_http.c), the database calls
  *	  (relay_db.c) and the loop (paynotify-relay.c, where the whole design
  *	  is described).
@@ -72,10 +72,9 @@ typedef struct job
 extern relay_config cfg;
 extern bool once;
 
-/* relay_clock.c */
+/* relay_stop.c */
 extern volatile sig_atomic_t stop_requested;
 extern void on_stop_signal(int sig);
-extern long long now_ms(void);
 
 /* relay_opts.c: -1 to go on, else the exit status */
 extern int	load_config(int argc, char **argv);

@@ -302,12 +302,12 @@ finish_job(CURLM *multi, job *j, CURLcode rc)
 void
 run_jobs(CURLM *multi, job *jobs, int n)
 {
-	long long	deadline = now_ms() + 2 * cfg.timeout_ms;
+	long long	deadline = pn_now_ms() + 2 * cfg.timeout_ms;
 	int			running = 0;
 
 	for (;;)
 	{
-		bool		may_start = !stop_requested && now_ms() < deadline;
+		bool		may_start = !stop_requested && pn_now_ms() < deadline;
 		int			still,
 					left;
 		CURLMsg    *msg;

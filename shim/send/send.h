@@ -77,7 +77,6 @@ void		pn_json_num(struct pn_json *j, const char *key, double val);
 void		pn_json_bool(struct pn_json *j, const char *key, bool val);
 void		pn_json_null(struct pn_json *j, const char *key);
 
-double		pn_mono_now(void);
 bool		pn_parse_ll(const char *s, long long lo, long long hi, long long *out);
 bool		pn_parse_double(const char *s, double lo, double hi, double *out);
 void		pn_hex(const unsigned char *in, size_t n, char *out, const char *alphabet);

@@ -314,15 +314,6 @@ pn_json_null(struct pn_json *j, const char *key)
 
 /* ------------------------------------------------------- numbers & time */
 
-double
-pn_mono_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 /* Whole string must be a decimal integer within [lo, hi]. */
 bool
 pn_parse_ll(const char *s, long long lo, long long hi, long long *out)
