@@ -41,6 +41,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -482,4 +483,22 @@ pn_watch_end(pn_server *srv, int slot)
 	pthread_mutex_lock(&srv->lock);
 	srv->watches[slot].fd = -1;
 	pthread_mutex_unlock(&srv->lock);
+}
+
+/* Wakes the acceptor (a full pipe already does). */
+void
+pn_server_ring(pn_server *srv)
+{
+	if (write(srv->bell[1], "", 1) < 0)
+	{
+		/* EAGAIN: the bell is ringing already */
+	}
+}
+
+/* An error the server cannot survive: stop, with exit status 1. */
+void
+pn_server_fail(pn_server *srv)
+{
+	atomic_store(&srv->failed, true);
+	kill(getpid(), SIGTERM);
 }

@@ -213,24 +213,6 @@ wait_for_signal(pn_server *srv)
 	return atomic_load(&srv->failed) ? 1 : 0;
 }
 
-/* Wakes the acceptor (a full pipe already does). */
-void
-pn_server_ring(pn_server *srv)
-{
-	if (write(srv->bell[1], "", 1) < 0)
-	{
-		/* EAGAIN: the bell is ringing already */
-	}
-}
-
-/* An error the server cannot survive: stop, with exit status 1. */
-void
-pn_server_fail(pn_server *srv)
-{
-	atomic_store(&srv->failed, true);
-	kill(getpid(), SIGTERM);
-}
-
 /* One worker: its own session, serving connections until stopped. */
 static void *
 worker_main(void *arg)

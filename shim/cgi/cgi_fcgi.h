@@ -49,12 +49,10 @@ typedef struct pn_server
 	atomic_bool failed;			/* an error the server cannot survive */
 } pn_server;
 
-/* cgi_fcgi.c */
+/* cgi_accept.c: the acceptor, and what workers and acceptor both call */
+extern void *pn_accept_main(void *arg);
 extern void pn_server_ring(pn_server *srv);
 extern void pn_server_fail(pn_server *srv);
-
-/* cgi_accept.c */
-extern void *pn_accept_main(void *arg);
 extern int	pn_ready_take(pn_server *srv);
 extern int	pn_watch_begin(pn_server *srv, int slot, int fd);
 extern void pn_watch_end(pn_server *srv, int slot);
