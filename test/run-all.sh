@@ -22,6 +22,7 @@ quick=0
 # The test scripts, one per line, in the order they run.
 quick_tests=(
     test/vectors/check-vectors.sh
+    test/docs/links.py
     test/unit/run.sh
     test/unit/crypto-fault.sh
     shim/tests/cgi-test.sh

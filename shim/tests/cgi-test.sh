@@ -281,11 +281,15 @@ clients() {
         >"$TMP/$1.clients" 2>&1 &
     CLIENTS_PID=$!
     STARTED+=("$CLIENTS_PID")
-    for _ in $(seq 1 100); do
+    # until it says it connected, or has ended without saying so (however
+    # long a loaded machine takes to start it: 60 s is a bound on a hang)
+    for _ in $(seq 1 1200); do
         grep -q '^connected' "$TMP/$1.clients" && return 0
         pn_alive "$CLIENTS_PID" || break
         sleep 0.05
     done
+    grep -q '^connected' "$TMP/$1.clients" && return 0
+    sed 's/^/#   clients: /' "$TMP/$1.clients"
     return 1
 }
 # timed NAME COUNT: COUNT POSTs through nginx at once (one curl each), each
