@@ -4,12 +4,16 @@
 #   - the blog's storm: 1000 deliveries of one notification at concurrency 50
 #     -> one processed, one payment, the order paid;
 #   - 2,000 distinct notifications -> 2,000 orders paid, 2,000 payment_records;
-#   - the database stopped in the middle of a retry-until-acknowledged run
-#     (as soon as its first rows are seen) and started again once the
-#     sender's ledger shows deliveries that failed: only 503s while it is
-#     down; after it is back the run ends with every notification
-#     acknowledged (the sender's summary and ledger) and applied exactly
-#     once.
+#   - the database stopped in the middle of retry-until-acknowledged
+#     traffic: 150 notifications acknowledged while it is up, then it is
+#     stopped, then a run that re-delivers 50 of them and delivers 150 new
+#     ones (the same --seed and --created: the same notifications) starts,
+#     and the database is started again once the sender's ledger shows
+#     deliveries that failed: only 503s while it is down; after it is back
+#     the run ends with every notification acknowledged (the sender's
+#     summary and ledger) and applied exactly once.  The order of events is
+#     the test's, never a race with the sender: nothing here depends on how
+#     fast the machine is (the senders wait up to 60 s for a reply).
 # Prints "N passed, M failed" last; non-zero exit on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,7 +39,7 @@ for mode in fastcgi cgi; do
 
     # the storm: one notification, 1000 deliveries at concurrency 50
     order=$((base + 1))
-    stack_send wxpay --mode storm -n 1000 -c 50 --start "$order" --quiet --json >"$STACK_DIR/storm.json"
+    stack_send wxpay --mode storm -n 1000 -c 50 --start "$order" --timeout 60 --quiet --json >"$STACK_DIR/storm.json"
     check "$mode storm: every reply 200" "{'200': 1000}" "$(jf "$STACK_DIR/storm.json" 'r["status"]')"
     check "$mode storm: one processed, 999 duplicates" "{'processed': 1, 'duplicate': 999}" \
         "$(jf "$STACK_DIR/storm.json" 'dict(sorted(r["outcome"].items(), key=lambda kv: kv[0] != "processed"))')"
@@ -48,7 +52,7 @@ for mode in fastcgi cgi; do
     # distinct notifications
     start=$((base + 2))
     end=$((start + distinct - 1))
-    stack_send wxpay --mode distinct -n "$distinct" -c 32 --start "$start" --quiet --json >"$STACK_DIR/distinct.json"
+    stack_send wxpay --mode distinct -n "$distinct" -c 32 --start "$start" --timeout 60 --quiet --json >"$STACK_DIR/distinct.json"
     check "$mode distinct: $distinct processed" "{'processed': $distinct}" "$(jf "$STACK_DIR/distinct.json" 'r["outcome"]')"
     range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $end)'"
     check "$mode distinct: $distinct orders paid" "$distinct" "$(q "SELECT count(*) FROM orders WHERE $range AND status = 'paid'")"
@@ -57,16 +61,18 @@ for mode in fastcgi cgi; do
     [ "$mode" = fastcgi ] && stack_shim_stop
 done
 
-echo "== the database stopped in the middle of a retry-until-acknowledged run (FastCGI)"
+echo "== the database stopped in the middle of retry-until-acknowledged traffic (FastCGI)"
 stack_http fastcgi 8
 n_retry=300
 start=$((distinct * 2 + 1200))
 # retries compressed: WeChat's 15 s, 15 s, 30 s, 3 min ... become 15 ms, 15 ms, 30 ms, 180 ms ...
 range="order_no BETWEEN '$(printf 'PN%08d' $start)' AND '$(printf 'PN%08d' $((start + n_retry - 1)))'"
 ledger=$STACK_DIR/retry.ledger
-stack_send wxpay --mode retry -n "$n_retry" -c 16 --start "$start" --time-scale 0.001 \
-    --extra-deliveries 1 --ledger "$ledger" --quiet --json >"$STACK_DIR/retry.json" 2>"$STACK_DIR/retry.err" &
-sender=$!
+created=$(date +%s)
+retry_send() {	# retry_send COUNT START JSON: the same notifications in every run
+    stack_send wxpay --mode retry -n "$1" -c 16 --start "$2" --time-scale 0.001 --timeout 60 \
+        --seed 20260101 --created "$created" --extra-deliveries 1 --ledger "$ledger" --quiet --json >"$3"
+}
 # wait_for SECONDS CMD...: until CMD succeeds (polled every 20 ms); false on timeout
 wait_for() {
     local end=$((SECONDS + $1))
@@ -76,14 +82,16 @@ wait_for() {
         sleep 0.02
     done
 }
-rows_seen() { [ "$(q "SELECT count(*) FROM payment_notify_log WHERE $range" 2>/dev/null || echo 0)" -gt 0 ]; }
 failed_deliveries() { [ "$(awk -F'\t' '$9 == 0' "$ledger" 2>/dev/null | wc -l)" -gt 0 ]; }
-wait_for 60 rows_seen
-check "retry run: the database stopped once the first rows were seen" yes "$(rows_seen && echo yes || echo no)"
+retry_send 150 "$start" "$STACK_DIR/retry1.json"
+check "retry run while up: 150 acknowledged" 0 "$(jf "$STACK_DIR/retry1.json" 'r["retry"]["unacknowledged"]')"
 applied_before=$(q "SELECT count(*) FROM payment_notify_log WHERE $range")
 pn_cluster_stop "$STACK_DIR/pg"
-stack_send wxpay --mode distinct -n 50 -c 10 --start $((start + n_retry + 10)) --quiet --json >"$STACK_DIR/down.json"
+stack_send wxpay --mode distinct -n 50 -c 10 --start $((start + n_retry + 10)) --timeout 60 --quiet --json >"$STACK_DIR/down.json"
 check "database down: only 503s" "{'503': 50}" "$(jf "$STACK_DIR/down.json" 'r["status"]')"
+# 50 of the first 150 again (duplicates) and the 150 after them, all while down
+retry_send 200 $((start + 100)) "$STACK_DIR/retry.json" 2>"$STACK_DIR/retry.err" &
+sender=$!
 wait_for 60 failed_deliveries
 check "database down: the retry run's ledger shows failed deliveries before the restart" yes \
     "$(failed_deliveries && echo yes || echo no)"
