@@ -10,6 +10,8 @@ SET search_path = pay, public;
 SELECT paynotify_add_channel('orf', 'stripe', '{}');
 SELECT paynotify_add_key('orf', 'secret_1', t.secret(1));
 CREATE SCHEMA orf;
+-- a key column whose collation ignores case: its own = finds 'ORD-ABC'
+CREATE COLLATION orf.ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
 CREATE FUNCTION orf.pay(evt text, ord text) RETURNS text
 	LANGUAGE sql AS $$
 	SELECT outcome FROM t.stripe('orf', jsonb_build_object('id', evt, 'object', 'event',
@@ -63,7 +65,8 @@ FROM (VALUES
 	(4, 'integer', '7', ARRAY['007', '+7', ' 7']),
 	(5, 'bigint', '9000000000000005', ARRAY['09000000000000005']),
 	(6, 'text', 'T-6', ARRAY['T-6 ', 't-6']),
-	(7, 'varchar(8)', 'V-7', ARRAY['V-7 '])
+	(7, 'varchar(8)', 'V-7', ARRAY['V-7 ']),
+	(8, 'text COLLATE orf.ci', 'ord-abc', ARRAY['ORD-ABC', 'Ord-Abc'])
 ) v(n, key_type, key, near), orf.run(n, key_type, key, near) r
 ORDER BY n, r.ref = v.key, r.ref;
 

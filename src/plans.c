@@ -171,23 +171,28 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * what the notification said.  A cast normalises (varchar(32) cuts a
 	 * longer reference, char(n) pads, uuid lowers its letters, integers
 	 * drop their zeros), and a reference that only normalises to a key is
-	 * another order's, never this one's.
+	 * another order's, never this one's.  Compared byte for byte (COLLATE
+	 * "C"): under the key column's own collation a case-insensitive one
+	 * would take 'ORD-ABC' for 'ord-abc'.
 	 */
 	[PLAN_ORDER_GET] = {
-		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND @k::text = $1 FOR UPDATE",
+		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 FOR UPDATE",
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt",
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt",
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
-	/* what a reference reads as in the key's type (why it is not found) */
+	/*
+	 * why a reference is not found: the key its own comparison (the key
+	 * column's collation) finds for it, else what the cast reads it as
+	 */
 	[PLAN_ORDER_KEY_TEXT] = {
-		"SELECT $1::@kt::text",
+		"SELECT COALESCE((SELECT @k::text FROM @o WHERE @k = $1::@kt LIMIT 1), $1::@kt::text)",
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_PAY] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND @k::text = $1 AND @st = $2::@stt"
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
 		" AND ($4 IS NULL OR @am = $4)"
 		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
