@@ -10,8 +10,9 @@ BEGIN
 			pg_catalog.current_setting('server_encoding')
 			USING ERRCODE = 'feature_not_supported';
 	END IF;
-	-- a fresh installation (the later scripts' upgrade steps read it)
-	PERFORM pg_catalog.set_config('paynotify_install.fresh', 'on', true);
+	-- a fresh installation, in this transaction only (the later scripts'
+	-- upgrade steps read it; a value set outside can never be this xid)
+	PERFORM pg_catalog.set_config('paynotify_install.fresh', pg_catalog.pg_current_xact_id()::text, true);
 	-- Cluster-wide group roles, created once: the shim's login role joins
 	-- paynotify_handler; configuration can be delegated to paynotify_admin.
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'paynotify_handler') THEN

@@ -289,14 +289,38 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION @extschema@.paynotify_grant(role regrole, capacity text)
+-- Whether a role holds a capacity: every privilege of it granted to the
+-- role itself (the catalog's ACLs, not paynotify_role, which keeps names: a
+-- role dropped and created again under its name holds nothing).
+CREATE FUNCTION @extschema@.paynotify_capacity_held(rolname name, capacity text)
+	RETURNS boolean
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) $1)
+   AND NOT EXISTS (
+	SELECT FROM @extschema@.paynotify_capacity c
+	WHERE c.capacity OPERATOR(pg_catalog.=) $2
+	  AND NOT EXISTS (
+		SELECT FROM pg_catalog.aclexplode(CASE
+				WHEN c.fn IS NOT NULL THEN (SELECT p.proacl FROM pg_catalog.pg_proc p
+											WHERE p.oid OPERATOR(pg_catalog.=) c.fn)
+				WHEN c.columns IS NULL THEN (SELECT k.relacl FROM pg_catalog.pg_class k
+											 WHERE k.oid OPERATOR(pg_catalog.=) c.rel)
+				ELSE (SELECT a.attacl FROM pg_catalog.pg_attribute a
+					  WHERE a.attrelid OPERATOR(pg_catalog.=) c.rel
+						AND a.attname OPERATOR(pg_catalog.=) c.columns[1]) END) x
+		WHERE x.grantee OPERATOR(pg_catalog.=) (SELECT r.oid FROM pg_catalog.pg_roles r
+												WHERE r.rolname OPERATOR(pg_catalog.=) $1)
+		  AND x.privilege_type OPERATOR(pg_catalog.=) c.privilege))
+$$;
+
+-- The checks paynotify_grant and paynotify_revoke share.
+CREATE FUNCTION @extschema@.paynotify_capacity_check(role regrole, capacity text)
 	RETURNS void
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-DECLARE
-	usage boolean := false;
-	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
 BEGIN
 	IF role IS NULL OR capacity IS NULL THEN
 		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -312,9 +336,32 @@ BEGIN
 				  DETAIL = 'It is a cluster-wide role of paynotify 1.2 and earlier: its members are in every database.',
 				  HINT = 'Grant the capacity to the login role itself.';
 	END IF;
+	IF role::oid OPERATOR(pg_catalog.=) (SELECT e.extowner FROM pg_catalog.pg_extension e
+										 WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify') THEN
+		RAISE EXCEPTION 'role % owns the extension paynotify', role
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'It holds every privilege on the extension''s objects: there is nothing to grant, and revoking would take away its own.';
+	END IF;
+END
+$$;
+
+CREATE FUNCTION @extschema@.paynotify_grant(role regrole, capacity text)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	usage boolean := false;
+	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
+BEGIN
+	PERFORM @extschema@.paynotify_capacity_check(role, capacity);
+	-- rows a role of this name left when it was dropped
+	DELETE FROM @extschema@.paynotify_role r
+		WHERE r.role OPERATOR(pg_catalog.=) rolname
+		  AND NOT @extschema@.paynotify_capacity_held(rolname, r.capacity);
 	-- USAGE on the extension's schema, unless the role can use it already
-	IF NOT pg_catalog.has_schema_privilege(role, '@extschema@', 'USAGE') THEN
-		EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %I TO %s', '@extschema@', role);
+	IF NOT pg_catalog.has_schema_privilege(role, '@extschema@'::regnamespace, 'USAGE') THEN
+		EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);
 		usage := true;
 	END IF;
 	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, true);
@@ -334,44 +381,58 @@ CREATE FUNCTION @extschema@.paynotify_revoke(role regrole, capacity text)
 	AS $$
 DECLARE
 	usage boolean;
+	others text[];
 	other text;
+	hooks text;
 	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
 BEGIN
-	IF role IS NULL OR capacity IS NULL THEN
-		RAISE EXCEPTION 'role and capacity must not be null' USING ERRCODE = 'null_value_not_allowed';
-	END IF;
-	IF capacity OPERATOR(pg_catalog.<>) ALL ('{admin,handler,relay}'::text[]) THEN
-		RAISE EXCEPTION 'unknown capacity "%"', capacity
-			USING ERRCODE = 'invalid_parameter_value',
-				  HINT = 'A capacity is admin, handler or relay.';
-	END IF;
+	PERFORM @extschema@.paynotify_capacity_check(role, capacity);
+	-- what the role holds besides (by the catalog: a row of a dropped role
+	-- of this name gives nothing back)
+	others := ARRAY(SELECT r.capacity FROM @extschema@.paynotify_role r
+					WHERE r.role OPERATOR(pg_catalog.=) rolname
+					  AND r.capacity OPERATOR(pg_catalog.<>) paynotify_revoke.capacity
+					  AND @extschema@.paynotify_capacity_held(rolname, r.capacity));
 	DELETE FROM @extschema@.paynotify_role r
 		WHERE r.role OPERATOR(pg_catalog.=) rolname
-		  AND r.capacity OPERATOR(pg_catalog.=) paynotify_revoke.capacity
+		  AND (r.capacity OPERATOR(pg_catalog.=) paynotify_revoke.capacity
+			   OR r.capacity OPERATOR(pg_catalog.<>) ALL (others))
 		RETURNING r.schema_usage INTO usage;
 	-- its privileges, then again those of what the role still holds (the
 	-- capacities share some: paynotify_handle)
 	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, false);
-	FOR other IN SELECT r.capacity FROM @extschema@.paynotify_role r
-				 WHERE r.role OPERATOR(pg_catalog.=) rolname LOOP
+	FOREACH other IN ARRAY others LOOP
 		PERFORM @extschema@.paynotify_capacity_acl(role, other, true);
 	END LOOP;
 	IF usage THEN
-		IF other IS NOT NULL THEN
+		IF pg_catalog.cardinality(others) OPERATOR(pg_catalog.>) 0 THEN
 			-- the schema stays usable for what the role still holds
 			UPDATE @extschema@.paynotify_role r SET schema_usage = true
 				WHERE r.role OPERATOR(pg_catalog.=) rolname
-				  AND r.capacity OPERATOR(pg_catalog.=) other;
+				  AND r.capacity OPERATOR(pg_catalog.=) others[1];
 		ELSE
-			EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %I FROM %s', '@extschema@', role);
+			EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
+		END IF;
+	END IF;
+	-- an operator no more: the hooks it registered stop with its capacity
+	IF capacity OPERATOR(pg_catalog.=) 'admin' AND 'admin' OPERATOR(pg_catalog.<>) ALL (others) THEN
+		WITH gone AS (
+			DELETE FROM @extschema@.paynotify_hook h
+			WHERE h.registered_by OPERATOR(pg_catalog.=) role
+			RETURNING h.event OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) h.handler::text AS hook)
+		SELECT pg_catalog.string_agg(g.hook, ', ') INTO hooks FROM gone g;
+		IF hooks IS NOT NULL THEN
+			RAISE WARNING 'the hooks % registered by % are deleted with its admin capacity', hooks, role
+				USING HINT = 'An operator registers them again with paynotify_on.';
 		END IF;
 	END IF;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_revoke(regrole, text) IS
-	'takes a capacity (admin, handler or relay) in this database from a role';
+	'takes a capacity (admin, handler or relay) in this database from a role; with admin, the hooks it registered';
 REVOKE ALL ON @extschema@.paynotify_capacity, @extschema@.paynotify_role FROM PUBLIC;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_capacity_acl(regrole, text, boolean),
+	@extschema@.paynotify_capacity_held(name, text), @extschema@.paynotify_capacity_check(regrole, text),
 	@extschema@.paynotify_grant(regrole, text), @extschema@.paynotify_revoke(regrole, text)
 	FROM PUBLIC;
 
@@ -385,7 +446,8 @@ DECLARE
 	m record;
 	kept text[] := '{}';
 BEGIN
-	IF pg_catalog.current_setting('paynotify_install.fresh', true) IS DISTINCT FROM 'on' THEN
+	IF pg_catalog.current_setting('paynotify_install.fresh', true)
+			IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text THEN
 		FOR m IN SELECT a.member::regrole AS role, g.capacity
 				 FROM pg_catalog.pg_auth_members a
 				 JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) a.roleid
@@ -394,6 +456,8 @@ BEGIN
 					ON r.rolname OPERATOR(pg_catalog.=) g.grp
 				 WHERE a.member::regrole::text OPERATOR(pg_catalog.<>) ALL
 					   ('{paynotify_handler,paynotify_admin,paynotify_relay}'::text[])
+				   AND a.member OPERATOR(pg_catalog.<>) (SELECT e.extowner FROM pg_catalog.pg_extension e
+														 WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')
 				 ORDER BY a.member::regrole::text, g.capacity LOOP
 			PERFORM @extschema@.paynotify_grant(m.role, m.capacity);
 			kept := kept OPERATOR(pg_catalog.||) pg_catalog.format('%s (%s)', m.role, m.capacity);

@@ -153,3 +153,44 @@ SET search_path = pay, public;
 SELECT count(*) AS holders_left FROM paynotify_role WHERE role::text LIKE 'rg\_%';
 DROP FUNCTION t.rg_holds(regrole);
 DROP ROLE rg_op, rg_other, rg_shim, rg_relay;
+
+-- 7. The extension's owner is refused both ways: it holds everything, and
+-- revoking would take its own privileges away.
+SELECT paynotify_grant(:'su', 'admin');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_revoke(:'su', 'admin');
+\echo :LAST_ERROR_SQLSTATE
+SELECT has_table_privilege(:'su', 'pay.payment_notify_log', 'SELECT') AS owner_reads_log;
+
+-- 8. A role dropped and created again under its name holds nothing of the
+-- dropped one's: its rows are gone at the next grant, and a revoke gives
+-- back only what the new role holds.
+CREATE ROLE rg_alice LOGIN;
+SELECT paynotify_grant('rg_alice', 'admin');
+DROP OWNED BY rg_alice;
+DROP ROLE rg_alice;
+CREATE ROLE rg_alice LOGIN;
+SELECT paynotify_grant('rg_alice', 'handler');
+SELECT role, capacity FROM paynotify_role WHERE role = 'rg_alice' ORDER BY 2;
+SELECT paynotify_revoke('rg_alice', 'handler');
+SELECT has_function_privilege('rg_alice', 'pay.paynotify_add_channel(text,text,jsonb)', 'EXECUTE') AS alice_admin,
+	   has_function_privilege('rg_alice', 'pay.paynotify_handle(text,jsonb,bytea)', 'EXECUTE') AS alice_handler,
+	   (SELECT count(*) FROM paynotify_role WHERE role = 'rg_alice') AS alice_rows;
+DROP ROLE rg_alice;
+
+-- 9. An operator no more: the hooks it registered are deleted with its
+-- admin capacity (they would run as it, with the payments' data).
+CREATE ROLE rg_hooker LOGIN;
+SELECT paynotify_grant('rg_hooker', 'admin');
+CREATE SCHEMA rg_h AUTHORIZATION rg_hooker;
+\c - rg_hooker
+SET search_path = pay, public;
+CREATE FUNCTION rg_h.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
+SELECT paynotify_on('paid', 'rg_h.on_paid(jsonb)');
+\c - :su
+SET search_path = pay, public;
+SELECT count(*) AS hooks FROM paynotify_hook WHERE registered_by = 'rg_hooker'::regrole;
+SELECT paynotify_revoke('rg_hooker', 'admin');
+SELECT count(*) AS hooks FROM paynotify_hook WHERE registered_by = 'rg_hooker'::regrole;
+DROP SCHEMA rg_h CASCADE;
+DROP ROLE rg_hooker;
