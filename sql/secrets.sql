@@ -8,19 +8,24 @@ CREATE ROLE sk_ops LOGIN;
 SELECT pay.paynotify_grant('sk_ops', 'admin');
 CREATE FUNCTION t.sk_whsec(n integer) RETURNS text LANGUAGE sql AS
 	$$ SELECT 'whsec_' || encode(sha256(convert_to('paynotify endpoint secret ' || n, 'UTF8')), 'base64') $$;
--- the directory a superuser set up: the gateway's files, a link inside it,
--- a link out of it, a subdirectory, an unreadable and an empty file
+-- the directory a superuser set up, with this database's own directory in
+-- it: the gateway's files, a link inside it, a link out of it, a
+-- subdirectory, an unreadable and an empty file; and another database's
+-- directory, and a file beside the databases' directories, which this
+-- database's operator must not reach
 DO $$
 DECLARE
-	dir text := current_setting('data_directory') || '/../pn_secrets';
+	top text := current_setting('data_directory') || '/../pn_secrets';
+	dir text := top || '/' || current_database();
 BEGIN
 	EXECUTE format('COPY (SELECT 1) TO PROGRAM %L', format(
-		'rm -rf %1$s && mkdir -m 700 %1$s && cp %2$s/wechat_apiv3.key %2$s/wechat_platform_1.pub.pem'
+		'rm -rf %3$s && mkdir -m 700 %3$s %1$s %3$s/otherdb && cp %2$s/wechat_apiv3.key %2$s/wechat_platform_1.pub.pem'
 		' %2$s/stripe_secret_1.txt %1$s/ && cd %1$s && ln -s wechat_apiv3.key apiv3_link'
-		' && ln -s ../data/postgresql.conf outside && mkdir subdir && touch empty'
-		' && echo x > unreadable && chmod 000 unreadable',
-		dir, (SELECT d.dir FROM t.vdir d) || 'keys'));
-	EXECUTE format('ALTER ROLE sk_ops SET paynotify.secrets_directory = %L', dir);
+		' && ln -s ../../data/postgresql.conf outside && mkdir subdir && touch empty'
+		' && echo x > unreadable && chmod 000 unreadable'
+		' && cp %2$s/stripe_secret_2.txt %3$s/otherdb/theirs.txt && cp %2$s/stripe_secret_2.txt %3$s/shared.txt',
+		dir, (SELECT d.dir FROM t.vdir d) || 'keys', top));
+	EXECUTE format('ALTER ROLE sk_ops SET paynotify.secrets_directory = %L', top);
 	-- two relay endpoint secrets (whsec_ + base64 of 32 bytes)
 	EXECUTE format('COPY (SELECT %s) TO %L', 't.sk_whsec(1)', dir || '/endpoint.whsec');
 	EXECUTE format('COPY (SELECT %s) TO %L', 't.sk_whsec(2)', dir || '/endpoint_new.whsec');
@@ -52,6 +57,11 @@ SELECT paynotify_add_key_file('sk_st', 'k2', 'subdir');
 SELECT paynotify_add_key_file('sk_st', 'k2', 'unreadable');
 SELECT paynotify_add_key_file('sk_st', 'k2', 'empty');
 SELECT paynotify_add_key_file('sk_st', 'k2', 'missing');
+-- another database's secrets: neither beside this database's directory nor
+-- in another database's
+SELECT paynotify_add_key_file('sk_st', 'k2', 'shared.txt');
+SELECT paynotify_add_key_file('sk_st', 'k2', '../otherdb/theirs.txt');
+SELECT paynotify_add_key_file('sk_st', 'k2', 'theirs.txt');
 SELECT paynotify_add_channel('sk_bad', 'wxpay', '{"apiv3_key": {"file": "wechat_apiv3.key", "x": 1}}');
 -- the file reader itself is nobody's to call
 SELECT paynotify_read_secret('wechat_apiv3.key');

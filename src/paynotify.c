@@ -95,8 +95,8 @@ _PG_init(void)
 
 	DefineCustomStringVariable("paynotify.secrets_directory",
 							   "Directory the *_file configuration functions read secrets from.",
-							   "An absolute path; only plain file names inside it are accepted. "
-							   "Empty: reading secrets from files is off.",
+							   "An absolute path; each database reads from the directory named after it "
+							   "inside it, plain file names only. Empty: reading secrets from files is off.",
 							   &paynotify_secrets_directory,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY,

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -32,6 +33,8 @@
 PG_FUNCTION_INFO_V1(paynotify_check_settings);
 PG_FUNCTION_INFO_V1(paynotify_check_key);
 PG_FUNCTION_INFO_V1(paynotify_read_secret);
+
+static char *database_directory(const char *dir);
 
 #define MAX_SECRET_FILE (64 * 1024)
 
@@ -113,14 +116,33 @@ paynotify_check_key(PG_FUNCTION_ARGS)
 }
 
 /*
+ * dir/<this database's name>, the directory its secret files are in; an
+ * error when the name cannot name a directory (a '/', "." or "..").
+ */
+static char *
+database_directory(const char *dir)
+{
+	char	   *db = get_database_name(MyDatabaseId);
+
+	if (db == NULL || db[0] == '\0' || strchr(db, '/') != NULL ||
+		strcmp(db, ".") == 0 || strcmp(db, "..") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify: this database's name cannot name a directory of paynotify.secrets_directory")));
+	return psprintf("%s/%s", dir, db);
+}
+
+/*
  * paynotify_read_secret(filename text) returns text
  *
- * The contents of a file in paynotify.secrets_directory, without trailing
- * white space: how the *_file configuration functions load secrets without
- * their text ever being part of a statement (and so of the server log).
- * Only a plain file name is accepted; the file, after following symbolic
- * links, must be a readable regular file inside the directory, at most
- * 64 kB of UTF-8.  Read by the server process; never granted to anyone: the
+ * The contents of a file in this database's directory of
+ * paynotify.secrets_directory (the subdirectory named after the database:
+ * the setting is the cluster's, and an operator of one database must not
+ * load another database's secrets), without trailing white space: how the
+ * *_file configuration functions load secrets without their text ever
+ * being part of a statement (and so of the server log).  Only a plain file
+ * name is accepted; the file, after following symbolic links, must be a
+ * readable regular file inside that directory, at most 64 kB of UTF-8.  Read by the server process; never granted to anyone: the
  * SECURITY DEFINER configuration functions call it.  Messages name the
  * file, never its contents.
  */
@@ -158,10 +180,12 @@ paynotify_read_secret(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("paynotify: \"%s\" is not a file name in paynotify.secrets_directory", name),
 				 errhint("Give the name of a file directly inside the directory, without any path.")));
-	if (realpath(dir, dirreal) == NULL)
+	if (realpath(database_directory(dir), dirreal) == NULL)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("paynotify: could not resolve paynotify.secrets_directory: %m")));
+				 errmsg("paynotify: could not find this database's directory \"%s\" in paynotify.secrets_directory: %m",
+						get_database_name(MyDatabaseId)),
+				 errhint("Each database reads its secret files from the directory named after it inside paynotify.secrets_directory.")));
 	path = psprintf("%s/%s", dirreal, name);
 	if (realpath(path, filereal) == NULL)
 		ereport(ERROR,
