@@ -476,6 +476,146 @@ BEGIN
 END
 $$;
 
+-- ===== Code on the orders table runs as its owner: whose code it is =====
+--
+-- paynotify reads and moves orders as the orders table's owner (so that
+-- the shim's role needs no right on the table), and Citus copies a table's
+-- rows as the role that distributes it.  Either way the table's code runs
+-- with that role's rights: its triggers, constraints, defaults and
+-- generated columns, indexes, rules, policies, the types of its columns
+-- (domains and their checks, their input and output) and the casts to and
+-- from them.  A function of that code written by a role without those
+-- rights (a trigger function an application role owns, attached to a table
+-- a superuser owns) would run with more rights than its author.  Every
+-- function the table can run, with what runs it and its owner: paynotify
+-- acts on the table only when every owner has the rights of the role that
+-- runs them (the table's owner; on Citus, the caller of
+-- paynotify_distribute), as it does for hooks.
+CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
+	RETURNS TABLE (what text, fn regprocedure, owner regrole)
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+WITH RECURSIVE
+-- the table, its partitions and child tables
+rels(relid) AS (
+	SELECT $1::oid
+	UNION
+	SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN rels r ON i.inhparent OPERATOR(pg_catalog.=) r.relid),
+-- the objects of each that hold code, named for a message
+objs(classid, objid, what) AS (
+	SELECT 'pg_catalog.pg_trigger'::regclass::oid, t.oid,
+		   pg_catalog.format('trigger "%s" of %s', t.tgname, t.tgrelid::regclass)
+	FROM pg_catalog.pg_trigger t JOIN rels r ON t.tgrelid OPERATOR(pg_catalog.=) r.relid
+	WHERE NOT t.tgisinternal
+	UNION ALL
+	SELECT 'pg_catalog.pg_constraint'::regclass::oid, c.oid,
+		   pg_catalog.format('constraint "%s" of %s', c.conname, c.conrelid::regclass)
+	FROM pg_catalog.pg_constraint c JOIN rels r ON c.conrelid OPERATOR(pg_catalog.=) r.relid
+	UNION ALL
+	-- generated columns (a default runs only for an INSERT, and a copy
+	-- sends every column)
+	SELECT 'pg_catalog.pg_attrdef'::regclass::oid, d.oid,
+		   pg_catalog.format('the generated column "%s" of %s', a.attname, d.adrelid::regclass)
+	FROM pg_catalog.pg_attrdef d JOIN rels r ON d.adrelid OPERATOR(pg_catalog.=) r.relid
+	JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.adrelid
+		AND a.attnum OPERATOR(pg_catalog.=) d.adnum
+	WHERE a.attgenerated OPERATOR(pg_catalog.<>) ''
+	UNION ALL
+	SELECT 'pg_catalog.pg_class'::regclass::oid, i.indexrelid,
+		   pg_catalog.format('index %s', i.indexrelid::regclass)
+	FROM pg_catalog.pg_index i JOIN rels r ON i.indrelid OPERATOR(pg_catalog.=) r.relid
+	UNION ALL
+	SELECT 'pg_catalog.pg_rewrite'::regclass::oid, w.oid,
+		   pg_catalog.format('rule "%s" of %s', w.rulename, w.ev_class::regclass)
+	FROM pg_catalog.pg_rewrite w JOIN rels r ON w.ev_class OPERATOR(pg_catalog.=) r.relid
+	UNION ALL
+	-- policies the owner is held to (a superuser reads past them)
+	SELECT 'pg_catalog.pg_policy'::regclass::oid, p.oid,
+		   pg_catalog.format('policy "%s" of %s', p.polname, p.polrelid::regclass)
+	FROM pg_catalog.pg_policy p JOIN rels r ON p.polrelid OPERATOR(pg_catalog.=) r.relid
+	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
+	WHERE c.relrowsecurity AND c.relforcerowsecurity),
+-- the types of the columns, and the types those are made of
+types(typid, what, depth) AS (
+	SELECT a.atttypid, pg_catalog.format('the type %s of column "%s" of %s', a.atttypid::regtype,
+										 a.attname, a.attrelid::regclass), 0
+	FROM pg_catalog.pg_attribute a JOIN rels r ON a.attrelid OPERATOR(pg_catalog.=) r.relid
+	WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+	UNION
+	SELECT x.typid, ty.what, ty.depth OPERATOR(pg_catalog.+) 1
+	FROM types ty JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) ty.typid
+	CROSS JOIN LATERAL (
+		SELECT t.typbasetype AS typid WHERE t.typbasetype OPERATOR(pg_catalog.<>) 0
+		UNION ALL SELECT t.typelem WHERE t.typelem OPERATOR(pg_catalog.<>) 0
+		UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a
+			WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid AND t.typrelid OPERATOR(pg_catalog.<>) 0
+			  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+		UNION ALL SELECT g.rngsubtype FROM pg_catalog.pg_range g
+			WHERE g.rngtypid OPERATOR(pg_catalog.=) t.oid) x
+	WHERE ty.depth OPERATOR(pg_catalog.<) 8),
+funcs(what, fn) AS (
+	-- what the objects call, directly or through an operator, an operator
+	-- class or family
+	SELECT o.what, d.refobjid
+	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
+		AND d.objid OPERATOR(pg_catalog.=) o.objid
+	WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
+	UNION ALL
+	SELECT o.what, op.oprcode::oid
+	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
+		AND d.objid OPERATOR(pg_catalog.=) o.objid
+	JOIN pg_catalog.pg_operator op ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::regclass::oid
+		AND op.oid OPERATOR(pg_catalog.=) d.refobjid
+	UNION ALL
+	SELECT o.what, ap.amproc::oid
+	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
+		AND d.objid OPERATOR(pg_catalog.=) o.objid
+	JOIN pg_catalog.pg_opclass oc ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_opclass'::regclass::oid
+		AND oc.oid OPERATOR(pg_catalog.=) d.refobjid
+	JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily OPERATOR(pg_catalog.=) oc.opcfamily
+	UNION ALL
+	-- a trigger's function
+	SELECT o.what, t.tgfoid
+	FROM objs o JOIN pg_catalog.pg_trigger t ON o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::regclass::oid
+		AND t.oid OPERATOR(pg_catalog.=) o.objid
+	UNION ALL
+	-- a type's input, output and the like; a domain's checks
+	SELECT ty.what, f.fn
+	FROM types ty JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) ty.typid
+	CROSS JOIN LATERAL (VALUES (t.typinput::oid), (t.typoutput::oid), (t.typreceive::oid),
+							   (t.typsend::oid), (t.typmodin::oid), (t.typmodout::oid)) f(fn)
+	WHERE f.fn OPERATOR(pg_catalog.<>) 0
+	UNION ALL
+	SELECT ty.what, d.refobjid
+	FROM types ty JOIN pg_catalog.pg_constraint c ON c.contypid OPERATOR(pg_catalog.=) ty.typid
+	JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::regclass::oid
+		AND d.objid OPERATOR(pg_catalog.=) c.oid
+		AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
+	UNION ALL
+	SELECT ty.what, g.rngcanonical::oid FROM types ty
+	JOIN pg_catalog.pg_range g ON g.rngtypid OPERATOR(pg_catalog.=) ty.typid
+	WHERE g.rngcanonical OPERATOR(pg_catalog.<>) 0
+	UNION ALL
+	-- the casts paynotify's statements make: text to a column's type (an
+	-- order number, a status value), a column's type to text or bigint (a
+	-- key, a status or a currency read back, an amount)
+	SELECT pg_catalog.format('the cast from %s to %s', k.castsource::regtype, k.casttarget::regtype), k.castfunc
+	FROM pg_catalog.pg_cast k
+	WHERE k.castfunc OPERATOR(pg_catalog.<>) 0
+	  AND ((k.castsource OPERATOR(pg_catalog.=) 'pg_catalog.text'::regtype::oid
+			AND k.casttarget IN (SELECT ty.typid FROM types ty))
+		   OR (k.castsource IN (SELECT ty.typid FROM types ty)
+			   AND k.casttarget OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.text'::regtype::oid,
+																 'pg_catalog.int8'::regtype::oid]))))
+SELECT DISTINCT ON (f.what, f.fn) f.what, f.fn::regprocedure, p.proowner::regrole
+FROM funcs f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.fn
+ORDER BY f.what, f.fn
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_authors(regclass) IS
+	'every function a table can run when its rows are read, moved or copied (triggers, constraints, defaults, indexes, rules, policies, column types, casts), with what runs it and its owner';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_authors(regclass) FROM PUBLIC;
+
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
 --
 -- paynotify_distribute() distributed the bound orders table itself, as the
@@ -483,87 +623,15 @@ $$;
 -- caller's connections, and the table's code ran with the caller's rights
 -- on every worker (a BEFORE INSERT trigger that ran ALTER ROLE ... SUPERUSER
 -- made its owner a superuser there).  It now distributes a table only where
--- that runs no code with more rights than its author: an orders table whose
--- owner lacks the caller's privileges and holds code of its own is refused,
--- and its owner distributes it (its code then runs as the owner), after
--- which paynotify_distribute() finds it distributed and does the rest (an
--- extension table whose owner lacks the caller's privileges is refused as
--- well).  The block it runs on every node (the identity ranges, the relay's
+-- that runs no code with more rights than its author: an orders table that
+-- would run a function whose owner lacks the caller's rights
+-- (paynotify_table_authors, above) is refused, and its owner distributes it
+-- (its code then runs as the owner), after which paynotify_distribute()
+-- finds it distributed and does the rest (an extension table whose owner
+-- lacks the caller's privileges is refused as well).  The block it runs on every node (the identity ranges, the relay's
 -- settings: paynotify_relay_on_citus below) now resolves nothing through the
 -- node's search_path, where a public schema others may create in can hold
 -- an operator that is a better match than pg_catalog's.
-
--- What of a table's own code would run when its rows are copied into new
--- shards (Citus's create_distributed_table): the first such object, named
--- for a message (its trigger "t"), or NULL when there is none.  An
--- allow-list: anything that can hold an expression or a function counts,
--- except what the copy does not run or runs as someone else:
---   counted:  triggers (but paynotify's guard without a WHEN condition),
---             CHECK and exclusion constraints, indexes with an expression,
---             a predicate or an operator class not built in, generated
---             columns, columns whose type (or array element) is not built
---             in (domains and their checks, composite and range types,
---             types with I/O functions of their own), row-level security
---             policies, rules, partitions and child tables (their own code
---             and owners);
---   not counted: enums (built-in I/O), defaults (the copy sends every
---             column), foreign keys (their checks run as the referenced
---             table's owner, on built-in types), collations, statistics
---             objects (ANALYZE computes them, as the table's owner).
--- Objects with an OID below 16384 (FirstNormalObjectId) are the ones initdb
--- made: built in.
-CREATE FUNCTION @extschema@.paynotify_table_code(rel regclass)
-	RETURNS text
-	LANGUAGE sql STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-SELECT w.what FROM (
-	SELECT 1 AS k, CASE WHEN c.relkind IN ('r', 'p') THEN 'the code of its partitions or child tables'
-						ELSE 'what a table that is not a plain one runs' END AS what
-	FROM pg_catalog.pg_class c
-	WHERE c.oid = rel
-	  AND (c.relkind <> 'r' OR EXISTS (SELECT FROM pg_catalog.pg_inherits i WHERE i.inhparent = rel))
-	UNION ALL
-	SELECT 2, pg_catalog.format('its trigger "%s"', t.tgname)
-	FROM pg_catalog.pg_trigger t
-	WHERE t.tgrelid = rel AND NOT t.tgisinternal
-	  AND NOT (t.tgfoid = '@extschema@.paynotify_guard_transition()'::regprocedure AND t.tgqual IS NULL)
-	UNION ALL
-	SELECT 3, pg_catalog.format(CASE con.contype WHEN 'c' THEN 'its CHECK constraint "%s"'
-											  ELSE 'its exclusion constraint "%s"' END, con.conname)
-	FROM pg_catalog.pg_constraint con
-	WHERE con.conrelid = rel AND con.contype IN ('c', 'x')
-	UNION ALL
-	SELECT 4, pg_catalog.format('its index "%s" (an expression, a predicate or an operator class of its own)', ic.relname)
-	FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
-	WHERE i.indrelid = rel
-	  AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL
-		   OR EXISTS (SELECT FROM pg_catalog.unnest(i.indclass::oid[]) oc WHERE oc >= 16384))
-	UNION ALL
-	SELECT 5, pg_catalog.format('its generated column "%s"', a.attname)
-	FROM pg_catalog.pg_attribute a
-	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated <> ''
-	UNION ALL
-	SELECT 6, pg_catalog.format('the input and checks of type %s of its column "%s"', a.atttypid::regtype, a.attname)
-	FROM pg_catalog.pg_attribute a
-	JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-	LEFT JOIN pg_catalog.pg_type e ON e.oid = t.typelem AND t.typsubscript = 'pg_catalog.array_subscript_handler'::regproc
-	WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
-	  AND coalesce(e.oid, t.oid) >= 16384 AND coalesce(e.typtype, t.typtype) <> 'e'
-	UNION ALL
-	SELECT 7, pg_catalog.format('its row-level security policy "%s"', p.polname)
-	FROM pg_catalog.pg_policy p JOIN pg_catalog.pg_class c ON c.oid = p.polrelid
-	WHERE p.polrelid = rel AND c.relrowsecurity
-	UNION ALL
-	SELECT 8, pg_catalog.format('its rule "%s"', r.rulename)
-	FROM pg_catalog.pg_rewrite r
-	WHERE r.ev_class = rel) w
-ORDER BY w.k, w.what
-LIMIT 1
-$$;
-COMMENT ON FUNCTION @extschema@.paynotify_table_code(regclass) IS
-	'paynotify_distribute: the first object of a table whose code copying its rows into shards would run (NULL: none)';
-REVOKE ALL ON FUNCTION @extschema@.paynotify_table_code(regclass) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_distribute()
 	RETURNS TABLE (relation regclass, kind text, action text)
@@ -676,7 +744,7 @@ BEGIN
 	-- distributed has the caller's privileges (is the caller, a superuser,
 	-- or a member of the caller's role), or, for the orders table, the
 	-- table holds no code of its own that the copy would run
-	-- (paynotify_table_code).  Checked before anything is changed.
+	-- (paynotify_table_authors).  Checked before anything is changed.
 	SELECT c.oid::regclass AS rel, c.relowner::regrole AS owner INTO u
 		FROM pg_catalog.pg_depend d
 		JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
@@ -694,16 +762,19 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
 		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
-		IF NOT pg_catalog.pg_has_role(orders_owner, current_user, 'USAGE') THEN
-			orders_code := @extschema@.paynotify_table_code(orders);
-			IF orders_code IS NOT NULL THEN
-				RAISE EXCEPTION 'the orders table % is owned by role "%", whose code may not run as role "%"',
-						orders, orders_owner, current_user
-					USING ERRCODE = 'insufficient_privilege',
-						  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
-						  HINT = pg_catalog.format('Have its owner distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
-												   orders, b.key_column);
-			END IF;
+		SELECT a.what OPERATOR(pg_catalog.||) ', function ' OPERATOR(pg_catalog.||) a.fn::text
+			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||) a.owner::text
+			INTO orders_code
+			FROM @extschema@.paynotify_table_authors(orders) a
+			WHERE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE')
+			ORDER BY a.what LIMIT 1;
+		IF orders_code IS NOT NULL THEN
+			RAISE EXCEPTION 'the orders table % runs code of a role whose rights role "%" has and it has not',
+					orders, current_user
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
+					  HINT = pg_catalog.format('Have its owner, %s, distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
+											   orders_owner, orders, b.key_column);
 		END IF;
 	END IF;
 	-- Citus refuses to distribute tables with triggers unless told that it

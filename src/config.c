@@ -21,12 +21,16 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -52,6 +56,8 @@ static void load_keys(PnConfig *cfg);
 static void load_binding(PnConfig *cfg);
 static void load_transitions(PnConfig *cfg);
 static void load_hooks(PnConfig *cfg);
+static void load_table_authors(PnConfig *cfg);
+static void type_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void load_distribution(PnConfig *cfg);
 static void config_free(PnConfig *cfg);
 static char *spi_text(int row, int col);
@@ -64,6 +70,8 @@ pn_config_init(void)
 {
 	CacheRegisterRelcacheCallback(config_inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(PROCOID, proc_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(TYPEOID, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(CASTSOURCETARGET, type_inval_callback, (Datum) 0);
 	RegisterXactCallback(config_xact_callback, NULL);
 }
 
@@ -78,7 +86,20 @@ static void
 config_inval_callback(Datum arg, Oid relid)
 {
 	if (current == NULL ||
-		pn_config_table_changed(relid, current->config_relids, current->nconfig_relids))
+		pn_config_table_changed(relid, current->config_relids, current->nconfig_relids) ||
+		list_member_oid(current->orders_relids, relid))
+		stale = true;
+}
+
+/*
+ * A type or a cast changed (a domain's check added, a cast created): the
+ * orders table's columns may run other code now.  Rare: any marks the
+ * cache stale.
+ */
+static void
+type_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	if (current != NULL && current->bound)
 		stale = true;
 }
 
@@ -110,6 +131,9 @@ proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 	for (int i = 0; i < current->nhooks; i++)
 		if (hashvalue == 0 || hashvalue == current->hooks[i].hash ||
 			!OidIsValid(current->hooks[i].fn))
+			stale = true;
+	for (int i = 0; i < current->nauthors; i++)
+		if (hashvalue == 0 || hashvalue == current->author_hashes[i])
 			stale = true;
 }
 
@@ -174,6 +198,7 @@ config_load(Oid nsp)
 		load_channels(cfg);
 		load_keys(cfg);
 		load_binding(cfg);
+		load_table_authors(cfg);
 		load_transitions(cfg);
 		load_hooks(cfg);
 		load_distribution(cfg);
@@ -481,6 +506,62 @@ load_binding(PnConfig *cfg)
 		MemoryContextSwitchTo(old);
 		pn_status_map_load(cfg->cxt, cfg->schema, &cfg->status_map);
 	}
+}
+
+/*
+ * The functions the bound orders table can run (paynotify_table_authors:
+ * its triggers, constraints, defaults, indexes, rules, policies, the types
+ * of its columns and the casts to and from them).  paynotify runs the
+ * table's statements as the table's owner, so each function's owner must
+ * have the rights of the table's owner, as a hook's owner must have its
+ * registrant's: otherwise the binding is unusable, with the reason in
+ * binding_error, and every business step fails with it (retried) until the
+ * table or its code is given to the right roles.  A database still at 1.2
+ * (no paynotify_table_authors) is not checked.
+ */
+static void
+load_table_authors(PnConfig *cfg)
+{
+	Oid			owner;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		args[1];
+	MemoryContext old;
+	char	   *offence = NULL;
+
+	if (!cfg->bound || !pn_has_table_authors(cfg->nsp))
+		return;
+	owner = pn_relation_owner(cfg->orders_oid);
+	args[0] = ObjectIdGetDatum(cfg->orders_oid);
+	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT a.what, a.fn::pg_catalog.oid, a.owner::pg_catalog.oid,"
+											  " a.fn::pg_catalog.text, a.owner::pg_catalog.text"
+											  " FROM @s.paynotify_table_authors($1::pg_catalog.regclass) a"),
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	old = MemoryContextSwitchTo(cfg->cxt);
+	cfg->nauthors = (int) SPI_processed;
+	cfg->author_hashes = palloc(sizeof(uint32) * Max(cfg->nauthors, 1));
+	cfg->orders_relids = find_all_inheritors(cfg->orders_oid, NoLock, NULL);
+	MemoryContextSwitchTo(old);
+	for (int i = 0; i < cfg->nauthors; i++)
+	{
+		Oid			fn = atooid(spi_text(i, 2));
+
+		cfg->author_hashes[i] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn));
+		if (offence == NULL && !has_privs_of_role(atooid(spi_text(i, 3)), owner))
+			offence = psprintf("the bound orders table %s runs %s, function %s of role %s, "
+							   "which does not have the rights of the table's owner %s",
+							   cfg->orders, spi_text(i, 1), spi_text(i, 4), spi_text(i, 5),
+							   GetUserNameFromId(owner, false));
+	}
+	if (offence == NULL)
+		return;
+	cfg->bound = false;
+	cfg->binding_error = MemoryContextStrdup(cfg->cxt, offence);
+	ereport(WARNING,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("paynotify: %s", offence),
+			 errdetail("paynotify reads and moves orders as the table's owner, and that code would run with the owner's rights."),
+			 errhint("Give the table to a role whose rights the code's owners have (ALTER TABLE ... OWNER TO), or the code to the table's owner.")));
 }
 
 /*

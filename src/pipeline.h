@@ -94,6 +94,15 @@ typedef struct PnConfig
 	int			nhooks;
 	PnHook	   *hooks;
 
+	/*
+	 * the functions the orders table can run (paynotify_table_authors), by
+	 * their PROCOID hash, and the table with its partitions: a change to
+	 * any of them loads a new generation, which checks them again
+	 */
+	int			nauthors;
+	uint32	   *author_hashes;
+	List	   *orders_relids;
+
 	bool		distributed;	/* Citus: the outbox is a distributed table */
 
 	SPIPlanPtr	plans[PN_NPLANS];

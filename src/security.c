@@ -255,6 +255,62 @@ paynotify_on(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+typedef struct AuthorsCheck
+{
+	const char *schema;
+	Oid			relid;
+} AuthorsCheck;
+
+/* Whether schema nsp has paynotify_table_authors (1.3). */
+bool
+pn_has_table_authors(Oid nsp)
+{
+	Oid			regclass_arg[1] = {REGCLASSOID};
+
+	return OidIsValid(GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+									  CStringGetDatum("paynotify_table_authors"),
+									  PointerGetDatum(buildoidvector(regclass_arg, 1)),
+									  ObjectIdGetDatum(nsp)));
+}
+
+/*
+ * The orders table must run no function whose owner lacks the rights of
+ * the table's owner, as which paynotify reads and moves orders (and casts
+ * status values when binding): paynotify_table_authors lists them.  Run as
+ * the extension's owner; nothing on a database not yet at 1.3.
+ */
+static void
+authors_check(void *arg)
+{
+	AuthorsCheck *a = (AuthorsCheck *) arg;
+	Oid			argtypes[2] = {OIDOID, OIDOID};
+	Datum		args[2];
+	char	   *sql;
+
+	args[0] = ObjectIdGetDatum(a->relid);
+	args[1] = ObjectIdGetDatum(pn_relation_owner(a->relid));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	sql = psprintf("SELECT a.what, a.fn::pg_catalog.text, a.owner::pg_catalog.text"
+				   " FROM %s.paynotify_table_authors($1::pg_catalog.regclass) a"
+				   " WHERE NOT pg_catalog.pg_has_role(a.owner, $2, 'USAGE')"
+				   " ORDER BY a.what LIMIT 1", a->schema);
+	if (SPI_execute_with_args(sql, 2, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: orders table check failed");
+	if (SPI_processed == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("the orders table %s runs %s, function %s of role %s, which does not have the rights of the table's owner %s",
+						get_rel_name(a->relid),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
+						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3),
+						GetUserNameFromId(pn_relation_owner(a->relid), false)),
+				 errdetail("paynotify reads and moves orders as the table's owner, and that code would run with the owner's rights."),
+				 errhint("Give the table to a role whose rights the code's owners have (ALTER TABLE ... OWNER TO), or the code to the table's owner.")));
+	SPI_finish();
+}
+
 /*
  * paynotify_bind_orders(orders regclass, ...) returns void
  *
@@ -283,6 +339,13 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for table %s", get_rel_name(relid)),
 					 errdetail("Binding an orders table needs its ownership or UPDATE on it.")));
+	}
+	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
+		pn_has_table_authors(get_func_namespace(fcinfo->flinfo->fn_oid)))
+	{
+		AuthorsCheck a = {own_schema(fcinfo), PG_GETARG_OID(0)};
+
+		pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), authors_check, &a);
 	}
 	(void) get_func_signature(fcinfo->flinfo->fn_oid, &argtypes, &nargs);
 	if (nargs != PG_NARGS())

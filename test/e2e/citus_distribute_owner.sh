@@ -19,7 +19,7 @@
 # where pg_catalog's needs a cast), trying the same for pn_m_operator.  As
 # the superuser postgres:
 #   allowed    paynotify's guard trigger, an enum column and a default are
-#              no code the copy runs (paynotify_table_code is NULL for the
+#              no code the copy runs as someone else (paynotify_table_authors for the
 #              table with them)
 #   refused    each piece alone: paynotify_distribute() refused (42501),
 #              the detail naming it (also an index predicate, a rule, the
@@ -107,8 +107,8 @@ as 0 pn_app >/dev/null <<'SQL'
 ALTER TABLE orders ADD COLUMN pn_mood public.pn_mood DEFAULT 'calm',
 	ADD COLUMN pn_def boolean DEFAULT public.pn_try_superuser('pn_m_default', 'x');
 SQL
-check "allowed: the guard, an enum column and a default are no code the copy runs (paynotify_table_code NULL)" \
-    "t" "$(citus_q 0 "SELECT paynotify_table_code('orders') IS NULL" 2>&1)"
+check "allowed: the guard, an enum column and a default are no code the copy runs as someone else (paynotify_table_authors)" \
+    "t" "$(citus_q 0 "SELECT NOT EXISTS (SELECT FROM paynotify_table_authors('orders') WHERE NOT pg_has_role(owner, current_user, 'USAGE'))" 2>&1)"
 # the planted operator, on every node (not propagated: each node its own)
 for i in 0 1 2; do
     as $i pn_planter >/dev/null 2>&1 <<'SQL'
@@ -271,7 +271,7 @@ ALTER TABLE orders ADD COLUMN pn_def boolean DEFAULT public.pn_try_superuser('pn
 SQL
     check "ext owner: paynotify created by pn_extowner, no superuser now; the orders table of pn_app with a default and the guard" \
         "pn_extowner|false|true" "$(citus_sql 0 -d extown -tA -c "SELECT extowner::regrole || '|' || (SELECT rolsuper FROM pg_roles WHERE rolname = 'pn_extowner')
-                                        || '|' || (paynotify_table_code('orders') IS NULL)
+                                        || '|' || (NOT EXISTS (SELECT FROM paynotify_table_authors('orders') WHERE NOT pg_has_role(owner, current_user, 'USAGE')))
                                         FROM pg_extension WHERE extname = 'paynotify'" 2>&1)"
     out=$(citus_sql 0 -d extown -v VERBOSITY=verbose -c "SELECT * FROM paynotify_distribute()" 2>&1)
     check "ext owner: paynotify_distribute() as postgres refused (42501, the hint naming pn_extowner), nothing distributed" \

@@ -1,0 +1,79 @@
+-- paynotify reads and moves orders as the orders table's owner, so the
+-- code the table runs (triggers, constraints, generated columns, indexes,
+-- rules, forced policies, its columns' types and domains, the casts to and
+-- from them) runs with that owner's rights.  A function of that code whose
+-- owner lacks those rights is refused: binding such a table fails (42501),
+-- and a table that gets such code after it was bound is unusable until it
+-- is repaired (every step fails, retried), never run.  The review that
+-- found it: a trigger function owned by an application role, on a table a
+-- superuser owns, made that role a superuser at the next payment.
+\set VERBOSITY terse
+SELECT current_user AS su \gset
+SET search_path = pay, public;
+SELECT paynotify_add_channel('tc', 'stripe', '{}');
+SELECT paynotify_add_key('tc', 'secret_1', t.secret(1));
+CREATE ROLE tc_app;
+CREATE SCHEMA tc;
+GRANT CREATE, USAGE ON SCHEMA tc TO tc_app;
+CREATE FUNCTION tc.pay(evt text, ord text) RETURNS text
+	LANGUAGE sql AS $$
+	SELECT outcome FROM t.stripe('tc', jsonb_build_object('id', evt, 'object', 'event',
+		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
+			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)])
+$$;
+-- the application's code: whoever runs it is made a superuser if it can be
+SET ROLE tc_app;
+CREATE FUNCTION tc.escalate() RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+	IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+		EXECUTE 'ALTER ROLE tc_app SUPERUSER';
+	END IF;
+	RETURN true;
+END $f$;
+CREATE FUNCTION tc.stamp() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN PERFORM tc.escalate(); RETURN NEW; END $f$;
+CREATE DOMAIN tc.ref AS text CHECK (tc.escalate());
+RESET ROLE;
+
+-- 1. A table the superuser owns, with the application's trigger: refused.
+CREATE TABLE tc.o1 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.o1 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+SELECT paynotify_bind_orders('tc.o1', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 2. A key column of the application's domain: refused.
+CREATE TABLE tc.o2 (k tc.ref PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+SELECT paynotify_bind_orders('tc.o2', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 3. A clean table, bound; the trigger attached afterwards: the next
+-- payment fails (retried) with the reason, and runs nothing.
+CREATE TABLE tc.o3 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o3 VALUES ('TC-3', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o3', 'k', 'st', 'amount');
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.o3 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+SELECT tc.pay('evt_tc_3', 'TC-3') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_3';
+SELECT st FROM tc.o3;
+-- the trigger gone: the retry pays
+DROP TRIGGER stamp ON tc.o3;
+SELECT tc.pay('evt_tc_3', 'TC-3') AS outcome;
+SELECT st FROM tc.o3;
+-- 4. The application's own table with its own code: its code runs as its
+-- author, allowed.
+CREATE TABLE tc.o4 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o4 OWNER TO tc_app;
+INSERT INTO tc.o4 VALUES ('TC-4', 'pending', 100);
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.o4 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_4', 'TC-4') AS outcome;
+SELECT st FROM tc.o4;
+-- none of it made the application a superuser
+SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
+-- what paynotify_table_authors says of tc.o1, the application's part
+SELECT what, fn, owner FROM paynotify_table_authors('tc.o1') WHERE owner::text = 'tc_app';
+
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+DROP SCHEMA tc CASCADE;
+DROP ROLE tc_app;
