@@ -219,6 +219,13 @@ getent passwd paynotify >/dev/null && [ "$(stat -c '%a %U %G' /etc/paynotify/pay
 check_status "user paynotify exists; settings file 0640 root:paynotify" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
 check_status "nginx snippets have no placeholders left" $?
+# the substitution touched directives only: the comments read as in the
+# templates (no "Placeholder to replace: unix:/run/... e.g. unix:/..." line)
+for s in fastcgi cgi; do
+    diff <(grep '^ *#' "$SRC/deploy/nginx-$s.conf.in") <(grep '^ *#' /etc/nginx/snippets/paynotify-$s.conf) &&
+        ! grep -niE 'placeholder.*(unix:|/run/|/usr/)' /etc/nginx/snippets/paynotify-$s.conf
+    check_status "snippets/paynotify-$s.conf: the template's comments, none naming a filled-in placeholder" $?
+done
 
 out=$(paynotify-cgi --version 2>&1)
 rc=$?
