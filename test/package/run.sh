@@ -9,14 +9,19 @@
 #   2. lintian, when installed: no errors (warnings are printed).
 #   3. Installs postgresql-15-paynotify and paynotify-shim into the machine
 #      (apt-get install ./x.deb; the system PostgreSQL in
-#      /usr/lib/postgresql/15) and checks the installed files.
+#      /usr/lib/postgresql/15) and checks the installed files: each program
+#      (paynotify-cgi, paynotify-send, paynotify-relay) runs --version and
+#      --help, has its manual page (no warnings from man), the units and
+#      settings files of the services, the nginx snippets' comments as the
+#      templates have them.
 #   4. pg_buildext installcheck, as postgres, in a clean copy of the tree:
 #      pg_regress and the isolation specs against the installed files, in
 #      temporary instances.
 #   5. In a throwaway cluster: CREATE EXTENSION gives the default version, a
 #      1.0 updated with ALTER EXTENSION UPDATE gets there too, and the
 #      packaged paynotify-cgi answers a CGI request through the packaged
-#      extension.  nginx accepts both snippets; systemd-analyze the units.
+#      extension, the packaged paynotify-relay --once and paynotify-send
+#      work with it.  nginx accepts both snippets; systemd-analyze the units.
 #
 # At the end the packages are purged, unless they were installed before the
 # test (then the freshly built ones stay).  If the system had paynotify
@@ -194,10 +199,13 @@ for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.s
          /usr/share/doc/$PKG_EXT/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_EXT: " >/dev/null || { echo "not in $PKG_EXT: $f"; files_ok=1; }
 done
-for f in /usr/sbin/paynotify-cgi /lib/systemd/system/paynotify-cgi.service \
-         /lib/systemd/system/paynotify-cgi.socket /etc/paynotify/paynotify-cgi.env \
+SHIM_PROGRAMS="paynotify-cgi paynotify-send paynotify-relay"
+for f in /lib/systemd/system/paynotify-cgi.service /lib/systemd/system/paynotify-relay.service \
+         /lib/systemd/system/paynotify-cgi.socket \
+         /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env \
          /etc/nginx/snippets/paynotify-fastcgi.conf /etc/nginx/snippets/paynotify-cgi.conf \
-         /usr/share/man/man8/paynotify-cgi.8.gz /usr/share/doc/$PKG_SHIM/copyright; do
+         $(for p in $SHIM_PROGRAMS; do echo /usr/sbin/$p /usr/share/man/man8/$p.8.gz; done) \
+         /usr/share/doc/$PKG_SHIM/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_SHIM: " >/dev/null || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
 done
 check_status "installed files belong to their packages" $files_ok
@@ -213,10 +221,17 @@ cmp -s "$SRC/paynotify--1.1--1.2.sql" $EXTDIR/paynotify--1.1--1.2.sql
 check_status "installed paynotify--1.1--1.2.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
 check_status "paynotify.so is a PostgreSQL module" $?
-grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
-check_status "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
-getent passwd paynotify >/dev/null && [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ]
-check_status "user paynotify exists; settings file 0640 root:paynotify" $?
+for svc in paynotify-cgi paynotify-relay; do
+    grep -qx "ExecStart=/usr/sbin/$svc" /lib/systemd/system/$svc.service &&
+        grep -qx "Documentation=man:$svc(8)" /lib/systemd/system/$svc.service &&
+        grep -qx "EnvironmentFile=/etc/paynotify/$svc.env" /lib/systemd/system/$svc.service
+    check_status "$svc.service starts /usr/sbin/$svc with /etc/paynotify/$svc.env, man:$svc(8)" $?
+    ! ls /etc/systemd/system/*/$svc.service 2>/dev/null | grep -q .
+    check_status "$svc.service is not enabled (no .wants link)" $?
+done
+getent passwd paynotify >/dev/null &&
+    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env | sort -u)" = "640 root paynotify" ]
+check_status "user paynotify exists; settings files paynotify-cgi.env, paynotify-relay.env 0640 root:paynotify" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
 check_status "nginx snippets have no placeholders left" $?
 # the substitution touched directives only: the comments read as in the
@@ -227,11 +242,24 @@ for s in fastcgi cgi; do
     check_status "snippets/paynotify-$s.conf: the template's comments, none naming a filled-in placeholder" $?
 done
 
-out=$(paynotify-cgi --version 2>&1)
-rc=$?
-echo "paynotify-cgi --version: $out"
-check_status "paynotify-cgi --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "paynotify-cgi $ctl_version" ] &&
-    [ "$(command -v paynotify-cgi)" = /usr/sbin/paynotify-cgi ]; echo $?)"
+for p in $SHIM_PROGRAMS; do
+    out=$($p --version 2>&1)
+    rc=$?
+    echo "$p --version: $out"
+    check_status "$p --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "$p $ctl_version" ] &&
+        [ "$(command -v $p)" = /usr/sbin/$p ]; echo $?)"
+    $p --help >"$TMP/$p.help" 2>&1
+    check_status "$p --help: exit 0, usage" "$([ $? -eq 0 ] && grep -q "^Usage: $p" "$TMP/$p.help"; echo $?)"
+    if command -v man >/dev/null; then
+        out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l /usr/share/man/man8/$p.8.gz 2>&1 >"$TMP/$p.man")
+        check_status "man $p: renders without warnings" "$([ -z "$out" ] && grep -q '^NAME' "$TMP/$p.man"; echo $?)"
+        [ -n "$out" ] && echo "$out"
+    fi
+done
+grep -q -- '--keys DIR' "$TMP/paynotify-send.help" && zgrep -q 'keys' /usr/share/man/man8/paynotify-send.8.gz
+check_status "paynotify-send: --help and the man page say where the keys come from (--keys DIR)" $?
+grep -q -- '--once' "$TMP/paynotify-relay.help" && zgrep -q 'claimed 3, delivered 2, failed 1' /usr/share/man/man8/paynotify-relay.8.gz
+check_status "paynotify-relay: --help and the man page describe --once" $?
 
 if command -v nginx >/dev/null; then
     mkdir -p "$TMP/nginx/logs"
@@ -259,7 +287,7 @@ EOF
 fi
 if command -v systemd-analyze >/dev/null; then
     out=$(systemd-analyze verify /lib/systemd/system/paynotify-cgi.socket \
-          /lib/systemd/system/paynotify-cgi.service 2>&1)
+          /lib/systemd/system/paynotify-cgi.service /lib/systemd/system/paynotify-relay.service 2>&1)
     rc=$?
     [ -n "$out" ] && echo "$out"
     check_status "systemd-analyze verify: the units" $rc
@@ -307,6 +335,21 @@ if pn_cluster_start "$PGDIR" "$PGPORT"; then
     check_status "packaged paynotify-cgi answers through the packaged extension" \
         "$([ $rc -eq 0 ] && grep -qi '^Paynotify-Outcome: ' "$TMP/cgi.out" &&
            ! grep -qi '^Paynotify-Outcome: unavailable' "$TMP/cgi.out"; echo $?)"
+
+    # the packaged relay, once, with nothing due; the packaged sender's
+    # request (keys from the tree's test vectors) answered by the extension
+    out=$(env -i PATH="$PATH" PAYNOTIFY_DSN="host=$PGDIR port=$PGPORT dbname=postgres user=postgres" \
+        /usr/sbin/paynotify-relay --once 2>"$TMP/relay.err")
+    rc=$?
+    echo "paynotify-relay --once: $out"
+    check_status "packaged paynotify-relay --once: exit 0, the summary" \
+        "$([ $rc -eq 0 ] && [ "$out" = "claimed 0, delivered 0, failed 0" ]; echo $?)"
+    /usr/sbin/paynotify-send --gateway stripe --keys "$SRC/test/vectors/keys" --channel nochannel \
+        --quiet --dump-sql "$TMP/send.sql" >/dev/null 2>"$TMP/send.err"
+    out=$(pn_psql "$PGDIR" "$PGPORT" -At -f "$TMP/send.sql" 2>&1)
+    echo "paynotify-send --dump-sql, replayed: $out"
+    check_status "packaged paynotify-send signs a notification the packaged extension answers" \
+        "$([ "$out" = rejected ]; echo $?)"
     pn_cluster_stop "$PGDIR"
 else
     check_status "throwaway cluster with the system PostgreSQL starts" 1
