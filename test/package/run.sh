@@ -13,7 +13,9 @@
 #      (paynotify-cgi, paynotify-send, paynotify-relay) runs --version and
 #      --help, has its manual page (no warnings from man), the units and
 #      settings files of the services, the nginx snippets' comments as the
-#      templates have them.
+#      templates have them.  A `make install` of the tree and the package
+#      over each other: each says so (the package's preinst, the Makefile's
+#      warning), and the package's files come back with dpkg -i.
 #   4. pg_buildext installcheck, as postgres, in a clean copy of the tree:
 #      pg_regress and the isolation specs against the installed files, in
 #      temporary instances.
@@ -27,7 +29,8 @@
 # test (then the freshly built ones stay).  If the system had paynotify
 # installed by `make install` before (test/run-all.sh does that when the
 # system's pg_config comes first on PATH), it is installed again from the
-# tree, so the system copy stays the tree's.
+# tree, so the system copy stays the tree's; if it had neither, what the
+# test's own `make install` left is uninstalled.
 #
 # Run as root from anywhere: test/package/run.sh    (PN_KEEP_TMP=1 keeps the
 # temporary directory).  Last line: "N passed, M failed".
@@ -85,6 +88,7 @@ if [ -e $EXTDIR/paynotify.control ] && ! dpkg -S $EXTDIR/paynotify.control >/dev
     had_make_install=1
 fi
 
+hand_installed=0		# this test ran `make install` into the system
 cleanup() {
     pn_cluster_stop "$PGDIR"
     if [ $had_pkg = 0 ]; then
@@ -93,6 +97,11 @@ cleanup() {
     if [ $had_make_install = 1 ] && [ -d "$TMP/restore" ]; then
         make -s -C "$TMP/restore" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
             || { echo "reinstalling the tree's extension failed:"; tail -20 "$TMP/restore.log"; }
+    elif [ $had_pkg = 0 ] && [ $hand_installed = 1 ]; then
+        make -s -C "$TMP/hand" uninstall PG_CONFIG=$PGBIN/pg_config >"$TMP/uninstall.log" 2>&1 \
+            || { echo "make uninstall failed:"; tail -20 "$TMP/uninstall.log"; }
+        ls -d $EXTDIR/paynotify* $LIBDIR/paynotify* $LIBDIR/bitcode/paynotify* 2>/dev/null \
+            | sed 's/^/left behind: /'
     fi
     remove_tmp "$TMP"
 }
@@ -183,11 +192,43 @@ fi
 
 # ---- 3. install -------------------------------------------------------------
 echo "== install"
+# the tree, built for the system's PostgreSQL, for `make install` by hand
+HAND=$TMP/hand
+copy_tree "$TOP" "$HAND"
+make -s -C "$HAND" PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-build.log" 2>&1
+check_status "the tree builds for the system's PostgreSQL (for make install)" $?
+# A copy from `make install` that the package replaces: the preinst says so
+# (the system's own, or one made here when it has neither)
+if [ $had_pkg = 0 ] && [ $had_make_install = 0 ]; then
+    hand_installed=1
+    make -s -C "$HAND" install PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-install.log" 2>&1
+    check_status "make install into the system (no package yet): no warning" \
+        "$(grep -q 'make install: replacing' "$TMP/hand-install.log"; [ $? -ne 0 ]; echo $?)"
+fi
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "$DEB_EXT" "$DEB_SHIM" >"$TMP/install.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && tail -30 "$TMP/install.log"
 check_status "apt-get install ./$(basename "$DEB_EXT") ./$(basename "$DEB_SHIM")" $rc
+if [ $had_pkg = 0 ]; then
+    grep "^$PKG_EXT: replacing" "$TMP/install.log"
+    check_status "the package over a make install: its preinst says so" \
+        "$(grep -q "^$PKG_EXT: replacing $EXTDIR/paynotify.control and the other files of paynotify that belong to no package" "$TMP/install.log"; echo $?)"
+fi
+# `make install` over the package: one line on stderr naming the package
+# and what to do; then the package's own files again (dpkg -i)
+hand_installed=1
+make -s -C "$HAND" install PG_CONFIG=$PGBIN/pg_config >/dev/null 2>"$TMP/over.err"
+rc=$?
+cat "$TMP/over.err"
+check_status "make install over the package: one line on stderr, naming the package and apt-get remove" \
+    "$([ $rc -eq 0 ] && [ "$(wc -l <"$TMP/over.err")" -eq 1 ] &&
+       grep -q "^make install: replacing $EXTDIR/paynotify.control and the other files of the Debian package $PKG_EXT, .*apt-get remove $PKG_EXT and make install again$" "$TMP/over.err"; echo $?)"
+dpkg -i "$DEB_EXT" >"$TMP/reinstall.log" 2>&1
+rc=$?
+out=$(dpkg --verify $PKG_EXT 2>&1)
+[ -n "$out" ] && echo "$out"
+check_status "dpkg -i puts the package's files back (dpkg --verify clean)" "$([ $rc -eq 0 ] && [ -z "$out" ]; echo $?)"
 check_status "both packages installed, version $ctl_version" \
     "$([ "$(dpkg-query -W -f='${Version}' $PKG_EXT)" = "$ctl_version" ] &&
        [ "$(dpkg-query -W -f='${Version}' $PKG_SHIM)" = "$ctl_version" ]; echo $?)"
