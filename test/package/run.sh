@@ -6,6 +6,7 @@
 #      after the build `git status` there must be clean (.gitignore covers
 #      the build's artefacts).  The versions agree: paynotify.control,
 #      debian/changelog, META.json (which has the PGXN META spec's keys).
+#      scripts/deps.sh --build names every Build-Depends.
 #   2. lintian, when installed: no errors (warnings are printed).
 #   3. Installs postgresql-15-paynotify and paynotify-shim into the machine
 #      (apt-get install ./x.deb; the system PostgreSQL in
@@ -172,6 +173,13 @@ for e in errors:
 sys.exit(1 if errors else 0)
 EOF
 check_status "META.json: PGXN structure, version $ctl_version" $?
+
+# what scripts/deps.sh --build installs covers the packages' Build-Depends
+missing=$(sed -n '/^Build-Depends:/,/^[A-Z]/{/^ /p}' "$SRC/debian/control" |
+    sed -e 's/^ *//' -e 's/[ ,(].*//' -e 's/^debhelper-compat$/debhelper/' |
+    grep -vxF -f <(scripts/deps.sh --list --build))
+[ -n "$missing" ] && echo "not in scripts/deps.sh --build: $missing"
+check_status "scripts/deps.sh --build names every Build-Depends of debian/control" "$([ -z "$missing" ]; echo $?)"
 
 DEB_EXT=$(ls "$TMP"/build/${PKG_EXT}_*.deb 2>/dev/null | head -1)
 DEB_SHIM=$(ls "$TMP"/build/${PKG_SHIM}_*.deb 2>/dev/null | head -1)
