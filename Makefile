@@ -64,10 +64,27 @@ paynotify--1.2.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1
 paynotify--1.3.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql
 	cat $^ > $@
 
+# `make install` over the files of the Debian package postgresql-15-paynotify
+# replaces them without a word from dpkg, and the package's next upgrade
+# overwrites them and its removal deletes them: say so, on one line of
+# stderr.  (The package's preinst says it the other way round.)  Not for a
+# staged install (DESTDIR, as the package build does).
+install: warn-if-packaged
+warn-if-packaged:
+	@if [ -z '$(DESTDIR)' ] && command -v dpkg-query >/dev/null 2>&1; then \
+		for f in '$(datadir)/$(datamoduledir)/$(EXTENSION).control' '$(pkglibdir)/$(MODULE_big)$(DLSUFFIX)'; do \
+			pkg=$$(dpkg-query -S "$$f" 2>/dev/null | sed -n '1s/: .*//p'); \
+			if [ -n "$$pkg" ]; then \
+				echo "make install: replacing $$f and the other files of the Debian package $$pkg, whose next upgrade overwrites them and whose removal deletes them; to use this build, apt-get remove $$pkg and make install again" >&2; \
+				break; \
+			fi; \
+		done; \
+	fi
+
 # every object is rebuilt when a shared header changes
 $(OBJS): $(wildcard src/*.h src/parse/*.h)
 
-.PHONY: shim dist
+.PHONY: shim dist warn-if-packaged
 shim:
 	$(MAKE) -C shim
 

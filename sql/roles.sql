@@ -71,6 +71,8 @@ SELECT role, capacity, schema_usage FROM paynotify_role WHERE role::text LIKE 'r
 \c - rg_op
 \set VERBOSITY terse
 SELECT count(*) >= 0 AS reads_log FROM pay.payment_notify_log;
+-- ... and what is bound (the orders table, its key and status columns)
+SELECT count(orders) + count(key_column) + count(status_column) >= 0 AS reads_binding FROM pay.paynotify_binding;
 -- the holders are an operator's to read ...
 SELECT role, capacity FROM pay.paynotify_role WHERE role::text LIKE 'rg\_%' ORDER BY 1::text, 2;
 -- ... not to change: only the extension's owner (or a superuser) grants

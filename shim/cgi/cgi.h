@@ -75,6 +75,8 @@ typedef struct pn_io
 	void		(*received) (struct pn_io *io);
 	void	   *handle;
 	bool		drain;			/* CGI: read the rest of a refused body */
+	int			sent_status;	/* the reply written (0: none yet) ... */
+	const char *sent_outcome;	/* ... and its Paynotify-Outcome */
 } pn_io;
 
 /* One request, read from its environment once (see cgi_request.c). */
@@ -86,6 +88,7 @@ typedef struct pn_request
 	bool		has_length;		/* CONTENT_LENGTH was set and not empty */
 	unsigned long long content_length;
 	pn_status	header_status;	/* OK, or BAD_REQUEST for a non-UTF-8 value */
+	char		client[64];		/* REMOTE_ADDR for the log, "" if unset */
 	pn_buf		headers;		/* the JSON object passed as $2 */
 	pn_buf		body;			/* the exact body bytes passed as $3 */
 } pn_request;
@@ -138,6 +141,12 @@ extern bool pn_db_open(pn_db *db);
 extern pn_status pn_db_call(pn_db *db, const pn_request *req,
 							PGresult **result);
 extern void pn_db_close(pn_db *db);
+
+/* cgi_refused.c */
+extern void pn_refused(const char *channel, const char *outcome, int status,
+					   const char *client);
+extern long long pn_refused_flush(long long now, bool all);
+extern void pn_refused_client(char *dst, size_t size, const char *remote_addr);
 
 /* cgi_fcgi.c */
 extern int	pn_fcgi_run(const pn_config *cfg, int listen_fd);

@@ -26,7 +26,9 @@
  * and the silent connections.  A byte on the bell means: look at the stop
  * flags, or at the queue, which has room again.  Its poll never waits
  * longer than PAYNOTIFY_IO_TIMEOUT, so it wakes before any deadline set by
- * a worker while it slept (each is that long after it was set).
+ * a worker while it slept (each is that long after it was set).  It also
+ * logs the counts of refused requests that were not logged one by one
+ * (cgi_refused.c) when no later line has carried them.
  *
  * At stop it closes the silent connections and accepts no more; the queued
  * ones have sent their request and are still served, and their deadlines
@@ -122,6 +124,9 @@ step(acceptor *a)
 	if ((wait = expire_silent(a, now)) < timeout)
 		timeout = wait;
 	if ((wait = cut_overdue(a->srv, now)) < timeout)
+		timeout = wait;
+	/* refusals counted and not logged yet (cgi_refused.c) */
+	if ((wait = pn_refused_flush(now, false)) < timeout)
 		timeout = wait;
 	nfds = fill_pollfds(a, now, &timeout);
 	if (poll(a->fds, (nfds_t) nfds, (int) timeout) < 0)

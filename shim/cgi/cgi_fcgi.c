@@ -88,6 +88,7 @@ pn_fcgi_run(const pn_config *cfg, int listen_fd)
 			if (started == cfg->workers)
 				status = wait_for_signal(&srv);
 			stop_threads(&srv, workers, started, acceptor);
+			(void) pn_refused_flush(pn_now_ms(), true);
 			if (atomic_load(&srv.failed))
 				status = 1;
 		}

@@ -184,6 +184,8 @@ write_response(pn_io *io, const pn_response *r)
 						"Content-Length: %zu\r\n", r->body_len);
 	len += snprintf(head + len, sizeof(head) - (size_t) len, "\r\n");
 
+	io->sent_status = r->status;
+	io->sent_outcome = r->outcome;
 	if (io->write(io, head, (size_t) len) != 0 ||
 		(!no_body && r->body_len > 0 && io->write(io, r->body, r->body_len) != 0))
 	{

@@ -104,6 +104,7 @@ pn_request_init(pn_request *req, char **envp)
 	memset(req, 0, sizeof(*req));
 	read_env(&env, envp);
 	req->method = env.method ? env.method : "";
+	pn_refused_client(req->client, sizeof(req->client), env.remote_addr);
 	find_channel(req, &env);
 	parse_length(req, env.content_length);
 	req->header_status = collect_headers(req, &env, envp);
@@ -187,7 +188,11 @@ pn_serve(pn_io *io, char **envp, const pn_config *cfg, pn_db *db)
 		io->received(io);
 	if (status == PN_OK)
 		status = pn_db_call(db, &req, &res);
+	io->sent_status = 0;
 	rc = (status == PN_OK) ? pn_reply_row(io, res) : pn_reply_error(io, status);
+	/* a refused request (4xx) has its log line; forged ones are seen there */
+	if (io->sent_status >= 400 && io->sent_status <= 499)
+		pn_refused(req.channel, io->sent_outcome, io->sent_status, req.client);
 	if (status != PN_OK && io->drain)
 		drain_body(&req, io);
 	PQclear(res);

@@ -162,7 +162,12 @@ usage(FILE *out)
 			"Replies: the function's status and body, or 503 {\"code\":\"FAIL\",...} with\n"
 			"Paynotify-Outcome: unavailable when the database cannot be reached or the\n"
 			"call fails; 404 (bad channel), 405 (not POST), 413 (body too large) and 400\n"
-			"(unreadable length, short body, header not UTF-8) with outcome \"refused\".\n");
+			"(unreadable length, short body, header not UTF-8) with outcome \"refused\".\n"
+			"\n"
+			"Log (stderr): one line per error; one per refused request (any 4xx: the\n"
+			"database's rejected or malformed, the shim's refused) with channel, outcome,\n"
+			"status and client (REMOTE_ADDR), never headers or body, at most one a second\n"
+			"per kind, the others counted on the next line.\n");
 }
 
 /* CGI mode: one request from environ and stdin, reply on stdout. */

@@ -34,6 +34,12 @@
  * SIGTERM / SIGINT: no new request starts; those in flight finish and are
  * reported; the claimed rest is released by the COMMIT; exit 0.
  *
+ * --once: rounds until nothing is due, then exit.  Standard output has one
+ * line per failed attempt (the delivery, its webhook-id, the endpoint and
+ * the reason recorded in last_error) and, last, the summary "claimed N,
+ * delivered N, failed N"; the exit status is 0 only when every claimed
+ * delivery was delivered and no database error stopped it.
+ *
  * This file is the loop; relay_opts.c the settings, relay_db.c the
  * database calls, relay_http.c the requests, relay_sign.c the signatures,
  * relay_stop.c the stop flag.
@@ -66,7 +72,7 @@ back_off(long long *backoff_ms)
  * --once met a database error.
  */
 static int
-relay_loop(CURLM *multi, int *failed)
+relay_loop(CURLM *multi, relay_tally *tally)
 {
 	PGconn	   *conn = NULL;
 	long long	idle_ms = cfg.poll_min_ms,
@@ -79,7 +85,7 @@ relay_loop(CURLM *multi, int *failed)
 					lost = 0;
 
 		if (conn != NULL || (conn = connect_db()) != NULL)
-			got = round_once(conn, multi, failed, &lost);
+			got = round_once(conn, multi, tally, &lost);
 		if (got < 0)
 		{
 			/* no connection, a broken one or a failing statement: start afresh, slowly */
@@ -129,7 +135,7 @@ main(int argc, char **argv)
 {
 	int			rc;
 	CURLM	   *multi;
-	int			failed = 0;
+	relay_tally tally = {0};
 
 	pn_log_init(PN_PROGRAM, false);
 	rc = load_config(argc, argv);
@@ -143,11 +149,20 @@ main(int argc, char **argv)
 	}
 	curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long) cfg.max_in_flight);
 	pn_log("started (version %s, schema %s)", PAYNOTIFY_VERSION, cfg.schema);
-	rc = relay_loop(multi, &failed);
+	rc = relay_loop(multi, &tally);
 	curl_multi_cleanup(multi);
 	curl_global_cleanup();
 	pn_log("stopped");
-	if (rc == 0 && once && failed > 0)
-		rc = 1;
+	if (once)
+	{
+		/* the summary, last: each failure has had its line */
+		printf("claimed %lld, delivered %lld, failed %lld", tally.claimed, tally.delivered,
+			   tally.failed);
+		if (tally.not_attempted > 0)
+			printf(", not attempted %lld (released, due again)", tally.not_attempted);
+		printf("%s\n", rc != 0 ? "; stopped early by a database error (logged)" : "");
+		if (tally.failed > 0 || tally.not_attempted > 0)
+			rc = 1;
+	}
 	return rc;
 }

@@ -69,6 +69,15 @@ typedef struct job
 	struct timespec started;
 } job;
 
+/* What one run did, for --once's summary (counted in every mode). */
+typedef struct relay_tally
+{
+	long long	claimed;		/* deliveries claimed */
+	long long	delivered;		/* answered 2xx */
+	long long	failed;			/* attempted, not 2xx: retried later, or dead */
+	long long	not_attempted;	/* claimed, released unstarted (stop, deadline) */
+} relay_tally;
+
 extern relay_config cfg;
 extern bool once;
 
@@ -88,7 +97,7 @@ extern void run_jobs(CURLM *multi, job *jobs, int n);
 
 /* relay_db.c */
 extern PGconn *connect_db(void);
-extern int	round_once(PGconn *conn, CURLM *multi, int *failed, int *lost);
+extern int	round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost);
 extern bool wait_for_work(PGconn *conn, long long ms);
 
 #endif							/* PAYNOTIFY_RELAY_H */

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -38,6 +40,42 @@ command_ok(PGconn *conn, const char *sql)
 	return ok;
 }
 
+/*
+ * The password file libpq looked in (PGPASSFILE, else ~/.pgpass), and what
+ * is wrong with it, for the log line of a connection that needed a password
+ * and found none.
+ */
+static void
+explain_no_password(PGconn *conn)
+{
+	PQconninfoOption *opts = PQconninfo(conn);
+	const char *file = NULL;
+	const char *state;
+	struct stat st;
+
+	for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++)
+		if (strcmp(o->keyword, "passfile") == 0 && o->val != NULL && o->val[0] != '\0')
+			file = o->val;
+	if (file == NULL)
+		state = "and there is no home directory to find it in";
+	else if (stat(file, &st) != 0)
+		state = errno == ENOENT ? "which does not exist" : "which cannot be read";
+	else if (!S_ISREG(st.st_mode))
+		state = "which is not a plain file (libpq ignores it)";
+	else if (access(file, R_OK) != 0)
+		state = "which this user cannot read";
+	else if (st.st_mode & (S_IRWXG | S_IRWXO))
+		state = "which has group or world access (libpq ignores it: chmod 0600)";
+	else
+		state = "which has no line for this host, port, database and user";
+	pn_log("the server asks user \"%s\" for a password and none was found: libpq reads it"
+		   " from the file PGPASSFILE names (%s%s, %s), one line"
+		   " host:port:database:user:password, mode 0600, owned by the user the relay runs as",
+		   PQuser(conn), getenv("PGPASSFILE") ? "PGPASSFILE=" : "PGPASSFILE is unset, so ~/.pgpass: ",
+		   file ? file : "~/.pgpass", state);
+	PQconninfoFree(opts);
+}
+
 PGconn *
 connect_db(void)
 {
@@ -49,6 +87,8 @@ connect_db(void)
 	if (PQstatus(conn) != CONNECTION_OK)
 	{
 		pn_log("cannot connect to the database: %s", db_message(conn));
+		if (conn != NULL && PQconnectionNeedsPassword(conn))
+			explain_no_password(conn);
 		PQfinish(conn);
 		return NULL;
 	}
@@ -149,6 +189,34 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
 }
 
 /*
+ * Counts the jobs of a batch in *tally; with --once, prints each failure
+ * on standard output with the reason recorded in last_error.
+ */
+static void
+count_jobs(const job *jobs, int n, relay_tally *tally)
+{
+	for (int i = 0; i < n; i++)
+	{
+		const job  *j = &jobs[i];
+
+		tally->claimed++;
+		if (j->state != JOB_DONE)
+			tally->not_attempted++;
+		else if (j->status >= 200 && j->status <= 299)
+			tally->delivered++;
+		else
+		{
+			tally->failed++;
+			if (once)
+				printf("delivery %s (%s) to endpoint %s failed: %s\n",
+					   j->delivery_id, j->webhook_id, j->endpoint_id, j->error);
+		}
+	}
+	if (once)
+		fflush(stdout);
+}
+
+/*
  * Records the done jobs; false on a database error.  When the report of
  * the batch fails, each result is recorded on its own (a savepoint each),
  * so that one result the database refuses does not give back the others
@@ -156,7 +224,7 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
  * (due again) and counted in *lost.
  */
 static bool
-report(PGconn *conn, job *jobs, int n, int *failed, int *lost)
+report(PGconn *conn, job *jobs, int n, int *lost)
 {
 	int		   *idx = malloc(sizeof(int) * (n > 0 ? n : 1));
 	int			done = 0;
@@ -169,11 +237,8 @@ report(PGconn *conn, job *jobs, int n, int *failed, int *lost)
 	}
 	for (int i = 0; i < n; i++)
 	{
-		if (jobs[i].state != JOB_DONE)
-			continue;
-		if (!(jobs[i].status >= 200 && jobs[i].status <= 299))
-			(*failed)++;
-		idx[done++] = i;
+		if (jobs[i].state == JOB_DONE)
+			idx[done++] = i;
 	}
 	if (done > 0)
 	{
@@ -204,6 +269,49 @@ report(PGconn *conn, job *jobs, int n, int *failed, int *lost)
 }
 
 /*
+ * What to do about an error of a paynotify function, when the cause is the
+ * setup: no such function or schema (PAYNOTIFY_RELAY_SCHEMA does not name
+ * the extension's schema in this database, or the extension is missing or
+ * too old there: pg_extension says which), or no permission (the role
+ * lacks the relay capacity).  Only outside a transaction block, where the
+ * lookup can run.
+ */
+static void
+explain_error(PGconn *conn, const char *sqlstate)
+{
+	PGresult   *res;
+
+	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
+		return;
+	if (strcmp(sqlstate, "42501") == 0)
+	{
+		pn_log("the role \"%s\" needs the relay capacity in database \"%s\": there, as the"
+			   " extension's owner, SELECT %s.paynotify_grant('%s', 'relay')",
+			   PQuser(conn), PQdb(conn), cfg.schema, PQuser(conn));
+		return;
+	}
+	if (strcmp(sqlstate, "42883") != 0 && strcmp(sqlstate, "3F000") != 0)
+		return;
+	res = PQexec(conn, "SELECT e.extnamespace::pg_catalog.regnamespace::text, e.extversion"
+				 " FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify'");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		pn_log("PAYNOTIFY_RELAY_SCHEMA is \"%s\": set it to the schema of the paynotify extension",
+			   cfg.schema);
+	else if (PQntuples(res) == 0)
+		pn_log("database \"%s\" has no paynotify extension (PAYNOTIFY_RELAY_SCHEMA is \"%s\"):"
+			   " connect PAYNOTIFY_DSN to the database that has it", PQdb(conn), cfg.schema);
+	else if (strcmp(PQgetvalue(res, 0, 0), cfg.schema) != 0)
+		pn_log("PAYNOTIFY_RELAY_SCHEMA is \"%s\", but the paynotify extension of database \"%s\""
+			   " is in schema \"%s\": set PAYNOTIFY_RELAY_SCHEMA=%s",
+			   cfg.schema, PQdb(conn), PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 0));
+	else
+		pn_log("the paynotify extension of database \"%s\" (schema \"%s\") is version %s,"
+			   " older than this relay (%s): ALTER EXTENSION paynotify UPDATE",
+			   PQdb(conn), cfg.schema, PQgetvalue(res, 0, 1), PAYNOTIFY_VERSION);
+	PQclear(res);
+}
+
+/*
  * SELECT schema.function($1::integer) with limit as $1; NULL (logged as
  * what failed) on an error.
  */
@@ -220,8 +328,14 @@ call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long l
 	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
+		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		char		sqlstate[6] = "";
+
+		if (state != NULL)
+			snprintf(sqlstate, sizeof(sqlstate), "%s", state);
 		pn_log("%s failed: %s", what, db_message(conn));
 		PQclear(res);
+		explain_error(conn, sqlstate);
 		return NULL;
 	}
 	return res;
@@ -288,7 +402,7 @@ cleanse_secrets(PGresult *res, job *jobs, int n)
  * results that could not be recorded.
  */
 static int
-deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed, int *lost)
+deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, relay_tally *tally, int *lost)
 {
 	int			n = PQntuples(res);
 	job		   *jobs = calloc(n, sizeof(job));
@@ -306,7 +420,8 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, int *failed, int *los
 	for (int i = 0; i < n; i++)
 		job_from_row(res, i, jobs, counts);
 	run_jobs(multi, jobs, n);
-	ok = report(conn, jobs, n, failed, lost) && command_ok(conn, "COMMIT");
+	count_jobs(jobs, n, tally);
+	ok = report(conn, jobs, n, lost) && command_ok(conn, "COMMIT");
 	cleanse_secrets(res, jobs, n);
 	free(jobs);
 	free(counts);
@@ -340,7 +455,7 @@ drain_notifies(PGconn *conn)
  * results the database refused (the caller backs off).
  */
 int
-round_once(PGconn *conn, CURLM *multi, int *failed, int *lost)
+round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost)
 {
 	int			taken,
 				n;
@@ -368,7 +483,7 @@ round_once(PGconn *conn, CURLM *multi, int *failed, int *lost)
 		PQclear(res);
 		return command_ok(conn, "COMMIT") ? taken : -1;
 	}
-	n = deliver_claimed(conn, multi, res, failed, lost);
+	n = deliver_claimed(conn, multi, res, tally, lost);
 	PQclear(res);
 	return n < 0 ? -1 : taken + n;
 }

@@ -141,7 +141,10 @@ usage(FILE *out)
 		fprintf(out, "  --%s=%s\n", settings[i].flag,
 				settings[i].kind == SETTING_NUMBER ? "N" : "TEXT");
 	fprintf(out,
-			"  --once            deliver what is due, then exit (0: all went, 1: some failed)\n"
+			"  --once            deliver what is due, then exit; prints one line per failed\n"
+			"                    delivery with its reason (as in paynotify_delivery.last_error)\n"
+			"                    and last \"claimed N, delivered N, failed N\"; exit status 0\n"
+			"                    when every delivery succeeded (or none was due), else 1\n"
 			"  -h, --help        this text\n"
 			"  -V, --version     the version\n\n"
 			"Environment (default in parentheses):\n");
@@ -150,7 +153,11 @@ usage(FILE *out)
 				settings[i].default_value[0] ? settings[i].default_value : "empty",
 				settings[i].help);
 	fprintf(out, "\nThe database role needs only the relay capacity in the database it connects to:\n"
-			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n");
+			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n"
+			"Its password goes in the file PGPASSFILE names (default ~/.pgpass; mode 0600),\n"
+			"one line host:port:database:user:password, never in --dsn.\n"
+			"PAYNOTIFY_RELAY_SCHEMA is the extension's schema in that database:\n"
+			"  SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = 'paynotify';\n");
 }
 
 /*

@@ -394,6 +394,31 @@ for pair in processed:200 duplicate:200 ignored:200 parked:200 failed:500 busy:5
     expect "outcome_$oc" "$st" "$oc" "outcome $oc passed through"
 done
 
+echo "# CGI: a refused request is logged, without its headers and body"
+printf '{"id":"evt_forged","secret":"body-never-logged"}' >"$TMP/forged.json"
+# log_line NAME: the run's stderr without the program's "paynotify-cgi[pid]: " prefix
+log_line() { sed -E 's/^paynotify-cgi\[[0-9]+\]: //' "$TMP/$1.err"; }
+cgi forged "$TMP/forged.json" HTTP_X_TEST_OUTCOME=rejected HTTP_X_TEST_STATUS=401 \
+    REMOTE_ADDR=198.51.100.7 HTTP_WECHATPAY_SIGNATURE=header-never-logged
+expect forged 401 rejected "a forged notification (the database's rejected)"
+check "rejected: one line with channel, outcome, status and client" \
+    "refused: channel wxpay, outcome rejected, HTTP 401, client 198.51.100.7" "$(log_line forged)"
+cgi garbled "$TMP/forged.json" HTTP_X_TEST_OUTCOME=malformed HTTP_X_TEST_STATUS=400 REMOTE_ADDR=2001:db8::5
+check "malformed: one line" "refused: channel wxpay, outcome malformed, HTTP 400, client 2001:db8::5" \
+    "$(log_line garbled)"
+cgi probe "$TMP/forged.json" REQUEST_METHOD=GET PATH_INFO=/notify/ REMOTE_ADDR=203.0.113.9
+check "the shim's own refusal (no channel): one line" \
+    "refused: channel (none), outcome refused, HTTP 404, client 203.0.113.9" "$(log_line probe)"
+cgi odd_addr "$TMP/forged.json" REQUEST_METHOD=PUT REMOTE_ADDR=$'1.2.3.4\nrefused: fake line'
+check "a REMOTE_ADDR that is no address is not logged as it is" \
+    "refused: channel wxpay, outcome refused, HTTP 405, client (unusable)" "$(log_line odd_addr)"
+cgi no_addr "$TMP/forged.json" HTTP_X_TEST_OUTCOME=rejected HTTP_X_TEST_STATUS=401
+check "no REMOTE_ADDR" "refused: channel wxpay, outcome rejected, HTTP 401, client (unknown)" "$(log_line no_addr)"
+cgi accepted "$TMP/forged.json" REMOTE_ADDR=198.51.100.7
+check "an accepted notification: nothing logged" "" "$(log_line accepted)"
+check "no header value or body byte in the log" 0 \
+    "$(cat "$TMP"/{forged,garbled,probe,odd_addr,no_addr}.err | grep -c -e never-logged -e 'fake line')"
+
 cgi alipay "$TMP/small.json" PATH_INFO=/notify/alipay HTTP_X_TEST_BODY=success
 expect alipay 200 processed "text body"
 check "body is exactly 'success'" success "$(body_of "$TMP/alipay.out")"
@@ -636,6 +661,36 @@ check "--listen: binary body byte-exact" "$(md5sum <"$TMP/binary.bin" | cut -d' 
     "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["md5"])' "$TMP/fcgi_bin.body")"
 check "--listen: 204 passes" "204 processed" "$(one fcgi_204 "$URL/notify/wxpay" -H 'X-Test-Status: 204')"
 
+# refused requests in the log: at most a line a second per kind, the rest counted
+# refused_sum FILE OUTCOME STATUS: "lines requests" of that kind in a log
+# (a request line counts 1 plus the "(and N more such" it carries; a count
+# alone counts N)
+refused_sum() {
+    awk -v k="outcome $2, HTTP $3" '
+        index($0, "refused: channel ") && index($0, k ", client ") { lines++; n++
+            if (match($0, /\(and [0-9]+ more such/)) n += substr($0, RSTART + 5, RLENGTH - 15) }
+        index($0, "refused: ") && index($0, " more with " k " since the last line") { lines++
+            sub(/.*refused: /, ""); n += $1 }
+        END { print lines + 0, n + 0 }' "$1"
+}
+sleep 2.1                       # the earlier refusals (GET) have had their lines
+read -r _ n405 < <(refused_sum "$TMP/listen.err" refused 405)
+t0=$(date +%s)
+burst fcgi_forged "$URL" 300 -H 'X-Test-Outcome: rejected' -H 'X-Test-Status: 401'
+burst fcgi_probe "$URL" 100 -X PUT
+t1=$(date +%s)
+expect_burst fcgi_forged 300 "401 rejected" "--listen: 300 forged requests all answered 401"
+sleep 2.5                       # counts that no later line carried are logged alone
+read -r lines n < <(refused_sum "$TMP/listen.err" rejected 401)
+echo "#   300 rejected in $((t1 - t0 + 1)) s or less: $lines log lines"
+check "--listen: every forged request counted in the log" 300 "$n"
+check "--listen: at most a line a second (+1 for the count alone)" yes \
+    "$([ "$lines" -ge 2 ] && [ "$lines" -le $((t1 - t0 + 3)) ] && echo yes || echo "no: $lines lines")"
+read -r lines n < <(refused_sum "$TMP/listen.err" refused 405)
+check "--listen: another kind (the shim's 405) counted apart" 100 "$((n - n405))"
+check "--listen: the client is nginx's REMOTE_ADDR" yes \
+    "$(grep -q 'refused: channel ch[0-9]*, outcome rejected, HTTP 401, client 127.0.0.1' "$TMP/listen.err" && echo yes || echo no)"
+
 pn_cluster_stop "$PGDIR"
 t0=$(date +%s%N)
 burst fcgi_down "$URL" 40
@@ -674,8 +729,11 @@ start_fastcgi capped env PAYNOTIFY_MAX_BODY=1000 "$SHIM" --listen "127.0.0.1:$FC
 check "FastCGI: the shim's own 413 (cap below nginx's)" "413 refused" \
     "$(ONE_BODY=$TMP/half.bin one fcgi_413 "$URL/notify/wxpay")"
 check "FastCGI: within that cap still 200" "200 processed" "$(one fcgi_small "$URL/notify/wxpay")"
+burst fcgi_403 "$URL" 30 -H 'X-Test-Outcome: rejected' -H 'X-Test-Status: 403'
 stop_fastcgi
 check "FastCGI: SIGTERM exits 0" 0 $?
+check "FastCGI: a count not logged yet is logged at stop" "yes 30" \
+    "$(grep -q 'refused: [0-9]* more with outcome rejected, HTTP 403 since the last line, not logged' "$TMP/capped.err" && echo yes || echo no) $(refused_sum "$TMP/capped.err" rejected 403 | cut -d' ' -f2)"
 
 echo "# FastCGI: silent and slow clients"
 start_fastcgi silent env PAYNOTIFY_IDLE_TIMEOUT=3000 PAYNOTIFY_IO_TIMEOUT=1000 PAYNOTIFY_MAX_PENDING=8 \
@@ -826,6 +884,8 @@ clients vg_byte 1 byte 8
 burst vg_fcgi_burst "$URL" 30
 expect_burst vg_fcgi_burst 30 "200 processed" "valgrind, FastCGI: 30 requests all 200"
 check "valgrind, FastCGI: SQL error is 503" "503 unavailable" "$(one vg_fcgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
+burst vg_fcgi_refused "$URL" 5 -H 'X-Test-Outcome: rejected' -H 'X-Test-Status: 401'
+expect_burst vg_fcgi_refused 5 "401 rejected" "valgrind, FastCGI: refused requests logged and counted"
 wait "$SILENT_PID" "$CLIENTS_PID"
 check "valgrind, FastCGI: the silent connections closed" yes "$(closed vg_silent 1 6 0 4)"
 check "valgrind, FastCGI: the stalled connection cut off" yes "$(closed vg_byte 1 1 2.5 7)"

@@ -89,6 +89,8 @@ out=$(as_role ops -Atc "SELECT secret FROM paynotify_endpoint" 2>&1)
 case $out in *"permission denied"*) ok "the operator (admin) cannot read endpoint secrets" ;; *) not_ok "the operator (admin) cannot read endpoint secrets" "$out" ;; esac
 check "the operator (admin) reads the rest of the endpoint" "http://127.0.0.1:$rport/chaos|t" \
     "$(as_role ops -Atc "SELECT url, enabled FROM paynotify_endpoint" 2>&1)"
+check "the operator (admin) reads what is bound" "public.orders|order_no|status|amount" \
+    "$(as_role ops -Atc "SELECT orders, key_column, status_column, amount_column FROM paynotify_binding" 2>&1)"
 out=$(as_role ops -Atc "SELECT count(*) FROM paynotify_relay_claim(1)" 2>&1)
 case $out in *"permission denied"*) ok "the operator (admin) cannot claim (the claim returns secrets)" ;; *) not_ok "the operator (admin) cannot claim" "$out" ;; esac
 denied=0
@@ -392,9 +394,15 @@ if [ -n "$own" ]; then
 fi
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'ssrf', 'S1', 's1', 1)" >/dev/null
 env PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_CONNECT_TIMEOUT=1000 \
-    timeout 30 "$RELAY" --once >"$dir/relay-ssrf.log" 2>&1
+    timeout 30 "$RELAY" --once >"$dir/relay-ssrf.out" 2>"$dir/relay-ssrf.log"
 check "no private address reached by default: --once fails, the receiver got nothing" "1 0" \
     "$? $(grep -c '/fast/ssrf' "$dir/received")"
+# --once says what failed and why (the class recorded in last_error), then
+# sums up, on standard output
+check "--once: one line per failure with its reason, then the summary" \
+    "$nssrf|claimed $nssrf, delivered 0, failed $nssrf" \
+    "$(grep -cE '^delivery [0-9]+ \(evt_[0-9a-f]{16}_[0-9]+\) to endpoint [0-9]+ failed: address not allowed \(not public; see PAYNOTIFY_RELAY_ALLOW_PRIVATE\)$' "$dir/relay-ssrf.out")|$(tail -1 "$dir/relay-ssrf.out")"
+check "--once: standard output has nothing else" "$((nssrf + 1))" "$(wc -l <"$dir/relay-ssrf.out" | tr -d ' ')"
 check "what the operator (admin) reads: one coarse class for each, no status" \
     "$nssrf|$nssrf|0" \
     "$(as_role ops -Atc "SELECT count(*), count(*) FILTER (WHERE last_error LIKE 'address not allowed%'), count(last_status) FROM paynotify_delivery WHERE channel = 'ssrf'")"
@@ -453,9 +461,70 @@ check "two relays keep an endpoint's max_in_flight (2): connections within one r
     "$(wc -l < "$dir/hung" | tr -d ' ')"
 kill -TERM "${relay_pid[r6]}" "${relay_pid[r7]}"; wait "${relay_pid[r6]}" "${relay_pid[r7]}" 2>/dev/null
 
+# --once when everything goes: the summary alone, exit 0; again with
+# nothing due
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/once', '$secret', channels => '{once}')" >/dev/null
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'once', 'N1', 'n1', 1), ('paid', 'once', 'N2', 'n2', 1)" >/dev/null
+"${relay_env[@]}" timeout 30 "$RELAY" --once >"$dir/once.out" 2>"$dir/relay-once.log"
+check "--once, all delivered: exit 0, the summary alone" "0|claimed 2, delivered 2, failed 0" "$?|$(cat "$dir/once.out")"
+"${relay_env[@]}" timeout 30 "$RELAY" --once >"$dir/once.out" 2>>"$dir/relay-once.log"
+check "--once, nothing due: exit 0" "0|claimed 0, delivered 0, failed 0" "$?|$(cat "$dir/once.out")"
+
+# A setup the relay cannot work with is named in its log, with what to do:
+# a password it cannot find (PGPASSFILE), the extension in another schema
+# (PAYNOTIFY_RELAY_SCHEMA, the schema pg_extension gives) or not in the
+# database, a role without the relay capacity
+sql -q >/dev/null <<SQL
+CREATE ROLE relay_pw LOGIN PASSWORD 'relay-pw-secret';
+CREATE ROLE relay_none LOGIN;
+CREATE DATABASE payschema;
+CREATE DATABASE noext;
+SQL
+pn_psql "$dir" "$port" -d payschema -q >/dev/null <<SQL
+CREATE SCHEMA payments;
+CREATE EXTENSION paynotify SCHEMA payments;
+SELECT payments.paynotify_grant('relay_pw', 'relay');
+SELECT payments.paynotify_grant('relay', 'relay');
+SQL
+sql -q -c "SELECT paynotify_grant('relay_pw', 'relay')" >/dev/null
+{ echo "host all relay_pw 127.0.0.1/32 scram-sha-256"; cat "$dir/data/pg_hba.conf"; } >"$dir/hba.new" &&
+    cp "$dir/hba.new" "$dir/data/pg_hba.conf" && q "SELECT pg_reload_conf()" >/dev/null
+once_as() {	# once_as NAME DSN [VAR=value...]: --once, stdout in NAME.out, log in relay-NAME.log; the status
+    local name=$1 dsn=$2; shift 2
+    env -u PGPASSFILE -u PGPASSWORD HOME="$dir/nohome" PAYNOTIFY_DSN="$dsn" "$@" \
+        timeout 30 "$RELAY" --once >"$dir/$name.out" 2>"$dir/relay-$name.log"
+}
+once_as nopw "host=127.0.0.1 port=$port dbname=postgres user=relay_pw" PGPASSFILE="$dir/pgpass"
+check "no password: exit 1, the log names PGPASSFILE and its state" "1|1" \
+    "$?|$(grep -c "password and none was found: libpq reads it from the file PGPASSFILE names (PGPASSFILE=$dir/pgpass, which does not exist)" "$dir/relay-nopw.log")"
+once_as nohome "host=127.0.0.1 port=$port dbname=postgres user=relay_pw"
+check "no password, PGPASSFILE unset: the log says which file libpq read" "1|1" \
+    "$?|$(grep -c "(PGPASSFILE is unset, so ~/.pgpass: $dir/nohome/.pgpass, which does not exist)" "$dir/relay-nohome.log")"
+printf '127.0.0.1:%s:*:relay_pw:relay-pw-secret\n' "$port" >"$dir/pgpass"
+chmod 644 "$dir/pgpass"
+once_as pwopen "host=127.0.0.1 port=$port dbname=postgres user=relay_pw" PGPASSFILE="$dir/pgpass"
+check "a password file others can read: exit 1, the log says libpq ignores it" "1|1" \
+    "$?|$(grep -c "PGPASSFILE=$dir/pgpass, which has group or world access (libpq ignores it: chmod 0600)" "$dir/relay-pwopen.log")"
+chmod 600 "$dir/pgpass"
+once_as pwok "host=127.0.0.1 port=$port dbname=postgres user=relay_pw" PGPASSFILE="$dir/pgpass"
+check "the password from PGPASSFILE (0600): exit 0" "0|claimed 0, delivered 0, failed 0" "$?|$(cat "$dir/pwok.out")"
+once_as schema "host=$dir port=$port dbname=payschema user=relay"
+check "the extension in schema payments, PAYNOTIFY_RELAY_SCHEMA unset: exit 1, the log says what to set" "1|1|1" \
+    "$?|$(grep -c 'function public.paynotify_relay_fanout(integer) does not exist' "$dir/relay-schema.log")|$(grep -c 'PAYNOTIFY_RELAY_SCHEMA is "public", but the paynotify extension of database "payschema" is in schema "payments": set PAYNOTIFY_RELAY_SCHEMA=payments$' "$dir/relay-schema.log")"
+once_as schema_ok "host=$dir port=$port dbname=payschema user=relay" PAYNOTIFY_RELAY_SCHEMA=payments
+check "... with PAYNOTIFY_RELAY_SCHEMA=payments: exit 0" "0|claimed 0, delivered 0, failed 0" "$?|$(cat "$dir/schema_ok.out")"
+once_as noext "host=$dir port=$port dbname=noext user=relay"
+check "a database without the extension: exit 1, the log says so" "1|1" \
+    "$?|$(grep -c 'database "noext" has no paynotify extension' "$dir/relay-noext.log")"
+once_as nocap "host=$dir port=$port dbname=payschema user=relay_none" PAYNOTIFY_RELAY_SCHEMA=payments
+check "a role without the relay capacity: exit 1, the log says what to grant" "1|1" \
+    "$?|$(grep -c "the role \"relay_none\" needs the relay capacity in database \"payschema\": there, as the extension's owner, SELECT payments.paynotify_grant('relay_none', 'relay')" "$dir/relay-nocap.log")"
+if grep -q 'relay-pw-secret' "$dir"/relay-*.log "$dir"/*.out; then not_ok "the password appears in no log"; else ok "the password appears in no log"; fi
+
 # the command line
 check "--version" "paynotify-relay $(sed -n "s/^default_version = '\(.*\)'/\1/p" paynotify.control)" "$("$RELAY" --version)"
-missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/paynotify-relay.c | tr -d '"' | sort -u); do
+missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/*.c | cut -d: -f2 | tr -d '"' | sort -u); do
     "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"
 for dsn in "host=127.0.0.1 port=1 user=relay password=Sup3rSecret" "postgresql://relay:Sup3rSecret@127.0.0.1:1/postgres"; do

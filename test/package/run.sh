@@ -6,23 +6,32 @@
 #      after the build `git status` there must be clean (.gitignore covers
 #      the build's artefacts).  The versions agree: paynotify.control,
 #      debian/changelog, META.json (which has the PGXN META spec's keys).
+#      scripts/deps.sh --build names every Build-Depends.
 #   2. lintian, when installed: no errors (warnings are printed).
 #   3. Installs postgresql-15-paynotify and paynotify-shim into the machine
 #      (apt-get install ./x.deb; the system PostgreSQL in
-#      /usr/lib/postgresql/15) and checks the installed files.
+#      /usr/lib/postgresql/15) and checks the installed files: each program
+#      (paynotify-cgi, paynotify-send, paynotify-relay) runs --version and
+#      --help, has its manual page (no warnings from man), the units and
+#      settings files of the services, the nginx snippets' comments as the
+#      templates have them.  A `make install` of the tree and the package
+#      over each other: each says so (the package's preinst, the Makefile's
+#      warning), and the package's files come back with dpkg -i.
 #   4. pg_buildext installcheck, as postgres, in a clean copy of the tree:
 #      pg_regress and the isolation specs against the installed files, in
 #      temporary instances.
 #   5. In a throwaway cluster: CREATE EXTENSION gives the default version, a
 #      1.0 updated with ALTER EXTENSION UPDATE gets there too, and the
 #      packaged paynotify-cgi answers a CGI request through the packaged
-#      extension.  nginx accepts both snippets; systemd-analyze the units.
+#      extension, the packaged paynotify-relay --once and paynotify-send
+#      work with it.  nginx accepts both snippets; systemd-analyze the units.
 #
 # At the end the packages are purged, unless they were installed before the
 # test (then the freshly built ones stay).  If the system had paynotify
 # installed by `make install` before (test/run-all.sh does that when the
 # system's pg_config comes first on PATH), it is installed again from the
-# tree, so the system copy stays the tree's.
+# tree, so the system copy stays the tree's; if it had neither, what the
+# test's own `make install` left is uninstalled.
 #
 # Run as root from anywhere: test/package/run.sh    (PN_KEEP_TMP=1 keeps the
 # temporary directory).  Last line: "N passed, M failed".
@@ -80,6 +89,7 @@ if [ -e $EXTDIR/paynotify.control ] && ! dpkg -S $EXTDIR/paynotify.control >/dev
     had_make_install=1
 fi
 
+hand_installed=0		# this test ran `make install` into the system
 cleanup() {
     pn_cluster_stop "$PGDIR"
     if [ $had_pkg = 0 ]; then
@@ -88,6 +98,11 @@ cleanup() {
     if [ $had_make_install = 1 ] && [ -d "$TMP/restore" ]; then
         make -s -C "$TMP/restore" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
             || { echo "reinstalling the tree's extension failed:"; tail -20 "$TMP/restore.log"; }
+    elif [ $had_pkg = 0 ] && [ $hand_installed = 1 ]; then
+        make -s -C "$TMP/hand" uninstall PG_CONFIG=$PGBIN/pg_config >"$TMP/uninstall.log" 2>&1 \
+            || { echo "make uninstall failed:"; tail -20 "$TMP/uninstall.log"; }
+        ls -d $EXTDIR/paynotify* $LIBDIR/paynotify* $LIBDIR/bitcode/paynotify* 2>/dev/null \
+            | sed 's/^/left behind: /'
     fi
     remove_tmp "$TMP"
 }
@@ -159,6 +174,13 @@ sys.exit(1 if errors else 0)
 EOF
 check_status "META.json: PGXN structure, version $ctl_version" $?
 
+# what scripts/deps.sh --build installs covers the packages' Build-Depends
+missing=$(sed -n '/^Build-Depends:/,/^[A-Z]/{/^ /p}' "$SRC/debian/control" |
+    sed -e 's/^ *//' -e 's/[ ,(].*//' -e 's/^debhelper-compat$/debhelper/' |
+    grep -vxF -f <(scripts/deps.sh --list --build))
+[ -n "$missing" ] && echo "not in scripts/deps.sh --build: $missing"
+check_status "scripts/deps.sh --build names every Build-Depends of debian/control" "$([ -z "$missing" ]; echo $?)"
+
 DEB_EXT=$(ls "$TMP"/build/${PKG_EXT}_*.deb 2>/dev/null | head -1)
 DEB_SHIM=$(ls "$TMP"/build/${PKG_SHIM}_*.deb 2>/dev/null | head -1)
 check_status "both packages built" "$([ -f "$DEB_EXT" ] && [ -f "$DEB_SHIM" ]; echo $?)"
@@ -178,11 +200,43 @@ fi
 
 # ---- 3. install -------------------------------------------------------------
 echo "== install"
+# the tree, built for the system's PostgreSQL, for `make install` by hand
+HAND=$TMP/hand
+copy_tree "$TOP" "$HAND"
+make -s -C "$HAND" PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-build.log" 2>&1
+check_status "the tree builds for the system's PostgreSQL (for make install)" $?
+# A copy from `make install` that the package replaces: the preinst says so
+# (the system's own, or one made here when it has neither)
+if [ $had_pkg = 0 ] && [ $had_make_install = 0 ]; then
+    hand_installed=1
+    make -s -C "$HAND" install PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-install.log" 2>&1
+    check_status "make install into the system (no package yet): no warning" \
+        "$(grep -q 'make install: replacing' "$TMP/hand-install.log"; [ $? -ne 0 ]; echo $?)"
+fi
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "$DEB_EXT" "$DEB_SHIM" >"$TMP/install.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && tail -30 "$TMP/install.log"
 check_status "apt-get install ./$(basename "$DEB_EXT") ./$(basename "$DEB_SHIM")" $rc
+if [ $had_pkg = 0 ]; then
+    grep "^$PKG_EXT: replacing" "$TMP/install.log"
+    check_status "the package over a make install: its preinst says so" \
+        "$(grep -q "^$PKG_EXT: replacing $EXTDIR/paynotify.control and the other files of paynotify that belong to no package" "$TMP/install.log"; echo $?)"
+fi
+# `make install` over the package: one line on stderr naming the package
+# and what to do; then the package's own files again (dpkg -i)
+hand_installed=1
+make -s -C "$HAND" install PG_CONFIG=$PGBIN/pg_config >/dev/null 2>"$TMP/over.err"
+rc=$?
+cat "$TMP/over.err"
+check_status "make install over the package: one line on stderr, naming the package and apt-get remove" \
+    "$([ $rc -eq 0 ] && [ "$(wc -l <"$TMP/over.err")" -eq 1 ] &&
+       grep -q "^make install: replacing $EXTDIR/paynotify.control and the other files of the Debian package $PKG_EXT, .*apt-get remove $PKG_EXT and make install again$" "$TMP/over.err"; echo $?)"
+dpkg -i "$DEB_EXT" >"$TMP/reinstall.log" 2>&1
+rc=$?
+out=$(dpkg --verify $PKG_EXT 2>&1)
+[ -n "$out" ] && echo "$out"
+check_status "dpkg -i puts the package's files back (dpkg --verify clean)" "$([ $rc -eq 0 ] && [ -z "$out" ]; echo $?)"
 check_status "both packages installed, version $ctl_version" \
     "$([ "$(dpkg-query -W -f='${Version}' $PKG_EXT)" = "$ctl_version" ] &&
        [ "$(dpkg-query -W -f='${Version}' $PKG_SHIM)" = "$ctl_version" ]; echo $?)"
@@ -194,10 +248,13 @@ for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.s
          /usr/share/doc/$PKG_EXT/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_EXT: " >/dev/null || { echo "not in $PKG_EXT: $f"; files_ok=1; }
 done
-for f in /usr/sbin/paynotify-cgi /lib/systemd/system/paynotify-cgi.service \
-         /lib/systemd/system/paynotify-cgi.socket /etc/paynotify/paynotify-cgi.env \
+SHIM_PROGRAMS="paynotify-cgi paynotify-send paynotify-relay"
+for f in /lib/systemd/system/paynotify-cgi.service /lib/systemd/system/paynotify-relay.service \
+         /lib/systemd/system/paynotify-cgi.socket \
+         /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env \
          /etc/nginx/snippets/paynotify-fastcgi.conf /etc/nginx/snippets/paynotify-cgi.conf \
-         /usr/share/man/man8/paynotify-cgi.8.gz /usr/share/doc/$PKG_SHIM/copyright; do
+         $(for p in $SHIM_PROGRAMS; do echo /usr/sbin/$p /usr/share/man/man8/$p.8.gz; done) \
+         /usr/share/doc/$PKG_SHIM/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_SHIM: " >/dev/null || { echo "not in $PKG_SHIM: $f"; files_ok=1; }
 done
 check_status "installed files belong to their packages" $files_ok
@@ -213,18 +270,45 @@ cmp -s "$SRC/paynotify--1.1--1.2.sql" $EXTDIR/paynotify--1.1--1.2.sql
 check_status "installed paynotify--1.1--1.2.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
 check_status "paynotify.so is a PostgreSQL module" $?
-grep -qx 'ExecStart=/usr/sbin/paynotify-cgi' /lib/systemd/system/paynotify-cgi.service
-check_status "paynotify-cgi.service starts /usr/sbin/paynotify-cgi" $?
-getent passwd paynotify >/dev/null && [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ]
-check_status "user paynotify exists; settings file 0640 root:paynotify" $?
+for svc in paynotify-cgi paynotify-relay; do
+    grep -qx "ExecStart=/usr/sbin/$svc" /lib/systemd/system/$svc.service &&
+        grep -qx "Documentation=man:$svc(8)" /lib/systemd/system/$svc.service &&
+        grep -qx "EnvironmentFile=/etc/paynotify/$svc.env" /lib/systemd/system/$svc.service
+    check_status "$svc.service starts /usr/sbin/$svc with /etc/paynotify/$svc.env, man:$svc(8)" $?
+    ! ls /etc/systemd/system/*/$svc.service 2>/dev/null | grep -q .
+    check_status "$svc.service is not enabled (no .wants link)" $?
+done
+getent passwd paynotify >/dev/null &&
+    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env | sort -u)" = "640 root paynotify" ]
+check_status "user paynotify exists; settings files paynotify-cgi.env, paynotify-relay.env 0640 root:paynotify" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
 check_status "nginx snippets have no placeholders left" $?
+# the substitution touched directives only: the comments read as in the
+# templates (no "Placeholder to replace: unix:/run/... e.g. unix:/..." line)
+for s in fastcgi cgi; do
+    diff <(grep '^ *#' "$SRC/deploy/nginx-$s.conf.in") <(grep '^ *#' /etc/nginx/snippets/paynotify-$s.conf) &&
+        ! grep -niE 'placeholder.*(unix:|/run/|/usr/)' /etc/nginx/snippets/paynotify-$s.conf
+    check_status "snippets/paynotify-$s.conf: the template's comments, none naming a filled-in placeholder" $?
+done
 
-out=$(paynotify-cgi --version 2>&1)
-rc=$?
-echo "paynotify-cgi --version: $out"
-check_status "paynotify-cgi --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "paynotify-cgi $ctl_version" ] &&
-    [ "$(command -v paynotify-cgi)" = /usr/sbin/paynotify-cgi ]; echo $?)"
+for p in $SHIM_PROGRAMS; do
+    out=$($p --version 2>&1)
+    rc=$?
+    echo "$p --version: $out"
+    check_status "$p --version from the package" "$([ $rc -eq 0 ] && [ "$out" = "$p $ctl_version" ] &&
+        [ "$(command -v $p)" = /usr/sbin/$p ]; echo $?)"
+    $p --help >"$TMP/$p.help" 2>&1
+    check_status "$p --help: exit 0, usage" "$([ $? -eq 0 ] && grep -q "^Usage: $p" "$TMP/$p.help"; echo $?)"
+    if command -v man >/dev/null; then
+        out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l /usr/share/man/man8/$p.8.gz 2>&1 >"$TMP/$p.man")
+        check_status "man $p: renders without warnings" "$([ -z "$out" ] && grep -q '^NAME' "$TMP/$p.man"; echo $?)"
+        [ -n "$out" ] && echo "$out"
+    fi
+done
+grep -q -- '--keys DIR' "$TMP/paynotify-send.help" && zgrep -q 'keys' /usr/share/man/man8/paynotify-send.8.gz
+check_status "paynotify-send: --help and the man page say where the keys come from (--keys DIR)" $?
+grep -q -- '--once' "$TMP/paynotify-relay.help" && zgrep -q 'claimed 3, delivered 2, failed 1' /usr/share/man/man8/paynotify-relay.8.gz
+check_status "paynotify-relay: --help and the man page describe --once" $?
 
 if command -v nginx >/dev/null; then
     mkdir -p "$TMP/nginx/logs"
@@ -252,7 +336,7 @@ EOF
 fi
 if command -v systemd-analyze >/dev/null; then
     out=$(systemd-analyze verify /lib/systemd/system/paynotify-cgi.socket \
-          /lib/systemd/system/paynotify-cgi.service 2>&1)
+          /lib/systemd/system/paynotify-cgi.service /lib/systemd/system/paynotify-relay.service 2>&1)
     rc=$?
     [ -n "$out" ] && echo "$out"
     check_status "systemd-analyze verify: the units" $rc
@@ -300,6 +384,21 @@ if pn_cluster_start "$PGDIR" "$PGPORT"; then
     check_status "packaged paynotify-cgi answers through the packaged extension" \
         "$([ $rc -eq 0 ] && grep -qi '^Paynotify-Outcome: ' "$TMP/cgi.out" &&
            ! grep -qi '^Paynotify-Outcome: unavailable' "$TMP/cgi.out"; echo $?)"
+
+    # the packaged relay, once, with nothing due; the packaged sender's
+    # request (keys from the tree's test vectors) answered by the extension
+    out=$(env -i PATH="$PATH" PAYNOTIFY_DSN="host=$PGDIR port=$PGPORT dbname=postgres user=postgres" \
+        /usr/sbin/paynotify-relay --once 2>"$TMP/relay.err")
+    rc=$?
+    echo "paynotify-relay --once: $out"
+    check_status "packaged paynotify-relay --once: exit 0, the summary" \
+        "$([ $rc -eq 0 ] && [ "$out" = "claimed 0, delivered 0, failed 0" ]; echo $?)"
+    /usr/sbin/paynotify-send --gateway stripe --keys "$SRC/test/vectors/keys" --channel nochannel \
+        --quiet --dump-sql "$TMP/send.sql" >/dev/null 2>"$TMP/send.err"
+    out=$(pn_psql "$PGDIR" "$PGPORT" -At -f "$TMP/send.sql" 2>&1)
+    echo "paynotify-send --dump-sql, replayed: $out"
+    check_status "packaged paynotify-send signs a notification the packaged extension answers" \
+        "$([ "$out" = rejected ]; echo $?)"
     pn_cluster_stop "$PGDIR"
 else
     check_status "throwaway cluster with the system PostgreSQL starts" 1
