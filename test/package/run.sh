@@ -25,6 +25,8 @@
 #      packaged paynotify-cgi answers a CGI request through the packaged
 #      extension, the packaged paynotify-relay --once and paynotify-send
 #      work with it.  nginx accepts both snippets; systemd-analyze the units.
+#   6. test/package/readme.sh: the README's "On a real machine", step by
+#      step as written there, with the packages just built.
 #
 # At the end the packages are purged, unless they were installed before the
 # test (then the freshly built ones stay).  If the system had paynotify
@@ -403,5 +405,17 @@ if pn_cluster_start "$PGDIR" "$PGPORT"; then
 else
     check_status "throwaway cluster with the system PostgreSQL starts" 1
 fi
+
+# ---- 6. the README's path for a real machine, as it is written ---------------
+echo "== README: On a real machine (test/package/readme.sh)"
+"$TOP/test/package/readme.sh" "$SRC" >"$TMP/readme.log" 2>&1
+rc=$?
+sed 's/^/  /' "$TMP/readme.log"
+read -r rp _ rf _ < <(tail -1 "$TMP/readme.log")
+case "$rp$rf" in
+*[!0-9]*|'') check_status "test/package/readme.sh ran to its summary" 1 ;;
+*) pass=$((pass + rp)); fail=$((fail + rf))
+   [ $rc -ne 0 ] && [ "$rf" = 0 ] && check_status "test/package/readme.sh: exit status" $rc ;;
+esac
 
 summary
