@@ -128,8 +128,11 @@ run_test() {
         echo "not executable: $1"
         count "$1" 1
     else
+        local t0=$SECONDS rc
         "$1"
-        count "$1" $?
+        rc=$?
+        echo "($1: $((SECONDS - t0)) s)"
+        count "$1" $rc
     fi
 }
 for t in "${quick_tests[@]}"; do
@@ -143,6 +146,7 @@ fi
 
 rm -rf "$work"
 note "summary"
+echo "wall time: $((SECONDS / 60)) min $((SECONDS % 60)) s"
 for f in "${failures[@]}"; do echo "failed: $f"; done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
