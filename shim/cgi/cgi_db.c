@@ -46,6 +46,9 @@ static bool db_idle_and_quiet(pn_db *db);
 static void db_drop(pn_db *db);
 static void db_after_error(pn_db *db, const PGresult *res);
 static void log_result(const char *what, const PGresult *res, PGconn *conn);
+
+/* PAYNOTIFY_FUNCTION, for the advice of log_result */
+static const char *log_function;
 static void notice_receiver(void *arg, const PGresult *res);
 
 /* A closed session; nothing is connected until first needed. */
@@ -54,6 +57,7 @@ pn_db_init(pn_db *db, const pn_config *cfg, bool reuse)
 {
 	memset(db, 0, sizeof(*db));
 	db->cfg = cfg;
+	log_function = cfg->function;
 	db->reuse = reuse;
 }
 
@@ -199,8 +203,12 @@ db_connect(pn_db *db)
 	{
 		char		msg[512];
 
+		const char *hint;
+
 		pn_log_text(msg, sizeof(msg), conn ? PQerrorMessage(conn) : "out of memory");
 		pn_log("cannot connect to the database: %s", msg);
+		if ((hint = pn_connect_hint(msg)) != NULL)
+			pn_log("%s", hint);
 		PQfinish(conn);
 		return false;
 	}
@@ -400,6 +408,16 @@ log_result(const char *what, const PGresult *res, PGconn *conn)
 		primary = PQerrorMessage(conn);
 	pn_log_text(msg, sizeof(msg), primary);
 	pn_log("%s: %s%s%s", what, state ? state : "", state ? " " : "", msg);
+	if (state != NULL && strcmp(state, "42501") == 0 && conn != NULL)
+	{
+		const char *fn = log_function ? log_function : "";
+		const char *dot = strchr(fn, '.');
+
+		pn_log("the role \"%s\" needs the handler capacity in database \"%s\": there, as the"
+			   " extension's owner, SELECT %.*s%spaynotify_grant('%s', 'handler')",
+			   PQuser(conn), PQdb(conn), dot ? (int) (dot - fn) : 0,
+			   fn, dot ? "." : "", PQuser(conn));
+	}
 }
 
 /*

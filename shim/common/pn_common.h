@@ -50,6 +50,7 @@ extern void pn_log_init(const char *program, bool with_pid);
 extern void pn_log_set_worker(int worker);
 extern void pn_log(const char *fmt,...) __attribute__((format(printf, 1, 2)));
 extern void pn_log_text(char *dst, size_t size, const char *src);
+extern const char *pn_connect_hint(const char *msg);
 
 /* pn_signal.c */
 extern void pn_on_stop_signals(void (*handler) (int));

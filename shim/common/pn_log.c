@@ -86,3 +86,24 @@ pn_log_text(char *dst, size_t size, const char *src)
 	}
 	dst[n] = '\0';
 }
+
+/*
+ * What to do when a connection was refused by the server's authentication
+ * (msg: libpq's message), or NULL when msg is about something else.
+ */
+const char *
+pn_connect_hint(const char *msg)
+{
+	if (msg == NULL)
+		return NULL;
+	if (strstr(msg, "Peer authentication failed") != NULL ||
+		strstr(msg, "no pg_hba.conf entry") != NULL)
+		return "pg_hba.conf must let this role in: a line for it above Debian's"
+			" \"local all all peer\" (for peer authentication with a map from the"
+			" system user in pg_ident.conf), then reload the server";
+	if (strstr(msg, "password authentication failed") != NULL ||
+		strstr(msg, "no password supplied") != NULL)
+		return "the role's password goes in PGPASSFILE (host:port:database:user:password,"
+			" mode 0600, owned by the service's user), or use peer authentication";
+	return NULL;
+}

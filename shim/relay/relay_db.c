@@ -86,9 +86,13 @@ connect_db(void)
 
 	if (PQstatus(conn) != CONNECTION_OK)
 	{
+		const char *hint;
+
 		pn_log("cannot connect to the database: %s", db_message(conn));
 		if (conn != NULL && PQconnectionNeedsPassword(conn))
 			explain_no_password(conn);
+		else if ((hint = pn_connect_hint(db_message(conn))) != NULL)
+			pn_log("%s", hint);
 		PQfinish(conn);
 		return NULL;
 	}

@@ -255,8 +255,23 @@ check "without the handler capacity: 503" 503 "$code"
 grep -q 'permission denied for \(schema payments\|function paynotify_handle\)' "$T/log/paynotify-cgi.log" &&
     row 'shim log: `permission denied for schema payments` or `for function paynotify_handle`'
 check_status "... the shim's log says why, as the troubleshooting table has it" $?
+grep -qF "needs the handler capacity in database \"shop\": there, as the extension's owner, SELECT payments.paynotify_grant('paynotify_shim', 'handler')" \
+    "$T/log/paynotify-cgi.log"
+check_status "... and what to do" $?
 sql "SELECT payments.paynotify_grant('paynotify_shim', 'handler')" >/dev/null
 check "granted again: the gateway's next delivery 200" 200 "$(send_one 2)"
+
+# a role the peer map does not give the system user paynotify: one CGI
+# request through the packaged shim, as that user
+printf '{}' | runuser -u paynotify -- env -i PATH="$PATH" PGPORT="$PGPORT" GATEWAY_INTERFACE=CGI/1.1 \
+    REQUEST_METHOD=POST PATH_INFO=/notify/trial CONTENT_LENGTH=2 CONTENT_TYPE=application/json \
+    PAYNOTIFY_DSN="host=/run/postgresql dbname=shop user=shop_ops" PAYNOTIFY_FUNCTION=payments.paynotify_handle \
+    /usr/sbin/paynotify-cgi >"$T/peer.out" 2>"$T/peer.err"
+sed 's/^/    | /' "$T/peer.err"
+grep -q '^Status: 503' "$T/peer.out" && grep -q 'Peer authentication failed for user "shop_ops"' "$T/peer.err" &&
+    grep -q 'pg_hba.conf must let this role in' "$T/peer.err" &&
+    row '503; shim log: `Peer authentication failed for user "paynotify_shim"`'
+check_status "a role the peer map does not cover: 503, the shim's log says why and what to do, in the table" $?
 
 relay_once() {
     (set -a; . "$T/etc/paynotify/paynotify-relay.env"; set +a
