@@ -482,9 +482,10 @@ $$;
 -- the shim's role needs no right on the table), and Citus copies a table's
 -- rows as the role that distributes it.  Either way the table's code runs
 -- with that role's rights: its triggers, constraints, defaults and
--- generated columns, indexes, rules, policies, the types of its columns
--- (domains and their checks, their input and output) and the casts to and
--- from them.  A function of that code written by a role without those
+-- generated columns, indexes, the partition keys it is checked against,
+-- rules and the code of the tables they write to, policies, the types of
+-- its columns (domains and their checks, their input and output, ranges'
+-- subtype functions) and the casts to and from them.  A function of that code written by a role without those
 -- rights (a trigger function an application role owns, attached to a table
 -- a superuser owns) would run with more rights than its author.  Every
 -- function the table can run, with what runs it and its owner: paynotify
@@ -497,13 +498,31 @@ CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 WITH RECURSIVE
--- the table, its partitions and child tables
+-- the table, the partitioned tables it is a partition of (their keys are
+-- its partition check), its partitions and child tables, and every
+-- relation a rule of any of them names (a rule's action runs the code of
+-- the tables it writes to)
 rels(relid) AS (
 	SELECT $1::oid
 	UNION
-	SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN rels r ON i.inhparent OPERATOR(pg_catalog.=) r.relid),
+	SELECT a.relid::oid FROM pg_catalog.pg_partition_ancestors($1) a
+	UNION
+	SELECT x.relid FROM rels r CROSS JOIN LATERAL (
+		SELECT i.inhrelid AS relid FROM pg_catalog.pg_inherits i
+		WHERE i.inhparent OPERATOR(pg_catalog.=) r.relid
+		UNION ALL
+		SELECT d.refobjid FROM pg_catalog.pg_rewrite w
+		JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::regclass::oid
+			AND d.objid OPERATOR(pg_catalog.=) w.oid
+			AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
+		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid) x),
 -- the objects of each that hold code, named for a message
 objs(classid, objid, what) AS (
+	-- the table itself: its partition key's expressions and operator classes
+	SELECT 'pg_catalog.pg_class'::regclass::oid, r.relid,
+		   pg_catalog.format('the partition key of %s', r.relid::regclass)
+	FROM rels r
+	UNION ALL
 	SELECT 'pg_catalog.pg_trigger'::regclass::oid, t.oid,
 		   pg_catalog.format('trigger "%s" of %s', t.tgname, t.tgrelid::regclass)
 	FROM pg_catalog.pg_trigger t JOIN rels r ON t.tgrelid OPERATOR(pg_catalog.=) r.relid
@@ -584,7 +603,8 @@ funcs(what, fn) AS (
 	SELECT ty.what, f.fn
 	FROM types ty JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) ty.typid
 	CROSS JOIN LATERAL (VALUES (t.typinput::oid), (t.typoutput::oid), (t.typreceive::oid),
-							   (t.typsend::oid), (t.typmodin::oid), (t.typmodout::oid)) f(fn)
+							   (t.typsend::oid), (t.typmodin::oid), (t.typmodout::oid),
+							   (t.typsubscript::oid)) f(fn)
 	WHERE f.fn OPERATOR(pg_catalog.<>) 0
 	UNION ALL
 	SELECT ty.what, d.refobjid
@@ -593,9 +613,17 @@ funcs(what, fn) AS (
 		AND d.objid OPERATOR(pg_catalog.=) c.oid
 		AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
 	UNION ALL
-	SELECT ty.what, g.rngcanonical::oid FROM types ty
+	-- a range's canonical and subtype_diff functions, and the support
+	-- functions of its subtype's operator class (comparing bounds)
+	SELECT ty.what, f.fn FROM types ty
 	JOIN pg_catalog.pg_range g ON g.rngtypid OPERATOR(pg_catalog.=) ty.typid
-	WHERE g.rngcanonical OPERATOR(pg_catalog.<>) 0
+	CROSS JOIN LATERAL (VALUES (g.rngcanonical::oid), (g.rngsubdiff::oid)) f(fn)
+	WHERE f.fn OPERATOR(pg_catalog.<>) 0
+	UNION ALL
+	SELECT ty.what, ap.amproc::oid FROM types ty
+	JOIN pg_catalog.pg_range g ON g.rngtypid OPERATOR(pg_catalog.=) ty.typid
+	JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) g.rngsubopc
+	JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily OPERATOR(pg_catalog.=) oc.opcfamily
 	UNION ALL
 	-- the casts paynotify's statements make: text to a column's type (an
 	-- order number, a status value), a column's type to text or bigint (a
@@ -613,7 +641,7 @@ FROM funcs f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.fn
 ORDER BY f.what, f.fn
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_authors(regclass) IS
-	'every function a table can run when its rows are read, moved or copied (triggers, constraints, defaults, indexes, rules, policies, column types, casts), with what runs it and its owner';
+	'every function a table can run when its rows are read, moved or copied (triggers, constraints, generated columns, indexes, partition keys, rules and the tables they write to, policies, column types, casts), with what runs it and its owner';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_authors(regclass) FROM PUBLIC;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====

@@ -69,6 +69,46 @@ CREATE TRIGGER stamp BEFORE UPDATE ON tc.o4 FOR EACH ROW EXECUTE FUNCTION tc.sta
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SELECT tc.pay('evt_tc_4', 'TC-4') AS outcome;
 SELECT st FROM tc.o4;
+-- 5. A partition key the application's function computes (run for every
+-- moved row, in the partition's check): refused; a partition bound alone
+-- too (its check is the parent's key).
+SET ROLE tc_app;
+CREATE FUNCTION tc.bucket(k text) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN 0; END $f$;
+RESET ROLE;
+CREATE TABLE tc.o5 (k text NOT NULL, st text NOT NULL, amount bigint NOT NULL)
+	PARTITION BY LIST (tc.bucket(k));
+CREATE TABLE tc.o5_0 PARTITION OF tc.o5 FOR VALUES IN (0);
+SELECT paynotify_bind_orders('tc.o5', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_bind_orders('tc.o5_0', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 6. A column of the application's range type, whose subtype_diff a GiST
+-- index calls: refused.
+SET ROLE tc_app;
+CREATE FUNCTION tc.diff(a int4, b int4) RETURNS float8 LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN a - b; END $f$;
+CREATE TYPE tc.slot AS RANGE (subtype = int4, subtype_diff = tc.diff);
+RESET ROLE;
+CREATE TABLE tc.o6 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, s tc.slot);
+CREATE INDEX ON tc.o6 USING gist (s);
+SELECT paynotify_bind_orders('tc.o6', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 7. A rule that writes each move into the application's table, whose
+-- trigger is the application's: refused (a rule's action runs the code
+-- of the tables it writes to).
+SET ROLE tc_app;
+CREATE TABLE tc.audit (k text, st text);
+CREATE TRIGGER stamp BEFORE INSERT ON tc.audit FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+RESET ROLE;
+CREATE TABLE tc.o7 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE RULE audit AS ON UPDATE TO tc.o7 DO ALSO INSERT INTO tc.audit VALUES (new.k, new.st);
+SELECT paynotify_bind_orders('tc.o7', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT what, fn FROM paynotify_table_authors('tc.o5_0') WHERE owner::text = 'tc_app'
+UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o6') WHERE owner::text = 'tc_app'
+UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o7') WHERE owner::text = 'tc_app'
+ORDER BY 1, 2;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part
