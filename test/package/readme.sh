@@ -181,11 +181,11 @@ for f in "$T"/blocks/*; do
     check_status "README step ${b%%-*}, block $b: every command succeeds" $?
     # the receiver of step 8 listens before the relay's round
     if grep -q 'paynotify_add_endpoint_file' "$f" && [ ! -s "$T/receiver.pid" ]; then
-        secret=$(cat "$T/etc/paynotify/secrets/shop/erp.whsec")
-        python3 - "$RPORT" "$secret" "$T/received.jsonl" >"$T/receiver.log" 2>&1 <<'PY' &
+        python3 - "$RPORT" "$T/etc/paynotify/secrets/shop/erp.whsec" "$T/received.jsonl" \
+            >"$T/receiver.log" 2>&1 <<'PY' &
 import base64, hashlib, hmac, json, sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
-port, secret, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+port, secret, out = int(sys.argv[1]), open(sys.argv[2]).read().strip(), sys.argv[3]
 key = base64.b64decode(secret.split("_", 1)[1])
 class H(BaseHTTPRequestHandler):
     def do_POST(self):
@@ -276,7 +276,7 @@ check_status "a role the peer map does not cover: 503, the shim's log says why a
 relay_once() {
     (set -a; . "$T/etc/paynotify/paynotify-relay.env"; set +a
      for kv in "$@"; do export "${kv?}"; done
-     runuser -u paynotify -- /usr/sbin/paynotify-relay --once) 2>&1
+     runuser -u paynotify-relay -- /usr/sbin/paynotify-relay --once) 2>&1
 }
 out=$(relay_once PAYNOTIFY_RELAY_ALLOW_PRIVATE=0)
 echo "relay --once, PAYNOTIFY_RELAY_ALLOW_PRIVATE=0: $out"

@@ -280,9 +280,13 @@ for svc in paynotify-cgi paynotify-relay; do
     ! ls /etc/systemd/system/*/$svc.service 2>/dev/null | grep -q .
     check_status "$svc.service is not enabled (no .wants link)" $?
 done
-getent passwd paynotify >/dev/null &&
-    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env | sort -u)" = "640 root paynotify" ]
-check_status "user paynotify exists; settings files paynotify-cgi.env, paynotify-relay.env 0640 root:paynotify" $?
+getent passwd paynotify >/dev/null && getent passwd paynotify-relay >/dev/null &&
+    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ] &&
+    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-relay.env)" = "640 root paynotify-relay" ] &&
+    grep -qx 'User=paynotify' /lib/systemd/system/paynotify-cgi.service &&
+    grep -qx 'User=paynotify-relay' /lib/systemd/system/paynotify-relay.service &&
+    [ "$(dpkg-deb -c "$DEB_SHIM" | awk '$6 ~ /\.env$/ {print $1}' | sort -u)" = "-rw-r-----" ]
+check_status "users paynotify and paynotify-relay, one per service; settings files 0640 as unpacked, root:paynotify and root:paynotify-relay" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
 check_status "nginx snippets have no placeholders left" $?
 # the substitution touched directives only: the comments read as in the
