@@ -188,6 +188,11 @@ stack_fcgiwrap() {
 }
 
 # stack_nginx fastcgi|cgi: nginx from the deploy/ templates; sets STACK_URL.
+# The one change to the templates: nginx waits STACK_READ_TIMEOUT (50 s, within
+# the 60 s paynotify-send waits in the tests)
+# for the shim's reply instead of 10 s, so that a slow or busy machine (a
+# CGI process per request) makes a test slower, never a 504 that fails it;
+# the replies a test judges are the shim's own.
 stack_nginx() {
     local mode=$1 prefix=$STACK_DIR/nginx-$1
     STACK_HTTPPORT=$(pn_free_port)
@@ -200,6 +205,8 @@ stack_nginx() {
             -e "s|@SHIM@|$STACK_ROOT/shim/paynotify-cgi|g" \
             "$STACK_ROOT/deploy/nginx-cgi.conf.in" >"$prefix/location.conf"
     fi
+    grep -q '^ *fastcgi_read_timeout 10s;$' "$prefix/location.conf" || return 1
+    sed -i "s|^\( *fastcgi_read_timeout\) 10s;\$|\1 ${STACK_READ_TIMEOUT:-50}s;|" "$prefix/location.conf"
     sed -e "s|@PREFIX@|$prefix|g" -e "s|@PORT@|$STACK_HTTPPORT|g" -e "s|@USER@|nobody nogroup|g" \
         -e "s|@LOCATION@|$prefix/location.conf|g" \
         "$STACK_ROOT/deploy/nginx-standalone.conf.in" >"$prefix/nginx.conf"
