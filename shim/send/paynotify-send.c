@@ -105,7 +105,8 @@ run_prepare(struct run *run)
 	plan.storm = o->mode == MODE_STORM;
 	plan.n_kinds = o->mode == MODE_BAD ? o->n_bad_kinds : 0;
 	memcpy(plan.kinds, o->bad_kinds, sizeof(plan.kinds));
-	run->gen = pn_gen_start(run->conf, &plan, run->planned, (size_t) o->presign, o->threads);
+	run->gen = pn_gen_start(run->conf, &plan, run->planned, (size_t) o->presign, o->threads,
+							(double) o->resign_after);
 }
 
 static int

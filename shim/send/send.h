@@ -188,6 +188,7 @@ struct pn_req
 	int			bad;			/* enum pn_bad */
 	bool		shared;			/* not freed after sending (--same-signature) */
 	double		t_start;		/* monotonic, set when the transfer starts */
+	double		t_built;		/* monotonic, when it was signed (send_gen.c) */
 };
 
 struct pn_signer;
@@ -218,7 +219,8 @@ struct pn_plan
 struct pn_gen;
 
 struct pn_gen *pn_gen_start(const struct pn_conf *c, const struct pn_plan *p,
-							size_t total, size_t cap, int threads);
+							size_t total, size_t cap, int threads,
+							double resign_after);
 struct pn_req *pn_gen_take(struct pn_gen *g, bool block, bool *more);
 void		pn_gen_prefill(struct pn_gen *g, bool quiet, volatile int *stop);
 void		pn_gen_stop(struct pn_gen *g);

@@ -34,6 +34,8 @@ struct pn_gen
 	pthread_cond_t ready;		/* a request was built */
 	int			nthreads;
 	pthread_t  *th;
+	struct pn_signer *resigner; /* the sending thread's, made when needed */
+	double		resign_after;	/* seconds; see pn_gen_take */
 };
 
 static void *worker(void *arg);
@@ -89,6 +91,7 @@ worker(void *arg)
 		plan_job(&g->plan, k, &index, &attempt, &bad, &slot);
 		r = pn_build(g->conf, s, index, attempt, bad);
 		r->slot = slot;
+		r->t_built = pn_mono_now();
 
 		pthread_mutex_lock(&g->mu);
 		g->ring[k % g->cap] = r;
@@ -103,10 +106,11 @@ worker(void *arg)
 /* Starts `threads` signing threads for `total` requests, `cap` ahead. */
 struct pn_gen *
 pn_gen_start(const struct pn_conf *c, const struct pn_plan *p, size_t total,
-			 size_t cap, int threads)
+			 size_t cap, int threads, double resign_after)
 {
 	struct pn_gen *g = pn_xcalloc(1, sizeof(*g));
 
+	g->resign_after = resign_after;
 	g->conf = c;
 	g->plan = *p;
 	g->total = total;
@@ -132,12 +136,17 @@ pn_gen_start(const struct pn_conf *c, const struct pn_plan *p, size_t total,
 
 /*
  * Takes the next request in order.  Returns NULL when all were taken
- * (*more = false) or, with block = false, when it is not built yet.
+ * (*more = false) or, with block = false, when it is not built yet.  A
+ * request taken more than resign_after seconds after it was signed is
+ * signed again here (the gateways' signatures carry their time, and a
+ * receiver refuses one older than 5 minutes: a long run on a slow machine
+ * must not turn into stale signatures).  Called by the sending thread only.
  */
 struct pn_req *
 pn_gen_take(struct pn_gen *g, bool block, bool *more)
 {
 	struct pn_req *r = NULL;
+	size_t		k;
 
 	pthread_mutex_lock(&g->mu);
 	*more = g->consumed < g->total;
@@ -154,7 +163,26 @@ pn_gen_take(struct pn_gen *g, bool block, bool *more)
 			pthread_cond_signal(&g->space);
 		}
 	}
+	k = g->consumed - 1;
 	pthread_mutex_unlock(&g->mu);
+	if (r != NULL && !r->shared && g->conf->now_fixed == 0 &&
+		pn_mono_now() - r->t_built > g->resign_after)
+	{
+		long long	index;
+		uint32_t	attempt,
+					slot;
+		int			bad;
+		struct pn_req *fresh;
+
+		if (g->resigner == NULL)
+			g->resigner = pn_signer_new(g->conf);
+		plan_job(&g->plan, k, &index, &attempt, &bad, &slot);
+		fresh = pn_build(g->conf, g->resigner, index, attempt, bad);
+		fresh->slot = slot;
+		fresh->t_built = pn_mono_now();
+		pn_req_free(r);
+		r = fresh;
+	}
 	return r;
 }
 
@@ -205,6 +233,7 @@ pn_gen_stop(struct pn_gen *g)
 		pthread_join(g->th[i], NULL);
 	for (size_t i = 0; i < g->cap; i++)
 		pn_req_free(g->ring[i]);
+	pn_signer_free(g->resigner);
 	pthread_mutex_destroy(&g->mu);
 	pthread_cond_destroy(&g->space);
 	pthread_cond_destroy(&g->ready);

@@ -142,6 +142,11 @@ static const char *const help_lines[] = {
 	"  --threads T         signing threads (default: online CPUs)\n",
 	"  --presign N         requests built ahead of sending (default 50000); when the run\n",
 	"                      fits, all are signed before the clock starts\n",
+	"  --resign-after S    a request sent more than S seconds after it was signed\n",
+	"                      is signed again (default 60; receivers refuse signatures\n",
+	"                      older than 5 minutes, and a long run on a slow machine\n",
+	"                      must not send stale ones); not with --now or\n",
+	"                      --same-signature, whose signatures are fixed\n",
 	"\n",
 	"Output:\n",
 	"  Counts by HTTP status and by outcome (reply header Paynotify-Outcome, \"none\"\n",
@@ -375,6 +380,8 @@ static const struct optdef optdefs[] = {
 	.error = "--threads wants 1..256, not \"%s\""},
 	{.name = "presign", .kind = ARG_LL, IN_OPTS(presign), .min = 1, .max = 100000000,
 	.error = "--presign wants 1..100000000, not \"%s\""},
+	{.name = "resign-after", .kind = ARG_LL, IN_OPTS(resign_after), .min = 0, .max = 100000000,
+	.error = "--resign-after wants 0..100000000 seconds, not \"%s\""},
 	{.name = "json", .kind = ARG_FLAG, IN_OPTS(json)},
 	{.name = "quiet", .kind = ARG_FLAG, IN_OPTS(quiet)},
 	{.name = "verbose", .kind = ARG_FLAG, IN_OPTS(verbose)},
@@ -404,6 +411,7 @@ opts_defaults(struct opts *o, struct pn_conf *c)
 	o->time_scale = 1.0;
 	o->threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int) ncpu;
 	o->presign = 50000;
+	o->resign_after = 60;
 	o->keys_dir = ".";
 	o->wx_key = "wechat_platform_1.key.pem";
 	o->wx_cert = "wechat_platform_1.cert.pem";

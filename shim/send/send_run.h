@@ -46,6 +46,7 @@ struct opts
 	int			n_bad_kinds;
 	int			threads;
 	long long	presign;
+	long long	resign_after;	/* seconds; a request older is signed again */
 	bool		json;
 	bool		quiet;
 	bool		verbose;

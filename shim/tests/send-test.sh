@@ -405,6 +405,43 @@ if [ -w /dev/full ]; then
 		--url "$BASE/notify/wxpay" --mode distinct -n 3 --ledger /dev/full
 fi
 
+# -------------------------------------------------------- fresh signatures
+# a slow receiver (1.1 s a request, one at a time): with --resign-after 1
+# each request is signed again when it is sent, later ones with later
+# timestamps; by default (60 s) all three are the ones signed at the start
+echo "# a request sent long after it was signed is signed again"
+python3 - "$TMP/slow.port" "$TMP/slow.ts" >"$TMP/slow.log" 2>&1 <<'EOF' &
+import sys, time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        with open(sys.argv[2], "a") as f:
+            f.write(self.headers["Wechatpay-Timestamp"] + "\n")
+        time.sleep(1.1)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_address[1]))
+s.serve_forever()
+EOF
+SLOW_PID=$!
+for _ in $(seq 1 100); do [ -s "$TMP/slow.port" ] && break; sleep 0.05; done
+spread() { sort -n "$TMP/slow.ts" | sed -n '1p;$p' | tr '\n' ' ' | awk '{print $2 - $1}'; }
+"$SEND" --keys "$KEYS" --gateway wxpay --url "http://127.0.0.1:$(cat "$TMP/slow.port")/notify/wxpay" \
+	--mode storm -n 3 -c 1 --presign 10 --resign-after 1 --quiet >/dev/null 2>&1
+check_cmd "--resign-after 1: the third request signed about 2 s after the first ($(spread) s)" \
+	test "$(spread)" -ge 2
+: >"$TMP/slow.ts"
+"$SEND" --keys "$KEYS" --gateway wxpay --url "http://127.0.0.1:$(cat "$TMP/slow.port")/notify/wxpay" \
+	--mode storm -n 3 -c 1 --presign 10 --quiet >/dev/null 2>&1
+check_cmd "default (60 s): the three requests signed at the start ($(spread) s apart)" \
+	test "$(spread)" -le 1
+kill "$SLOW_PID" 2>/dev/null
+
 # ------------------------------------------------------------------ valgrind
 if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 	reset 1

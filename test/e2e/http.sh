@@ -13,7 +13,10 @@
 #     the run ends with every notification acknowledged (the sender's
 #     summary and ledger) and applied exactly once.  The order of events is
 #     the test's, never a race with the sender: nothing here depends on how
-#     fast the machine is (the senders wait up to 60 s for a reply).
+#     fast the machine is (the senders wait up to 60 s for a reply, nginx
+#     50 s for the shim, and paynotify-send signs again a request it sends
+#     more than 60 s after signing it: a run longer than the gateways'
+#     5-minute tolerance on a slow machine sends no stale signatures).
 # Prints "N passed, M failed" last; non-zero exit on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
