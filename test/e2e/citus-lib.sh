@@ -40,11 +40,14 @@ citus_ensure() {
 }
 
 # citus_begin NAME: what a Citus test starts with: Citus installed (built if
-# missing), paynotify and the shims built and installed, stack_init NAME,
+# missing), paynotify built and installed into the PostgreSQL that PN_PGBIN
+# belongs to (its pg_config, where Citus was checked: not whichever
+# pg_config PATH finds first), the shims built, stack_init NAME,
 # the nodes stopped on exit.  Ends the script when one of them fails.
 citus_begin() {
     citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
-    make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+    make -s PG_CONFIG="$PN_PGBIN/pg_config" >/dev/null && make -s PG_CONFIG="$PN_PGBIN/pg_config" install >/dev/null &&
+        make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
     stack_init "$1"
     trap citus_stop EXIT
 }
