@@ -12,7 +12,8 @@
 # application role (pn_app) that put such code on it, each piece trying to
 # make a role of its own (pn_m_<piece>, no login) a superuser: a BEFORE
 # INSERT trigger, a CHECK constraint, an index expression, a generated
-# column, a domain's check, a row-level security policy and a default.  And
+# column, a domain's check, a row-level security policy (forced on the
+# owner) and a default.  And
 # another role (pn_planter), allowed to create in every node's public
 # schema, put there an operator "=" for (oid, regclass), which a query of
 # the nodes' search_path would take over pg_catalog's (an exact match,
@@ -20,7 +21,8 @@
 # the superuser postgres:
 #   allowed    paynotify's guard trigger, an enum column and a default are
 #              no code the copy runs as someone else (paynotify_table_authors for the
-#              table with them)
+#              table with them; nor is a policy the owner is not held to:
+#              the owner and a superuser read past it)
 #   refused    each piece alone: paynotify_distribute() refused (42501),
 #              the detail naming it (also an index predicate, a rule, the
 #              guard with a WHEN condition); all of them: refused, the hint
@@ -164,8 +166,11 @@ SQL
 }
 while IFS='|' read -r piece sql; do
     out=$(refusal "$sql")
+    # the detail names the piece by its name (quoted for a trigger, a
+    # constraint, a rule, a policy; schema-qualified for an index)
+    name=$(echo "$piece" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
     check "refused: $piece alone (42501, the detail naming it)" "42501|yes" \
-        "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | grep -qF "$(echo "$piece" | sed 's/^[a-z -]*\(".*"\).*/\1/')" && echo yes || echo "no: $out")"
+        "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | cut -d'|' -f2- | grep -qw -- "$name" && echo yes || echo "no: $out")"
 done <<'PIECES'
 trigger "pn_trg"|CREATE TRIGGER pn_trg BEFORE INSERT ON orders FOR EACH ROW EXECUTE FUNCTION public.pn_trg()
 CHECK constraint "pn_chk"|ALTER TABLE orders ADD CONSTRAINT pn_chk CHECK (public.pn_try_superuser('pn_m_check', order_no))
@@ -173,7 +178,7 @@ index "pn_idx" (an expression)|CREATE INDEX pn_idx ON orders ((public.pn_try_sup
 index "pn_idx_p" (a predicate)|CREATE INDEX pn_idx_p ON orders (status) WHERE public.pn_try_superuser_i('pn_m_index', order_no)
 generated column "pn_gen"|ALTER TABLE orders ADD COLUMN pn_gen boolean GENERATED ALWAYS AS (public.pn_try_superuser_i('pn_m_generated', order_no)) STORED
 column "pn_d" of a domain|ALTER TABLE orders ADD COLUMN pn_d public.pn_dom DEFAULT 'x'
-policy "pn_pol"|CREATE POLICY pn_pol ON orders USING (public.pn_try_superuser('pn_m_policy', order_no)); ALTER TABLE orders ENABLE ROW LEVEL SECURITY
+policy "pn_pol" (row-level security forced)|CREATE POLICY pn_pol ON orders USING (public.pn_try_superuser('pn_m_policy', order_no)); ALTER TABLE orders ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY
 rule "pn_rule"|CREATE RULE pn_rule AS ON UPDATE TO orders DO ALSO SELECT public.pn_try_superuser('pn_m_policy', NEW.order_no)
 guard trigger "pn_guard_when" with a WHEN condition|CREATE TRIGGER pn_guard_when BEFORE INSERT ON orders FOR EACH ROW WHEN (public.pn_try_superuser('pn_m_when', NEW.order_no)) EXECUTE FUNCTION paynotify_guard_transition()
 PIECES
