@@ -352,13 +352,22 @@ CREATE FUNCTION @extschema@.paynotify_grant(role regrole, capacity text)
 	AS $$
 DECLARE
 	usage boolean := false;
+	gone text[];
 	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
 BEGIN
 	PERFORM @extschema@.paynotify_capacity_check(role, capacity);
-	-- rows a role of this name left when it was dropped
-	DELETE FROM @extschema@.paynotify_role r
-		WHERE r.role OPERATOR(pg_catalog.=) rolname
-		  AND NOT @extschema@.paynotify_capacity_held(rolname, r.capacity);
+	-- rows a role of this name left when it was dropped: found first, then
+	-- deleted by their values (on Citus paynotify_role is a reference
+	-- table, and Citus refuses a DELETE that calls a STABLE function with
+	-- its columns)
+	gone := ARRAY(SELECT r.capacity FROM @extschema@.paynotify_role r
+				  WHERE r.role OPERATOR(pg_catalog.=) rolname
+					AND NOT @extschema@.paynotify_capacity_held(rolname, r.capacity));
+	IF pg_catalog.cardinality(gone) OPERATOR(pg_catalog.>) 0 THEN
+		DELETE FROM @extschema@.paynotify_role r
+			WHERE r.role OPERATOR(pg_catalog.=) rolname
+			  AND r.capacity OPERATOR(pg_catalog.=) ANY (gone);
+	END IF;
 	-- USAGE on the extension's schema, unless the role can use it already
 	IF NOT pg_catalog.has_schema_privilege(role, '@extschema@'::regnamespace, 'USAGE') THEN
 		EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA %s TO %s', '@extschema@'::regnamespace, role);

@@ -39,12 +39,33 @@ citus_ensure() {
     PG_CONFIG=$pgc bash "$script" --check || { echo "citus: still not installed after $script" >&2; return 1; }
 }
 
+# citus_install: paynotify built and installed into the PostgreSQL that
+# PN_PGBIN belongs to (its pg_config, where Citus was checked: not whichever
+# pg_config PATH finds first), unless what is installed there is already
+# this build.  make install removes each file before it writes it again: a
+# Citus test started while another one runs (the same build, the same
+# PostgreSQL) made a worker of the running one fail to read
+# paynotify.control ("extension \"paynotify\" is not available", the relay's
+# fan-out refused on that connection).
+citus_install() {
+    local pgc=$PN_PGBIN/pg_config f dest
+    make -s PG_CONFIG="$pgc" >/dev/null || return 1
+    for f in paynotify.so paynotify.control paynotify--*.sql; do
+        case $f in
+            *.so) dest=$("$pgc" --pkglibdir)/$f ;;
+            *) dest=$("$pgc" --sharedir)/extension/$f ;;
+        esac
+        cmp -s "$f" "$dest" || { make -s PG_CONFIG="$pgc" install >/dev/null; return; }
+    done
+}
+
 # citus_begin NAME: what a Citus test starts with: Citus installed (built if
-# missing), paynotify and the shims built and installed, stack_init NAME,
-# the nodes stopped on exit.  Ends the script when one of them fails.
+# missing), paynotify built and installed (citus_install), the shims built,
+# stack_init NAME, the nodes stopped on exit.  Ends the script when one of
+# them fails.
 citus_begin() {
     citus_ensure || { echo "citus: not installed and cannot be built"; echo "0 passed, 1 failed"; exit 1; }
-    make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+    citus_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
     stack_init "$1"
     trap citus_stop EXIT
 }

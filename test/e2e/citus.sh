@@ -252,11 +252,17 @@ check "... and the count sees a deliberate multi-shard write (64 rows over both 
 # paynotify_outbox_claim: candidates read across shards, each taken on its
 # shard; two claims at once take different events; rolled back, all are back
 before_claims=$(citus_q 0 "SELECT count(*) FROM paynotify_outbox")
+# (the first claim's transaction stays open until the second has claimed:
+# told by files, not by a sleep that a slow machine outlasts)
 citus_sql 1 -tA -c "BEGIN" -c "SELECT string_agg(id::text, ' ' ORDER BY id) FROM paynotify_outbox_claim(5)" \
-    -c "SELECT pg_sleep(3)" -c "ROLLBACK" >"$STACK_DIR/claim1.out" 2>&1 &
+    -c "\\! touch $STACK_DIR/claim1-held; while [ ! -e $STACK_DIR/claim1-release ]; do sleep 0.05; done" \
+    -c "ROLLBACK" >"$STACK_DIR/claim1.out" 2>&1 &
 claim_pid=$!
-for _ in $(seq 1 100); do [ -s "$STACK_DIR/claim1.out" ] && break; sleep 0.05; done
-claim2=$(citus_sql 0 -tA -c "BEGIN" -c "SELECT string_agg(id::text, ' ' ORDER BY id) FROM paynotify_outbox_claim(5)" -c "ROLLBACK" 2>&1)
+for _ in $(seq 1 1200); do [ -e "$STACK_DIR/claim1-held" ] || ! pn_alive "$claim_pid" && break; sleep 0.05; done
+# (a claim that waited for the first one's rows would time out, not hang)
+claim2=$(citus_sql 0 -tA -c "SET statement_timeout = '60s'" -c "BEGIN" \
+    -c "SELECT string_agg(id::text, ' ' ORDER BY id) FROM paynotify_outbox_claim(5)" -c "ROLLBACK" 2>&1)
+touch "$STACK_DIR/claim1-release"
 wait "$claim_pid"
 claim1=$(grep -v '^$' "$STACK_DIR/claim1.out" | head -1)
 check "paynotify_outbox_claim on the cluster: 5 events on worker 1, 5 others at once on the coordinator, all back after the rollbacks" \
@@ -345,10 +351,13 @@ stack_send stripe --mode retry -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2
     >/dev/null 2>"$STACK_DIR/b-pay.err"
 stack_send stripe --mode retry --event refund -n "$K" -c 4 --start $B0 --seed 62 --schedule 0.2,0.5,1,1,1 --timeout 5 --quiet \
     >/dev/null 2>"$STACK_DIR/b-refund.err"
-pending=-1
-for _ in $(seq 1 600); do
+# until nothing is pending, or the count has not moved for 30 s (the relays
+# stuck: a slow machine only takes longer)
+pending=-1 last=-1 still=0
+while [ "$still" -lt 300 ]; do
     pending=$(citus_q 0 "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>&1)
     [ "$pending" = 0 ] && break
+    if [ "$pending" = "$last" ]; then still=$((still + 1)); else still=0 last=$pending; fi
     sleep 0.1
 done
 check "relay: the outbox empty and no delivery pending at the end" 0 "$pending"

@@ -12,7 +12,8 @@
 # application role (pn_app) that put such code on it, each piece trying to
 # make a role of its own (pn_m_<piece>, no login) a superuser: a BEFORE
 # INSERT trigger, a CHECK constraint, an index expression, a generated
-# column, a domain's check, a row-level security policy and a default.  And
+# column, a domain's check, a row-level security policy (forced on the
+# owner) and a default.  And
 # another role (pn_planter), allowed to create in every node's public
 # schema, put there an operator "=" for (oid, regclass), which a query of
 # the nodes' search_path would take over pg_catalog's (an exact match,
@@ -20,7 +21,8 @@
 # the superuser postgres:
 #   allowed    paynotify's guard trigger, an enum column and a default are
 #              no code the copy runs as someone else (paynotify_table_authors for the
-#              table with them)
+#              table with them; nor is a policy the owner is not held to:
+#              the owner and a superuser read past it)
 #   refused    each piece alone: paynotify_distribute() refused (42501),
 #              the detail naming it (also an index predicate, a rule, the
 #              guard with a WHEN condition); all of them: refused, the hint
@@ -36,10 +38,11 @@
 #              writes the orders table as its owner and its own tables as
 #              paynotify's owner in one transaction)
 #   ext owner  (database extown) paynotify created by a role that is no
-#              superuser any more: paynotify_distribute() as postgres is
-#              refused (42501, the hint naming that role); once it is one
-#              again, an orders table of pn_app whose only code is a default
-#              and the guard is distributed by paynotify_distribute()
+#              superuser any more (the orders table bound while it was
+#              one: the guard is its function); paynotify_distribute() as
+#              postgres is refused (42501, the hint naming that role); once
+#              it is one again, an orders table of pn_app whose only code is
+#              a default and the guard is distributed by paynotify_distribute()
 #   nobody     in the end no pn_m_ role is a superuser on any node
 # Before 1.3, paynotify_distribute() distributed the orders table itself:
 # pn_m_trigger, _check, _index, _generated and _domain became superusers on
@@ -164,8 +167,11 @@ SQL
 }
 while IFS='|' read -r piece sql; do
     out=$(refusal "$sql")
+    # the detail names the piece by its name (quoted for a trigger, a
+    # constraint, a rule, a policy; schema-qualified for an index)
+    name=$(echo "$piece" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
     check "refused: $piece alone (42501, the detail naming it)" "42501|yes" \
-        "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | grep -qF "$(echo "$piece" | sed 's/^[a-z -]*\(".*"\).*/\1/')" && echo yes || echo "no: $out")"
+        "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | cut -d'|' -f2- | grep -qw -- "$name" && echo yes || echo "no: $out")"
 done <<'PIECES'
 trigger "pn_trg"|CREATE TRIGGER pn_trg BEFORE INSERT ON orders FOR EACH ROW EXECUTE FUNCTION public.pn_trg()
 CHECK constraint "pn_chk"|ALTER TABLE orders ADD CONSTRAINT pn_chk CHECK (public.pn_try_superuser('pn_m_check', order_no))
@@ -173,7 +179,7 @@ index "pn_idx" (an expression)|CREATE INDEX pn_idx ON orders ((public.pn_try_sup
 index "pn_idx_p" (a predicate)|CREATE INDEX pn_idx_p ON orders (status) WHERE public.pn_try_superuser_i('pn_m_index', order_no)
 generated column "pn_gen"|ALTER TABLE orders ADD COLUMN pn_gen boolean GENERATED ALWAYS AS (public.pn_try_superuser_i('pn_m_generated', order_no)) STORED
 column "pn_d" of a domain|ALTER TABLE orders ADD COLUMN pn_d public.pn_dom DEFAULT 'x'
-policy "pn_pol"|CREATE POLICY pn_pol ON orders USING (public.pn_try_superuser('pn_m_policy', order_no)); ALTER TABLE orders ENABLE ROW LEVEL SECURITY
+policy "pn_pol" (row-level security forced)|CREATE POLICY pn_pol ON orders USING (public.pn_try_superuser('pn_m_policy', order_no)); ALTER TABLE orders ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY
 rule "pn_rule"|CREATE RULE pn_rule AS ON UPDATE TO orders DO ALSO SELECT public.pn_try_superuser('pn_m_policy', NEW.order_no)
 guard trigger "pn_guard_when" with a WHEN condition|CREATE TRIGGER pn_guard_when BEFORE INSERT ON orders FOR EACH ROW WHEN (public.pn_try_superuser('pn_m_when', NEW.order_no)) EXECUTE FUNCTION paynotify_guard_transition()
 PIECES
@@ -256,8 +262,10 @@ check "way out: the guard refuses an illegal move through worker 2 (pending to r
 if citus_database extown; then
     citus_q 0 "CREATE ROLE pn_extowner LOGIN SUPERUSER" >/dev/null
     AS_DB=extown as 0 pn_extowner -c "CREATE EXTENSION paynotify" >/dev/null 2>&1
-    citus_sql 0 -d extown >/dev/null 2>&1 <<'SQL'
-ALTER ROLE pn_extowner NOSUPERUSER;
+    # the orders table bound while pn_extowner is a superuser: paynotify
+    # binds no table whose code (here the guard, pn_extowner's function) has
+    # an owner without the rights of the table's owner
+    out=$(citus_sql 0 -d extown 2>&1 >/dev/null <<'SQL'
 GRANT CREATE ON SCHEMA public TO pn_app;
 CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL DEFAULT 'pending', amount_fen bigint NOT NULL);
 INSERT INTO orders (order_no, amount_fen) SELECT 'PN' || lpad(i::text, 8, '0'), 100 FROM generate_series(1, 10) i;
@@ -265,8 +273,9 @@ CREATE TRIGGER orders_guard BEFORE UPDATE ON orders FOR EACH ROW EXECUTE FUNCTIO
 SELECT paynotify_bind_orders('orders', 'order_no', 'status', 'amount_fen');
 ALTER TABLE orders OWNER TO pn_app;
 SQL
+    )
     # its code: a default only (added by its owner, who runs it for the rows there)
-    AS_DB=extown as 0 pn_app >/dev/null 2>&1 <<'SQL'
+    out+=$(AS_DB=extown as 0 pn_app 2>&1 >/dev/null <<'SQL'
 CREATE FUNCTION public.pn_try_superuser(r text, v text) RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
 	EXECUTE pg_catalog.format('ALTER ROLE %I SUPERUSER', r);
@@ -276,9 +285,17 @@ EXCEPTION WHEN insufficient_privilege THEN
 END $f$;
 ALTER TABLE orders ADD COLUMN pn_def boolean DEFAULT public.pn_try_superuser('pn_m_default', 'x');
 SQL
-    check "ext owner: paynotify created by pn_extowner, no superuser now; the orders table of pn_app with a default and the guard" \
-        "pn_extowner|false|true" "$(citus_sql 0 -d extown -tA -c "SELECT extowner::regrole || '|' || (SELECT rolsuper FROM pg_roles WHERE rolname = 'pn_extowner')
-                                        || '|' || (NOT EXISTS (SELECT FROM paynotify_table_authors('orders') WHERE NOT pg_has_role(owner, current_user, 'USAGE')))
+    )
+    out+=$(citus_q 0 "ALTER ROLE pn_extowner NOSUPERUSER" 2>&1 >/dev/null)
+    check "ext owner: set up (paynotify created by pn_extowner, the orders table bound, given to pn_app, pn_extowner no superuser then)" \
+        "" "$(echo "$out" | grep -m1 -E 'ERROR|FATAL')"
+    # the only code on it run with rights its owner lacks: the guard, whose
+    # function is pn_extowner's (the default is not code the copy runs)
+    check "ext owner: paynotify created by pn_extowner, no superuser now; the orders table of pn_app with a default and the guard (pn_extowner's)" \
+        "pn_extowner|false|trigger \"orders_guard\" of public.orders: pn_extowner" \
+        "$(citus_sql 0 -d extown -tA -c "SELECT extowner::regrole || '|' || (SELECT rolsuper FROM pg_roles WHERE rolname = 'pn_extowner')
+                                        || '|' || (SELECT coalesce(string_agg(a.what || ': ' || a.owner, ', ' ORDER BY a.what), 'none')
+                                                   FROM paynotify_table_authors('orders') a WHERE NOT pg_has_role(a.owner, current_user, 'USAGE'))
                                         FROM pg_extension WHERE extname = 'paynotify'" 2>&1)"
     out=$(citus_sql 0 -d extown -v VERBOSITY=verbose -c "SELECT * FROM paynotify_distribute()" 2>&1)
     check "ext owner: paynotify_distribute() as postgres refused (42501, the hint naming pn_extowner), nothing distributed" \

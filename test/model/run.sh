@@ -12,10 +12,11 @@
 # 2,000 orders by default (the suite), 20,000 with --full.  The seed is
 # fixed unless given, and printed: a failure is reproduced with --seed.
 # By default it starts its own throwaway cluster.  With --admin-dsn it uses
-# an existing, empty database instead (the superuser's DSN; the extension
-# is created there in schema pay, with the login role model_shim), and the
-# backends connect with the --dsn given, spread over them in turn (e.g. a
-# Citus coordinator and its workers, each DSN as model_shim); --after-setup
+# an existing, empty database instead (the superuser's DSN; the extension,
+# installed on that server by the caller, is created there in schema pay,
+# with the login role model_shim), and the backends connect with the --dsn
+# given, spread over them in turn (e.g. a Citus coordinator and its
+# workers, each DSN as model_shim); --after-setup
 # runs as the superuser once the orders are bound (on Citus: SELECT
 # pay.paynotify_distribute() and the distribution of the test's own hook
 # table).  The caller then owns the servers' logs.
@@ -51,9 +52,13 @@ fi
 "$py" -c 'import psycopg2, cryptography, hypothesis' \
     || { echo "model: needs python3-psycopg2, python3-cryptography, python3-hypothesis (scripts/deps.sh)"; exit 1; }
 
-make -s >/dev/null && make -s install >/dev/null || exit 1
-
 if [ -z "$admin_dsn" ]; then
+    # paynotify for the cluster started here, which runs PN_PGBIN's
+    # PostgreSQL.  (With --admin-dsn nothing is installed: the caller's
+    # server has it already, and a make install there, under the caller's
+    # running nodes, removes each file before it writes it again.)
+    make -s PG_CONFIG="$PN_PGBIN/pg_config" >/dev/null &&
+        make -s PG_CONFIG="$PN_PGBIN/pg_config" install >/dev/null || exit 1
     dir=$(mktemp -d /tmp/paynotify-model.XXXXXX)
     chmod 711 "$dir"
     cleanup() { pn_cluster_stop "$dir/pg"; remove_tmp "$dir"; }
