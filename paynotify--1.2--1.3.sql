@@ -501,17 +501,18 @@ $$;
 -- acts on the table only when every owner has the rights of the role that
 -- runs them (the table's owner; on Citus, the caller of
 -- paynotify_distribute), as it does for hooks.
-CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
-	RETURNS TABLE (what text, fn regprocedure, owner regrole)
-	LANGUAGE sql STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-WITH RECURSIVE
+-- The relations whose code runs when the table's rows are read or moved:
 -- the table, the partitioned tables it is a partition of (their keys are
 -- its partition check), its partitions and child tables, and every
 -- relation a rule of any of them names (a rule's action runs the code of
--- the tables it writes to)
-rels(relid) AS (
+-- the tables it writes to).  paynotify_table_authors reads their code, and
+-- a change of any of them makes the configuration load again.
+CREATE FUNCTION @extschema@.paynotify_table_relations(rel regclass)
+	RETURNS SETOF oid
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+WITH RECURSIVE rels(relid) AS (
 	SELECT $1::oid
 	UNION
 	SELECT a.relid::oid FROM pg_catalog.pg_partition_ancestors($1) a
@@ -524,7 +525,22 @@ rels(relid) AS (
 		JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::regclass::oid
 			AND d.objid OPERATOR(pg_catalog.=) w.oid
 			AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
-		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid) x),
+		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid) x)
+SELECT r.relid FROM rels r
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_relations(regclass) IS
+	'the relations whose code a table runs when its rows are read or moved: itself, its partition ancestors, partitions and children, and the relations its rules name';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_relations(regclass) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
+	RETURNS TABLE (what text, fn regprocedure, owner regrole)
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+WITH RECURSIVE
+-- the relations whose code runs (paynotify_table_relations)
+rels(relid) AS (
+	SELECT r FROM @extschema@.paynotify_table_relations($1) r),
 -- the objects of each that hold code, named for a message
 objs(classid, objid, what) AS (
 	-- the table itself: its partition key's expressions and operator classes

@@ -109,6 +109,24 @@ SELECT what, fn FROM paynotify_table_authors('tc.o5_0') WHERE owner::text = 'tc_
 UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o6') WHERE owner::text = 'tc_app'
 UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o7') WHERE owner::text = 'tc_app'
 ORDER BY 1, 2;
+-- 8. A rule into the application's table that has no code yet: bound;
+-- the application gives its table a trigger afterwards: the next payment
+-- fails (retried) with the reason, and runs nothing.
+SET ROLE tc_app;
+CREATE TABLE tc.audit8 (k text, st text);
+RESET ROLE;
+CREATE TABLE tc.o8 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o8 VALUES ('TC-8', 'pending', 100), ('TC-8b', 'pending', 100);
+CREATE RULE audit AS ON UPDATE TO tc.o8 DO ALSO INSERT INTO tc.audit8 VALUES (new.k, new.st);
+SELECT paynotify_bind_orders('tc.o8', 'k', 'st', 'amount');
+-- a payment first: this backend has the configuration cached
+SELECT tc.pay('evt_tc_8b', 'TC-8b') AS outcome;
+SET ROLE tc_app;
+CREATE TRIGGER stamp BEFORE INSERT ON tc.audit8 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+RESET ROLE;
+SELECT tc.pay('evt_tc_8', 'TC-8') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_8';
+SELECT k, st FROM tc.o8 ORDER BY k;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part

@@ -21,7 +21,6 @@
 
 #include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_inherits.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -510,8 +509,9 @@ load_binding(PnConfig *cfg)
 
 /*
  * The functions the bound orders table can run (paynotify_table_authors:
- * its triggers, constraints, defaults, indexes, rules, policies, the types
- * of its columns and the casts to and from them).  paynotify runs the
+ * its triggers, constraints, generated columns, indexes, partition keys,
+ * rules and the tables they write to, policies, the types of its columns
+ * and the casts to and from them).  paynotify runs the
  * table's statements as the table's owner, so each function's owner must
  * have the rights of the table's owner, as a hook's owner must have its
  * registrant's: otherwise the binding is unusable, with the reason in
@@ -540,7 +540,6 @@ load_table_authors(PnConfig *cfg)
 	old = MemoryContextSwitchTo(cfg->cxt);
 	cfg->nauthors = (int) SPI_processed;
 	cfg->author_hashes = palloc(sizeof(uint32) * Max(cfg->nauthors, 1));
-	cfg->orders_relids = find_all_inheritors(cfg->orders_oid, NoLock, NULL);
 	MemoryContextSwitchTo(old);
 	for (int i = 0; i < cfg->nauthors; i++)
 	{
@@ -553,6 +552,18 @@ load_table_authors(PnConfig *cfg)
 							   cfg->orders, spi_text(i, 1), spi_text(i, 4), spi_text(i, 5),
 							   GetUserNameFromId(owner, false));
 	}
+	/*
+	 * A change of any relation whose code the table runs (a trigger given
+	 * to the table a rule writes to, a partition attached) loads the
+	 * configuration again: config_inval_callback watches orders_relids.
+	 */
+	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT r FROM @s.paynotify_table_relations($1::pg_catalog.regclass) r"),
+							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: configuration query failed");
+	old = MemoryContextSwitchTo(cfg->cxt);
+	for (uint64 i = 0; i < SPI_processed; i++)
+		cfg->orders_relids = lappend_oid(cfg->orders_relids, atooid(spi_text((int) i, 1)));
+	MemoryContextSwitchTo(old);
 	if (offence == NULL)
 		return;
 	cfg->bound = false;
