@@ -490,62 +490,81 @@ $$;
 -- paynotify reads and moves orders as the orders table's owner (so that
 -- the shim's role needs no right on the table), and Citus copies a table's
 -- rows as the role that distributes it.  Either way the table's code runs
--- with that role's rights: its triggers, constraints, defaults and
--- generated columns, indexes, the partition keys it is checked against,
--- rules and the code of the tables they write to, policies, the types of
--- its columns (domains and their checks, their input and output, ranges'
--- subtype functions) and the casts to and from them.  A function of that code written by a role without those
--- rights (a trigger function an application role owns, attached to a table
--- a superuser owns) would run with more rights than its author.  Every
--- function the table can run, with what runs it and its owner: paynotify
--- acts on the table only when every owner has the rights of the role that
--- runs them (the table's owner; on Citus, the caller of
--- paynotify_distribute), as it does for hooks.
+-- with that role's rights.  A function of that code written by a role
+-- without those rights (a trigger function an application role owns,
+-- attached to a table a superuser owns) would run with more rights than
+-- its author.  paynotify_table_authors lists every function the table can
+-- run, with what runs it and its owner: paynotify acts on the table only
+-- when every owner has the rights of the role that runs them (the table's
+-- owner; on Citus, the caller of paynotify_distribute), as it does for
+-- hooks.
+--
+-- What it lists is found by following the catalog, not by a list of
+-- kinds: from the code of each relation (triggers and their WHEN, check
+-- and foreign key constraints, indexes, generated columns, partition keys,
+-- rules, forced policies, the columns' types; the defaults of the tables
+-- a rule writes to) through every type, function, operator, operator
+-- class and family, relation and domain constraint they depend on
+-- (pg_depend), and from each type to its input and output functions, its
+-- domain's constraints, its base, element, range, multirange and
+-- attribute types, its default btree and hash operator classes (arrays,
+-- records and ranges compare their elements with them), and the casts
+-- paynotify's statements and foreign keys apply to it.
+
 -- The relations whose code runs when the table's rows are read or moved:
 -- the table, the partitioned tables it is a partition of (their keys are
 -- its partition check), its partitions and child tables, and every
 -- relation a rule of any of them names (a rule's action runs the code of
--- the tables it writes to).  paynotify_table_authors reads their code, and
--- a change of any of them makes the configuration load again.
+-- the tables it writes to: by_rule).  paynotify_table_authors reads their
+-- code, and a change of any of them makes the configuration load again.
 CREATE FUNCTION @extschema@.paynotify_table_relations(rel regclass)
-	RETURNS SETOF oid
-	LANGUAGE sql STABLE
+	RETURNS TABLE (relid oid, by_rule boolean)
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
+	SET jit = off
 	AS $$
-WITH RECURSIVE rels(relid) AS (
-	SELECT $1::oid
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
+WITH RECURSIVE rels(relid, by_rule) AS (
+	SELECT rel::oid, false
 	UNION
-	SELECT a.relid::oid FROM pg_catalog.pg_partition_ancestors($1) a
+	SELECT a.relid::oid, false FROM pg_catalog.pg_partition_ancestors(rel) a
 	UNION
-	SELECT x.relid FROM rels r CROSS JOIN LATERAL (
-		SELECT i.inhrelid AS relid FROM pg_catalog.pg_inherits i
+	SELECT x.relid, x.by_rule FROM rels r CROSS JOIN LATERAL (
+		SELECT i.inhrelid AS relid, r.by_rule FROM pg_catalog.pg_inherits i
 		WHERE i.inhparent OPERATOR(pg_catalog.=) r.relid
 		UNION ALL
-		SELECT d.refobjid FROM pg_catalog.pg_rewrite w
+		SELECT d.refobjid, true FROM pg_catalog.pg_rewrite w
 		JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::regclass::oid
 			AND d.objid OPERATOR(pg_catalog.=) w.oid
 			AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
-		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid) x)
-SELECT r.relid FROM rels r
+		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid
+		  AND d.refobjid OPERATOR(pg_catalog.<>) r.relid) x)
+SELECT DISTINCT ON (r.relid) r.relid, r.by_rule FROM rels r ORDER BY r.relid, r.by_rule DESC;
+END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_relations(regclass) IS
-	'the relations whose code a table runs when its rows are read or moved: itself, its partition ancestors, partitions and children, and the relations its rules name';
+	'the relations whose code a table runs when its rows are read or moved: itself, its partition ancestors, partitions and children, and the relations its rules name (by_rule)';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_relations(regclass) FROM PUBLIC;
 
 CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
 	RETURNS TABLE (what text, fn regprocedure, owner regrole)
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
+	SET jit = off
 	AS $$
+#variable_conflict use_column
+BEGIN
+RETURN QUERY
 WITH RECURSIVE
--- the relations whose code runs (paynotify_table_relations)
-rels(relid) AS (
-	SELECT r FROM @extschema@.paynotify_table_relations($1) r),
--- the objects of each that hold code, named for a message
+rels AS (SELECT r.relid, r.by_rule FROM @extschema@.paynotify_table_relations(rel) r),
+-- where the code starts, named for a message
 objs(classid, objid, what) AS (
-	-- the table itself: its partition key's expressions and operator classes
+	-- the relation itself: its partition key, its columns' types (a
+	-- relation reached from a type or a foreign key is walked the same way)
 	SELECT 'pg_catalog.pg_class'::regclass::oid, r.relid,
-		   pg_catalog.format('the partition key of %s', r.relid::regclass)
+		   pg_catalog.format('the columns or the partition key of %s', r.relid::regclass)
 	FROM rels r
 	UNION ALL
 	SELECT 'pg_catalog.pg_trigger'::regclass::oid, t.oid,
@@ -557,14 +576,16 @@ objs(classid, objid, what) AS (
 		   pg_catalog.format('constraint "%s" of %s', c.conname, c.conrelid::regclass)
 	FROM pg_catalog.pg_constraint c JOIN rels r ON c.conrelid OPERATOR(pg_catalog.=) r.relid
 	UNION ALL
-	-- generated columns (a default runs only for an INSERT, and a copy
-	-- sends every column)
+	-- generated columns; the defaults of a table a rule inserts into (the
+	-- table's own defaults run only for an INSERT, which paynotify never
+	-- makes, and a copy sends every column)
 	SELECT 'pg_catalog.pg_attrdef'::regclass::oid, d.oid,
-		   pg_catalog.format('the generated column "%s" of %s', a.attname, d.adrelid::regclass)
+		   pg_catalog.format(CASE WHEN a.attgenerated OPERATOR(pg_catalog.<>) '' THEN 'the generated column "%s" of %s'
+								  ELSE 'the default of column "%s" of %s' END, a.attname, d.adrelid::regclass)
 	FROM pg_catalog.pg_attrdef d JOIN rels r ON d.adrelid OPERATOR(pg_catalog.=) r.relid
 	JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.adrelid
 		AND a.attnum OPERATOR(pg_catalog.=) d.adnum
-	WHERE a.attgenerated OPERATOR(pg_catalog.<>) ''
+	WHERE a.attgenerated OPERATOR(pg_catalog.<>) '' OR r.by_rule
 	UNION ALL
 	SELECT 'pg_catalog.pg_class'::regclass::oid, i.indexrelid,
 		   pg_catalog.format('index %s', i.indexrelid::regclass)
@@ -580,93 +601,117 @@ objs(classid, objid, what) AS (
 	FROM pg_catalog.pg_policy p JOIN rels r ON p.polrelid OPERATOR(pg_catalog.=) r.relid
 	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
 	WHERE c.relrowsecurity AND c.relforcerowsecurity),
--- the types of the columns, and the types those are made of
-types(typid, what, depth) AS (
-	SELECT a.atttypid, pg_catalog.format('the type %s of column "%s" of %s', a.atttypid::regtype,
-										 a.attname, a.attrelid::regclass), 0
-	FROM pg_catalog.pg_attribute a JOIN rels r ON a.attrelid OPERATOR(pg_catalog.=) r.relid
-	WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
+-- everything that code reaches (each object once for each start: the
+-- union ends the walk)
+walk(classid, objid, what) AS (
+	SELECT o.classid, o.objid, o.what FROM objs o
 	UNION
-	SELECT x.typid, ty.what, ty.depth OPERATOR(pg_catalog.+) 1
-	FROM types ty JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) ty.typid
-	CROSS JOIN LATERAL (
-		SELECT t.typbasetype AS typid WHERE t.typbasetype OPERATOR(pg_catalog.<>) 0
-		UNION ALL SELECT t.typelem WHERE t.typelem OPERATOR(pg_catalog.<>) 0
-		UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a
-			WHERE a.attrelid OPERATOR(pg_catalog.=) t.typrelid AND t.typrelid OPERATOR(pg_catalog.<>) 0
-			  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
-		UNION ALL SELECT g.rngsubtype FROM pg_catalog.pg_range g
-			WHERE g.rngtypid OPERATOR(pg_catalog.=) t.oid) x
-	WHERE ty.depth OPERATOR(pg_catalog.<) 8),
-funcs(what, fn) AS (
-	-- what the objects call, directly or through an operator, an operator
-	-- class or family
-	SELECT o.what, d.refobjid
-	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
-		AND d.objid OPERATOR(pg_catalog.=) o.objid
-	WHERE d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
-	UNION ALL
-	SELECT o.what, op.oprcode::oid
-	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
-		AND d.objid OPERATOR(pg_catalog.=) o.objid
-	JOIN pg_catalog.pg_operator op ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::regclass::oid
-		AND op.oid OPERATOR(pg_catalog.=) d.refobjid
-	UNION ALL
-	SELECT o.what, ap.amproc::oid
-	FROM objs o JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) o.classid
-		AND d.objid OPERATOR(pg_catalog.=) o.objid
-	JOIN pg_catalog.pg_opclass oc ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_opclass'::regclass::oid
-		AND oc.oid OPERATOR(pg_catalog.=) d.refobjid
-	JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily OPERATOR(pg_catalog.=) oc.opcfamily
-	UNION ALL
-	-- a trigger's function
-	SELECT o.what, t.tgfoid
-	FROM objs o JOIN pg_catalog.pg_trigger t ON o.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::regclass::oid
-		AND t.oid OPERATOR(pg_catalog.=) o.objid
-	UNION ALL
-	-- a type's input, output and the like; a domain's checks
-	SELECT ty.what, f.fn
-	FROM types ty JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) ty.typid
-	CROSS JOIN LATERAL (VALUES (t.typinput::oid), (t.typoutput::oid), (t.typreceive::oid),
-							   (t.typsend::oid), (t.typmodin::oid), (t.typmodout::oid),
-							   (t.typsubscript::oid)) f(fn)
-	WHERE f.fn OPERATOR(pg_catalog.<>) 0
-	UNION ALL
-	SELECT ty.what, d.refobjid
-	FROM types ty JOIN pg_catalog.pg_constraint c ON c.contypid OPERATOR(pg_catalog.=) ty.typid
-	JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::regclass::oid
-		AND d.objid OPERATOR(pg_catalog.=) c.oid
-		AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
-	UNION ALL
-	-- a range's canonical and subtype_diff functions, and the support
-	-- functions of its subtype's operator class (comparing bounds)
-	SELECT ty.what, f.fn FROM types ty
-	JOIN pg_catalog.pg_range g ON g.rngtypid OPERATOR(pg_catalog.=) ty.typid
-	CROSS JOIN LATERAL (VALUES (g.rngcanonical::oid), (g.rngsubdiff::oid)) f(fn)
-	WHERE f.fn OPERATOR(pg_catalog.<>) 0
-	UNION ALL
-	SELECT ty.what, ap.amproc::oid FROM types ty
-	JOIN pg_catalog.pg_range g ON g.rngtypid OPERATOR(pg_catalog.=) ty.typid
-	JOIN pg_catalog.pg_opclass oc ON oc.oid OPERATOR(pg_catalog.=) g.rngsubopc
-	JOIN pg_catalog.pg_amproc ap ON ap.amprocfamily OPERATOR(pg_catalog.=) oc.opcfamily
-	UNION ALL
-	-- the casts paynotify's statements make: text to a column's type (an
-	-- order number, a status value), a column's type to text or bigint (a
-	-- key, a status or a currency read back, an amount)
-	SELECT pg_catalog.format('the cast from %s to %s', k.castsource::regtype, k.casttarget::regtype), k.castfunc
-	FROM pg_catalog.pg_cast k
-	WHERE k.castfunc OPERATOR(pg_catalog.<>) 0
-	  AND ((k.castsource OPERATOR(pg_catalog.=) 'pg_catalog.text'::regtype::oid
-			AND k.casttarget IN (SELECT ty.typid FROM types ty))
-		   OR (k.castsource IN (SELECT ty.typid FROM types ty)
-			   AND k.casttarget OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.text'::regtype::oid,
-																 'pg_catalog.int8'::regtype::oid]))))
-SELECT DISTINCT ON (f.what, f.fn) f.what, f.fn::regprocedure, p.proowner::regrole
-FROM funcs f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f.fn
-ORDER BY f.what, f.fn
+	SELECT x.classid, x.objid, w.what
+	FROM walk w CROSS JOIN LATERAL (
+		-- what it depends on
+		SELECT d.refclassid AS classid, d.refobjid AS objid FROM pg_catalog.pg_depend d
+		WHERE d.classid OPERATOR(pg_catalog.=) w.classid AND d.objid OPERATOR(pg_catalog.=) w.objid
+		  AND d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_type'::regclass::oid,
+				'pg_catalog.pg_proc'::regclass::oid, 'pg_catalog.pg_operator'::regclass::oid,
+				'pg_catalog.pg_opclass'::regclass::oid, 'pg_catalog.pg_opfamily'::regclass::oid])
+		UNION ALL
+		-- the table a foreign key references (its columns' types compare)
+		SELECT 'pg_catalog.pg_class'::regclass::oid, c.confrelid FROM pg_catalog.pg_constraint c
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::regclass::oid
+		  AND c.oid OPERATOR(pg_catalog.=) w.objid AND c.contype OPERATOR(pg_catalog.=) 'f'
+		UNION ALL
+		-- a type: its functions, the types it is made of, its domain's
+		-- constraints, its default btree and hash operator classes
+		SELECT y.classid, y.objid FROM pg_catalog.pg_type t CROSS JOIN LATERAL (VALUES
+			('pg_catalog.pg_proc'::regclass::oid, t.typinput::oid), ('pg_catalog.pg_proc'::regclass::oid, t.typoutput::oid),
+			('pg_catalog.pg_proc'::regclass::oid, t.typreceive::oid), ('pg_catalog.pg_proc'::regclass::oid, t.typsend::oid),
+			('pg_catalog.pg_proc'::regclass::oid, t.typmodin::oid), ('pg_catalog.pg_proc'::regclass::oid, t.typmodout::oid),
+			('pg_catalog.pg_proc'::regclass::oid, t.typsubscript::oid),
+			('pg_catalog.pg_type'::regclass::oid, t.typbasetype), ('pg_catalog.pg_type'::regclass::oid, t.typelem),
+			('pg_catalog.pg_class'::regclass::oid, t.typrelid)) y(classid, objid)
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND t.oid OPERATOR(pg_catalog.=) w.objid AND y.objid OPERATOR(pg_catalog.<>) 0
+		UNION ALL
+		SELECT 'pg_catalog.pg_constraint'::regclass::oid, c.oid FROM pg_catalog.pg_constraint c
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND c.contypid OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		SELECT 'pg_catalog.pg_opclass'::regclass::oid, oc.oid FROM pg_catalog.pg_opclass oc
+		JOIN pg_catalog.pg_am am ON am.oid OPERATOR(pg_catalog.=) oc.opcmethod
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND oc.opcintype OPERATOR(pg_catalog.=) w.objid AND oc.opcdefault
+		  AND am.amname OPERATOR(pg_catalog.=) ANY (ARRAY['btree'::name, 'hash'::name])
+		UNION ALL
+		-- a range: its functions, its subtype's operator class; a
+		-- multirange: its range
+		SELECT y.classid, y.objid FROM pg_catalog.pg_range g CROSS JOIN LATERAL (VALUES
+			('pg_catalog.pg_type'::regclass::oid, g.rngsubtype), ('pg_catalog.pg_proc'::regclass::oid, g.rngcanonical::oid),
+			('pg_catalog.pg_proc'::regclass::oid, g.rngsubdiff::oid), ('pg_catalog.pg_opclass'::regclass::oid, g.rngsubopc)) y(classid, objid)
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND g.rngtypid OPERATOR(pg_catalog.=) w.objid AND y.objid OPERATOR(pg_catalog.<>) 0
+		UNION ALL
+		SELECT 'pg_catalog.pg_type'::regclass::oid, g.rngtypid FROM pg_catalog.pg_range g
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND g.rngmultitypid OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		-- the casts paynotify's statements make: text to a column's type
+		-- (an order number, a status value), a column's type to text or
+		-- bigint (a key, a status or a currency read back, an amount)
+		SELECT 'pg_catalog.pg_proc'::regclass::oid, k.castfunc FROM pg_catalog.pg_cast k
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::regclass::oid
+		  AND k.castfunc OPERATOR(pg_catalog.<>) 0
+		  AND ((k.castsource OPERATOR(pg_catalog.=) 'pg_catalog.text'::regtype::oid
+				AND k.casttarget OPERATOR(pg_catalog.=) w.objid)
+			   OR (k.castsource OPERATOR(pg_catalog.=) w.objid
+				   AND k.casttarget OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.text'::regtype::oid,
+																	 'pg_catalog.int8'::regtype::oid])))
+		UNION ALL
+		-- an operator class: its family; a family: its support functions
+		-- and operators
+		SELECT 'pg_catalog.pg_opfamily'::regclass::oid, oc.opcfamily FROM pg_catalog.pg_opclass oc
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_opclass'::regclass::oid
+		  AND oc.oid OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		SELECT 'pg_catalog.pg_proc'::regclass::oid, ap.amproc::oid FROM pg_catalog.pg_amproc ap
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_opfamily'::regclass::oid
+		  AND ap.amprocfamily OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		SELECT 'pg_catalog.pg_operator'::regclass::oid, ao.amopopr FROM pg_catalog.pg_amop ao
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_opfamily'::regclass::oid
+		  AND ao.amopfamily OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		-- a trigger's function; an operator's function and estimators
+		SELECT 'pg_catalog.pg_proc'::regclass::oid, t.tgfoid FROM pg_catalog.pg_trigger t
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::regclass::oid
+		  AND t.oid OPERATOR(pg_catalog.=) w.objid
+		UNION ALL
+		SELECT 'pg_catalog.pg_proc'::regclass::oid, f.fn FROM pg_catalog.pg_operator op
+		CROSS JOIN LATERAL (VALUES (op.oprcode::oid), (op.oprrest::oid), (op.oprjoin::oid)) f(fn)
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::regclass::oid
+		  AND op.oid OPERATOR(pg_catalog.=) w.objid AND f.fn OPERATOR(pg_catalog.<>) 0
+		UNION ALL
+		-- a foreign key: the casts from its columns' types to the types
+		-- of the columns it references (an implicit one is applied to
+		-- compare an updated row's key)
+		SELECT 'pg_catalog.pg_proc'::regclass::oid, k.castfunc FROM pg_catalog.pg_constraint c
+		CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(c.conkey), pg_catalog.unnest(c.confkey)) u(a, b)
+		JOIN pg_catalog.pg_attribute x ON x.attrelid OPERATOR(pg_catalog.=) c.conrelid
+			AND x.attnum OPERATOR(pg_catalog.=) u.a
+		JOIN pg_catalog.pg_attribute y ON y.attrelid OPERATOR(pg_catalog.=) c.confrelid
+			AND y.attnum OPERATOR(pg_catalog.=) u.b
+		JOIN pg_catalog.pg_cast k ON k.castsource OPERATOR(pg_catalog.=) x.atttypid
+			AND k.casttarget OPERATOR(pg_catalog.=) y.atttypid
+		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::regclass::oid
+		  AND c.oid OPERATOR(pg_catalog.=) w.objid AND c.contype OPERATOR(pg_catalog.=) 'f'
+		  AND k.castfunc OPERATOR(pg_catalog.<>) 0) x)
+SELECT DISTINCT ON (w.what, w.objid) w.what, w.objid::regprocedure, p.proowner::regrole
+FROM walk w JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) w.objid
+WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
+ORDER BY w.what, w.objid;
+END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_authors(regclass) IS
-	'every function a table can run when its rows are read, moved or copied (triggers, constraints, generated columns, indexes, partition keys, rules and the tables they write to, policies, column types, casts), with what runs it and its owner';
+	'every function a table can run when its rows are read, moved or copied, found through the catalog from its code (triggers, constraints, indexes, generated columns, partition keys, rules and the tables they write to, forced policies, column types), with what runs it and its owner';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_authors(regclass) FROM PUBLIC;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====

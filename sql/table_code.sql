@@ -127,6 +127,60 @@ RESET ROLE;
 SELECT tc.pay('evt_tc_8', 'TC-8') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_8';
 SELECT k, st FROM tc.o8 ORDER BY k;
+-- 9 to 14: the application's code reached through the catalog, not named
+-- by the table: each binding refused (42501).
+SET ROLE tc_app;
+-- 9. a domain's CHECK through the application's operator
+CREATE FUNCTION tc.yes(a text, b text) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN RETURN tc.escalate(); END $f$;
+CREATE OPERATOR tc.=?= (LEFTARG = text, RIGHTARG = text, FUNCTION = tc.yes);
+CREATE DOMAIN tc.st9 AS text CHECK (VALUE OPERATOR(tc.=?=) 'x');
+-- 11. the application's table, with a default, that a rule inserts into
+CREATE TABLE tc.audit11 (k text, st text, by_default boolean DEFAULT tc.escalate());
+-- 13. an implicit cast the foreign key applies
+CREATE TYPE tc.code13 AS ENUM ('one', 'two');
+CREATE FUNCTION tc.code_int(c tc.code13) RETURNS int4 LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN 1; END $f$;
+CREATE CAST (tc.code13 AS int4) WITH FUNCTION tc.code_int(tc.code13) AS IMPLICIT;
+CREATE TABLE tc.ref13 (i int4 PRIMARY KEY);
+-- 14. the comparison of the application's type, made the type's default
+-- btree class by the DBA, used for an array of it
+CREATE TYPE tc.color14 AS ENUM ('red', 'green');
+CREATE FUNCTION tc.cmp14(a tc.color14, b tc.color14) RETURNS int4 LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN pg_catalog.enum_cmp(a, b); END $f$;
+RESET ROLE;
+CREATE OPERATOR CLASS tc.color14_ops DEFAULT FOR TYPE tc.color14 USING btree AS
+	OPERATOR 1 pg_catalog.< (anyenum, anyenum), OPERATOR 2 pg_catalog.<= (anyenum, anyenum),
+	OPERATOR 3 pg_catalog.= (anyenum, anyenum), OPERATOR 4 pg_catalog.>= (anyenum, anyenum),
+	OPERATOR 5 pg_catalog.> (anyenum, anyenum), FUNCTION 1 tc.cmp14(tc.color14, tc.color14);
+CREATE TABLE tc.o9 (k text PRIMARY KEY, st tc.st9 NOT NULL, amount bigint NOT NULL);
+-- 10. the table's own CHECK and index expression convert to the
+-- application's domain
+CREATE TABLE tc.o10 (k text PRIMARY KEY, st text NOT NULL CHECK ((st || '-')::tc.ref IS NOT NULL),
+	amount bigint NOT NULL);
+CREATE TABLE tc.o10b (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE INDEX ON tc.o10b (((st || '-')::tc.ref));
+CREATE TABLE tc.o11 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE RULE audit AS ON UPDATE TO tc.o11 DO ALSO INSERT INTO tc.audit11 (k, st) VALUES (new.k, new.st);
+-- 12. a column of the multirange of the application's range (case 6)
+CREATE TABLE tc.o12 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, s tc.slot_multirange);
+CREATE TABLE tc.o13 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL,
+	c tc.code13 REFERENCES tc.ref13 (i));
+CREATE TABLE tc.o14 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, tags tc.color14[]);
+CREATE UNIQUE INDEX ON tc.o14 (tags, st);
+SELECT t, (SELECT pg_catalog.string_agg(a.fn::text, ', ' ORDER BY a.fn::text)
+		   FROM paynotify_table_authors(t) a WHERE a.owner::text = 'tc_app') AS application_code
+FROM unnest('{tc.o9, tc.o10, tc.o10b, tc.o11, tc.o12, tc.o13, tc.o14}'::regclass[]) t;
+SELECT paynotify_bind_orders('tc.o9', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_bind_orders('tc.o10b', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_bind_orders('tc.o11', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_bind_orders('tc.o13', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT paynotify_bind_orders('tc.o14', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part

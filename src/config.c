@@ -557,7 +557,7 @@ load_table_authors(PnConfig *cfg)
 	 * to the table a rule writes to, a partition attached) loads the
 	 * configuration again: config_inval_callback watches orders_relids.
 	 */
-	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT r FROM @s.paynotify_table_relations($1::pg_catalog.regclass) r"),
+	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT r.relid FROM @s.paynotify_table_relations($1::pg_catalog.regclass) r"),
 							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: configuration query failed");
 	old = MemoryContextSwitchTo(cfg->cxt);
