@@ -535,6 +535,11 @@ WITH RECURSIVE rels(relid, by_rule) AS (
 		SELECT i.inhrelid AS relid, r.by_rule FROM pg_catalog.pg_inherits i
 		WHERE i.inhparent OPERATOR(pg_catalog.=) r.relid
 		UNION ALL
+		-- the partitioned tables a relation is a partition of (a rule
+		-- writing into a partition checks its parents' keys)
+		SELECT a.relid::oid, r.by_rule FROM pg_catalog.pg_partition_ancestors(r.relid) a
+		WHERE a.relid::oid OPERATOR(pg_catalog.<>) r.relid
+		UNION ALL
 		SELECT d.refobjid, true FROM pg_catalog.pg_rewrite w
 		JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_rewrite'::regclass::oid
 			AND d.objid OPERATOR(pg_catalog.=) w.oid

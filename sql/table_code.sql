@@ -181,6 +181,52 @@ SELECT paynotify_bind_orders('tc.o13', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
 SELECT paynotify_bind_orders('tc.o14', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
+-- 15. A rule writing into a partition of the application's table, whose
+-- partition key is the application's function (the partition's check is
+-- its parent's key): refused; and the same parent attached by the
+-- application after the binding, to the table a rule writes into: the
+-- next payment of a backend that had the configuration fails, runs nothing.
+SET ROLE tc_app;
+CREATE FUNCTION tc.bucket15(k text) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN pg_catalog.length(k) - 5; END $f$;
+CREATE TABLE tc.audit15 (k text, st text) PARTITION BY LIST (tc.bucket15(k));
+CREATE TABLE tc.audit15_0 PARTITION OF tc.audit15 FOR VALUES IN (0);
+CREATE TABLE tc.audit15b (k text, st text);
+RESET ROLE;
+CREATE TABLE tc.o15 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE RULE audit AS ON UPDATE TO tc.o15 DO ALSO INSERT INTO tc.audit15_0 VALUES (new.k, new.st);
+SELECT paynotify_bind_orders('tc.o15', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tc.o15b (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o15b VALUES ('TC-15a', 'pending', 100), ('TC-15b', 'pending', 100);
+CREATE RULE audit AS ON UPDATE TO tc.o15b DO ALSO INSERT INTO tc.audit15b VALUES (new.k, new.st);
+SELECT paynotify_bind_orders('tc.o15b', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_15b', 'TC-15b') AS outcome;
+SET ROLE tc_app;
+ALTER TABLE tc.audit15 ATTACH PARTITION tc.audit15b FOR VALUES IN (1);
+RESET ROLE;
+SELECT tc.pay('evt_tc_15', 'TC-15a') AS outcome;
+SELECT k, st FROM tc.o15b ORDER BY k;
+-- 16. The DBA gives the application's type a default btree class whose
+-- comparison is the application's function, after the binding, while a
+-- backend has the configuration: its next payment fails, runs nothing.
+SET ROLE tc_app;
+CREATE TYPE tc.color16 AS ENUM ('red', 'green');
+CREATE FUNCTION tc.cmp16(a tc.color16, b tc.color16) RETURNS int4 LANGUAGE plpgsql IMMUTABLE AS $f$
+BEGIN PERFORM tc.escalate(); RETURN pg_catalog.enum_cmp(a, b); END $f$;
+RESET ROLE;
+CREATE TABLE tc.o16 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, tags tc.color16[]);
+CREATE UNIQUE INDEX ON tc.o16 (tags, st);
+INSERT INTO tc.o16 VALUES ('TC-16', 'pending', 100, '{red,green}');
+SELECT paynotify_bind_orders('tc.o16', 'k', 'st', 'amount');
+-- the configuration loaded by a notification for an order that is not there
+SELECT tc.pay('evt_tc_16x', 'TC-16x') AS outcome;
+CREATE OPERATOR CLASS tc.color16_ops DEFAULT FOR TYPE tc.color16 USING btree AS
+	OPERATOR 1 pg_catalog.< (anyenum, anyenum), OPERATOR 2 pg_catalog.<= (anyenum, anyenum),
+	OPERATOR 3 pg_catalog.= (anyenum, anyenum), OPERATOR 4 pg_catalog.>= (anyenum, anyenum),
+	OPERATOR 5 pg_catalog.> (anyenum, anyenum), FUNCTION 1 tc.cmp16(tc.color16, tc.color16);
+SELECT tc.pay('evt_tc_16', 'TC-16') AS outcome;
+SELECT st FROM tc.o16;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part

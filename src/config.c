@@ -71,6 +71,11 @@ pn_config_init(void)
 	CacheRegisterSyscacheCallback(PROCOID, proc_inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(TYPEOID, type_inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(CASTSOURCETARGET, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(OPEROID, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(CLAOID, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(OPFAMILYOID, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AMPROCNUM, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AMOPSTRATEGY, type_inval_callback, (Datum) 0);
 	RegisterXactCallback(config_xact_callback, NULL);
 }
 
@@ -91,9 +96,10 @@ config_inval_callback(Datum arg, Oid relid)
 }
 
 /*
- * A type or a cast changed (a domain's check added, a cast created): the
- * orders table's columns may run other code now.  Rare: any marks the
- * cache stale.
+ * A type, a cast, an operator, an operator class or family or one of its
+ * members changed (a domain's check added, a cast created, a default
+ * class given to a type): the orders table's code may reach other
+ * functions now.  Rare: any marks the cache stale.
  */
 static void
 type_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
