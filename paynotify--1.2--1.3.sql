@@ -566,11 +566,21 @@ WITH RECURSIVE
 rels AS (SELECT r.relid, r.by_rule FROM @extschema@.paynotify_table_relations(rel) r),
 -- where the code starts, named for a message
 objs(classid, objid, what) AS (
-	-- the relation itself: its partition key, its columns' types (a
-	-- relation reached from a type or a foreign key is walked the same way)
-	SELECT 'pg_catalog.pg_class'::regclass::oid, r.relid,
-		   pg_catalog.format('the columns or the partition key of %s', r.relid::regclass)
-	FROM rels r
+	-- the relation's partition key: what its expressions and operator
+	-- classes depend on (a relation reached from a type or a foreign key
+	-- is walked whole, through its pg_depend)
+	SELECT d.refclassid, d.refobjid, pg_catalog.format('the partition key of %s', r.relid::regclass)
+	FROM rels r JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
+		AND d.objid OPERATOR(pg_catalog.=) r.relid AND d.objsubid OPERATOR(pg_catalog.=) 0
+	WHERE d.refclassid OPERATOR(pg_catalog.=) ANY (ARRAY['pg_catalog.pg_type'::regclass::oid,
+			'pg_catalog.pg_proc'::regclass::oid, 'pg_catalog.pg_operator'::regclass::oid,
+			'pg_catalog.pg_opclass'::regclass::oid, 'pg_catalog.pg_opfamily'::regclass::oid])
+	UNION ALL
+	-- the relation's columns' types
+	SELECT 'pg_catalog.pg_type'::regclass::oid, a.atttypid,
+		   pg_catalog.format('the type %s of column "%s" of %s', a.atttypid::regtype, a.attname, a.attrelid::regclass)
+	FROM pg_catalog.pg_attribute a JOIN rels r ON a.attrelid OPERATOR(pg_catalog.=) r.relid
+	WHERE a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped
 	UNION ALL
 	SELECT 'pg_catalog.pg_trigger'::regclass::oid, t.oid,
 		   pg_catalog.format('trigger "%s" of %s', t.tgname, t.tgrelid::regclass)
