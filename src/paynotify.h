@@ -305,6 +305,7 @@ extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
 extern Oid	pn_function_owner(Oid fn_oid);
 extern Oid	pn_relation_owner(Oid relid);
+extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 
 /* ---------- lock.c ---------- */
