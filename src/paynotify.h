@@ -319,6 +319,7 @@ typedef enum PnLockResult
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
 extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
 extern void pn_unlock_notification(const char *channel, const char *notify_id);
+extern void pn_bound_lock_waits(void);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);
