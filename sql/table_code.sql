@@ -265,6 +265,46 @@ REVOKE tc_owner FROM tc_dev;
 SELECT tc.pay('evt_tc_18', 'TC-18') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_18';
 SELECT st, (SELECT count(*) FROM tc.mark18) AS trigger_ran FROM tc.o18;
+-- 19. A rule of the table writes to the application's table, which has a
+-- policy (row security enabled, not forced): the policy holds the table's
+-- owner, another role, and runs the application's function as that owner.
+-- Refused at binding, and when added after the binding.
+SET ROLE tc_owner;
+CREATE TABLE tc.secret19 (s text);
+INSERT INTO tc.secret19 VALUES ('the owner''s secret');
+CREATE TABLE tc.o19 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o19 VALUES ('TC-19', 'pending', 100);
+RESET ROLE;
+SET ROLE tc_app;
+CREATE TABLE tc.loot19 (who text, s text);
+CREATE FUNCTION tc.spy19() RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+	INSERT INTO tc.loot19 SELECT current_user, s FROM tc.secret19;
+	RETURN true;
+EXCEPTION WHEN insufficient_privilege THEN RETURN true;
+END $f$;
+GRANT INSERT ON tc.loot19 TO PUBLIC;
+CREATE TABLE tc.audit19 (k text, st text);
+GRANT INSERT ON tc.audit19 TO tc_owner;
+ALTER TABLE tc.audit19 ENABLE ROW LEVEL SECURITY;
+CREATE POLICY p ON tc.audit19 FOR INSERT WITH CHECK (tc.spy19());
+RESET ROLE;
+SET ROLE tc_owner;
+CREATE RULE audit AS ON UPDATE TO tc.o19 DO ALSO INSERT INTO tc.audit19 VALUES (new.k, new.st);
+RESET ROLE;
+SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
+-- the policy made after the binding
+SET ROLE tc_app;
+DROP POLICY p ON tc.audit19;
+RESET ROLE;
+SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_19x', 'TC-19x') AS outcome;
+SET ROLE tc_app;
+CREATE POLICY p ON tc.audit19 FOR INSERT WITH CHECK (tc.spy19());
+RESET ROLE;
+SELECT tc.pay('evt_tc_19', 'TC-19') AS outcome;
+SELECT st FROM tc.o19;
+SELECT count(*) AS looted FROM tc.loot19;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part
