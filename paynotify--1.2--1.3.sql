@@ -610,12 +610,17 @@ objs(classid, objid, what) AS (
 		   pg_catalog.format('rule "%s" of %s', w.rulename, w.ev_class::regclass)
 	FROM pg_catalog.pg_rewrite w JOIN rels r ON w.ev_class OPERATOR(pg_catalog.=) r.relid
 	UNION ALL
-	-- policies the owner is held to (a superuser reads past them)
+	-- policies the owner is held to (a superuser reads past them): those
+	-- of a table whose row security is forced, and those of every table
+	-- another role owns (a table a rule writes to or reads)
 	SELECT 'pg_catalog.pg_policy'::regclass::oid, p.oid,
 		   pg_catalog.format('policy "%s" of %s', p.polname, p.polrelid::regclass)
 	FROM pg_catalog.pg_policy p JOIN rels r ON p.polrelid OPERATOR(pg_catalog.=) r.relid
 	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.polrelid
-	WHERE c.relrowsecurity AND c.relforcerowsecurity),
+	WHERE c.relrowsecurity
+	  AND (c.relforcerowsecurity
+		   OR c.relowner OPERATOR(pg_catalog.<>) (SELECT o.relowner FROM pg_catalog.pg_class o
+												 WHERE o.oid OPERATOR(pg_catalog.=) rel::oid))),
 -- everything that code reaches (each object once for each start: the
 -- union ends the walk)
 walk(classid, objid, what) AS (

@@ -80,5 +80,25 @@ SELECT paynotify_transit('007', 'paid', 'shipped') AS moved_007,
 	   paynotify_transit('7', 'paid', 'shipped') AS moved_7;
 SELECT st FROM orf.o4;
 
+-- A key that is not unique: a table partitioned by month whose primary key
+-- is (k, month) holds the same reference in two months.  A payment for it
+-- pays neither (failed, with the reason; retried), records nothing and
+-- emits nothing: one notification, one order.
+CREATE TABLE orf.o9 (k text NOT NULL, month int NOT NULL, st text NOT NULL, amount bigint NOT NULL,
+	PRIMARY KEY (k, month)) PARTITION BY LIST (month);
+CREATE TABLE orf.o9_1 PARTITION OF orf.o9 FOR VALUES IN (1);
+CREATE TABLE orf.o9_2 PARTITION OF orf.o9 FOR VALUES IN (2);
+INSERT INTO orf.o9 VALUES ('H1', 1, 'pending', 500), ('H1', 2, 'pending', 500), ('H2', 1, 'pending', 500);
+SELECT paynotify_bind_orders('orf.o9', 'k', 'st', 'amount');
+SELECT orf.pay('evt_orf_9_1', 'H1') AS outcome;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'orf' AND notify_id = 'evt_orf_9_1';
+SELECT count(*) AS payments FROM payment_record WHERE channel = 'orf' AND order_no = 'H1';
+SELECT count(*) AS events FROM paynotify_outbox WHERE channel = 'orf' AND order_no = 'H1';
+-- the application's own move: the same refusal
+SELECT paynotify_transit('H1', 'pending', 'cancelled');
+-- a key that is there once still pays
+SELECT orf.pay('evt_orf_9_2', 'H2') AS outcome;
+SELECT k, month, st FROM orf.o9 ORDER BY k, month;
+
 -- the fixture's binding again, for the tests after this one
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');

@@ -225,6 +225,26 @@ SELECT rolsuper FROM pg_roles WHERE rolname = 'pv_shop';
 SELECT who, rolsuper, count(*) FROM shop.cast_runs GROUP BY 1, 2;
 SELECT orders, status_values FROM pay.paynotify_binding;
 
+-- 9. Row-level security: a role that may UPDATE only some rows of a table
+-- (a policy) may neither bind it nor move its orders with paynotify, which
+-- moves them as the table's owner, whom the policy does not hold.
+\c - pv_shop
+CREATE TABLE shop.rls (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO shop.rls VALUES ('ops_row', 'pending', 1), ('boss_row', 'pending', 1);
+ALTER TABLE shop.rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY mine ON shop.rls USING (k = 'ops_row');
+GRANT SELECT, UPDATE ON shop.rls TO pv_op;
+\c - pv_op
+UPDATE shop.rls SET st = 'cancelled' WHERE k = 'boss_row';
+SELECT pay.paynotify_bind_orders('shop.rls', 'k', 'st', 'amount');
+\c - pv_shop
+SELECT pay.paynotify_bind_orders('shop.rls', 'k', 'st', 'amount');
+\c - pv_op
+SELECT pay.paynotify_transit('boss_row', 'pending', 'cancelled');
+\c - pv_shop
+SELECT pay.paynotify_transit('boss_row', 'pending', 'cancelled') AS owner_moved;
+SELECT k, st FROM shop.rls ORDER BY k;
+
 -- back to the shared fixture's binding
 \c - :su
 SET search_path = pay, public;

@@ -227,6 +227,84 @@ CREATE OPERATOR CLASS tc.color16_ops DEFAULT FOR TYPE tc.color16 USING btree AS
 	OPERATOR 5 pg_catalog.> (anyenum, anyenum), FUNCTION 1 tc.cmp16(tc.color16, tc.color16);
 SELECT tc.pay('evt_tc_16', 'TC-16') AS outcome;
 SELECT st FROM tc.o16;
+-- 17. The trigger's function belongs to a superuser when the table is
+-- bound; that role is made an ordinary one while a backend has the
+-- configuration: its next payment fails, runs nothing.
+CREATE ROLE tc_dba SUPERUSER;
+CREATE FUNCTION tc.stamp17() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN PERFORM tc.escalate(); RETURN NEW; END $f$;
+ALTER FUNCTION tc.stamp17() OWNER TO tc_dba;
+CREATE TABLE tc.o17 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o17 VALUES ('TC-17', 'pending', 100);
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.o17 FOR EACH ROW EXECUTE FUNCTION tc.stamp17();
+SELECT paynotify_bind_orders('tc.o17', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_17x', 'TC-17x') AS outcome;
+ALTER ROLE tc_dba NOSUPERUSER;
+SELECT tc.pay('evt_tc_17', 'TC-17') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_17';
+SELECT st FROM tc.o17;
+-- 18. The same with a membership: the function's owner is a member of the
+-- table's owner when the table is bound, and is no longer one while a
+-- backend has the configuration.
+CREATE ROLE tc_owner;
+CREATE ROLE tc_dev IN ROLE tc_owner;
+GRANT CREATE, USAGE ON SCHEMA tc TO tc_owner, tc_dev;
+SET ROLE tc_owner;
+CREATE TABLE tc.o18 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TABLE tc.mark18 (who text);
+INSERT INTO tc.o18 VALUES ('TC-18', 'pending', 100);
+RESET ROLE;
+SET ROLE tc_dev;
+CREATE FUNCTION tc.stamp18() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN INSERT INTO tc.mark18 VALUES (current_user); RETURN NEW; END $f$;
+RESET ROLE;
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.o18 FOR EACH ROW EXECUTE FUNCTION tc.stamp18();
+SELECT paynotify_bind_orders('tc.o18', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_18x', 'TC-18x') AS outcome;
+REVOKE tc_owner FROM tc_dev;
+SELECT tc.pay('evt_tc_18', 'TC-18') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_18';
+SELECT st, (SELECT count(*) FROM tc.mark18) AS trigger_ran FROM tc.o18;
+-- 19. A rule of the table writes to the application's table, which has a
+-- policy (row security enabled, not forced): the policy holds the table's
+-- owner, another role, and runs the application's function as that owner.
+-- Refused at binding, and when added after the binding.
+SET ROLE tc_owner;
+CREATE TABLE tc.secret19 (s text);
+INSERT INTO tc.secret19 VALUES ('the owner''s secret');
+CREATE TABLE tc.o19 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o19 VALUES ('TC-19', 'pending', 100);
+RESET ROLE;
+SET ROLE tc_app;
+CREATE TABLE tc.loot19 (who text, s text);
+CREATE FUNCTION tc.spy19() RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN
+	INSERT INTO tc.loot19 SELECT current_user, s FROM tc.secret19;
+	RETURN true;
+EXCEPTION WHEN insufficient_privilege THEN RETURN true;
+END $f$;
+GRANT INSERT ON tc.loot19 TO PUBLIC;
+CREATE TABLE tc.audit19 (k text, st text);
+GRANT INSERT ON tc.audit19 TO tc_owner;
+ALTER TABLE tc.audit19 ENABLE ROW LEVEL SECURITY;
+CREATE POLICY p ON tc.audit19 FOR INSERT WITH CHECK (tc.spy19());
+RESET ROLE;
+SET ROLE tc_owner;
+CREATE RULE audit AS ON UPDATE TO tc.o19 DO ALSO INSERT INTO tc.audit19 VALUES (new.k, new.st);
+RESET ROLE;
+SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
+-- the policy made after the binding
+SET ROLE tc_app;
+DROP POLICY p ON tc.audit19;
+RESET ROLE;
+SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_19x', 'TC-19x') AS outcome;
+SET ROLE tc_app;
+CREATE POLICY p ON tc.audit19 FOR INSERT WITH CHECK (tc.spy19());
+RESET ROLE;
+SELECT tc.pay('evt_tc_19', 'TC-19') AS outcome;
+SELECT st FROM tc.o19;
+SELECT count(*) AS looted FROM tc.loot19;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part
@@ -235,3 +313,6 @@ SELECT what, fn, owner FROM paynotify_table_authors('tc.o1') WHERE owner::text =
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 DROP SCHEMA tc CASCADE;
 DROP ROLE tc_app;
+DROP ROLE tc_dba;
+DROP ROLE tc_dev;
+DROP ROLE tc_owner;

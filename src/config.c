@@ -76,6 +76,8 @@ pn_config_init(void)
 	CacheRegisterSyscacheCallback(OPFAMILYOID, type_inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AMPROCNUM, type_inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AMOPSTRATEGY, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, type_inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, type_inval_callback, (Datum) 0);
 	RegisterXactCallback(config_xact_callback, NULL);
 }
 
@@ -99,7 +101,9 @@ config_inval_callback(Datum arg, Oid relid)
  * A type, a cast, an operator, an operator class or family or one of its
  * members changed (a domain's check added, a cast created, a default
  * class given to a type): the orders table's code may reach other
- * functions now.  Rare: any marks the cache stale.
+ * functions now.  A role or a membership changed (a superuser made an
+ * ordinary role, a member revoked): the owners of that code may no longer
+ * have the table owner's rights.  Rare: any marks the cache stale.
  */
 static void
 type_inval_callback(Datum arg, int cacheid, uint32 hashvalue)

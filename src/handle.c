@@ -233,6 +233,8 @@ first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	char	   *error = NULL;
 	PnStepResult step = pn_apply_step(cfg, ch, n, PN_STEP_LOG_INSERT, &res, &error);
 
+	if (step == PN_STEP_BUSY)
+		return PN_BUSY;			/* nothing written: the gateway retries */
 	if (step == PN_STEP_TAKEN ||
 		(step == PN_STEP_FAILED && !pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_INSERT)))
 		return taken_delivery(cfg, ch, n);
@@ -299,6 +301,8 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 	{
 		case PN_STEP_OK:
 			break;
+		case PN_STEP_BUSY:
+			return PN_BUSY;		/* the failed row stays: retried */
 		case PN_STEP_FAILED:
 			if (pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_RETRY))
 				break;

@@ -22,6 +22,7 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 
 #include "paynotify.h"
@@ -96,16 +97,33 @@ pn_unlock_notification(const char *channel, const char *notify_id)
 	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
-/* Wait for the lock, at most paynotify.lock_timeout (as lock_timeout). */
+/*
+ * Until the caller's GUC nest level ends, wait for any lock at most
+ * paynotify.lock_timeout (lock_timeout, unless the session's is shorter):
+ * the notification's lock, and in the business step the order's row that
+ * the application holds (SELECT ... FOR UPDATE in a long transaction), so
+ * that no delivery, and no shim worker, waits on it without end.
+ */
+void
+pn_bound_lock_waits(void)
+{
+	char		buf[32];
+
+	if (paynotify_lock_timeout <= 0 ||
+		(LockTimeout > 0 && LockTimeout <= paynotify_lock_timeout))
+		return;
+	snprintf(buf, sizeof(buf), "%d", paynotify_lock_timeout);
+	(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/* Wait for the lock, at most paynotify.lock_timeout. */
 static void
 acquire_waiting(void *arg)
 {
 	int			nestlevel = NewGUCNestLevel();
-	char		buf[32];
 
-	snprintf(buf, sizeof(buf), "%d", paynotify_lock_timeout);
-	(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	pn_bound_lock_waits();
 	(void) LockAcquire((const LOCKTAG *) arg, ExclusiveLock, false, false);
 	AtEOXact_GUC(true, nestlevel);
 }

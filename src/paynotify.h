@@ -305,6 +305,7 @@ extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
 extern Oid	pn_function_owner(Oid fn_oid);
 extern Oid	pn_relation_owner(Oid relid);
+extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 
 /* ---------- lock.c ---------- */
@@ -318,6 +319,7 @@ typedef enum PnLockResult
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
 extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
 extern void pn_unlock_notification(const char *channel, const char *notify_id);
+extern void pn_bound_lock_waits(void);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);

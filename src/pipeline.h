@@ -214,7 +214,10 @@ typedef enum PnStepResult
 {
 	PN_STEP_OK,
 	PN_STEP_FAILED,				/* rolled back; *error says why */
-	PN_STEP_TAKEN				/* rolled back: another delivery wrote the log row first */
+	PN_STEP_TAKEN,				/* rolled back: another delivery wrote the log row first */
+	PN_STEP_BUSY				/* rolled back: a lock was held longer than
+								 * paynotify.lock_timeout; res and *error as
+								 * for PN_STEP_FAILED */
 } PnStepResult;
 
 extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,

@@ -316,6 +316,21 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 				 errmsg("the bound orders table %s no longer exists", cfg->orders),
 				 errhint("Call paynotify_bind_orders again.")));
 	pn_run_as(owner, orders_call, &c);
+
+	/*
+	 * One reference, one order.  A key that is not unique (a table
+	 * partitioned by month whose primary key is (order_no, month) may hold
+	 * the same order_no twice) would have one notification pay or move
+	 * every row with it: an error instead, which undoes the statement
+	 * (failed, retried, with the reason) until the key is unique.
+	 */
+	if (SPI_processed > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_CARDINALITY_VIOLATION),
+				 errmsg("the orders table %s has more than one row with key \"%s\"",
+						cfg->orders, TextDatumGetCString(args[0])),
+				 errdetail("paynotify applies a notification to exactly one order."),
+				 errhint("Make the key column unique: a primary key or unique index on it alone.")));
 	return c.rc;
 }
 

@@ -31,6 +31,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/regproc.h"
+#include "utils/rls.h"
 #include "utils/syscache.h"
 
 #include "paynotify.h"
@@ -261,6 +262,35 @@ typedef struct AuthorsCheck
 	Oid			relid;
 } AuthorsCheck;
 
+/*
+ * role may have paynotify move any row of the orders table relid, which it
+ * does as the table's owner: role owns the table, or may UPDATE it and no
+ * row-level security restricts which rows (a policy that lets it update
+ * some rows only would be bypassed by the owner's statements).  Otherwise
+ * 42501, with detail.
+ */
+void
+pn_require_orders_update(Oid relid, Oid role, const char *detail)
+{
+	char	   *name;
+
+	if (pg_class_ownercheck(relid, role))
+		return;
+	name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+	if (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", name),
+				 errdetail("%s", detail)));
+	if (check_enable_rls(relid, role, true) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", name),
+				 errdetail("Row-level security limits the rows of it you may update, and paynotify moves orders as the table's owner."),
+				 errhint("Have the table's owner, or a role with BYPASSRLS, do it.")));
+}
+
 /* Whether schema nsp has paynotify_table_authors (1.3). */
 bool
 pn_has_table_authors(Oid nsp)
@@ -332,13 +362,9 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = PG_GETARG_OID(0);
 
-		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)) &&
-			!pg_class_ownercheck(relid, caller) &&
-			pg_class_aclcheck(relid, caller, ACL_UPDATE) != ACLCHECK_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for table %s", get_rel_name(relid)),
-					 errdetail("Binding an orders table needs its ownership or UPDATE on it.")));
+		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			pn_require_orders_update(relid, caller,
+									 "Binding an orders table needs its ownership or UPDATE on it.");
 	}
 	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
 		pn_has_table_authors(get_func_namespace(fcinfo->flinfo->fn_oid)))

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "utils/guc.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -55,20 +56,25 @@ static void
 apply_call(void *arg)
 {
 	ApplyCall  *c = (ApplyCall *) arg;
+	int			nestlevel = NewGUCNestLevel();
 
+	pn_bound_lock_waits();
 	pn_apply(c->cfg, c->ch, c->n, c->res);
 	if (c->how != PN_STEP_LOG_NONE && !pn_step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
 		ereport(ERROR,
 				(errcode(ERRCODE_PN_TAKEN),
 				 errmsg("paynotify: notification was recorded by another delivery")));
+	AtEOXact_GUC(true, nestlevel);
 }
 
 /*
  * Run pn_apply in a subtransaction, and write the log row in it as how
  * says.  On error everything it did is rolled back: PN_STEP_TAKEN when the
- * log row had been written by another delivery, else PN_STEP_FAILED with
- * *error the message and res saying failed (the log row is then the
- * caller's).
+ * log row had been written by another delivery, PN_STEP_BUSY when it
+ * waited longer than paynotify.lock_timeout for a lock (the order's row
+ * held by the application), else PN_STEP_FAILED; with either of the last
+ * two *error is the message and res says failed (the log row, if any, is
+ * then the caller's).
  */
 PnStepResult
 pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -85,13 +91,23 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 		return PN_STEP_TAKEN;
 	}
 	*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
+	res->outcome = PN_FAILED;
+	res->log_status = "failed";
+	res->note = NULL;
+	if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+	{
+		/* the order's row (or another lock) held by someone else: retried */
+		ereport(LOG,
+				(errmsg("paynotify: channel \"%s\" notification \"%s\" waited longer than paynotify.lock_timeout for a lock",
+						ch->name, n->notify_id),
+				 errdetail("%s", *error)));
+		FreeErrorData(edata);
+		return PN_STEP_BUSY;
+	}
 	ereport(WARNING,
 			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
 					n->notify_id, ch->name),
 			 errdetail("%s", *error)));
 	FreeErrorData(edata);
-	res->outcome = PN_FAILED;
-	res->log_status = "failed";
-	res->note = NULL;
 	return PN_STEP_FAILED;
 }
