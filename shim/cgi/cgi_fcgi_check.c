@@ -34,6 +34,8 @@
  */
 #include "cgi_fcgi_check.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
 
 enum
@@ -319,4 +321,52 @@ pn_fcgi_verdict_text(pn_fcgi_verdict v)
 			return "over 4096 name-value pairs";
 	}
 	return "?";
+}
+
+/*
+ * True when list (FCGI_WEB_SERVER_ADDRS: comma-separated IPv4 addresses)
+ * is unset or empty, or lets the peer sa (of len bytes) in: an IPv4
+ * address in the list, or the same address mapped into IPv6 (::ffff:a.b.c.d,
+ * an IPv4 client of a dual-stack socket).  With a list, any other IPv6
+ * address is refused, since the list cannot name one; a unix socket's peer
+ * is not filtered (as libfcgi did not).
+ */
+bool
+pn_fcgi_peer_allowed(const char *list, const struct sockaddr *sa, socklen_t len)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	struct in_addr addr;
+
+	if (list == NULL || list[0] == '\0')
+		return true;
+	if (sa->sa_family == AF_UNIX)
+		return true;
+	if (sa->sa_family == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in))
+		addr = ((const struct sockaddr_in *) sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6 && len >= (socklen_t) sizeof(struct sockaddr_in6))
+	{
+		const unsigned char *a = ((const struct sockaddr_in6 *) sa)->sin6_addr.s6_addr;
+
+		if (memcmp(a, mapped, sizeof(mapped)) != 0)
+			return false;
+		memcpy(&addr.s_addr, a + 12, 4);
+	}
+	else
+		return false;
+	while (*list)
+	{
+		size_t		n = strcspn(list, ",");
+		char		one[INET_ADDRSTRLEN + 8];
+		struct in_addr listed;
+
+		if (n < sizeof(one))
+		{
+			memcpy(one, list, n);
+			one[n] = '\0';
+			if (inet_aton(one, &listed) && listed.s_addr == addr.s_addr)
+				return true;
+		}
+		list += n + (list[n] == ',');
+	}
+	return false;
 }

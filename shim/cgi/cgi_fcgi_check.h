@@ -1,7 +1,8 @@
 /*
  * cgi_fcgi_check.h
  *	  The checks a FastCGI connection passes before libfcgi sees any of it
- *	  (cgi_fcgi_check.c): the records of a request.  Pure functions over memory, plain C11
+ *	  (cgi_fcgi_check.c): the peer's address against FCGI_WEB_SERVER_ADDRS,
+ *	  and the records of a request.  Pure functions over memory, plain C11
  *	  and libc: the unit test and the fuzz target build this file alone.
  */
 #ifndef PAYNOTIFY_CGI_FCGI_CHECK_H
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #define PN_FCGI_HEADER_LEN 8
 
@@ -76,5 +78,8 @@ extern pn_fcgi_verdict pn_fcgi_check_stdin(const unsigned char *header,
 										   unsigned request_id,
 										   size_t *content, size_t *padding);
 extern const char *pn_fcgi_verdict_text(pn_fcgi_verdict v);
+
+extern bool pn_fcgi_peer_allowed(const char *list, const struct sockaddr *sa,
+								 socklen_t len);
 
 #endif							/* PAYNOTIFY_CGI_FCGI_CHECK_H */

@@ -23,9 +23,10 @@
  * each with one of its clients.  In CGI mode each process serves one
  * request: every refusal has its line.
  *
- * In FastCGI mode a connection can also be refused before it is a request,
- * with bytes that are not a FastCGI request as nginx sends one
- * (cgi_fcgi_check.c).  It is closed, and logged on the same terms:
+ * In FastCGI mode a connection can also be refused before it is a request:
+ * from an address FCGI_WEB_SERVER_ADDRS does not let in, or with bytes that
+ * are not a FastCGI request as nginx sends one (cgi_fcgi_check.c).  It is
+ * closed, and logged on the same terms (two kinds: address, records):
  *
  *	  refused: a FastCGI connection from 127.0.0.1: a name-value pair longer
  *	  than the PARAMS stream
@@ -129,8 +130,8 @@ pn_refused(const char *channel, const char *outcome, int status, const char *cli
 }
 
 /*
- * Records a FastCGI connection refused before it was a request: kind_name
- * is what failed ("records"), reason says why, client is the peer's address
+ * Records a FastCGI connection refused before it was a request: kind is
+ * "address" or "records", reason says why, client is the peer's address
  * (pn_refused_peer).  Logged, or counted, as pn_refused.
  */
 void

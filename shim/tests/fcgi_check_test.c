@@ -1,16 +1,19 @@
 /*
  * fcgi_check_test.c
  *	  Unit test of shim/cgi/cgi_fcgi_check.c: the checks of a request's
- *	  start (BEGIN_REQUEST and PARAMS) and of STDIN record headers.  Built
- *	  alone with ASan
+ *	  start (BEGIN_REQUEST and PARAMS), of STDIN record headers, and of the
+ *	  peer's address against FCGI_WEB_SERVER_ADDRS.  Built alone with ASan
  *	  and UBSan by shim/tests/cgi-test.sh; prints "fcgi_check_test: N
  *	  checks, M failures" and exits 1 on a failure.
  */
 #include "cgi_fcgi_check.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 static int	checks;
 static int	failures;
@@ -349,6 +352,50 @@ test_stdin(void)
 	CHECK(pn_fcgi_check_stdin(h, 1, &content, &padding) == PN_FCGI_BAD_VERSION, "version 2");
 }
 
+static bool
+v4(const char *list, const char *addr)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+
+	inet_pton(AF_INET, addr, &sa.sin_addr);
+	return pn_fcgi_peer_allowed(list, (struct sockaddr *) &sa, sizeof(sa));
+}
+
+static bool
+v6(const char *list, const char *addr)
+{
+	struct sockaddr_in6 sa = {.sin6_family = AF_INET6};
+
+	inet_pton(AF_INET6, addr, &sa.sin6_addr);
+	return pn_fcgi_peer_allowed(list, (struct sockaddr *) &sa, sizeof(sa));
+}
+
+static void
+test_peer(void)
+{
+	struct sockaddr_un un = {.sun_family = AF_UNIX};
+	struct sockaddr_in6 short6 = {.sin6_family = AF_INET6};
+
+	CHECK(v4(NULL, "192.0.2.7") && v4("", "192.0.2.7"), "no list: any IPv4");
+	CHECK(v6(NULL, "2001:db8::1") && v6("", "::1"), "no list: any IPv6");
+	CHECK(v4("10.9.9.9,127.0.0.1", "127.0.0.1"), "IPv4 listed (second)");
+	CHECK(v4("127.0.0.1", "127.0.0.1"), "IPv4 listed (alone)");
+	CHECK(!v4("10.9.9.9", "127.0.0.1"), "IPv4 not listed");
+	CHECK(v6("10.9.9.9,127.0.0.1", "::ffff:127.0.0.1"), "mapped IPv4 listed");
+	CHECK(!v6("10.9.9.9", "::ffff:127.0.0.1"), "mapped IPv4 not listed");
+	CHECK(!v6("10.9.9.9", "::ffff:10.9.9.8"), "mapped IPv4 next to a listed one");
+	CHECK(!v6("127.0.0.1", "::1"), "native IPv6 with a list");
+	CHECK(!v6("127.0.0.1", "::127.0.0.1"), "IPv4-compatible IPv6 is not mapped");
+	CHECK(!v6("127.0.0.1", "64:ff9b::7f00:1"), "NAT64 is not mapped");
+	CHECK(!v6("0.0.0.0", "::"), "the unspecified address");
+	CHECK(!v4("bogus,,127.0.0.2", "127.0.0.1") && v4("bogus,,127.0.0.2", "127.0.0.2"),
+		  "an unparsable entry skipped");
+	CHECK(pn_fcgi_peer_allowed("127.0.0.1", (struct sockaddr *) &un, sizeof(un)),
+		  "a unix socket's peer is not filtered");
+	CHECK(!pn_fcgi_peer_allowed("127.0.0.1", (struct sockaddr *) &short6, 8),
+		  "a truncated address is refused");
+}
+
 int
 main(void)
 {
@@ -356,6 +403,7 @@ main(void)
 	test_lengths();
 	test_records();
 	test_stdin();
+	test_peer();
 	printf("fcgi_check_test: %d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;
 }
