@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/socket.h>
 
 #include <libpq-fe.h>
 
@@ -147,6 +148,10 @@ extern void pn_refused(const char *channel, const char *outcome, int status,
 					   const char *client);
 extern long long pn_refused_flush(long long now, bool all);
 extern void pn_refused_client(char *dst, size_t size, const char *remote_addr);
+extern void pn_refused_connection(const char *kind_name, const char *reason,
+								  const char *client);
+extern void pn_refused_peer(const struct sockaddr *sa, socklen_t len,
+							char *dst, size_t size);
 
 /* cgi_fcgi.c */
 extern int	pn_fcgi_run(const pn_config *cfg, int listen_fd);

@@ -35,6 +35,7 @@
  * are watched until the last worker has returned.
  */
 #include "cgi_fcgi.h"
+#include "cgi_fcgi_check.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -81,8 +82,8 @@ static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
-static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa);
-static bool web_server_allowed(const char *list, struct in_addr addr);
+static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
+				  socklen_t len);
 static bool hear_bell(acceptor *a);
 static void stop_accepting(acceptor *a);
 static void drop_oldest(acceptor *a, int n);
@@ -279,7 +280,7 @@ accept_new(acceptor *a, long long now)
 			break;
 		}
 		a->short_logged = false;
-		if (admit(a->srv, fd, &sa))
+		if (admit(a->srv, fd, &sa, len))
 			a->silent[a->nsilent++] = (silent_conn) {.fd = fd, .since_ms = now};
 		else
 			close(fd);
@@ -319,49 +320,31 @@ accept_failed(acceptor *a, int err, long long now)
 
 /*
  * Sets up an accepted connection: Nagle off on TCP, the read and write
- * timeouts.  False when FCGI_WEB_SERVER_ADDRS lists the web servers' IPv4
- * addresses (as libfcgi reads it) and the connection comes from another.
+ * timeouts.  False (logged, rate-limited) when FCGI_WEB_SERVER_ADDRS lists
+ * the web servers' IPv4 addresses (as libfcgi reads it) and the connection
+ * comes from another, IPv4 or mapped into IPv6, or from a native IPv6
+ * address (cgi_fcgi_check.c).
  */
 static bool
-admit(pn_server *srv, int fd, const struct sockaddr_storage *sa)
+admit(pn_server *srv, int fd, const struct sockaddr_storage *sa, socklen_t len)
 {
 	long long	ms = srv->cfg->io_timeout_ms;
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	int			one = 1;
 
-	if (sa->ss_family == AF_INET &&
-		!web_server_allowed(srv->web_server_addrs,
-							((const struct sockaddr_in *) sa)->sin_addr))
+	if (!pn_fcgi_peer_allowed(srv->web_server_addrs, (const struct sockaddr *) sa, len))
+	{
+		char		client[64];
+
+		pn_refused_peer((const struct sockaddr *) sa, len, client, sizeof(client));
+		pn_refused_connection("address", "not an address of FCGI_WEB_SERVER_ADDRS", client);
 		return false;
+	}
 	if (sa->ss_family == AF_INET || sa->ss_family == AF_INET6)
 		(void) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	(void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return true;
-}
-
-/* True when list (comma-separated IPv4 addresses) is unset, empty or has addr. */
-static bool
-web_server_allowed(const char *list, struct in_addr addr)
-{
-	if (list == NULL || list[0] == '\0')
-		return true;
-	while (*list)
-	{
-		size_t		len = strcspn(list, ",");
-		char		one[INET_ADDRSTRLEN + 8];
-		struct in_addr listed;
-
-		if (len < sizeof(one))
-		{
-			memcpy(one, list, len);
-			one[len] = '\0';
-			if (inet_aton(one, &listed) && listed.s_addr == addr.s_addr)
-				return true;
-		}
-		list += len + (list[len] == ',');
-	}
-	return false;
 }
 
 /* The bell rang: stop accepting, or end.  False when every worker is done. */

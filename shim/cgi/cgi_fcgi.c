@@ -4,12 +4,22 @@
  *	  on the listening socket and hands each to one of N worker threads once
  *	  it has sent something; each worker has its own pn_db (one connection,
  *	  one prepared statement reused across requests) and serves one request
- *	  per connection with libfcgi, then closes it.
+ *	  per connection, then closes it.
  *
  * No worker ever waits for a client that has not sent anything, and none
  * waits longer than PAYNOTIFY_IO_TIMEOUT for a request to arrive: silent or
  * slow clients, however many, cannot keep the shim from answering the
  * others.  No lock is held while a connection is read.
+ *
+ * libfcgi never reads from a client: it trusts what it reads (see
+ * cgi_fcgi_check.c).  A worker reads the request's start (BEGIN_REQUEST and
+ * the PARAMS stream, PN_FCGI_START_MAX bytes at most) itself and checks it;
+ * libfcgi gets only a start that passed, through a socket pair, and parses
+ * the parameters from there; then its request writes to the client, and
+ * the worker reads the STDIN stream itself, checking each record.  A
+ * connection whose bytes fail a check is logged (rate-limited,
+ * cgi_refused.c) and closed: at once when its start failed, after a 400
+ * when a record of its STDIN stream did.
  *
  * Shutdown: the main thread blocks SIGTERM and SIGINT in every thread and
  * waits for them with sigwait (the threaded form of "a flag set by a handler
@@ -21,6 +31,7 @@
  * under systemd it outlives this process.
  */
 #include "cgi_fcgi.h"
+#include "cgi_fcgi_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +51,16 @@ typedef struct worker
 	pthread_t	thread;
 	FCGX_Request req;
 	pn_db		db;
+	/* the connection being served */
+	int			fd;
+	unsigned char *in;			/* PN_FCGI_START_MAX bytes: what was read */
+	size_t		in_len;			/* bytes in `in' */
+	size_t		in_pos;			/* of which the STDIN reader has used */
+	unsigned	request_id;
+	size_t		content_left;	/* of the current STDIN record */
+	size_t		padding_left;
+	bool		stdin_done;		/* the empty STDIN record was read */
+	bool		refused;		/* a record failed its check */
 } worker;
 
 static bool server_init(pn_server *srv, const pn_config *cfg, int listen_fd);
@@ -50,6 +71,10 @@ static void stop_threads(pn_server *srv, worker *workers, int started,
 static int	wait_for_signal(pn_server *srv);
 static void *worker_main(void *arg);
 static void serve_connection(worker *w, int fd);
+static pn_fcgi_verdict read_start(worker *w, pn_fcgi_scan *scan);
+static bool start_libfcgi(worker *w, size_t start_len);
+static void refuse(worker *w, pn_fcgi_verdict v);
+static bool fill(worker *w, size_t need);
 static void close_gently(int fd, long long timeout_ms);
 static long fcgi_read(pn_io *io, char *buf, size_t n);
 static int	fcgi_write(pn_io *io, const char *buf, size_t n);
@@ -222,11 +247,18 @@ worker_main(void *arg)
 	int			fd;
 
 	pn_log_set_worker(w->id);
+	if ((w->in = malloc(PN_FCGI_START_MAX)) == NULL)
+	{
+		pn_log("out of memory");
+		pn_server_fail(w->srv);
+		return NULL;
+	}
 	pn_db_init(&w->db, w->srv->cfg, true);
 	(void) pn_db_open(&w->db);	/* a failure is logged and retried later */
 	while ((fd = pn_ready_take(w->srv)) >= 0)
 		serve_connection(w, fd);
 	pn_db_close(&w->db);
+	free(w->in);
 	return NULL;
 }
 
@@ -234,14 +266,11 @@ worker_main(void *arg)
  * Serves the request of a connection that has sent something, then closes
  * the connection.
  *
- * libfcgi has no call that takes a connection accepted elsewhere, but
- * FCGX_Accept_r reads the one in ipcFd when there is one (that is how it
- * reads the next request of a kept connection), and the FCGX_Finish_r it
- * begins with leaves it open while keepConnection is set.  Without a
- * listening socket (-1) it cannot accept one of its own: when this
- * connection brings no request, it closes it and returns an error.
- * Detached, libfcgi closes its descriptor at once, without waiting for the
- * client; the duplicate `watch' keeps the connection for close_gently.
+ * The request's start is read and checked here (read_start), then parsed
+ * by libfcgi from a socket pair (start_libfcgi); the reply goes through
+ * libfcgi's request, whose descriptor is then the connection.  Detached,
+ * libfcgi closes its descriptor at once, without waiting for the client;
+ * the duplicate `watch' keeps the connection for close_gently.
  */
 static void
 serve_connection(worker *w, int fd)
@@ -250,6 +279,8 @@ serve_connection(worker *w, int fd)
 	pn_io		io = {.read = fcgi_read, .write = fcgi_write,
 	.received = fcgi_received, .handle = w};
 	int			watch = pn_watch_begin(w->srv, w->id - 1, fd);
+	pn_fcgi_scan scan;
+	pn_fcgi_verdict v;
 	bool		served = false;
 
 	if (watch < 0)
@@ -257,28 +288,160 @@ serve_connection(worker *w, int fd)
 		close(fd);
 		return;
 	}
-	(void) FCGX_InitRequest(req, -1, 0);
-	req->ipcFd = fd;
-	req->keepConnection = 1;
-	(void) FCGX_Detach(req);
-	if (FCGX_Accept_r(req) == 0)
+	w->fd = fd;
+	w->in_len = w->in_pos = 0;
+	w->content_left = w->padding_left = 0;
+	w->stdin_done = w->refused = false;
+	v = read_start(w, &scan);
+	if (v != PN_FCGI_DONE)
 	{
+		/* MORE: the client closed, or was cut off at the deadline */
+		if (v != PN_FCGI_MORE)
+			refuse(w, v);
+		close(fd);
+	}
+	else if (!start_libfcgi(w, scan.pos))
+		close(fd);
+	else
+	{
+		w->request_id = scan.request_id;
+		w->in_pos = scan.pos;
 		(void) pn_serve(&io, req->envp, w->srv->cfg, &w->db);
 		FCGX_Finish_r(req);
 		served = true;
+		/*
+		 * Still open when the web server asked to keep it (nginx's
+		 * fastcgi_keep_conn), which would pin this worker to it: closed
+		 * all the same, so that workers only ever take new connections,
+		 * and nothing the client sent after this request is parsed.
+		 */
+		if (req->ipcFd >= 0)
+			FCGX_Free(req, 1);
 	}
-	/*
-	 * Still open when the web server asked to keep it (nginx's
-	 * fastcgi_keep_conn), which would pin this worker to it: closed all the
-	 * same, so that workers only ever take new connections.
-	 */
-	if (req->ipcFd >= 0)
-		FCGX_Free(req, 1);
 	pn_watch_end(w->srv, w->id - 1);
 	if (served)
 		close_gently(watch, w->srv->cfg->io_timeout_ms);
 	else
 		close(watch);
+}
+
+/*
+ * Reads the connection into w->in until the request's start is complete
+ * (PN_FCGI_DONE: scan->pos is its length; w->in may hold STDIN bytes past
+ * it) or refused; PN_FCGI_MORE when the client closed first, a read timed
+ * out or the acceptor cut reading off at the deadline.
+ */
+static pn_fcgi_verdict
+read_start(worker *w, pn_fcgi_scan *scan)
+{
+	pn_fcgi_verdict v;
+
+	pn_fcgi_scan_init(scan, PN_FCGI_START_MAX);
+	while ((v = pn_fcgi_scan_feed(scan, w->in, w->in_len)) == PN_FCGI_MORE &&
+		   w->in_len < PN_FCGI_START_MAX)
+	{
+		ssize_t		got = recv(w->fd, w->in + w->in_len,
+							   PN_FCGI_START_MAX - w->in_len, 0);
+
+		if (got > 0)
+			w->in_len += (size_t) got;
+		else if (got == 0 || errno != EINTR)
+			break;
+	}
+	return v;
+}
+
+/*
+ * Hands the checked start of a request (w->in[0..start_len)) to libfcgi:
+ * written whole into a socket pair whose other end is the request's
+ * descriptor while FCGX_Accept_r parses it, then the request's descriptor
+ * becomes the connection, for the reply.  False (logged if it is not the
+ * client's doing) when the request is not to be served.
+ *
+ * libfcgi has no call that takes a connection accepted elsewhere, but
+ * FCGX_Accept_r reads the one in ipcFd when there is one (that is how it
+ * reads the next request of a kept connection), and the FCGX_Finish_r it
+ * begins with leaves it open while keepConnection is set.  Without a
+ * listening socket (-1) it cannot accept one of its own: when the start
+ * brings no request, it closes the descriptor and returns an error.
+ */
+static bool
+start_libfcgi(worker *w, size_t start_len)
+{
+	FCGX_Request *req = &w->req;
+	int			pair[2];
+	int			size = 2 * PN_FCGI_START_MAX;
+	bool		ok;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+	{
+		pn_log("cannot make a socket pair: %s", strerror(errno));
+		return false;
+	}
+	(void) setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	if (send(pair[0], w->in, start_len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t) start_len)
+	{
+		pn_log("cannot pass a request to libfcgi: %s", strerror(errno));
+		close(pair[0]);
+		close(pair[1]);
+		return false;
+	}
+	/* libfcgi reads the start and no further: an end of file, never a wait */
+	(void) shutdown(pair[0], SHUT_WR);
+	(void) FCGX_InitRequest(req, -1, 0);
+	req->ipcFd = pair[1];
+	req->keepConnection = 1;
+	(void) FCGX_Detach(req);
+	ok = FCGX_Accept_r(req) == 0;
+	close(pair[0]);
+	if (ok)
+	{
+		close(pair[1]);
+		req->ipcFd = w->fd;
+	}
+	else
+		pn_log("libfcgi refused a request that passed the checks");
+	return ok;
+}
+
+/* Logs a connection refused for v (rate-limited) and stops reading it. */
+static void
+refuse(worker *w, pn_fcgi_verdict v)
+{
+	struct sockaddr_storage sa;
+	socklen_t	len = sizeof(sa);
+	char		client[64] = "(unknown)";
+
+	if (getpeername(w->fd, (struct sockaddr *) &sa, &len) == 0)
+		pn_refused_peer((struct sockaddr *) &sa, len, client, sizeof(client));
+	pn_refused_connection("records", pn_fcgi_verdict_text(v), client);
+	w->refused = true;
+}
+
+/*
+ * Makes w->in hold at least need unused bytes (need <= PN_FCGI_START_MAX),
+ * reading as needed.  False when the client closed first, or on a read
+ * error or timeout.
+ */
+static bool
+fill(worker *w, size_t need)
+{
+	if (w->in_len - w->in_pos >= need)
+		return true;
+	memmove(w->in, w->in + w->in_pos, w->in_len - w->in_pos);
+	w->in_len -= w->in_pos;
+	w->in_pos = 0;
+	while (w->in_len < need)
+	{
+		ssize_t		got = recv(w->fd, w->in + w->in_len,
+							   PN_FCGI_START_MAX - w->in_len, 0);
+
+		if (got > 0)
+			w->in_len += (size_t) got;
+		else if (got == 0 || errno != EINTR)
+			return false;
+	}
+	return true;
 }
 
 /*
@@ -310,19 +473,75 @@ close_gently(int fd, long long timeout_ms)
 	close(fd);
 }
 
-/* pn_io over the FastCGI request's stdin stream. */
+/*
+ * pn_io over the request's STDIN stream, read from the connection record by
+ * record (w->in first holds what was read past the request's start).  A
+ * record other than the request's STDIN is refused: -1 (the request is
+ * then answered 400, as a body cut short), and nothing more is read.
+ */
 static long
 fcgi_read(pn_io *io, char *buf, size_t n)
 {
-	FCGX_Request *req = &((worker *) io->handle)->req;
-	int			got;
+	worker	   *w = io->handle;
 
-	if (n > 1 << 30)
-		n = 1 << 30;
-	got = FCGX_GetStr(buf, (int) n, req->in);
-	if (got < 0 || (got == 0 && FCGX_GetError(req->in) != 0))
-		return -1;
-	return got;
+	for (;;)
+	{
+		size_t		content,
+					padding;
+		pn_fcgi_verdict v;
+
+		if (w->refused)
+			return -1;
+		if (w->content_left > 0 || n == 0)
+		{
+			size_t		want = n < w->content_left ? n : w->content_left;
+			ssize_t		got;
+
+			if (want == 0)
+				return 0;
+			if (w->in_pos < w->in_len)
+			{
+				got = (ssize_t) (w->in_len - w->in_pos < want ? w->in_len - w->in_pos : want);
+				memcpy(buf, w->in + w->in_pos, (size_t) got);
+				w->in_pos += (size_t) got;
+			}
+			else if ((got = recv(w->fd, buf, want, 0)) <= 0)
+			{
+				if (got < 0 && errno == EINTR)
+					continue;
+				return -1;
+			}
+			w->content_left -= (size_t) got;
+			return (long) got;
+		}
+		if (w->padding_left > 0)
+		{
+			size_t		skip;
+
+			if (!fill(w, 1))
+				return -1;
+			skip = w->in_len - w->in_pos < w->padding_left ?
+				w->in_len - w->in_pos : w->padding_left;
+			w->in_pos += skip;
+			w->padding_left -= skip;
+			continue;
+		}
+		if (w->stdin_done)
+			return 0;
+		if (!fill(w, PN_FCGI_HEADER_LEN))
+			return -1;
+		v = pn_fcgi_check_stdin(w->in + w->in_pos, w->request_id, &content, &padding);
+		w->in_pos += PN_FCGI_HEADER_LEN;
+		if (v != PN_FCGI_OK)
+		{
+			refuse(w, v);
+			return -1;
+		}
+		/* the empty record ends the stream; its padding is never read */
+		w->stdin_done = content == 0;
+		w->content_left = content;
+		w->padding_left = w->stdin_done ? 0 : padding;
+	}
 }
 
 /* pn_io over the FastCGI request's stdout stream. */

@@ -22,10 +22,20 @@
  * or at stop.  A flood of forged requests costs a line a second per kind,
  * each with one of its clients.  In CGI mode each process serves one
  * request: every refusal has its line.
+ *
+ * In FastCGI mode a connection can also be refused before it is a request:
+ * from an address FCGI_WEB_SERVER_ADDRS does not let in, or with bytes that
+ * are not a FastCGI request as nginx sends one (cgi_fcgi_check.c).  It is
+ * closed, and logged on the same terms (two kinds: address, records):
+ *
+ *	  refused: a FastCGI connection from 127.0.0.1: a name-value pair longer
+ *	  than the PARAMS stream
  */
 #include "cgi.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +88,9 @@ log_suppressed(kind *k, long long now)
 	if (k == &kinds[KINDS - 1])
 		pn_log("refused: %lld more of this and other kinds since the last line, not logged",
 			   k->suppressed);
+	else if (k->status == 0)
+		pn_log("refused: %lld more FastCGI connections (%s) since the last line, not logged",
+			   k->suppressed, k->outcome);
 	else
 		pn_log("refused: %lld more with outcome %s, HTTP %d since the last line, not logged",
 			   k->suppressed, k->outcome, k->status);
@@ -114,6 +127,48 @@ pn_refused(const char *channel, const char *outcome, int status, const char *cli
 		k->last_ms = now;
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+/*
+ * Records a FastCGI connection refused before it was a request: kind is
+ * "address" or "records", reason says why, client is the peer's address
+ * (pn_refused_peer).  Logged, or counted, as pn_refused.
+ */
+void
+pn_refused_connection(const char *kind_name, const char *reason, const char *client)
+{
+	long long	now = pn_now_ms();
+	kind	   *k;
+
+	pthread_mutex_lock(&lock);
+	k = find_kind(kind_name, 0);
+	if (now - k->last_ms < INTERVAL_MS)
+		k->suppressed++;
+	else
+	{
+		char		more[96] = "";
+
+		if (k->suppressed > 0)
+			snprintf(more, sizeof(more), " (and %lld more such since the last line, not logged)",
+					 k->suppressed);
+		pn_log("refused: a FastCGI connection from %s: %s%s", client, reason, more);
+		k->suppressed = 0;
+		k->last_ms = now;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* The address of sa (len bytes) for the log: IPv4, IPv6, or "local". */
+void
+pn_refused_peer(const struct sockaddr *sa, socklen_t len, char *dst, size_t size)
+{
+	char		text[INET6_ADDRSTRLEN] = "";
+
+	if (sa->sa_family == AF_INET && len >= (socklen_t) sizeof(struct sockaddr_in))
+		(void) inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr, text, sizeof(text));
+	else if (sa->sa_family == AF_INET6 && len >= (socklen_t) sizeof(struct sockaddr_in6))
+		(void) inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr, text, sizeof(text));
+	snprintf(dst, size, "%s", text[0] ? text : sa->sa_family == AF_UNIX ? "local" : "(unknown)");
 }
 
 /*

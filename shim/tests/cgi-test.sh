@@ -11,9 +11,13 @@
 #      with clients that connect and send nothing, or a byte and no more, or
 #      a byte now and then: the others' requests are still answered at once
 #      (silent ones) or within the timeout (slow ones), the shim closes them
-#      all and stops at once on SIGTERM.
+#      all and stops at once on SIGTERM.  Hostile FastCGI records straight
+#      to the shim (shim/tests/fcgi_hostile.py): refused, logged, and the
+#      shim answering on.  FCGI_WEB_SERVER_ADDRS on a dual-stack [::] socket.
+#      Before all that, the unit test of the shim's FastCGI checks
+#      (shim/tests/fcgi_check_test.c, with ASan and UBSan when cc has them).
 #   3. Under valgrind: the CGI request path and a short FastCGI run (with
-#      silent and stalled connections).
+#      silent and stalled connections and hostile records).
 #
 # Run as root from the repository root:   shim/tests/cgi-test.sh
 # Needs postgresql-15, nginx, fcgiwrap, spawn-fcgi, curl, valgrind, python3.
@@ -343,6 +347,19 @@ if ! make -s -C shim paynotify-cgi >"$TMP/build.log" 2>&1 || grep -q 'warning' "
     exit 1
 fi
 ok "shim builds without warnings"
+
+echo "# unit: the checks of a FastCGI connection (shim/cgi/cgi_fcgi_check.c)"
+unit_flags=(-std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -pedantic -Werror -I"$ROOT/shim/cgi")
+if cc -fsanitize=address,undefined -x c -o "$TMP/probe" - <<<'int main(void){return 0;}' 2>/dev/null; then
+    unit_flags+=(-fsanitize=address,undefined -fno-sanitize-recover=all)
+fi
+if cc "${unit_flags[@]}" -o "$TMP/fcgi_check_test" "$ROOT/shim/tests/fcgi_check_test.c" \
+    "$ROOT/shim/cgi/cgi_fcgi_check.c" >"$TMP/unit.log" 2>&1 &&
+    "$TMP/fcgi_check_test" >>"$TMP/unit.log" 2>&1; then
+    ok "unit: $(tail -n 1 "$TMP/unit.log")"
+else
+    not_ok "unit: the checks of a FastCGI connection" "$(cat "$TMP/unit.log")"
+fi
 
 echo "# database on port $PGPORT"
 if ! pn_cluster_start "$PGDIR" "$PGPORT" || ! setup_database >/dev/null || ! setup_login_role; then
@@ -809,6 +826,77 @@ check "FCGI_WEB_SERVER_ADDRS without 127.0.0.1: nginx's connection refused (502)
 stop_fastcgi
 check "FCGI_WEB_SERVER_ADDRS: SIGTERM exits 0" 0 $?
 
+echo "# FastCGI: hostile records, straight to the shim"
+# hostile NAME CASE [HOST]: one case of shim/tests/fcgi_hostile.py against
+# the shim; prints its line ("closed SECONDS [status N]" or "open"), also
+# kept in $TMP/NAME.hostile
+hostile() {
+    python3 "$ROOT/shim/tests/fcgi_hostile.py" "${3:-127.0.0.1}" "$FCGI_PORT" "$2" 3 >"$TMP/$1.hostile" 2>&1
+    cat "$TMP/$1.hostile"
+}
+# unanswered NAME: "yes" when the shim closed NAME's connection within 0.5 s
+# without a reply
+unanswered() {
+    awk '{ print ($1 == "closed" && $2 + 0 < 0.5 && NF == 2) ? "yes" : "no: " $0 }' "$TMP/$1.hostile"
+}
+# survives LOG: "yes" when the shim still runs and a request through nginx
+# is answered 200 in under a second
+survives() {
+    local got
+    if ! pn_alive "$SHIM_PID"; then
+        echo "no: the shim is gone: $(tail -n 2 "$TMP/$1.err" | tr '\n' ' ')"
+        return
+    fi
+    got=$(curl -s --max-time 4 -o /dev/null -w '%{http_code} %header{paynotify-outcome} %{time_total}' \
+        --data-binary @"$TMP/small.json" "$URL/notify/wxpay" 2>/dev/null)
+    awk -v g="$got" 'BEGIN { split(g, f, " "); print (f[1] == 200 && f[2] == "processed" && f[3] + 0 < 1) ? "yes" : "no: " g }'
+}
+# refused_line LOG TEXT: "yes" when LOG has the line "refused: a FastCGI
+# connection from TEXT"
+refused_line() {
+    if grep -qF "refused: a FastCGI connection from $2" "$TMP/$1.err"; then echo yes
+    else echo "no: $(grep -F 'refused: a FastCGI' "$TMP/$1.err" | tail -n 2 | tr '\n' ' ')"; fi
+}
+start_fastcgi hostile env PAYNOTIFY_IO_TIMEOUT=2000 "$SHIM" --listen "127.0.0.1:$FCGI_PORT" --workers 2
+check "control: a well-formed request straight to the shim" "closed status 200" \
+    "$(hostile control request | sed 's/ [0-9.]* / /')"
+hostile crash crash >/dev/null
+check "the 16-byte PARAMS record (pair lengths 0x40000000): closed at once, unanswered" yes "$(unanswered crash)"
+check "... and the shim still answers a request in under a second" yes "$(survives hostile)"
+check "... logged with the client and the reason" yes \
+    "$(refused_line hostile '127.0.0.1: a name-value pair longer than the PARAMS stream')"
+sleep 1.1                       # a line a second per kind
+hostile claim claim >/dev/null
+check "a pair claiming a 1 GiB name: closed at once (not held until PAYNOTIFY_IO_TIMEOUT), unanswered" yes \
+    "$(unanswered claim)"
+check "... the shim still answers" yes "$(survives hostile)"
+sleep 1.1
+hostile oversized oversized >/dev/null
+check "PARAMS of 70,000 bytes, well formed: closed at once, unanswered" yes "$(unanswered oversized)"
+check "... logged" yes "$(refused_line hostile '127.0.0.1: BEGIN_REQUEST and PARAMS over 64 KiB')"
+sleep 1.1
+hostile version version >/dev/null
+check "a record header of FastCGI version 2: closed at once, unanswered" yes "$(unanswered version)"
+check "... logged" yes "$(refused_line hostile '127.0.0.1: a record of another FastCGI version')"
+sleep 1.1
+hostile getvalues getvalues >/dev/null
+check "a management record (FCGI_GET_VALUES) before the request: closed at once, unanswered" yes \
+    "$(unanswered getvalues)"
+check "... the shim still answers" yes "$(survives hostile)"
+check "... logged" yes \
+    "$(refused_line hostile "127.0.0.1: a record other than the request's BEGIN_REQUEST, PARAMS and STDIN")"
+sleep 1.1
+check "a management record with the 16-byte record's pair inside the STDIN stream: 400, closed" \
+    "closed status 400" "$(hostile stdin_mgmt stdin_mgmt | sed 's/ [0-9.]* / /')"
+check "... the shim still answers" yes "$(survives hostile)"
+check "PARAMS of 60,000 bytes (under the 64 KiB bound): answered 200" "closed status 200" \
+    "$(hostile large large | sed 's/ [0-9.]* / /')"
+check "FCGI_KEEP_CONN, then a second request with the 16-byte record: the first answered, then closed" \
+    "closed status 200" "$(hostile keep keep | sed 's/ [0-9.]* / /')"
+check "... the shim still answers" yes "$(survives hostile)"
+stop_fastcgi
+check "hostile records: SIGTERM exits 0" 0 $?
+
 if command -v cgi-fcgi >/dev/null; then
     echo "# FastCGI on a unix socket (--listen PATH), driven by cgi-fcgi"
     SOCK=$TMP/run/shim.sock
@@ -837,6 +925,25 @@ expect_burst act_burst 50 "200 processed" "socket activation: 50 requests all 20
 check "socket activation: PAYNOTIFY_WORKERS=2 connections" 2 "$(shim_connections)"
 stop_fastcgi
 check "socket activation: SIGTERM exits 0" 0 $?
+
+echo "# FastCGI under socket activation on a dual-stack socket ([::]) with FCGI_WEB_SERVER_ADDRS"
+# nginx connects to 127.0.0.1: the shim sees ::ffff:127.0.0.1
+start_fastcgi act6_other systemd-socket-activate -l "[::]:$FCGI_PORT" -E PAYNOTIFY_DSN="$DSN" \
+    -E PAYNOTIFY_FUNCTION=public.paynotify_handle -E PAYNOTIFY_WORKERS=1 -E FCGI_WEB_SERVER_ADDRS=192.0.2.1 "$SHIM"
+check "[::] socket, FCGI_WEB_SERVER_ADDRS without 127.0.0.1: an IPv4 client (mapped) refused (502)" 502 \
+    "$(one act6_refused "$URL/notify/wxpay" | cut -d' ' -f1)"
+check "... logged" yes "$(refused_line act6_other '::ffff:127.0.0.1: not an address of FCGI_WEB_SERVER_ADDRS')"
+stop_fastcgi
+check "[::] socket: SIGTERM exits 0" 0 $?
+start_fastcgi act6 systemd-socket-activate -l "[::]:$FCGI_PORT" -E PAYNOTIFY_DSN="$DSN" \
+    -E PAYNOTIFY_FUNCTION=public.paynotify_handle -E PAYNOTIFY_WORKERS=1 -E FCGI_WEB_SERVER_ADDRS=192.0.2.1,127.0.0.1 "$SHIM"
+check "[::] socket, FCGI_WEB_SERVER_ADDRS listing 127.0.0.1: the IPv4 client (mapped) served" "200 processed" \
+    "$(one act6_ok "$URL/notify/wxpay")"
+check "[::] socket with FCGI_WEB_SERVER_ADDRS: a native IPv6 client (::1) closed unanswered" yes \
+    "$(hostile act6_v6 request ::1 >/dev/null; unanswered act6_v6)"
+check "... logged" yes "$(refused_line act6 '::1: not an address of FCGI_WEB_SERVER_ADDRS')"
+stop_fastcgi
+check "[::] socket: SIGTERM exits 0" 0 $?
 
 echo "# FastCGI under spawn-fcgi (listening socket on stdin)"
 start_fastcgi spawned spawn-fcgi -n -a 127.0.0.1 -p "$FCGI_PORT" -- "$SHIM" --workers 3
@@ -886,6 +993,12 @@ expect_burst vg_fcgi_burst 30 "200 processed" "valgrind, FastCGI: 30 requests al
 check "valgrind, FastCGI: SQL error is 503" "503 unavailable" "$(one vg_fcgi_err "$URL/notify/wxpay" -H 'X-Test-Error: 1')"
 burst vg_fcgi_refused "$URL" 5 -H 'X-Test-Outcome: rejected' -H 'X-Test-Status: 401'
 expect_burst vg_fcgi_refused 5 "401 rejected" "valgrind, FastCGI: refused requests logged and counted"
+hostile vg_crash crash >/dev/null
+check "valgrind, FastCGI: the 16-byte PARAMS record refused" closed "$(cut -d' ' -f1,3- "$TMP/vg_crash.hostile")"
+check "valgrind, FastCGI: a management record in STDIN: 400" "closed status 400" \
+    "$(hostile vg_stdin stdin_mgmt | cut -d' ' -f1,3-)"
+check "valgrind, FastCGI: PARAMS of 60,000 bytes: 200" "closed status 200" \
+    "$(hostile vg_large large | cut -d' ' -f1,3-)"
 wait "$SILENT_PID" "$CLIENTS_PID"
 check "valgrind, FastCGI: the silent connections closed" yes "$(closed vg_silent 1 6 0 4)"
 check "valgrind, FastCGI: the stalled connection cut off" yes "$(closed vg_byte 1 1 2.5 7)"

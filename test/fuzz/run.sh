@@ -13,6 +13,10 @@
 #   fuzz_number      exact integers and decimal amounts, against a reference
 #   fuzz_pem         PEM / DER public keys, certificates and their serials
 #                    (the PEM loaders of src/crypto.c, built alone)
+#   fuzz_fcgi        the shim's check of a FastCGI request's start (BEGIN_
+#                    REQUEST, PARAMS), of STDIN headers and of the peer's
+#                    address (shim/cgi/cgi_fcgi_check.c), against a reference
+#                    decoder and encoder
 #
 # Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), OpenSSL's
 # headers, postgresql-server-dev-15 (for fuzz_json) and the openssl command
@@ -32,7 +36,7 @@ out=$here/out
 if [ $# -gt 0 ]; then
     targets=("$@")
 else
-    targets=(fuzz_form fuzz_stripe_sig fuzz_base64 fuzz_json fuzz_number fuzz_pem)
+    targets=(fuzz_form fuzz_stripe_sig fuzz_base64 fuzz_json fuzz_number fuzz_pem fuzz_fcgi)
 fi
 mkdir -p "$bin" "$out"
 
@@ -121,6 +125,18 @@ seed_pem() {
     done
 }
 
+# the hostile cases of the shim's test, and nginx's own kind of request
+seed_fcgi() {
+    PYTHONDONTWRITEBYTECODE=1 python3 - "$root/shim/tests" "$1" <<'PY'
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import fcgi_hostile as h
+for name in ("crash", "claim", "oversized", "large", "version", "getvalues",
+             "stdin_mgmt", "keep", "request"):
+    open(os.path.join(sys.argv[2], "seed-" + name), "wb").write(h.case_bytes(name))
+PY
+}
+
 # ---- build: build TARGET ----------------------------------------------------
 
 # shellcheck disable=SC2054
@@ -134,6 +150,9 @@ build() {
             "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/form.c" "$parse/scan.c" ;;
         fuzz_stripe_sig)
             "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/stripe_sig.c" "$parse/scan.c" ;;
+        fuzz_fcgi)
+            "$cc" "${cflags[@]}" -std=c11 -D_GNU_SOURCE -I"$root/shim/cgi" -o "$bin/$t" "$here/$t.c" \
+                "$root/shim/cgi/cgi_fcgi_check.c" ;;
         fuzz_number)
             "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/scan.c" ;;
         fuzz_base64)
