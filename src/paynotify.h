@@ -307,6 +307,17 @@ extern Oid	pn_function_owner(Oid fn_oid);
 extern Oid	pn_relation_owner(Oid relid);
 extern bool pn_has_table_authors(Oid nsp);
 
+/* ---------- authors.c ---------- */
+/* A function a table can run: what runs it, the function, its owner. */
+typedef struct PnAuthor
+{
+	char	   *what;
+	Oid			fn;
+	Oid			owner;
+} PnAuthor;
+
+extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids);
+
 /* ---------- lock.c ---------- */
 typedef enum PnLockResult
 {
