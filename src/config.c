@@ -521,7 +521,8 @@ load_binding(PnConfig *cfg)
  * The functions the bound orders table can run (paynotify_table_authors:
  * its triggers, constraints, generated columns, indexes, partition keys,
  * rules and the tables they write to, policies, the types of its columns
- * and the casts to and from them).  paynotify runs the
+ * and the casts to and from them), walked in C (authors.c) with no query
+ * to plan.  paynotify runs the
  * table's statements as the table's owner, so each function's owner must
  * have the rights of the table's owner, as a hook's owner must have its
  * registrant's: otherwise the binding is unusable, with the reason in
@@ -533,33 +534,35 @@ static void
 load_table_authors(PnConfig *cfg)
 {
 	Oid			owner;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		args[1];
+	MemoryContext walk;
 	MemoryContext old;
+	PnAuthor   *authors;
+	int			nauthors;
+	Oid		   *relids;
+	int			nrelids;
 	char	   *offence = NULL;
 
 	if (!cfg->bound || !pn_has_table_authors(cfg->nsp))
 		return;
 	owner = pn_relation_owner(cfg->orders_oid);
-	args[0] = ObjectIdGetDatum(cfg->orders_oid);
-	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT a.what, a.fn::pg_catalog.oid, a.owner::pg_catalog.oid,"
-											  " a.fn::pg_catalog.text, a.owner::pg_catalog.text"
-											  " FROM @s.paynotify_table_authors($1::pg_catalog.regclass) a"),
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
-	old = MemoryContextSwitchTo(cfg->cxt);
-	cfg->nauthors = (int) SPI_processed;
-	cfg->author_hashes = palloc(sizeof(uint32) * Max(cfg->nauthors, 1));
+	walk = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors",
+								 ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(walk);
+	authors = pn_table_authors(cfg->orders_oid, &nauthors, &relids, &nrelids);
 	MemoryContextSwitchTo(old);
+	cfg->nauthors = nauthors;
+	cfg->author_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(cfg->nauthors, 1));
 	for (int i = 0; i < cfg->nauthors; i++)
 	{
-		Oid			fn = atooid(spi_text(i, 2));
+		Oid			fn = authors[i].fn;
 
 		cfg->author_hashes[i] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn));
-		if (offence == NULL && !has_privs_of_role(atooid(spi_text(i, 3)), owner))
+		if (offence == NULL && !has_privs_of_role(authors[i].owner, owner))
 			offence = psprintf("the bound orders table %s runs %s, function %s of role %s, "
 							   "which does not have the rights of the table's owner %s",
-							   cfg->orders, spi_text(i, 1), spi_text(i, 4), spi_text(i, 5),
+							   cfg->orders, authors[i].what,
+							   DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(fn))),
+							   DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(authors[i].owner))),
 							   GetUserNameFromId(owner, false));
 	}
 	/*
@@ -567,13 +570,11 @@ load_table_authors(PnConfig *cfg)
 	 * to the table a rule writes to, a partition attached) loads the
 	 * configuration again: config_inval_callback watches orders_relids.
 	 */
-	if (SPI_execute_with_args(pn_expand_sql(cfg, "SELECT r.relid FROM @s.paynotify_table_relations($1::pg_catalog.regclass) r"),
-							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: configuration query failed");
 	old = MemoryContextSwitchTo(cfg->cxt);
-	for (uint64 i = 0; i < SPI_processed; i++)
-		cfg->orders_relids = lappend_oid(cfg->orders_relids, atooid(spi_text((int) i, 1)));
+	for (int i = 0; i < nrelids; i++)
+		cfg->orders_relids = lappend_oid(cfg->orders_relids, relids[i]);
 	MemoryContextSwitchTo(old);
+	MemoryContextDelete(walk);
 	if (offence == NULL)
 		return;
 	cfg->bound = false;

@@ -308,6 +308,17 @@ extern Oid	pn_relation_owner(Oid relid);
 extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 
+/* ---------- authors.c ---------- */
+/* A function a table can run: what runs it, the function, its owner. */
+typedef struct PnAuthor
+{
+	char	   *what;
+	Oid			fn;
+	Oid			owner;
+} PnAuthor;
+
+extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids);
+
 /* ---------- lock.c ---------- */
 typedef enum PnLockResult
 {

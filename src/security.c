@@ -20,6 +20,7 @@
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -33,6 +34,7 @@
 #include "utils/regproc.h"
 #include "utils/rls.h"
 #include "utils/syscache.h"
+#include "utils/varlena.h"
 
 #include "paynotify.h"
 
@@ -258,7 +260,6 @@ paynotify_on(PG_FUNCTION_ARGS)
 
 typedef struct AuthorsCheck
 {
-	const char *schema;
 	Oid			relid;
 } AuthorsCheck;
 
@@ -306,39 +307,38 @@ pn_has_table_authors(Oid nsp)
 /*
  * The orders table must run no function whose owner lacks the rights of
  * the table's owner, as which paynotify reads and moves orders (and casts
- * status values when binding): paynotify_table_authors lists them.  Run as
- * the extension's owner; nothing on a database not yet at 1.3.
+ * status values when binding): paynotify_table_authors lists them (the C
+ * walk of authors.c).  The one named is the first by what runs it in the
+ * database's collation, as ORDER BY what over the SQL function's rows
+ * chose it (of several functions under one label, the first by oid).  Run
+ * as the extension's owner; nothing on a database not yet at 1.3.
  */
 static void
 authors_check(void *arg)
 {
 	AuthorsCheck *a = (AuthorsCheck *) arg;
-	Oid			argtypes[2] = {OIDOID, OIDOID};
-	Datum		args[2];
-	char	   *sql;
+	Oid			owner = pn_relation_owner(a->relid);
+	PnAuthor   *authors;
+	PnAuthor   *first = NULL;
+	int			n;
 
-	args[0] = ObjectIdGetDatum(a->relid);
-	args[1] = ObjectIdGetDatum(pn_relation_owner(a->relid));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "paynotify: SPI_connect failed");
-	sql = psprintf("SELECT a.what, a.fn::pg_catalog.text, a.owner::pg_catalog.text"
-				   " FROM %s.paynotify_table_authors($1::pg_catalog.regclass) a"
-				   " WHERE NOT pg_catalog.pg_has_role(a.owner, $2, 'USAGE')"
-				   " ORDER BY a.what LIMIT 1", a->schema);
-	if (SPI_execute_with_args(sql, 2, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "paynotify: orders table check failed");
-	if (SPI_processed == 1)
+	authors = pn_table_authors(a->relid, &n, NULL, NULL);
+	for (int i = 0; i < n; i++)
+		if (!has_privs_of_role(authors[i].owner, owner) &&
+			(first == NULL ||
+			 varstr_cmp(authors[i].what, strlen(authors[i].what),
+						first->what, strlen(first->what), DEFAULT_COLLATION_OID) < 0))
+			first = &authors[i];
+	if (first != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("the orders table %s runs %s, function %s of role %s, which does not have the rights of the table's owner %s",
-						get_rel_name(a->relid),
-						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2),
-						SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3),
-						GetUserNameFromId(pn_relation_owner(a->relid), false)),
+						get_rel_name(a->relid), first->what,
+						DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(first->fn))),
+						DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(first->owner))),
+						GetUserNameFromId(owner, false)),
 				 errdetail("paynotify reads and moves orders as the table's owner, and that code would run with the owner's rights."),
 				 errhint("Give the table to a role whose rights the code's owners have (ALTER TABLE ... OWNER TO), or the code to the table's owner.")));
-	SPI_finish();
 }
 
 /*
@@ -369,7 +369,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
 		pn_has_table_authors(get_func_namespace(fcinfo->flinfo->fn_oid)))
 	{
-		AuthorsCheck a = {own_schema(fcinfo), PG_GETARG_OID(0)};
+		AuthorsCheck a = {PG_GETARG_OID(0)};
 
 		pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), authors_check, &a);
 	}

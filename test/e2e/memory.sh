@@ -4,13 +4,18 @@
 # through every outcome (processed, duplicate, ignored, parked, failed, rejected,
 # malformed).  Compares the backend's private memory (RssAnon) and its memory
 # contexts after a warm-up with the same at the end: no OpenSSL object or
-# palloc'd buffer may outlive its call.
+# palloc'd buffer may outlive its call.  Then MEMORY_RELOADS (default 1000)
+# configuration loads in one backend, each after a change of a type (which
+# marks the configuration stale), each walking the orders table's code: the
+# same comparison.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
 
 calls=${MEMORY_CALLS:-20000}
 warmup=$((calls / 10))
+reloads=${MEMORY_RELOADS:-1000}
+reload_warmup=$((reloads / 10))
 limit_kb=${MEMORY_LIMIT_KB:-1024}
 dir=$(pn_tmp_dir mem)
 port=$(pn_free_port)
@@ -72,6 +77,15 @@ CREATE FUNCTION t.rss_kb() RETURNS bigint LANGUAGE sql AS $$
 $$;
 CREATE FUNCTION t.context_bytes() RETURNS bigint LANGUAGE sql AS
 	$$ SELECT sum(total_bytes)::bigint FROM pg_backend_memory_contexts $$;
+
+-- a reload: a type changes (any TYPEOID invalidation marks the bound
+-- configuration stale), then a rejected request loads the configuration
+CREATE DOMAIN t.reload_d AS int;
+CREATE FUNCTION t.reload_call(i int) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE pg_catalog.format('ALTER DOMAIN t.reload_d SET DEFAULT %s', i);
+	RETURN (SELECT outcome FROM pay.paynotify_handle('m_wx', '{}', '\x00ff'::bytea));
+END $$;
 SQL
 echo "memory: $calls calls in one backend (warm-up $warmup)"
 start=$(date +%s)
@@ -103,4 +117,27 @@ done
 check "every call answered" "$calls" "$(grep -cv '^mark' "$dir/out")"
 check_cmd "private memory growth ${growth} kB <= ${limit_kb} kB" test "$growth" -le "$limit_kb"
 check_cmd "memory contexts do not grow (${ctx1} -> ${ctx2})" test "$ctx2" -le $((ctx1 + 65536))
+
+echo "memory: $reloads configuration loads in one backend (warm-up $reload_warmup)"
+start=$(date +%s)
+{
+    echo "\\pset tuples_only on"
+    echo "\\pset format unaligned"
+    for ((i = 1; i <= reloads; i++)); do
+        echo "SELECT t.reload_call($i);"
+        if [ "$i" -eq "$reload_warmup" ]; then
+            echo "SELECT 'mark ' || t.rss_kb() || ' ' || t.context_bytes();"
+        fi
+    done
+    echo "SELECT 'mark ' || t.rss_kb() || ' ' || t.context_bytes();"
+} | sql -q >"$dir/reload.out" 2>&1 || true
+elapsed=$(( $(date +%s) - start ))
+read -r _ rss1 ctx1 < <(grep '^mark' "$dir/reload.out" | head -1)
+read -r _ rss2 ctx2 < <(grep '^mark' "$dir/reload.out" | tail -1)
+growth=$((rss2 - rss1))
+echo "RssAnon after warm-up ${rss1} kB, at the end ${rss2} kB: growth ${growth} kB over $((reloads - reload_warmup)) loads (${elapsed} s)"
+echo "memory contexts after warm-up ${ctx1} B, at the end ${ctx2} B"
+check "every load answered" "$reloads" "$(grep -cx 'malformed' "$dir/reload.out")"
+check_cmd "private memory growth over loads ${growth} kB <= ${limit_kb} kB" test "$growth" -le "$limit_kb"
+check_cmd "memory contexts do not grow over loads (${ctx1} -> ${ctx2})" test "$ctx2" -le $((ctx1 + 65536))
 summary
