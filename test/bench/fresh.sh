@@ -3,7 +3,10 @@
 # backend is always fresh), and what a reload costs a warm one: prints
 # figures, asserts nothing.
 #
-#   test/bench/fresh.sh
+#   test/bench/fresh.sh [--smoke]
+#
+# --smoke: 3 backends each (the suite's test/bench/smoke.sh), figures that
+# mean nothing but show that it still runs.
 #
 # On the stack's throwaway cluster (test/e2e/stack.sh: the bench's bound
 # orders table, the shim's role notify_shim), FRESH_BACKENDS (default 25)
@@ -24,6 +27,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 
 n=${FRESH_BACKENDS:-25}
+[ "${1:-}" = --smoke ] && n=3
 make -s >/dev/null && make -s install >/dev/null
 
 stack_init fresh

@@ -4,7 +4,7 @@
 # Asserts only that each one ends well and prints its figures: nothing
 # about speed.
 #
-#   test/bench/smoke.sh [run|callgrind|relay|vs-seed|citus] ...
+#   test/bench/smoke.sh [run|callgrind|relay|fresh|vs-seed|citus] ...
 #
 # Without arguments: all but citus, which test/bench/smoke-citus.sh runs
 # (the full suite only: it starts a three-node cluster).  vs-seed is
@@ -83,6 +83,12 @@ smoke_vs_seed() {
     figures vs-seed "paynotify/seed for distinct and storm" "^(distinct|storm): paynotify/seed req/s = $num" 2
 }
 
+smoke_fresh() {
+    bench fresh test/bench/fresh.sh --smoke
+    figures fresh "a fresh backend's first answer, a reload, the walk in SQL and in C" \
+        "^(handle|reload|walk, SQL|walk, C|baseline)[^|]* median +$num ms" 7
+}
+
 smoke_citus() {
     bench citus test/bench/citus.sh --smoke
     figures citus "notifications/s over HTTP, one node and the cluster" \
@@ -92,10 +98,10 @@ smoke_citus() {
 }
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(run callgrind relay vs-seed)
+[ ${#names[@]} -gt 0 ] || names=(run callgrind relay fresh vs-seed)
 for name in "${names[@]}"; do
     case $name in
-        run | callgrind | relay | citus) "smoke_$name" ;;
+        run | callgrind | relay | fresh | citus) "smoke_$name" ;;
         vs-seed) smoke_vs_seed ;;
         *) not_ok "no benchmark called $name" ;;
     esac
