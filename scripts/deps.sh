@@ -57,7 +57,7 @@ fi
 
 missing=()
 for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "deps: installing ${missing[*]}"

@@ -177,7 +177,7 @@ body=$(awk -v RS= 'NR == 2' "$seed/requests/storm.req")
 hdrs=()
 while IFS= read -r h; do hdrs+=(-H "$h"); done < <(awk -v RS= 'NR == 1' "$seed/requests/storm.req")
 reply=$(curl -s -i "${hdrs[@]}" --data-binary "$body" "$pn_url" | tr -d '\r')
-if ! echo "$reply" | grep -qi '^paynotify-outcome: processed'; then
+if ! echo "$reply" | grep -i '^paynotify-outcome: processed' >/dev/null; then
     echo "paynotify did not process the seed's storm request:" >&2
     echo "$reply" >&2
     exit 1

@@ -525,7 +525,7 @@ if grep -q 'relay-pw-secret' "$dir"/relay-*.log "$dir"/*.out; then not_ok "the p
 # the command line
 check "--version" "paynotify-relay $(sed -n "s/^default_version = '\(.*\)'/\1/p" paynotify.control)" "$("$RELAY" --version)"
 missing=$(for v in $(grep -o '"PAYNOTIFY_[A-Z_]*"' shim/relay/*.c | cut -d: -f2 | tr -d '"' | sort -u); do
-    "$RELAY" --help | grep -q "^  $v (default: " || echo "$v"; done)
+    "$RELAY" --help | grep "^  $v (default: " >/dev/null || echo "$v"; done)
 check "--help names every variable with its default" "" "$missing"
 for dsn in "host=127.0.0.1 port=1 user=relay password=Sup3rSecret" "postgresql://relay:Sup3rSecret@127.0.0.1:1/postgres"; do
     "$RELAY" --dsn="$dsn" --once >/dev/null 2>"$dir/err"

@@ -119,7 +119,7 @@ NGINX="nginx -p $T/nginx/ -c $T/nginx/nginx.conf"
 run_block() {
     local f=$1 dir=$2 rc
     subst <"$f" >"$f.run"
-    if sed "s|$T/||g" "$f.run" | grep -qE '/etc/paynotify/|15/main|/run/paynotify-cgi|/var/log/paynotify|/etc/nginx/sites-available|:8081/|127\.0\.0\.1/'; then
+    if sed "s|$T/||g" "$f.run" | grep -E '/etc/paynotify/|15/main|/run/paynotify-cgi|/var/log/paynotify|/etc/nginx/sites-available|:8081/|127\.0\.0\.1/' >/dev/null; then
         echo "$f: a path the substitutions missed:"; cat "$f.run"; return 1
     fi
     echo "---- $(basename "$f")"; sed 's/^/    /' "$f.run"

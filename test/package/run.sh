@@ -81,7 +81,7 @@ copy_tree() {
         make -s -C "$2/shim" clean >/dev/null 2>&1
     fi
 }
-installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qx installed; }
+installed() { dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -x installed >/dev/null; }
 
 # what the system had before, to leave it that way
 had_pkg=0
@@ -277,7 +277,7 @@ for svc in paynotify-cgi paynotify-relay; do
         grep -qx "Documentation=man:$svc(8)" /lib/systemd/system/$svc.service &&
         grep -qx "EnvironmentFile=/etc/paynotify/$svc.env" /lib/systemd/system/$svc.service
     check_status "$svc.service starts /usr/sbin/$svc with /etc/paynotify/$svc.env, man:$svc(8)" $?
-    ! ls /etc/systemd/system/*/$svc.service 2>/dev/null | grep -q .
+    ! ls /etc/systemd/system/*/$svc.service 2>/dev/null | grep . >/dev/null
     check_status "$svc.service is not enabled (no .wants link)" $?
 done
 getent passwd paynotify >/dev/null && getent passwd paynotify-relay >/dev/null &&
