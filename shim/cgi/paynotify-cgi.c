@@ -227,6 +227,29 @@ run_fcgi(const options *opts)
  * The listening socket: our own for --listen, fd 3 under systemd socket
  * activation, else stdin.  -1 (logged) when there is none to use.
  */
+
+/*
+ * Whether a --listen that is not a path is HOST:PORT or :PORT as libfcgi
+ * reads it: one colon, no brackets (libfcgi would take "[::]:9000" for the
+ * name of a unix socket), a port of 1 to 65535.
+ */
+static bool
+listen_port_ok(const char *listen)
+{
+	const char *colon = strchr(listen, ':');
+	long		port = 0;
+
+	if (colon == NULL || strchr(colon + 1, ':') != NULL || strpbrk(listen, "[]") != NULL ||
+		colon[1] == '\0')
+		return false;
+	for (const char *p = colon + 1; *p; p++)
+	{
+		if (*p < '0' || *p > '9' || port > 65535)
+			return false;
+		port = port * 10 + (*p - '0');
+	}
+	return port >= 1 && port <= 65535;
+}
 static int
 open_listen_socket(const options *opts, bool *is_path)
 {
@@ -241,9 +264,10 @@ open_listen_socket(const options *opts, bool *is_path)
 
 		*is_path = opts->listen[0] == '/';
 		if ((*is_path && strchr(opts->listen, ':') != NULL) ||
-			(!*is_path && strchr(opts->listen, ':') == NULL))
+			(!*is_path && !listen_port_ok(opts->listen)))
 		{
-			pn_log("--listen takes HOST:PORT, :PORT or an absolute socket path");
+			pn_log("--listen takes HOST:PORT (an IPv4 address or a name), :PORT or an absolute socket path"
+				   " (for IPv6, a socket of systemd's)");
 			return -1;
 		}
 		/* libfcgi exits with a message of its own if it cannot bind */

@@ -394,6 +394,12 @@ env -i PATH="$PATH" "$SHIM" </dev/null >/dev/null 2>&1
 check "neither CGI nor FastCGI: usage error" 2 $?
 env -i PATH="$PATH" "$SHIM" --workers 3 --bogus </dev/null >/dev/null 2>&1
 check "unknown option: usage error" 2 $?
+# an address libfcgi would take for a socket path, a port out of range:
+# refused, no socket file made
+for a in '[::]:5598' '127.0.0.1:99999' '127.0.0.1:' '127.0.0.1:80:81'; do
+    (cd "$TMP" && "$SHIM" --listen "$a" </dev/null >/dev/null 2>&1)
+    check "--listen '$a': refused (2), nothing created" "2|" "$?|$(ls "$TMP" | grep -F -- "$a")"
+done
 
 echo "# CGI: the row relayed"
 before=$(calls)
