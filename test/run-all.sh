@@ -69,6 +69,17 @@ if [ "$(id -u)" = 0 ]; then
     scripts/deps.sh || { echo "dependency installation failed"; exit 1; }
 fi
 
+# Debian's python3, whose modules scripts/deps.sh installs (cryptography,
+# hypothesis, psycopg2), whatever python3 comes first on PATH: a pyenv shim
+# there costs most of a second at every start, and the scripts start it
+# hundreds of times.
+pybin=""
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+    pybin=$(mktemp -d /tmp/paynotify-python.XXXXXX) && chmod 755 "$pybin"
+    ln -s /usr/bin/python3 "$pybin/python3"
+    export PATH="$pybin:$PATH"
+fi
+
 note "build"
 make -s clean >/dev/null 2>&1
 if make -s 2>&1 | tee /tmp/paynotify-build.$$ | grep -E 'warning|error' ; then
@@ -145,6 +156,7 @@ if [ $quick = 0 ]; then
 fi
 
 rm -rf "$work"
+[ -n "$pybin" ] && rm -rf "$pybin"
 note "summary"
 echo "wall time: $((SECONDS / 60)) min $((SECONDS % 60)) s"
 for f in "${failures[@]}"; do echo "failed: $f"; done
