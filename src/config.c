@@ -29,7 +29,6 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
@@ -45,14 +44,6 @@ PG_FUNCTION_INFO_V1(paynotify_config_changed);
 static PnConfig *current = NULL;
 static List *retired = NIL;		/* generations to free at transaction end */
 static bool stale = true;
-/*
- * Set with stale by every invalidation, cleared when the orders table's
- * code was checked (at a load, or again by pn_config_hold_orders): that
- * code may have changed since it was checked.
- */
-static bool code_changed = true;
-
-#define MARK_STALE() (stale = true, code_changed = true)
 
 static void config_inval_callback(Datum arg, Oid relid);
 static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
@@ -103,7 +94,7 @@ config_inval_callback(Datum arg, Oid relid)
 	if (current == NULL ||
 		pn_config_table_changed(relid, current->config_relids, current->nconfig_relids) ||
 		list_member_oid(current->orders_relids, relid))
-		MARK_STALE();
+		stale = true;
 }
 
 /*
@@ -118,7 +109,7 @@ static void
 type_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	if (current != NULL && current->bound)
-		MARK_STALE();
+		stale = true;
 }
 
 /*
@@ -149,10 +140,10 @@ proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 	for (int i = 0; i < current->nhooks; i++)
 		if (hashvalue == 0 || hashvalue == current->hooks[i].hash ||
 			!OidIsValid(current->hooks[i].fn))
-			MARK_STALE();
+			stale = true;
 	for (int i = 0; i < current->nauthors; i++)
 		if (hashvalue == 0 || hashvalue == current->author_hashes[i])
-			MARK_STALE();
+			stale = true;
 }
 
 /* Free the generations retired during the transaction. */
@@ -190,7 +181,6 @@ pn_config(Oid fn_oid)
 		current = NULL;
 	}
 	stale = false;
-	code_changed = false;
 	current = config_load(nsp);
 	return current;
 }
@@ -229,7 +219,7 @@ config_load(Oid nsp)
 		retired = lappend(retired, cfg);
 		MemoryContextSwitchTo(old);
 		current = NULL;
-		MARK_STALE();
+		stale = true;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -540,77 +530,6 @@ load_binding(PnConfig *cfg)
  * table or its code is given to the right roles.  A database still at 1.2
  * (no paynotify_table_authors) is not checked.
  */
-/*
- * The first of n authors whose owner lacks the rights of owner, the orders
- * table's, as the reason the binding is unusable; NULL when none.
- */
-static char *
-table_code_offence(const PnConfig *cfg, Oid owner, const PnAuthor *authors, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (!has_privs_of_role(authors[i].owner, owner))
-			return psprintf("the bound orders table %s runs %s, function %s of role %s, "
-							"which does not have the rights of the table's owner %s",
-							cfg->orders, authors[i].what,
-							DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(authors[i].fn))),
-							DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(authors[i].owner))),
-							GetUserNameFromId(owner, false));
-	return NULL;
-}
-
-/*
- * Before a statement on the bound orders table (pn_orders_execute): lock
- * every relation whose code the table runs as the statement will lock the
- * table (RowExclusiveLock), until the end of the transaction.  Taking a
- * lock takes in what others committed meanwhile, and the statement would
- * run it: a trigger given to the table a rule writes to while the
- * statement waited for that table.  When something changed since the
- * table's code was checked, it is checked again now, under the locks,
- * which keep the relations' triggers, rules and policies as they are until
- * this transaction ends; an offence fails the step with its reason.
- */
-void
-pn_config_hold_orders(PnConfig *cfg)
-{
-	List	   *relids = cfg->orders_relids;
-	Oid			owner;
-
-	for (;;)
-	{
-		ListCell   *lc;
-		PnAuthor   *authors;
-		int			n;
-		Oid		   *now;
-		int			nnow;
-		char	   *offence;
-		bool		all_held = true;
-
-		foreach(lc, relids)
-			LockRelationOid(lfirst_oid(lc), RowExclusiveLock);
-		if (!code_changed || !pn_has_table_authors(cfg->nsp))
-			return;
-		code_changed = false;
-		owner = pn_relation_owner(cfg->orders_oid);
-		if (!OidIsValid(owner))
-			return;				/* dropped: the statement says so */
-		authors = pn_table_authors(cfg->orders_oid, &n, &now, &nnow);
-		if ((offence = table_code_offence(cfg, owner, authors, n)) != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("%s", offence),
-					 errdetail("paynotify reads and moves orders as the table's owner, and that code would run with the owner's rights.")));
-		/* relations that joined meanwhile (a partition attached): theirs too */
-		for (int i = 0; i < nnow; i++)
-			if (!list_member_oid(relids, now[i]))
-				all_held = false;
-		if (all_held)
-			return;
-		relids = NIL;
-		for (int i = 0; i < nnow; i++)
-			relids = lappend_oid(relids, now[i]);
-	}
-}
-
 static void
 load_table_authors(PnConfig *cfg)
 {
@@ -634,8 +553,18 @@ load_table_authors(PnConfig *cfg)
 	cfg->nauthors = nauthors;
 	cfg->author_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(cfg->nauthors, 1));
 	for (int i = 0; i < cfg->nauthors; i++)
-		cfg->author_hashes[i] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(authors[i].fn));
-	offence = table_code_offence(cfg, owner, authors, nauthors);
+	{
+		Oid			fn = authors[i].fn;
+
+		cfg->author_hashes[i] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn));
+		if (offence == NULL && !has_privs_of_role(authors[i].owner, owner))
+			offence = psprintf("the bound orders table %s runs %s, function %s of role %s, "
+							   "which does not have the rights of the table's owner %s",
+							   cfg->orders, authors[i].what,
+							   DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(fn))),
+							   DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(authors[i].owner))),
+							   GetUserNameFromId(owner, false));
+	}
 	/*
 	 * A change of any relation whose code the table runs (a trigger given
 	 * to the table a rule writes to, a partition attached) loads the

@@ -111,7 +111,6 @@ typedef struct PnConfig
 /* config.c: the configuration generation, and its loaders the guard shares */
 extern PnConfig *pn_config(Oid fn_oid);
 extern bool pn_config_distributed(PnConfig *cfg);
-extern void pn_config_hold_orders(PnConfig *cfg);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern const char *pn_status_value(const PnStatusMap *map, const char *state);
 extern const char *pn_status_name(const PnStatusMap *map, const char *value);

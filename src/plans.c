@@ -315,7 +315,6 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the bound orders table %s no longer exists", cfg->orders),
 				 errhint("Call paynotify_bind_orders again.")));
-	pn_config_hold_orders(cfg);
 	pn_run_as(owner, orders_call, &c);
 
 	/*
