@@ -824,6 +824,20 @@ entry_get(HTAB *nodes, WalkNode n)
 	return e;
 }
 
+/* The owner of a table, or InvalidOid when it no longer exists. */
+Oid
+pn_relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 /*
  * pn_table_authors: every function table rel can run, with what runs it
  * and its owner (paynotify_table_authors), *n rows in the current memory

@@ -304,7 +304,6 @@ extern void pn_run_as(Oid role, void (*fn) (void *arg), void *arg);
 extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
 extern Oid	pn_function_owner(Oid fn_oid);
-extern Oid	pn_relation_owner(Oid relid);
 extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 
@@ -318,6 +317,7 @@ typedef struct PnAuthor
 } PnAuthor;
 
 extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids);
+extern Oid	pn_relation_owner(Oid relid);
 
 /* ---------- lock.c ---------- */
 typedef enum PnLockResult

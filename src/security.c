@@ -116,20 +116,6 @@ pn_hook_owner_ok(Oid fn_oid, Oid role)
 	return has_privs_of_role(pn_function_owner(fn_oid), role);
 }
 
-/* The owner of a table, or InvalidOid when it no longer exists. */
-Oid
-pn_relation_owner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /* ---------------------------------------------------------------------
  * Registration: checked as the caller, written as the extension's owner.
  * These functions are not SECURITY DEFINER, so that they know who calls.
