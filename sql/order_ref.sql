@@ -96,6 +96,14 @@ SELECT count(*) AS payments FROM payment_record WHERE channel = 'orf' AND order_
 SELECT count(*) AS events FROM paynotify_outbox WHERE channel = 'orf' AND order_no = 'H1';
 -- the application's own move: the same refusal
 SELECT paynotify_transit('H1', 'pending', 'cancelled');
+-- The same reference paid in one month and pending in another: a payment
+-- pays neither (the pending row is not this order alone), nor does the
+-- application's move of the pending one.
+INSERT INTO orf.o9 VALUES ('H3', 1, 'paid', 500), ('H3', 2, 'pending', 500);
+SELECT orf.pay('evt_orf_9_3', 'H3') AS outcome;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'orf' AND notify_id = 'evt_orf_9_3';
+SELECT paynotify_transit('H3', 'pending', 'cancelled');
+SELECT count(*) AS payments FROM payment_record WHERE channel = 'orf' AND order_no = 'H3';
 -- a key that is there once still pays
 SELECT orf.pay('evt_orf_9_2', 'H2') AS outcome;
 SELECT k, month, st FROM orf.o9 ORDER BY k, month;

@@ -165,6 +165,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5)",
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
 	},
+#define PN_SAME_KEY \
+	" RETURNING (SELECT pg_catalog.count(*) FROM @o same" \
+	" WHERE same.@k = $1::@kt AND (same.@k::text COLLATE pg_catalog.\"C\") = $1)"
 	/*
 	 * The order a notification names, exactly: the cast to the key's type
 	 * finds the row by its index, and the key read back as text must be
@@ -179,8 +182,14 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		"SELECT @st::text, @am, @cu FROM @o WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 FOR UPDATE",
 		1, {TEXTOID}, true
 	},
+	/*
+	 * A move returns how many rows have the key (pn_orders_execute refuses
+	 * more than one): a row in another status would not be moved, but
+	 * would be the same order.
+	 */
 	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt",
+		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
+		PN_SAME_KEY,
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
 	/*
@@ -194,7 +203,8 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_ORDER_PAY] = {
 		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
 		" AND ($4 IS NULL OR @am = $4)"
-		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
+		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
+		PN_SAME_KEY,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 };
@@ -321,9 +331,22 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 	 * One reference, one order.  A key that is not unique (a table
 	 * partitioned by month whose primary key is (order_no, month) may hold
 	 * the same order_no twice) would have one notification pay or move
-	 * every row with it: an error instead, which undoes the statement
-	 * (failed, retried, with the reason) until the key is unique.
+	 * every row with it, or the one row of several in the status it
+	 * expects: an error instead, which undoes the statement (failed,
+	 * retried, with the reason) until the key is unique.  A move returns
+	 * how many rows have its key.
 	 */
+	if (c.rc == SPI_OK_UPDATE_RETURNING)
+	{
+		bool		isnull = true;
+		int64		same = SPI_processed == 1
+			? DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull))
+			: 0;
+
+		c.rc = SPI_OK_UPDATE;
+		if (!isnull && same > 1)
+			SPI_processed = 2;
+	}
 	if (SPI_processed > 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_CARDINALITY_VIOLATION),
