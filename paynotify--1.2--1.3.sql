@@ -494,10 +494,12 @@ $$;
 -- without those rights (a trigger function an application role owns,
 -- attached to a table a superuser owns) would run with more rights than
 -- its author.  paynotify_table_authors lists every function the table can
--- run, with what runs it and its owner: paynotify acts on the table only
--- when every owner has the rights of the role that runs them (the table's
--- owner; on Citus, the caller of paynotify_distribute), as it does for
--- hooks.
+-- run, with what runs it and its owner, and paynotify_table_owners the
+-- owners of the types, operators and relations the code is made of (who
+-- can change it without changing a function) and the roles that may give
+-- those relations triggers: paynotify acts on the table only when every
+-- one has the rights of the role that runs the code (the table's owner;
+-- on Citus, the caller of paynotify_distribute), as it does for hooks.
 --
 -- What it lists is found by following the catalog, not by a list of
 -- kinds: from the code of each relation (triggers and their WHEN, check
@@ -514,8 +516,9 @@ $$;
 -- The relations whose code runs when the table's rows are read or moved:
 -- the table, the partitioned tables it is a partition of (their keys are
 -- its partition check), its partitions and child tables, and every
--- relation a rule of any of them names (a rule's action runs the code of
--- the tables it writes to: by_rule).  paynotify_table_authors reads their
+-- relation a rule or a policy of any of them names (a rule's action runs
+-- the code of the tables it writes to, a policy's check that of the views
+-- and tables it reads: by_rule).  paynotify_table_authors reads their
 -- code, and a change of any of them makes the configuration load again.
 CREATE FUNCTION @extschema@.paynotify_table_relations(rel regclass)
 	RETURNS TABLE (relid oid, by_rule boolean)
@@ -545,16 +548,25 @@ WITH RECURSIVE rels(relid, by_rule) AS (
 			AND d.objid OPERATOR(pg_catalog.=) w.oid
 			AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
 		WHERE w.ev_class OPERATOR(pg_catalog.=) r.relid
+		  AND d.refobjid OPERATOR(pg_catalog.<>) r.relid
+		UNION ALL
+		-- the relations its policies read (a view's query, a table's
+		-- policies run with the policy's check)
+		SELECT d.refobjid, true FROM pg_catalog.pg_policy p
+		JOIN pg_catalog.pg_depend d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_policy'::regclass::oid
+			AND d.objid OPERATOR(pg_catalog.=) p.oid
+			AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass::oid
+		WHERE p.polrelid OPERATOR(pg_catalog.=) r.relid
 		  AND d.refobjid OPERATOR(pg_catalog.<>) r.relid) x)
 SELECT DISTINCT ON (r.relid) r.relid, r.by_rule FROM rels r ORDER BY r.relid, r.by_rule DESC;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_relations(regclass) IS
-	'the relations whose code a table runs when its rows are read or moved: itself, its partition ancestors, partitions and children, and the relations its rules name (by_rule)';
+	'the relations whose code a table runs when its rows are read or moved: itself, its partition ancestors, partitions and children, and the relations its rules and policies name (by_rule)';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_relations(regclass) FROM PUBLIC;
 
-CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
-	RETURNS TABLE (what text, fn regprocedure, owner regrole)
+CREATE FUNCTION @extschema@.paynotify_table_code(rel regclass)
+	RETURNS TABLE (what text, classid oid, objid oid)
 	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
 	SET jit = off
@@ -724,15 +736,74 @@ walk(classid, objid, what) AS (
 		WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_constraint'::regclass::oid
 		  AND c.oid OPERATOR(pg_catalog.=) w.objid AND c.contype OPERATOR(pg_catalog.=) 'f'
 		  AND k.castfunc OPERATOR(pg_catalog.<>) 0) x)
-SELECT DISTINCT ON (w.what, w.objid) w.what, w.objid::regprocedure, p.proowner::regrole
-FROM walk w JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) w.objid
-WHERE w.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::regclass::oid
-ORDER BY w.what, w.objid;
+-- each object once, with the first label (as bytes) that reaches it
+SELECT DISTINCT ON (w.classid, w.objid) w.what, w.classid, w.objid
+FROM walk w
+ORDER BY w.classid, w.objid, w.what COLLATE pg_catalog."C";
 END
 $$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_code(regclass) IS
+	'every object a table''s code reaches (paynotify_table_authors), each once with the first label that reaches it';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_code(regclass) FROM PUBLIC;
+
+CREATE FUNCTION @extschema@.paynotify_table_authors(rel regclass)
+	RETURNS TABLE (what text, fn regprocedure, owner regrole)
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET jit = off
+	AS $$
+SELECT c.what, c.objid::pg_catalog.regprocedure, p.proowner::pg_catalog.regrole
+FROM @extschema@.paynotify_table_code(rel) c
+JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) c.objid
+WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass::pg_catalog.oid
+ORDER BY c.what COLLATE pg_catalog."C", c.objid
+$$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_authors(regclass) IS
-	'every function a table can run when its rows are read, moved or copied, found through the catalog from its code (triggers, constraints, indexes, generated columns, partition keys, rules and the tables they write to, forced policies, column types), with what runs it and its owner';
+	'every function a table can run when its rows are read, moved or copied, found through the catalog from its code (triggers, constraints, indexes, generated columns, partition keys, rules and policies and the relations they name, column types), each once with the first label that reaches it and its owner';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_authors(regclass) FROM PUBLIC;
+
+-- The owners of the rest of that code, who can change it without
+-- changing a function: every relation whose code the table runs (its
+-- owner may give it a trigger, a policy, a rule, a check), every role
+-- granted TRIGGER on one (PUBLIC is owner 0), and the owner of every type
+-- (a domain's check can be added) and operator the code reaches.
+CREATE FUNCTION @extschema@.paynotify_table_owners(rel regclass)
+	RETURNS TABLE (what text, object text, owner regrole)
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	SET jit = off
+	AS $$
+SELECT o.what, o.object, o.owner FROM (
+	SELECT pg_catalog.format('the code of %s', r.relid::pg_catalog.regclass) AS what,
+		   pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass, r.relid, 0) AS object,
+		   c.relowner::pg_catalog.regrole AS owner
+	FROM @extschema@.paynotify_table_relations(rel) r
+	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.relid
+	UNION ALL
+	SELECT DISTINCT pg_catalog.format('the code of %s', r.relid::pg_catalog.regclass),
+		   'the right to create triggers on ' OPERATOR(pg_catalog.||)
+		   pg_catalog.pg_describe_object('pg_catalog.pg_class'::pg_catalog.regclass, r.relid, 0),
+		   a.grantee::pg_catalog.regrole
+	FROM @extschema@.paynotify_table_relations(rel) r
+	JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.relid
+	CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+	WHERE a.privilege_type OPERATOR(pg_catalog.=) 'TRIGGER'
+	  AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+	UNION ALL
+	SELECT k.what, pg_catalog.pg_describe_object(k.classid, k.objid, 0), t.typowner::pg_catalog.regrole
+	FROM @extschema@.paynotify_table_code(rel) k
+	JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) k.objid
+	WHERE k.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid
+	UNION ALL
+	SELECT k.what, pg_catalog.pg_describe_object(k.classid, k.objid, 0), p.oprowner::pg_catalog.regrole
+	FROM @extschema@.paynotify_table_code(rel) k
+	JOIN pg_catalog.pg_operator p ON p.oid OPERATOR(pg_catalog.=) k.objid
+	WHERE k.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid) o
+ORDER BY o.what COLLATE pg_catalog."C", o.object COLLATE pg_catalog."C", o.owner::pg_catalog.oid
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_table_owners(regclass) IS
+	'the owners of the relations whose code a table runs, the roles granted TRIGGER on them, and the owners of the types and operators its code reaches';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_table_owners(regclass) FROM PUBLIC;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
 --
@@ -880,11 +951,16 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
 		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
-		SELECT a.what OPERATOR(pg_catalog.||) ', function ' OPERATOR(pg_catalog.||) a.fn::text
-			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||) a.owner::text
+		SELECT a.what OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) a.object
+			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||)
+			   CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.owner::text END
 			INTO orders_code
-			FROM @extschema@.paynotify_table_authors(orders) a
-			WHERE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE')
+			FROM (SELECT f.what, 'function ' OPERATOR(pg_catalog.||) f.fn::text AS object, f.owner::oid AS owner
+				  FROM @extschema@.paynotify_table_authors(orders) f
+				  UNION ALL
+				  SELECT o.what, o.object, o.owner::oid FROM @extschema@.paynotify_table_owners(orders) o) a
+			WHERE CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN true
+					   ELSE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE') END
 			ORDER BY a.what LIMIT 1;
 		IF orders_code IS NOT NULL THEN
 			RAISE EXCEPTION 'the orders table % runs code of a role whose rights role "%" has and it has not',

@@ -1,7 +1,8 @@
 -- The configuration and paynotify_bind_orders walk the orders table's code
 -- in C (src/authors.c): the same walk as the 1.3 SQL functions
--- paynotify_table_authors and paynotify_table_relations, without a query
--- to plan.  Here the two are compared row for row, and in order: over
+-- paynotify_table_authors, paynotify_table_owners and
+-- paynotify_table_relations, without a query to plan.  Here the two are
+-- compared row for row, and in order: over
 -- every table, view and foreign table of the regression database (the
 -- system catalogs included), over tables built for each edge of the walk,
 -- and over a catalog that names objects that are not there.
@@ -13,6 +14,9 @@ CREATE SCHEMA ta;
 CREATE FUNCTION ta.authors_c(rel regclass)
 	RETURNS TABLE (what text, fn regprocedure, owner regrole)
 	AS '$libdir/paynotify', 'paynotify_table_authors_c' LANGUAGE C STABLE STRICT;
+CREATE FUNCTION ta.owners_c(rel regclass)
+	RETURNS TABLE (what text, object text, owner regrole)
+	AS '$libdir/paynotify', 'paynotify_table_owners_c' LANGUAGE C STABLE STRICT;
 CREATE FUNCTION ta.relations_c(rel regclass)
 	RETURNS TABLE (relid oid, by_rule boolean)
 	AS '$libdir/paynotify', 'paynotify_table_relations_c' LANGUAGE C STABLE STRICT;
@@ -25,6 +29,15 @@ CREATE FUNCTION ta.authors_diff(rel regclass)
 	UNION ALL
 	(SELECT 'c only', c.* FROM ta.authors_c(rel) WITH ORDINALITY c(what, fn, owner, n)
 	 EXCEPT ALL SELECT 'c only', s.* FROM paynotify_table_authors(rel) WITH ORDINALITY s(what, fn, owner, n))
+$$;
+CREATE FUNCTION ta.owners_diff(rel regclass)
+	RETURNS TABLE (side text, what text, object text, owner regrole, n bigint)
+	LANGUAGE sql AS $$
+	(SELECT 'sql only', s.* FROM paynotify_table_owners(rel) WITH ORDINALITY s(what, object, owner, n)
+	 EXCEPT ALL SELECT 'sql only', c.* FROM ta.owners_c(rel) WITH ORDINALITY c(what, object, owner, n))
+	UNION ALL
+	(SELECT 'c only', c.* FROM ta.owners_c(rel) WITH ORDINALITY c(what, object, owner, n)
+	 EXCEPT ALL SELECT 'c only', s.* FROM paynotify_table_owners(rel) WITH ORDINALITY s(what, object, owner, n))
 $$;
 CREATE FUNCTION ta.relations_diff(rel regclass)
 	RETURNS TABLE (side text, relid oid, by_rule boolean, n bigint)
@@ -241,6 +254,26 @@ CREATE VIEW ta.v AS SELECT k, ta.twice(amount) AS t FROM ta.e1;
 CREATE MATERIALIZED VIEW ta.mv AS SELECT k FROM ta.e2 WITH NO DATA;
 CREATE TABLE ta.via_view (k text PRIMARY KEY);
 CREATE RULE via AS ON UPDATE TO ta.via_view DO ALSO UPDATE ta.pt SET amount = 0 WHERE k = new.k;
+-- a generated column whose function nothing else reaches
+SET ROLE ta_app;
+CREATE FUNCTION ta.gen_only(v bigint) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$ SELECT v + 1 $$;
+RESET ROLE;
+CREATE TABLE ta.g1 (a bigint, g bigint GENERATED ALWAYS AS (ta.gen_only(a)) STORED);
+-- a forced policy that reads a view and a table, whose policy reads
+-- another; the right to create triggers granted to a role and to PUBLIC
+CREATE TABLE ta.t3 (k text);
+ALTER TABLE ta.t3 ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ta.t3 OWNER TO ta_other;
+CREATE TABLE ta.t3b (k text);
+CREATE POLICY t3_see ON ta.t3 USING (EXISTS (SELECT 1 FROM ta.t3b WHERE ta.visible(t3b.k)));
+CREATE VIEW ta.v3 AS SELECT ta.logged(k) AS ok FROM ta.e2;
+CREATE TABLE ta.e3 (k text PRIMARY KEY, st text, amount bigint);
+ALTER TABLE ta.e3 ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ta.e3 FORCE ROW LEVEL SECURITY;
+CREATE POLICY e3_see ON ta.e3 USING (EXISTS (SELECT 1 FROM ta.v3) AND EXISTS (SELECT 1 FROM ta.t3));
+GRANT TRIGGER ON ta.e3 TO ta_app;
+GRANT TRIGGER ON ta.t3 TO PUBLIC;
+GRANT TRIGGER ON ta.t3 TO ta_app WITH GRANT OPTION;
 -- names that must be quoted, a temporary table (labels name it as the SQL names it)
 CREATE TABLE ta."Odd ""Name""" ("we""ird" ta.mood, "Upper" ta.money2 DEFAULT NULL);
 CREATE RULE "Odd Rule" AS ON UPDATE TO ta."Odd ""Name""" DO ALSO INSERT INTO ta.rule_target (k) VALUES ('x');
@@ -260,6 +293,10 @@ CREATE TEMP TABLE sql_rows AS
 SELECT r.rel, s.* FROM rels r, paynotify_table_authors(r.rel) WITH ORDINALITY s(what, fn, owner, n);
 CREATE TEMP TABLE c_rows AS
 SELECT r.rel, c.* FROM rels r, ta.authors_c(r.rel) WITH ORDINALITY c(what, fn, owner, n);
+CREATE TEMP TABLE sql_owners AS
+SELECT r.rel, s.* FROM rels r, paynotify_table_owners(r.rel) WITH ORDINALITY s(what, object, owner, n);
+CREATE TEMP TABLE c_owners AS
+SELECT r.rel, c.* FROM rels r, ta.owners_c(r.rel) WITH ORDINALITY c(what, object, owner, n);
 CREATE TEMP TABLE sql_relations AS
 SELECT r.rel, s.* FROM rels r, paynotify_table_relations(r.rel) WITH ORDINALITY s(relid, by_rule, n);
 CREATE TEMP TABLE c_relations AS
@@ -267,14 +304,19 @@ SELECT r.rel, c.* FROM rels r, ta.relations_c(r.rel) WITH ORDINALITY c(relid, by
 (SELECT 'sql only' AS side, * FROM sql_rows EXCEPT ALL SELECT 'sql only', * FROM c_rows)
 UNION ALL
 (SELECT 'c only', * FROM c_rows EXCEPT ALL SELECT 'c only', * FROM sql_rows);
+(SELECT 'sql only' AS side, * FROM sql_owners EXCEPT ALL SELECT 'sql only', * FROM c_owners)
+UNION ALL
+(SELECT 'c only', * FROM c_owners EXCEPT ALL SELECT 'c only', * FROM sql_owners);
 (SELECT 'sql only' AS side, * FROM sql_relations EXCEPT ALL SELECT 'sql only', * FROM c_relations)
 UNION ALL
 (SELECT 'c only', * FROM c_relations EXCEPT ALL SELECT 'c only', * FROM sql_relations);
 SELECT count(*) > 200 AS many_relations, count(*) FILTER (WHERE catalog) > 60 AS catalogs,
 	   count(*) FILTER (WHERE rel::text LIKE 'ta.%') AS built_here,
 	   (SELECT count(*) FROM sql_rows) > 20000 AS many_rows,
-	   (SELECT count(DISTINCT what) FROM sql_rows) > 2000 AS many_labels,
-	   (SELECT count(*) FROM sql_relations WHERE by_rule) > 50 AS many_by_rule
+	   (SELECT count(DISTINCT what) FROM sql_rows) > 500 AS many_labels,
+	   (SELECT count(*) FROM sql_relations WHERE by_rule) > 50 AS many_by_rule,
+	   (SELECT count(*) FROM sql_owners) > 5000 AS many_owners,
+	   (SELECT count(DISTINCT object) FILTER (WHERE object LIKE 'the right%') FROM sql_owners) AS trigger_rights
 FROM rels;
 -- each kind of start the walk has, reached in the tables built here
 SELECT DISTINCT regexp_replace(a.what, '^(the partition key|the type|trigger|constraint|the generated column|the default|index|rule|policy).*', '\1') AS start
@@ -289,6 +331,10 @@ SELECT DISTINCT what FROM ta.authors_c('ta."Odd ""Name"""') WHERE what LIKE '%we
 UNION SELECT DISTINCT what FROM ta.authors_c('ta_temp') WHERE what LIKE 'trigger%'
 UNION SELECT DISTINCT what FROM ta.authors_c('public.pg_type') WHERE what LIKE 'the type%'
 ORDER BY 1;
+-- what owns the code of ta.e3, besides the superuser: the relations its
+-- policy reads, and the rights to create triggers
+SELECT what, object, owner FROM ta.owners_c('ta.e3') WHERE owner::text <> current_user OR object LIKE 'view%';
+SELECT relid::regclass, by_rule FROM ta.relations_c('ta.e3') ORDER BY relid::regclass::text;
 -- the relations of a rule through a view's rule, of a partition two levels down
 SELECT relid::regclass, by_rule FROM ta.relations_c('ta.via_view') ORDER BY relid::regclass::text;
 SELECT relid::regclass, by_rule FROM ta.relations_c('ta.pt_sad_1') ORDER BY relid::regclass::text;
@@ -322,11 +368,14 @@ UPDATE pg_opclass SET opcfamily = 4000000017 WHERE oid = (SELECT oid FROM pg_opc
 SELECT rel, count(d.*) AS differ
 FROM unnest(ARRAY['ta.e1', 'ta.fk', 'ta.nest', 'ta.typed', 'ta.o6', 'ta.pt']::regclass[]) rel
 LEFT JOIN LATERAL ta.authors_diff(rel) d ON true GROUP BY rel ORDER BY rel::text;
+SELECT rel, count(d.*) AS owners_differ
+FROM unnest(ARRAY['ta.e1', 'ta.fk', 'ta.nest', 'ta.typed', 'ta.o6', 'ta.pt']::regclass[]) rel
+LEFT JOIN LATERAL ta.owners_diff(rel) d ON true GROUP BY rel ORDER BY rel::text;
 SELECT count(*) FROM ta.authors_diff(4000000006::oid::regclass);
+SELECT count(*) FROM ta.owners_diff(4000000006::oid::regclass);
 SELECT count(*) FROM ta.relations_diff(4000000006::oid::regclass);
 -- the walk saw them: fewer functions than before
-SELECT (SELECT count(*) FROM ta.authors_c('ta.e1')) < (SELECT count(*) FROM c_rows WHERE rel = 'ta.e1'::regclass) AS fewer,
-	   (SELECT count(*) FROM ta.authors_c('ta.fk')) < (SELECT count(*) FROM c_rows WHERE rel = 'ta.fk'::regclass) AS fewer_fk;
+SELECT (SELECT count(*) FROM ta.authors_c('ta.e1')) < (SELECT count(*) FROM c_rows WHERE rel = 'ta.e1'::regclass) AS fewer;
 SELECT DISTINCT what FROM ta.authors_c(4000000006::oid::regclass);
 ROLLBACK;
 

@@ -1,8 +1,9 @@
 -- paynotify reads and moves orders as the orders table's owner, so the
 -- code the table runs (triggers, constraints, generated columns, indexes,
 -- rules, forced policies, its columns' types and domains, the casts to and
--- from them) runs with that owner's rights.  A function of that code whose
--- owner lacks those rights is refused: binding such a table fails (42501),
+-- from them) runs with that owner's rights.  A function of that code, or
+-- a type, operator or relation it is made of, whose owner lacks those
+-- rights, or a role granted TRIGGER on such a relation, is refused: binding such a table fails (42501),
 -- and a table that gets such code after it was bound is unusable until it
 -- is repaired (every step fails, retried), never run.  The review that
 -- found it: a trigger function owned by an application role, on a table a
@@ -109,21 +110,18 @@ SELECT what, fn FROM paynotify_table_authors('tc.o5_0') WHERE owner::text = 'tc_
 UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o6') WHERE owner::text = 'tc_app'
 UNION ALL SELECT what, fn FROM paynotify_table_authors('tc.o7') WHERE owner::text = 'tc_app'
 ORDER BY 1, 2;
--- 8. A rule into the application's table that has no code yet: bound;
--- the application gives its table a trigger afterwards: the next payment
--- fails (retried) with the reason, and runs nothing.
-SET ROLE tc_app;
+-- 8. A rule into a table of the owner's that has no code yet: bound; the
+-- owner gives that table the application's trigger afterwards: the next
+-- payment fails (retried) with the reason, and runs nothing.  (A table
+-- the application owns is refused at binding: case 20.)
 CREATE TABLE tc.audit8 (k text, st text);
-RESET ROLE;
 CREATE TABLE tc.o8 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
 INSERT INTO tc.o8 VALUES ('TC-8', 'pending', 100), ('TC-8b', 'pending', 100);
 CREATE RULE audit AS ON UPDATE TO tc.o8 DO ALSO INSERT INTO tc.audit8 VALUES (new.k, new.st);
 SELECT paynotify_bind_orders('tc.o8', 'k', 'st', 'amount');
 -- a payment first: this backend has the configuration cached
 SELECT tc.pay('evt_tc_8b', 'TC-8b') AS outcome;
-SET ROLE tc_app;
 CREATE TRIGGER stamp BEFORE INSERT ON tc.audit8 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
-RESET ROLE;
 SELECT tc.pay('evt_tc_8', 'TC-8') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_8';
 SELECT k, st FROM tc.o8 ORDER BY k;
@@ -181,18 +179,18 @@ SELECT paynotify_bind_orders('tc.o13', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
 SELECT paynotify_bind_orders('tc.o14', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
--- 15. A rule writing into a partition of the application's table, whose
--- partition key is the application's function (the partition's check is
--- its parent's key): refused; and the same parent attached by the
--- application after the binding, to the table a rule writes into: the
--- next payment of a backend that had the configuration fails, runs nothing.
+-- 15. A rule writing into a partition of a table whose partition key is
+-- the application's function (the partition's check is its parent's
+-- key): refused; and the table a rule writes into attached as a partition
+-- of that table after the binding: the next payment of a backend that had
+-- the configuration fails, runs nothing.
 SET ROLE tc_app;
 CREATE FUNCTION tc.bucket15(k text) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $f$
 BEGIN PERFORM tc.escalate(); RETURN pg_catalog.length(k) - 5; END $f$;
+RESET ROLE;
 CREATE TABLE tc.audit15 (k text, st text) PARTITION BY LIST (tc.bucket15(k));
 CREATE TABLE tc.audit15_0 PARTITION OF tc.audit15 FOR VALUES IN (0);
 CREATE TABLE tc.audit15b (k text, st text);
-RESET ROLE;
 CREATE TABLE tc.o15 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
 CREATE RULE audit AS ON UPDATE TO tc.o15 DO ALSO INSERT INTO tc.audit15_0 VALUES (new.k, new.st);
 SELECT paynotify_bind_orders('tc.o15', 'k', 'st', 'amount');
@@ -202,16 +200,16 @@ INSERT INTO tc.o15b VALUES ('TC-15a', 'pending', 100), ('TC-15b', 'pending', 100
 CREATE RULE audit AS ON UPDATE TO tc.o15b DO ALSO INSERT INTO tc.audit15b VALUES (new.k, new.st);
 SELECT paynotify_bind_orders('tc.o15b', 'k', 'st', 'amount');
 SELECT tc.pay('evt_tc_15b', 'TC-15b') AS outcome;
-SET ROLE tc_app;
+-- (emptied first: attaching checks the rows with the key, as the DBA)
+TRUNCATE tc.audit15b;
 ALTER TABLE tc.audit15 ATTACH PARTITION tc.audit15b FOR VALUES IN (1);
-RESET ROLE;
 SELECT tc.pay('evt_tc_15', 'TC-15a') AS outcome;
 SELECT k, st FROM tc.o15b ORDER BY k;
--- 16. The DBA gives the application's type a default btree class whose
--- comparison is the application's function, after the binding, while a
--- backend has the configuration: its next payment fails, runs nothing.
-SET ROLE tc_app;
+-- 16. The DBA gives a type a default btree class whose comparison is the
+-- application's function, after the binding, while a backend has the
+-- configuration: its next payment fails, runs nothing.
 CREATE TYPE tc.color16 AS ENUM ('red', 'green');
+SET ROLE tc_app;
 CREATE FUNCTION tc.cmp16(a tc.color16, b tc.color16) RETURNS int4 LANGUAGE plpgsql IMMUTABLE AS $f$
 BEGIN PERFORM tc.escalate(); RETURN pg_catalog.enum_cmp(a, b); END $f$;
 RESET ROLE;
@@ -265,10 +263,13 @@ REVOKE tc_owner FROM tc_dev;
 SELECT tc.pay('evt_tc_18', 'TC-18') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_18';
 SELECT st, (SELECT count(*) FROM tc.mark18) AS trigger_ran FROM tc.o18;
--- 19. A rule of the table writes to the application's table, which has a
--- policy (row security enabled, not forced): the policy holds the table's
--- owner, another role, and runs the application's function as that owner.
--- Refused at binding, and when added after the binding.
+-- 19. A rule of the table writes to a table of another role that has the
+-- owner's rights, which has a policy (row security enabled, not forced):
+-- the policy holds the table's owner, another role, and runs the
+-- application's function as that owner.  Refused at binding, and when
+-- added after the binding.
+CREATE ROLE tc_aud IN ROLE tc_owner;
+GRANT CREATE, USAGE ON SCHEMA tc TO tc_aud;
 SET ROLE tc_owner;
 CREATE TABLE tc.secret19 (s text);
 INSERT INTO tc.secret19 VALUES ('the owner''s secret');
@@ -284,6 +285,8 @@ BEGIN
 EXCEPTION WHEN insufficient_privilege THEN RETURN true;
 END $f$;
 GRANT INSERT ON tc.loot19 TO PUBLIC;
+RESET ROLE;
+SET ROLE tc_aud;
 CREATE TABLE tc.audit19 (k text, st text);
 GRANT INSERT ON tc.audit19 TO tc_owner;
 ALTER TABLE tc.audit19 ENABLE ROW LEVEL SECURITY;
@@ -294,17 +297,98 @@ CREATE RULE audit AS ON UPDATE TO tc.o19 DO ALSO INSERT INTO tc.audit19 VALUES (
 RESET ROLE;
 SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
 -- the policy made after the binding
-SET ROLE tc_app;
+SET ROLE tc_aud;
 DROP POLICY p ON tc.audit19;
 RESET ROLE;
 SELECT paynotify_bind_orders('tc.o19', 'k', 'st', 'amount');
 SELECT tc.pay('evt_tc_19x', 'TC-19x') AS outcome;
-SET ROLE tc_app;
+SET ROLE tc_aud;
 CREATE POLICY p ON tc.audit19 FOR INSERT WITH CHECK (tc.spy19());
 RESET ROLE;
 SELECT tc.pay('evt_tc_19', 'TC-19') AS outcome;
 SELECT st FROM tc.o19;
 SELECT count(*) AS looted FROM tc.loot19;
+-- 20. What can be given code later, owned by the application: refused
+-- at binding whatever code it holds now, since its owner may give it
+-- any.  The table a rule writes to, with no code yet (any trigger the
+-- application gave it while a delivery waited for its lock would run
+-- unchecked).  A domain whose check hides SQL in text, where no walk of
+-- the catalog sees it, and a domain with no check at all.
+SET ROLE tc_app;
+CREATE TABLE tc.audit20 (k text, st text);
+CREATE DOMAIN tc.hidden20 AS text
+	CHECK (pg_catalog.query_to_xml('SELECT tc.escalate()', true, false, '') IS NOT NULL);
+CREATE DOMAIN tc.plain20 AS text;
+RESET ROLE;
+CREATE TABLE tc.o20 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE RULE audit AS ON UPDATE TO tc.o20 DO ALSO INSERT INTO tc.audit20 VALUES (new.k, new.st);
+SELECT paynotify_bind_orders('tc.o20', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+CREATE TABLE tc.o20b (k text PRIMARY KEY, st tc.hidden20 NOT NULL, amount bigint NOT NULL);
+SELECT paynotify_bind_orders('tc.o20b', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- no function of the application's is named by the catalog: its type is
+SELECT count(*) AS application_functions FROM paynotify_table_authors('tc.o20b') WHERE owner::text = 'tc_app';
+SELECT what, object FROM paynotify_table_owners('tc.o20b') WHERE owner::text = 'tc_app';
+CREATE TABLE tc.o20c (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, note tc.plain20);
+SELECT paynotify_bind_orders('tc.o20c', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 21. A policy that reads a view: the view's query runs in the policy's
+-- check.  Refused when the application owns the view, and when the
+-- owner's view calls the application's function.
+SET ROLE tc_app;
+CREATE VIEW tc.gate21 AS SELECT tc.escalate() AS ok;
+RESET ROLE;
+SET ROLE tc_owner;
+CREATE VIEW tc.gate21b AS SELECT tc.escalate() AS ok;
+CREATE TABLE tc.audit21 (k text, st text);
+ALTER TABLE tc.audit21 ENABLE ROW LEVEL SECURITY;
+ALTER TABLE tc.audit21 FORCE ROW LEVEL SECURITY;
+CREATE POLICY p ON tc.audit21 FOR INSERT WITH CHECK (EXISTS (SELECT 1 FROM tc.gate21));
+CREATE TABLE tc.o21 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE RULE audit AS ON UPDATE TO tc.o21 DO ALSO INSERT INTO tc.audit21 VALUES (new.k, new.st);
+RESET ROLE;
+SELECT relid::regclass, by_rule FROM paynotify_table_relations('tc.o21') ORDER BY 1::text;
+SELECT paynotify_bind_orders('tc.o21', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE tc_owner;
+ALTER POLICY p ON tc.audit21 WITH CHECK (EXISTS (SELECT 1 FROM tc.gate21b));
+RESET ROLE;
+SELECT paynotify_bind_orders('tc.o21', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+-- 22. The right to create triggers on the table, granted to the
+-- application or to PUBLIC: refused; revoked: bound.
+CREATE TABLE tc.o22 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+GRANT TRIGGER ON tc.o22 TO tc_app;
+SELECT paynotify_bind_orders('tc.o22', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+REVOKE TRIGGER ON tc.o22 FROM tc_app;
+GRANT TRIGGER ON tc.o22 TO PUBLIC;
+SELECT paynotify_bind_orders('tc.o22', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+REVOKE TRIGGER ON tc.o22 FROM PUBLIC;
+SELECT paynotify_bind_orders('tc.o22', 'k', 'st', 'amount');
+-- granted after the binding: the next payment fails, runs nothing
+INSERT INTO tc.o22 VALUES ('TC-22', 'pending', 100);
+SELECT tc.pay('evt_tc_22x', 'TC-22x') AS outcome;
+GRANT TRIGGER ON tc.o22 TO tc_app;
+SELECT tc.pay('evt_tc_22', 'TC-22') AS outcome;
+SELECT st FROM tc.o22;
+REVOKE TRIGGER ON tc.o22 FROM tc_app;
+-- 23. More code than paynotify checks (a table with 135 children of 1,593
+-- columns: 215,000 columns, each a start of the walk): refused at
+-- binding (54000), and when the children come after the binding.
+DO $$ BEGIN EXECUTE (SELECT 'CREATE TABLE tc.o23 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, '
+	   || pg_catalog.string_agg('c' || i || ' int', ', ') || ')' FROM pg_catalog.generate_series(1, 1590) i); END $$;
+INSERT INTO tc.o23 (k, st, amount) VALUES ('TC-23', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o23', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_23x', 'TC-23x') AS outcome;
+DO $$ BEGIN FOR i IN 1..135 LOOP EXECUTE pg_catalog.format('CREATE TABLE tc.o23_%s () INHERITS (tc.o23)', i); END LOOP; END $$;
+SELECT tc.pay('evt_tc_23', 'TC-23') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_23';
+SELECT st FROM tc.o23;
+SELECT paynotify_bind_orders('tc.o23', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part
@@ -315,4 +399,5 @@ DROP SCHEMA tc CASCADE;
 DROP ROLE tc_app;
 DROP ROLE tc_dba;
 DROP ROLE tc_dev;
+DROP ROLE tc_aud;
 DROP ROLE tc_owner;

@@ -2,9 +2,11 @@
  *
  * authors.c
  *	  The functions a table can run when its rows are read, moved or
- *	  copied, and the relations whose code that is: the walk of 1.3's
- *	  paynotify_table_authors and paynotify_table_relations, done with
- *	  syscache lookups and catalog index scans.
+ *	  copied, the owners of the types, operators and relations that code
+ *	  is made of, and the relations whose code that is: the walk of 1.3's
+ *	  paynotify_table_authors, paynotify_table_owners and
+ *	  paynotify_table_relations, done with syscache lookups and catalog
+ *	  index scans.
  *
  * The SQL functions are a recursive query over a dozen catalogs; planning
  * it and warming the catalog caches for it cost 150-400 ms in a fresh
@@ -12,8 +14,8 @@
  * what a CGI request pays.  This is the same walk: the same relations, the
  * same starting objects with the same labels (format strings and output
  * functions of the SQL, under its search_path pg_catalog, pg_temp), the
- * same edges, and the same rows: each function once per label, ordered by
- * label (as bytes) and function oid.  Both must agree:
+ * same edges, and the same rows: each object once, under the first label
+ * (as bytes) that reaches it, ordered by label and oid.  Both must agree:
  * the regression test table_authors compares them row for row.
  *
  * An object missing from the catalog (dropped while the walk runs, or a
@@ -27,6 +29,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "catalog/objectaddress.h"
 #include "catalog/partition.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_amop.h"
@@ -51,12 +54,14 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/catcache.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -65,6 +70,7 @@
 
 PG_FUNCTION_INFO_V1(paynotify_table_authors_c);
 PG_FUNCTION_INFO_V1(paynotify_table_relations_c);
+PG_FUNCTION_INFO_V1(paynotify_table_owners_c);
 
 /* An object of the catalog: the walk's node. */
 typedef struct WalkNode
@@ -83,8 +89,7 @@ typedef struct NodeVec
 
 /*
  * What the walk knows of a node: where it leads (read once, when the walk
- * first leaves it), the last label whose walk reached it, and for a
- * function its owner.
+ * leaves it), and whether a label's walk reached it.
  */
 typedef struct WalkEntry
 {
@@ -92,10 +97,7 @@ typedef struct WalkEntry
 	bool		expanded;
 	int			nedges;
 	WalkNode   *edges;
-	int			stamp;
-	bool		proc_read;
-	bool		proc_exists;
-	Oid			proowner;
+	bool		claimed;		/* a label's walk reached it */
 } WalkEntry;
 
 /* Where the code starts: an object, named for a message. */
@@ -227,6 +229,36 @@ rel_add(RelWalk *rw, Oid relid, bool by_rule)
 	rw->qn++;
 }
 
+/*
+ * The relations other than r that the objects objids (rules or policies
+ * of r, of catalog classid) name: their code runs with the rule's or the
+ * policy's (by_rule).
+ */
+static void
+rel_add_named(RelWalk *rw, Oid r, Oid classid, List *objids)
+{
+	ListCell   *lc;
+
+	foreach(lc, objids)
+	{
+		ScanKeyData key[2];
+		CatScan		cs;
+		HeapTuple	tup;
+
+		oid_key(&key[0], Anum_pg_depend_classid, classid);
+		oid_key(&key[1], Anum_pg_depend_objid, lfirst_oid(lc));
+		cat_begin(&cs, DependRelationId, DependDependerIndexId, 2, key);
+		while (HeapTupleIsValid(tup = cat_next(&cs)))
+		{
+			Form_pg_depend d = (Form_pg_depend) GETSTRUCT(tup);
+
+			if (d->refclassid == RelationRelationId && d->refobjid != r)
+				rel_add(rw, d->refobjid, true);
+		}
+		cat_end(&cs);
+	}
+}
+
 static int
 oid_cmp_asc(const void *a, const void *b)
 {
@@ -239,8 +271,8 @@ oid_cmp_asc(const void *a, const void *b)
 /*
  * The relations whose code rel runs when its rows are read or moved, as
  * paynotify_table_relations: rel, the partitioned tables it is a partition
- * of, its partitions and child tables, and every relation a rule of any of
- * them names (by_rule, and so on from there).  *n of them, ordered by oid,
+ * of, its partitions and child tables, and every relation a rule or a
+ * policy of any of them names (by_rule, and so on from there).  *n of them, ordered by oid,
  * in the current memory context.
  */
 static void
@@ -276,6 +308,7 @@ walk_relations(Oid rel, int *n, Oid **relids, bool **by_rule)
 		CatScan		cs;
 		HeapTuple	tup;
 		List	   *rules = NIL;
+		List	   *policies = NIL;
 
 		rw.qhead++;
 		CHECK_FOR_INTERRUPTS();
@@ -299,20 +332,15 @@ walk_relations(Oid rel, int *n, Oid **relids, bool **by_rule)
 		while (HeapTupleIsValid(tup = cat_next(&cs)))
 			rules = lappend_oid(rules, ((Form_pg_rewrite) GETSTRUCT(tup))->oid);
 		cat_end(&cs);
-		foreach(lc, rules)
-		{
-			oid_key(&key[0], Anum_pg_depend_classid, RewriteRelationId);
-			oid_key(&key[1], Anum_pg_depend_objid, lfirst_oid(lc));
-			cat_begin(&cs, DependRelationId, DependDependerIndexId, 2, key);
-			while (HeapTupleIsValid(tup = cat_next(&cs)))
-			{
-				Form_pg_depend d = (Form_pg_depend) GETSTRUCT(tup);
+		rel_add_named(&rw, r, RewriteRelationId, rules);
 
-				if (d->refclassid == RelationRelationId && d->refobjid != r)
-					rel_add(&rw, d->refobjid, true);
-			}
-			cat_end(&cs);
-		}
+		/* the relations its policies read */
+		oid_key(&key[0], Anum_pg_policy_polrelid, r);
+		cat_begin(&cs, PolicyRelationId, PolicyPolrelidPolnameIndexId, 1, key);
+		while (HeapTupleIsValid(tup = cat_next(&cs)))
+			policies = lappend_oid(policies, ((Form_pg_policy) GETSTRUCT(tup))->oid);
+		cat_end(&cs);
+		rel_add_named(&rw, r, PolicyRelationId, policies);
 	}
 
 	*n = (int) hash_get_num_entries(rw.seen);
@@ -782,6 +810,15 @@ node_edges(WalkNode n, NodeVec *out)
  * ---------------------------------------------------------------------
  */
 
+/*
+ * At most this many relations, starting objects and reached objects: a
+ * table with more code than that (thousands of partitions of hundreds of
+ * columns) is not checked, and not used: its binding fails with
+ * program_limit_exceeded, and a bound one fails every step until it is
+ * smaller.
+ */
+#define PN_WALK_LIMIT 200000
+
 static int
 start_cmp_bytes(const void *a, const void *b)
 {
@@ -789,11 +826,9 @@ start_cmp_bytes(const void *a, const void *b)
 }
 
 /*
- * The rows' order: label, then function oid.  The labels compare as bytes
- * (collation "C"), whatever the database's collation: in the SQL each
- * label's format() takes a name (a column's, a trigger's...), whose
- * collation "C" wins over the default one, and the union of the labels
- * with it.
+ * The rows' order: label, then object oid.  The labels compare as bytes
+ * (collation "C"), whatever the database's collation, as the SQL orders
+ * them (COLLATE "C").
  */
 static int
 author_cmp(const void *a, const void *b)
@@ -804,7 +839,9 @@ author_cmp(const void *a, const void *b)
 
 	if (c != 0)
 		return c;
-	return (x->fn > y->fn) - (x->fn < y->fn);
+	if (x->classid != y->classid)
+		return (x->classid > y->classid) - (x->classid < y->classid);
+	return (x->objid > y->objid) - (x->objid < y->objid);
 }
 
 static WalkEntry *
@@ -818,8 +855,7 @@ entry_get(HTAB *nodes, WalkNode n)
 		e->expanded = false;
 		e->nedges = 0;
 		e->edges = NULL;
-		e->stamp = 0;
-		e->proc_read = false;
+		e->claimed = false;
 	}
 	return e;
 }
@@ -839,11 +875,130 @@ pn_relation_owner(Oid relid)
 }
 
 /*
- * pn_table_authors: every function table rel can run, with what runs it
- * and its owner (paynotify_table_authors), *n rows in the current memory
- * context; with the relations whose code that is
+ * The owner of a function, a type or an operator the walk reached, and
+ * whether it exists.
+ */
+static bool
+node_owner(WalkNode n, Oid *owner)
+{
+	HeapTuple	tup;
+
+	switch (n.classid)
+	{
+		case ProcedureRelationId:
+			tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(n.objid));
+			if (!HeapTupleIsValid(tup))
+				return false;
+			*owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+			break;
+		case TypeRelationId:
+			tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(n.objid));
+			if (!HeapTupleIsValid(tup))
+				return false;
+			*owner = ((Form_pg_type) GETSTRUCT(tup))->typowner;
+			break;
+		case OperatorRelationId:
+			tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(n.objid));
+			if (!HeapTupleIsValid(tup))
+				return false;
+			*owner = ((Form_pg_operator) GETSTRUCT(tup))->oprowner;
+			break;
+		default:
+			return false;
+	}
+	ReleaseSysCache(tup);
+	return true;
+}
+
+/* The rows being built. */
+typedef struct RowVec
+{
+	PnAuthor   *v;
+	int			n;
+	int			cap;
+} RowVec;
+
+static void
+row_push(RowVec *rv, const char *what, Oid classid, Oid objid, Oid owner, char *object)
+{
+	if (rv->n == rv->cap)
+	{
+		rv->cap = rv->cap ? rv->cap * 2 : 64;
+		rv->v = rv->v ? repalloc(rv->v, sizeof(PnAuthor) * rv->cap)
+			: palloc(sizeof(PnAuthor) * rv->cap);
+	}
+	rv->v[rv->n].what = (char *) what;
+	rv->v[rv->n].classid = classid;
+	rv->v[rv->n].objid = objid;
+	rv->v[rv->n].owner = owner;
+	rv->v[rv->n].object = object;
+	rv->n++;
+}
+
+/*
+ * The relation relid itself: its owner, who may give it any code (a
+ * trigger, a policy, a rule, a check), and the roles other than its owner
+ * granted TRIGGER on it, who may give it triggers.  PUBLIC is owner
+ * InvalidOid.
+ */
+static void
+relation_rows(RowVec *rv, Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			relowner;
+	char	   *what;
+	char	   *desc;
+	bool		isnull;
+	Datum		acl;
+
+	if (!HeapTupleIsValid(tup))
+		return;
+	relowner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	what = psprintf("the code of %s", regclass_text(relid));
+	desc = getObjectDescriptionOids(RelationRelationId, relid);
+	row_push(rv, what, RelationRelationId, relid, relowner, desc);
+	acl = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
+	if (!isnull)
+	{
+		Acl		   *a = DatumGetAclPCopy(acl);
+
+		/* an acl has no nulls: its items follow the header (ACL_DAT) */
+		AclItem    *items = (AclItem *) (((char *) a) + ARR_OVERHEAD_NONULLS(ARR_NDIM(a)));
+		int			nitems = ARR_NDIM(a) == 1 && !ARR_HASNULL(a) ? ACL_NUM(a) : 0;
+		List	   *grantees = NIL;
+
+		for (int i = 0; i < nitems; i++)
+		{
+			Oid			g = items[i].ai_grantee;
+
+			if ((ACLITEM_GET_PRIVS(items[i]) & ACL_TRIGGER) != 0 && g != relowner &&
+				!list_member_oid(grantees, g))
+				grantees = lappend_oid(grantees, g);
+		}
+		list_sort(grantees, list_oid_cmp);
+		if (grantees != NIL)
+		{
+			char	   *object = psprintf("the right to create triggers on %s", desc);
+			ListCell   *lc;
+
+			foreach(lc, grantees)
+				row_push(rv, what, InvalidOid, relid, lfirst_oid(lc), object);
+		}
+	}
+	ReleaseSysCache(tup);
+}
+
+/*
+ * pn_table_authors: the owners of everything table rel's code is made of
+ * and of everything that can give it code (paynotify_table_authors and
+ * paynotify_table_owners), *n rows in the current memory context, ordered
+ * by label and object; with the relations whose code that is
  * (paynotify_table_relations) in *relids, *nrelids of them, when relids is
- * not NULL.
+ * not NULL.  The rows: every function the table can run, type and
+ * operator its code reaches, each once, with the first label (as bytes)
+ * under which it is reached; every relation whose code it runs, and every
+ * role granted TRIGGER on one.  NULL and *n = -1 when there is more than
+ * PN_WALK_LIMIT of it (the relations are still returned).
  */
 PnAuthor *
 pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
@@ -861,26 +1016,32 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 	HASHCTL		ctl;
 	HTAB	   *nodes;
 	NodeVec		queue = {0};
-	PnAuthor   *rows = NULL;
-	int			nrows = 0,
-				caprows = 0,
-				stamp = 0;
-	PnAuthor   *result;
+	RowVec		rows = {0};
+	PnAuthor   *result = NULL;
 	Oid			owner;
+	bool		too_large;
 
 	walk_relations(rel, &nrels, &rels, &by_rule);
 	owner = pn_relation_owner(rel);
+	too_large = nrels > PN_WALK_LIMIT;
 
-	/* the labels, formatted as under the SQL function's search_path */
+	/* the labels and objects named as under the SQL functions' search_path */
 	save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	for (int i = 0; i < nrels; i++)
+	for (int i = 0; i < nrels && !too_large; i++)
+	{
 		relation_starts(&sv, rels[i], by_rule[i], owner);
-	AtEOXact_GUC(true, save_nestlevel);
+		relation_rows(&rows, rels[i]);
+		too_large = sv.n > PN_WALK_LIMIT;
+	}
 
-	/* each label's walk: every object its starts reach, once */
+	/*
+	 * The walk, label by label in order: each object is reached once, by
+	 * the first label whose code reaches it (all that an object reaches,
+	 * the label that reached it first reached too).
+	 */
 	qsort(sv.v, sv.n, sizeof(WalkStart), start_cmp_bytes);
 	memset(&ctl, 0, sizeof(ctl));
 	ctl.keysize = sizeof(WalkNode);
@@ -888,26 +1049,26 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 	ctl.hcxt = cxt;
 	nodes = hash_create("paynotify table authors", 256, &ctl,
 						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	for (int s = 0; s < sv.n;)
+	for (int s = 0; s < sv.n && !too_large;)
 	{
 		const char *what = sv.v[s].what;
 		int			qhead = 0;
 
-		stamp++;
 		queue.n = 0;
 		for (; s < sv.n && strcmp(sv.v[s].what, what) == 0; s++)
 		{
 			WalkEntry  *e = entry_get(nodes, sv.v[s].node);
 
-			if (e->stamp != stamp)
+			if (!e->claimed)
 			{
-				e->stamp = stamp;
+				e->claimed = true;
 				vec_push(&queue, e->key.classid, e->key.objid);
 			}
 		}
 		while (qhead < queue.n)
 		{
 			WalkEntry  *e = entry_get(nodes, queue.v[qhead++]);
+			Oid			objowner;
 
 			CHECK_FOR_INTERRUPTS();
 			if (!e->expanded)
@@ -919,60 +1080,44 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 				e->nedges = edges.n;
 				e->expanded = true;
 			}
-			if (e->key.classid == ProcedureRelationId)
-			{
-				if (!e->proc_read)
-				{
-					HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(e->key.objid));
-
-					e->proc_read = true;
-					e->proc_exists = HeapTupleIsValid(tup);
-					if (e->proc_exists)
-					{
-						e->proowner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-						ReleaseSysCache(tup);
-					}
-				}
-				if (e->proc_exists)
-				{
-					if (nrows == caprows)
-					{
-						caprows = caprows ? caprows * 2 : 64;
-						rows = rows ? repalloc(rows, sizeof(PnAuthor) * caprows)
-							: palloc(sizeof(PnAuthor) * caprows);
-					}
-					rows[nrows].what = (char *) what;
-					rows[nrows].fn = e->key.objid;
-					rows[nrows].owner = e->proowner;
-					nrows++;
-				}
-			}
+			if (node_owner(e->key, &objowner))
+				row_push(&rows, what, e->key.classid, e->key.objid, objowner,
+						 e->key.classid == ProcedureRelationId ? NULL
+						 : getObjectDescriptionOids(e->key.classid, e->key.objid));
 			for (int i = 0; i < e->nedges; i++)
 			{
 				/* the entry may move no node: dynahash keeps them in place */
 				WalkEntry  *to = entry_get(nodes, e->edges[i]);
 
-				if (to->stamp != stamp)
+				if (!to->claimed)
 				{
-					to->stamp = stamp;
+					to->claimed = true;
 					vec_push(&queue, to->key.classid, to->key.objid);
 				}
 			}
 		}
+		too_large = hash_get_num_entries(nodes) > PN_WALK_LIMIT;
 	}
-	qsort(rows, nrows, sizeof(PnAuthor), author_cmp);
+	AtEOXact_GUC(true, save_nestlevel);
+	if (!too_large)
+		qsort(rows.v, rows.n, sizeof(PnAuthor), author_cmp);
 
 	/* the rows and relations into the caller's context; the rest freed */
 	MemoryContextSwitchTo(caller);
-	result = palloc(sizeof(PnAuthor) * Max(nrows, 1));
-	for (int i = 0; i < nrows; i++)
+	*n = too_large ? -1 : rows.n;
+	if (!too_large)
 	{
-		result[i].what = (i > 0 && rows[i].what == rows[i - 1].what)
-			? result[i - 1].what : pstrdup(rows[i].what);
-		result[i].fn = rows[i].fn;
-		result[i].owner = rows[i].owner;
+		result = palloc(sizeof(PnAuthor) * Max(rows.n, 1));
+		for (int i = 0; i < rows.n; i++)
+		{
+			result[i] = rows.v[i];
+			result[i].what = (i > 0 && rows.v[i].what == rows.v[i - 1].what)
+				? result[i - 1].what : pstrdup(rows.v[i].what);
+			result[i].object = rows.v[i].object == NULL ? NULL
+				: (i > 0 && rows.v[i].object == rows.v[i - 1].object)
+				? result[i - 1].object : pstrdup(rows.v[i].object);
+		}
 	}
-	*n = nrows;
 	if (relids != NULL)
 	{
 		*relids = palloc(sizeof(Oid) * Max(nrels, 1));
@@ -982,6 +1127,94 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return result;
+}
+
+/* Whether author a has the rights of role owner. */
+bool
+pn_author_trusted(const PnAuthor *a, Oid owner)
+{
+	return OidIsValid(a->owner) && has_privs_of_role(a->owner, owner);
+}
+
+/*
+ * Why table relid (named table, "the orders table t") may not be used:
+ * author a has not the rights of its owner; or (a NULL) it has too much
+ * code to check.
+ */
+char *
+pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
+{
+	Oid			owner = pn_relation_owner(relid);
+
+	if (a == NULL)
+		return psprintf("%s has more code than paynotify checks: more than %d relations, objects of its code or objects they reach",
+						table, PN_WALK_LIMIT);
+	return psprintf("%s runs %s, %s of role %s, which does not have the rights of the table's owner %s",
+					table, a->what,
+					a->object != NULL ? a->object
+					: psprintf("function %s", DatumGetCString(DirectFunctionCall1(regprocedureout,
+																					ObjectIdGetDatum(a->objid)))),
+					OidIsValid(a->owner) ? GetUserNameFromId(a->owner, false) : "PUBLIC",
+					GetUserNameFromId(owner, false));
+}
+
+/*
+ * The rows of pn_table_authors for the SQL-callable walks: the functions
+ * (functions true), or the rest ordered by label, object and owner.
+ */
+static int
+owner_row_cmp(const void *a, const void *b)
+{
+	const PnAuthor *x = (const PnAuthor *) a;
+	const PnAuthor *y = (const PnAuthor *) b;
+	int			c = strcmp(x->what, y->what);
+
+	if (c == 0)
+		c = strcmp(x->object, y->object);
+	if (c != 0)
+		return c;
+	return (x->owner > y->owner) - (x->owner < y->owner);
+}
+
+static void
+authors_srf(FunctionCallInfo fcinfo, bool functions)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt;
+	MemoryContext old;
+	PnAuthor   *rows;
+	PnAuthor   *keep;
+	int			n,
+				nkeep = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors rows",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	rows = pn_table_authors(PG_GETARG_OID(0), &n, NULL, NULL);
+	if (n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s", pn_author_offence(psprintf("table %s", get_rel_name(PG_GETARG_OID(0))),
+												PG_GETARG_OID(0), NULL))));
+	keep = palloc(sizeof(PnAuthor) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+		if ((rows[i].classid == ProcedureRelationId) == functions)
+			keep[nkeep++] = rows[i];
+	if (!functions)
+		qsort(keep, nkeep, sizeof(PnAuthor), owner_row_cmp);
+	for (int i = 0; i < nkeep; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = CStringGetTextDatum(keep[i].what);
+		values[1] = functions ? ObjectIdGetDatum(keep[i].objid) : CStringGetTextDatum(keep[i].object);
+		values[2] = ObjectIdGetDatum(keep[i].owner);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
 }
 
 /*
@@ -1021,33 +1254,22 @@ paynotify_table_relations_c(PG_FUNCTION_ARGS)
 /*
  * paynotify_table_authors_c(rel regclass)
  *   RETURNS TABLE (what text, fn regprocedure, owner regrole)
+ * paynotify_table_owners_c(rel regclass)
+ *   RETURNS TABLE (what text, object text, owner regrole)
  *
- * The C walk as paynotify_table_authors returns it: for tests comparing
- * the two (not in the extension's scripts).
+ * The C walk as paynotify_table_authors and paynotify_table_owners return
+ * it: for tests comparing the two (not in the extension's scripts).
  */
 Datum
 paynotify_table_authors_c(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext cxt;
-	MemoryContext old;
-	PnAuthor   *rows;
-	int			n;
+	authors_srf(fcinfo, true);
+	return (Datum) 0;
+}
 
-	InitMaterializedSRF(fcinfo, 0);
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors rows",
-								ALLOCSET_DEFAULT_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	rows = pn_table_authors(PG_GETARG_OID(0), &n, NULL, NULL);
-	for (int i = 0; i < n; i++)
-	{
-		Datum		values[3] = {CStringGetTextDatum(rows[i].what),
-		ObjectIdGetDatum(rows[i].fn), ObjectIdGetDatum(rows[i].owner)};
-		bool		nulls[3] = {false, false, false};
-
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
+Datum
+paynotify_table_owners_c(PG_FUNCTION_ARGS)
+{
+	authors_srf(fcinfo, false);
 	return (Datum) 0;
 }

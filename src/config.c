@@ -541,6 +541,7 @@ load_table_authors(PnConfig *cfg)
 	Oid		   *relids;
 	int			nrelids;
 	char	   *offence = NULL;
+	char	   *table;
 
 	if (!cfg->bound || !pn_has_table_authors(cfg->nsp))
 		return;
@@ -550,20 +551,18 @@ load_table_authors(PnConfig *cfg)
 	old = MemoryContextSwitchTo(walk);
 	authors = pn_table_authors(cfg->orders_oid, &nauthors, &relids, &nrelids);
 	MemoryContextSwitchTo(old);
-	cfg->nauthors = nauthors;
-	cfg->author_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(cfg->nauthors, 1));
-	for (int i = 0; i < cfg->nauthors; i++)
+	table = psprintf("the bound orders table %s", cfg->orders);
+	if (nauthors < 0)
+		offence = pn_author_offence(table, cfg->orders_oid, NULL);
+	cfg->nauthors = 0;
+	cfg->author_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(nauthors, 1));
+	for (int i = 0; i < nauthors; i++)
 	{
-		Oid			fn = authors[i].fn;
-
-		cfg->author_hashes[i] = GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fn));
-		if (offence == NULL && !has_privs_of_role(authors[i].owner, owner))
-			offence = psprintf("the bound orders table %s runs %s, function %s of role %s, "
-							   "which does not have the rights of the table's owner %s",
-							   cfg->orders, authors[i].what,
-							   DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(fn))),
-							   DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(authors[i].owner))),
-							   GetUserNameFromId(owner, false));
+		if (authors[i].classid == ProcedureRelationId)
+			cfg->author_hashes[cfg->nauthors++] =
+				GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(authors[i].objid));
+		if (offence == NULL && !pn_author_trusted(&authors[i], owner))
+			offence = pn_author_offence(table, cfg->orders_oid, &authors[i]);
 	}
 	/*
 	 * A change of any relation whose code the table runs (a trigger given

@@ -308,15 +308,25 @@ extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 
 /* ---------- authors.c ---------- */
-/* A function a table can run: what runs it, the function, its owner. */
+/*
+ * An owner of a table's code: what runs it (or whose code it is), the
+ * object (a function, a type, an operator, a relation: classid and objid;
+ * classid InvalidOid for the right to create triggers on relation objid),
+ * the role that owns it or holds the right (InvalidOid: PUBLIC), and the
+ * object named (NULL for a function).
+ */
 typedef struct PnAuthor
 {
 	char	   *what;
-	Oid			fn;
+	Oid			classid;
+	Oid			objid;
 	Oid			owner;
+	char	   *object;
 } PnAuthor;
 
 extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids);
+extern bool pn_author_trusted(const PnAuthor *a, Oid owner);
+extern char *pn_author_offence(const char *table, Oid relid, const PnAuthor *a);
 extern Oid	pn_relation_owner(Oid relid);
 
 /* ---------- lock.c ---------- */

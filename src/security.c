@@ -291,13 +291,14 @@ pn_has_table_authors(Oid nsp)
 }
 
 /*
- * The orders table must run no function whose owner lacks the rights of
- * the table's owner, as which paynotify reads and moves orders (and casts
- * status values when binding): paynotify_table_authors lists them (the C
- * walk of authors.c).  The one named is the first by what runs it in the
- * database's collation, as ORDER BY what over the SQL function's rows
- * chose it (of several functions under one label, the first by oid).  Run
- * as the extension's owner; nothing on a database not yet at 1.3.
+ * The orders table must run no code whose owner lacks the rights of the
+ * table's owner, as which paynotify reads and moves orders (and casts
+ * status values when binding): pn_table_authors lists the owners of every
+ * function, type and operator its code reaches and of every relation
+ * whose code it runs, and the roles that may give those relations
+ * triggers.  The one named is the first by label in the database's
+ * collation (of several under one label, the first in the walk's order).
+ * Run as the extension's owner; nothing on a database not yet at 1.3.
  */
 static void
 authors_check(void *arg)
@@ -307,10 +308,16 @@ authors_check(void *arg)
 	PnAuthor   *authors;
 	PnAuthor   *first = NULL;
 	int			n;
+	char	   *table = psprintf("the orders table %s", get_rel_name(a->relid));
 
 	authors = pn_table_authors(a->relid, &n, NULL, NULL);
+	if (n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s", pn_author_offence(table, a->relid, NULL)),
+				 errhint("Bind a table with fewer partitions, or fewer tables that its rules and policies reach.")));
 	for (int i = 0; i < n; i++)
-		if (!has_privs_of_role(authors[i].owner, owner) &&
+		if (!pn_author_trusted(&authors[i], owner) &&
 			(first == NULL ||
 			 varstr_cmp(authors[i].what, strlen(authors[i].what),
 						first->what, strlen(first->what), DEFAULT_COLLATION_OID) < 0))
@@ -318,11 +325,7 @@ authors_check(void *arg)
 	if (first != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("the orders table %s runs %s, function %s of role %s, which does not have the rights of the table's owner %s",
-						get_rel_name(a->relid), first->what,
-						DatumGetCString(DirectFunctionCall1(regprocedureout, ObjectIdGetDatum(first->fn))),
-						DatumGetCString(DirectFunctionCall1(regroleout, ObjectIdGetDatum(first->owner))),
-						GetUserNameFromId(owner, false)),
+				 errmsg("%s", pn_author_offence(table, a->relid, first)),
 				 errdetail("paynotify reads and moves orders as the table's owner, and that code would run with the owner's rights."),
 				 errhint("Give the table to a role whose rights the code's owners have (ALTER TABLE ... OWNER TO), or the code to the table's owner.")));
 }
