@@ -389,6 +389,60 @@ SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'e
 SELECT st FROM tc.o23;
 SELECT paynotify_bind_orders('tc.o23', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
+-- 24. Code no walk of the catalog follows, guarded as it runs: a function
+-- whose owner lacks the rights of the role it would run as fails before
+-- it runs, and the step with it (retried).
+-- a. the owner's PL/pgSQL trigger writes each move into the application's
+-- table, which the application gives a trigger after the binding
+SET ROLE tc_app;
+CREATE TABLE tc.audit24 (k text, st text);
+RESET ROLE;
+CREATE FUNCTION tc.log24() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN INSERT INTO tc.audit24 VALUES (NEW.k, NEW.st); RETURN NEW; END $f$;
+CREATE TABLE tc.o24a (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TRIGGER log AFTER UPDATE ON tc.o24a FOR EACH ROW EXECUTE FUNCTION tc.log24();
+INSERT INTO tc.o24a VALUES ('TC-24a', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o24a', 'k', 'st', 'amount');
+SET ROLE tc_app;
+CREATE TRIGGER stamp BEFORE INSERT ON tc.audit24 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+RESET ROLE;
+SELECT tc.pay('evt_tc_24a', 'TC-24a') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_24a';
+SELECT st, (SELECT count(*) FROM tc.audit24) AS audited FROM tc.o24a;
+-- b. a CHECK through the owner's SQL function, whose body reads the
+-- application's view
+SET ROLE tc_app;
+CREATE VIEW tc.gate24 AS SELECT tc.escalate() AS ok;
+RESET ROLE;
+CREATE FUNCTION tc.open24(k text) RETURNS boolean LANGUAGE sql STABLE
+BEGIN ATOMIC SELECT bool_and(ok) FROM tc.gate24; END;
+CREATE TABLE tc.o24b (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL,
+	CHECK (st = 'pending' OR tc.open24(k)));
+INSERT INTO tc.o24b VALUES ('TC-24b', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o24b', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_24b', 'TC-24b') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_24b';
+SELECT st FROM tc.o24b;
+-- c. the owner's shipments reference the order's status ON UPDATE CASCADE;
+-- the application may create triggers on them
+CREATE TABLE tc.o24c (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, UNIQUE (k, st));
+CREATE TABLE tc.ship24 (k text, st text, FOREIGN KEY (k, st) REFERENCES tc.o24c (k, st) ON UPDATE CASCADE);
+GRANT TRIGGER ON tc.ship24 TO tc_app;
+INSERT INTO tc.o24c VALUES ('TC-24c', 'pending', 100);
+INSERT INTO tc.ship24 VALUES ('TC-24c', 'pending');
+SELECT paynotify_bind_orders('tc.o24c', 'k', 'st', 'amount');
+SET ROLE tc_app;
+CREATE TRIGGER stamp BEFORE UPDATE ON tc.ship24 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+RESET ROLE;
+SELECT tc.pay('evt_tc_24c', 'TC-24c') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_24c';
+SELECT st, (SELECT st FROM tc.ship24) AS shipped FROM tc.o24c;
+-- the application's own table (case 4) still runs the application's code
+SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
+SET ROLE tc_app;
+UPDATE tc.o4 SET st = 'pending';
+RESET ROLE;
+SELECT tc.pay('evt_tc_24d', 'TC-4') AS outcome;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part

@@ -116,5 +116,6 @@ _PG_init(void)
 
 	pn_crypto_init();
 	pn_config_init();
+	pn_security_init();
 	pn_state_init();
 }

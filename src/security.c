@@ -49,6 +49,11 @@ PG_FUNCTION_INFO_V1(paynotify_status_canonical);
  */
 static int	run_as_depth = 0;
 
+/* How deep in pn_run_as_owner: the code of a table runs as its owner. */
+static int	owner_depth = 0;
+static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
+static fmgr_hook_type prev_fmgr_hook = NULL;
+
 void
 pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 {
@@ -76,6 +81,97 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Run fn(arg) as the owner of a table whose code it runs (pn_run_as), with
+ * every function that code calls checked as it starts: a function whose
+ * owner has not the rights of the role it would run as (the table's owner,
+ * or the owner of a SECURITY DEFINER function on the way) is refused with
+ * an error before it runs (pn_fmgr_guard).  The walk of the table's code
+ * (authors.c) refuses such code at binding and at each configuration load;
+ * this refuses it too when it comes in between (a trigger created while a
+ * delivery waited for a lock) or where no walk of the catalog sees it (a
+ * PL/pgSQL body of the owner that writes to a table whose trigger is
+ * another role's).
+ */
+void
+pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
+{
+	owner_depth++;
+	PG_TRY();
+	{
+		pn_run_as(owner, fn, arg);
+	}
+	PG_FINALLY();
+	{
+		owner_depth--;
+	}
+	PG_END_TRY();
+}
+
+/* The owner of function fn_oid, or InvalidOid. */
+static Oid
+proc_owner(Oid fn_oid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Whether calls of fn_oid go through pn_fmgr_guard: under
+ * pn_run_as_owner, a function no superuser owns (a superuser's has every
+ * role's rights).  The answer is kept with the call's FmgrInfo, which
+ * outside pn_run_as_owner is made without it, and costs nothing there.
+ */
+static bool
+pn_needs_fmgr(Oid fn_oid)
+{
+	Oid			owner;
+
+	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fn_oid))
+		return true;
+	if (owner_depth == 0)
+		return false;
+	owner = proc_owner(fn_oid);
+	return OidIsValid(owner) && !superuser_arg(owner);
+}
+
+static void
+pn_fmgr_guard(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
+{
+	if (event == FHET_START && owner_depth > 0)
+	{
+		Oid			owner = proc_owner(flinfo->fn_oid);
+
+		if (OidIsValid(owner) && !has_privs_of_role(owner, GetUserId()))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("function %s of role %s may not run as role %s",
+							format_procedure(flinfo->fn_oid),
+							GetUserNameFromId(owner, false),
+							GetUserNameFromId(GetUserId(), false)),
+					 errdetail("paynotify runs the orders table's code as the table's owner, and that role's rights are more than the function's owner has."),
+					 errhint("Give the function to a role with the table owner's rights, or keep it out of the table's code.")));
+	}
+	if (prev_fmgr_hook != NULL)
+		prev_fmgr_hook(event, flinfo, private);
+}
+
+/* Install the function guard, after any hook already there. */
+void
+pn_security_init(void)
+{
+	prev_needs_fmgr_hook = needs_fmgr_hook;
+	needs_fmgr_hook = pn_needs_fmgr;
+	prev_fmgr_hook = fmgr_hook;
+	fmgr_hook = pn_fmgr_guard;
 }
 
 /*
@@ -448,7 +544,7 @@ paynotify_status_canonical(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	c.value = PG_GETARG_TEXT_PP(2);
 	c.result = NULL;
-	pn_run_as(owner, status_cast, &c);
+	pn_run_as_owner(owner, status_cast, &c);
 	if (c.result == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(c.result);
