@@ -165,9 +165,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5)",
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID}
 	},
+/* the rows the key column's own equality takes for the order's */
 #define PN_SAME_KEY \
-	" RETURNING (SELECT pg_catalog.count(*) FROM @o same" \
-	" WHERE same.@k = $1::@kt AND (same.@k::text COLLATE pg_catalog.\"C\") = $1)"
+	" RETURNING (SELECT pg_catalog.count(*) FROM @o same WHERE same.@k = $1::@kt)"
 	/*
 	 * The order a notification names, exactly: the cast to the key's type
 	 * finds the row by its index, and the key read back as text must be
