@@ -437,12 +437,59 @@ RESET ROLE;
 SELECT tc.pay('evt_tc_24c', 'TC-24c') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_24c';
 SELECT st, (SELECT st FROM tc.ship24) AS shipped FROM tc.o24c;
+-- d. the application's table with no code but a default, which the
+-- owner's trigger fills: refused as the trigger's INSERT starts (it wrote
+-- the owner's name, and could have read any file)
+CREATE TABLE tc.o24d (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+SET ROLE tc_app;
+CREATE TABLE tc.audit24d (k text, st text, who text DEFAULT current_user);
+RESET ROLE;
+CREATE FUNCTION tc.log24d() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN INSERT INTO tc.audit24d (k, st) VALUES (NEW.k, NEW.st); RETURN NEW; END $f$;
+CREATE TRIGGER log AFTER UPDATE ON tc.o24d FOR EACH ROW EXECUTE FUNCTION tc.log24d();
+INSERT INTO tc.o24d VALUES ('TC-24d', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o24d', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_24d', 'TC-24d') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_24d';
+SELECT st, (SELECT count(*) FROM tc.audit24d) AS audited FROM tc.o24d;
+-- 25. The application's own moves (paynotify_transit) run the table's
+-- code as the application, as its own UPDATE would: nothing its session
+-- prepared runs as the owner.  The owner's trigger calls the
+-- application's function; the application warms it in its transaction,
+-- then moves orders.
+CREATE ROLE tc_mover;
+SELECT paynotify_grant('tc_mover', 'admin');
+GRANT USAGE ON SCHEMA tc TO tc_mover;
+CREATE TABLE tc.ran25 (who text);
+GRANT INSERT ON tc.ran25 TO PUBLIC;
+SET ROLE tc_app;
+CREATE FUNCTION tc.mark25(k text) RETURNS boolean LANGUAGE plpgsql AS $f$
+BEGIN INSERT INTO tc.ran25 VALUES (current_user); RETURN tc.escalate(); END $f$;
+RESET ROLE;
+CREATE FUNCTION tc.log25() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE ok boolean;
+BEGIN ok := tc.mark25(NEW.k); RETURN NEW; END $f$;
+CREATE TABLE tc.o25 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TRIGGER log AFTER UPDATE ON tc.o25 FOR EACH ROW EXECUTE FUNCTION tc.log25();
+INSERT INTO tc.o25 VALUES ('TC-25a', 'pending', 100), ('TC-25b', 'pending', 100);
+GRANT SELECT, UPDATE ON tc.o25 TO tc_mover;
+SELECT paynotify_bind_orders('tc.o25', 'k', 'st', 'amount');
+SET ROLE tc_mover;
+BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
+UPDATE tc.o25 SET st = st WHERE k = 'TC-25b';
+SELECT pay.paynotify_transit('TC-25a', 'pending', 'paid');
+COMMIT;
+RESET ROLE;
+SELECT k, st FROM tc.o25 ORDER BY k;
+SELECT who, count(*) FROM tc.ran25 GROUP BY who;
+SELECT paynotify_revoke('tc_mover', 'admin');
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;
 UPDATE tc.o4 SET st = 'pending';
 RESET ROLE;
-SELECT tc.pay('evt_tc_24d', 'TC-4') AS outcome;
+SELECT tc.pay('evt_tc_24e', 'TC-4') AS outcome;
 -- none of it made the application a superuser
 SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
 -- what paynotify_table_authors says of tc.o1, the application's part
@@ -455,3 +502,4 @@ DROP ROLE tc_dba;
 DROP ROLE tc_dev;
 DROP ROLE tc_aud;
 DROP ROLE tc_owner;
+DROP ROLE tc_mover;

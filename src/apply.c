@@ -440,7 +440,8 @@ transit_call(void *arg)
  * A successful move also applies the notifications parked for this order.
  * Not SECURITY DEFINER: the caller must own the orders table or hold UPDATE
  * on it; paynotify's own tables are then used as the extension's owner, the
- * orders table as its owner, hooks as the roles that registered them.
+ * orders table as the caller (its code runs as the caller's own UPDATE
+ * would run it), hooks as the roles that registered them.
  */
 Datum
 paynotify_transit(PG_FUNCTION_ARGS)
@@ -455,6 +456,6 @@ paynotify_transit(PG_FUNCTION_ARGS)
 	c.to = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	c.moved = false;
 	pn_history_cause(NULL, NULL);
-	pn_run_as(pn_function_owner(c.fn_oid), transit_call, &c);
+	pn_run_orders_as_caller(c.caller, pn_function_owner(c.fn_oid), transit_call, &c);
 	PG_RETURN_BOOL(c.moved);
 }

@@ -302,6 +302,8 @@ extern ErrorData *pn_subxact_run(void (*fn) (void *arg), void *arg);
 /* ---------- security.c ---------- */
 extern void pn_run_as(Oid role, void (*fn) (void *arg), void *arg);
 extern void pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg);
+extern void pn_run_orders(Oid owner, void (*fn) (void *arg), void *arg);
+extern void pn_run_orders_as_caller(Oid caller, Oid role, void (*fn) (void *arg), void *arg);
 extern void pn_security_init(void);
 extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);

@@ -325,7 +325,7 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the bound orders table %s no longer exists", cfg->orders),
 				 errhint("Call paynotify_bind_orders again.")));
-	pn_run_as_owner(owner, orders_call, &c);
+	pn_run_orders(owner, orders_call, &c);
 
 	/*
 	 * One reference, one order.  A key that is not unique (a table

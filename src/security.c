@@ -23,6 +23,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
@@ -53,6 +54,10 @@ static int	run_as_depth = 0;
 static int	owner_depth = 0;
 static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
 static fmgr_hook_type prev_fmgr_hook = NULL;
+static ExecutorStart_hook_type prev_executor_start = NULL;
+
+/* Who runs the orders statements instead of the table's owner, if anyone. */
+static Oid	orders_runner = InvalidOid;
 
 void
 pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
@@ -108,6 +113,87 @@ pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 		owner_depth--;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Run fn(arg) as role (pn_run_as), with the orders statements it makes run
+ * as caller, not as the orders table's owner: for the application's own
+ * moves (paynotify_transit) and the binding's casts, made in the caller's
+ * session by a caller who may update the table itself.  The table's code
+ * then runs with the caller's rights, as the caller's own UPDATE would run
+ * it: nothing the caller's session prepared (a cached plan, a PL/pgSQL
+ * function's expressions) ever runs as the owner.
+ */
+void
+pn_run_orders_as_caller(Oid caller, Oid role, void (*fn) (void *arg), void *arg)
+{
+	Oid			outer = orders_runner;
+
+	orders_runner = caller;
+	PG_TRY();
+	{
+		pn_run_as(role, fn, arg);
+	}
+	PG_FINALLY();
+	{
+		orders_runner = outer;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Run fn(arg) as the role the orders statements run as: the caller under
+ * pn_run_orders_as_caller, else the table's owner (pn_run_as_owner).
+ */
+void
+pn_run_orders(Oid owner, void (*fn) (void *arg), void *arg)
+{
+	if (OidIsValid(orders_runner))
+		pn_run_as(orders_runner, fn, arg);
+	else
+		pn_run_as_owner(owner, fn, arg);
+}
+
+/*
+ * Under pn_run_as_owner, every statement (the orders statements and those
+ * their code makes: a trigger's INSERT, a SQL function's SELECT) may use
+ * only relations whose owner has the rights of the current user: a table
+ * another role owns has defaults, rules and triggers of that role's, a
+ * view its query, which would run with the current user's rights and may
+ * call nothing but built-in functions, which pn_fmgr_guard lets pass.
+ */
+static void
+pn_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	if (owner_depth > 0 && (eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
+	{
+		ListCell   *lc;
+		Oid			user = GetUserId();
+
+		foreach(lc, queryDesc->plannedstmt->rtable)
+		{
+			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
+			Oid			owner;
+
+			if (rte->rtekind != RTE_RELATION)
+				continue;
+			owner = pn_relation_owner(rte->relid);
+			if (OidIsValid(owner) && owner != user && !has_privs_of_role(owner, user))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("relation %s of role %s may not be used as role %s",
+								quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
+														   get_rel_name(rte->relid)),
+								GetUserNameFromId(owner, false),
+								GetUserNameFromId(user, false)),
+						 errdetail("paynotify runs the orders table's code as the table's owner, and that role's rights are more than the relation's owner has: its code would run with them."),
+						 errhint("Give the relation to a role with the table owner's rights, or keep it out of the table's code.")));
+		}
+	}
+	if (prev_executor_start != NULL)
+		prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /* The owner of function fn_oid, or InvalidOid. */
@@ -172,6 +258,8 @@ pn_security_init(void)
 	needs_fmgr_hook = pn_needs_fmgr;
 	prev_fmgr_hook = fmgr_hook;
 	fmgr_hook = pn_fmgr_guard;
+	prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = pn_executor_start;
 }
 
 /*
@@ -476,7 +564,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	w.sql = sql.data;
 	w.nargs = nargs;
 	w.argtypes = argtypes;
-	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
+	pn_run_orders_as_caller(caller, pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
 	PG_RETURN_VOID();
 }
 
@@ -544,7 +632,7 @@ paynotify_status_canonical(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 	c.value = PG_GETARG_TEXT_PP(2);
 	c.result = NULL;
-	pn_run_as_owner(owner, status_cast, &c);
+	pn_run_orders(owner, status_cast, &c);
 	if (c.result == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_TEXT_P(c.result);
