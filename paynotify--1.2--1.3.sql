@@ -495,7 +495,7 @@ $$;
 -- attached to a table a superuser owns) would run with more rights than
 -- its author.  paynotify_table_authors lists every function the table can
 -- run, with what runs it and its owner, and paynotify_table_owners the
--- owners of the types, operators and relations the code is made of (who
+-- owners of the domains and relations the code is made of (who
 -- can change it without changing a function) and the roles that may give
 -- those relations triggers: paynotify acts on the table only when every
 -- one has the rights of the role that runs the code (the table's owner;
@@ -765,8 +765,8 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_table_authors(regclass) FROM PUBLIC
 -- The owners of the rest of that code, who can change it without
 -- changing a function: every relation whose code the table runs (its
 -- owner may give it a trigger, a policy, a rule, a check), every role
--- granted TRIGGER on one (PUBLIC is owner 0), and the owner of every type
--- (a domain's check can be added) and operator the code reaches.
+-- granted TRIGGER on one (PUBLIC is owner 0), and the owner of every
+-- domain the code reaches (it may add a check, SQL no function holds).
 CREATE FUNCTION @extschema@.paynotify_table_owners(rel regclass)
 	RETURNS TABLE (what text, object text, owner regrole)
 	LANGUAGE sql STABLE
@@ -794,15 +794,11 @@ SELECT o.what, o.object, o.owner FROM (
 	FROM @extschema@.paynotify_table_code(rel) k
 	JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) k.objid
 	WHERE k.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid
-	UNION ALL
-	SELECT k.what, pg_catalog.pg_describe_object(k.classid, k.objid, 0), p.oprowner::pg_catalog.regrole
-	FROM @extschema@.paynotify_table_code(rel) k
-	JOIN pg_catalog.pg_operator p ON p.oid OPERATOR(pg_catalog.=) k.objid
-	WHERE k.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_operator'::pg_catalog.regclass::pg_catalog.oid) o
+	  AND t.typtype OPERATOR(pg_catalog.=) 'd') o
 ORDER BY o.what COLLATE pg_catalog."C", o.object COLLATE pg_catalog."C", o.owner::pg_catalog.oid
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_owners(regclass) IS
-	'the owners of the relations whose code a table runs, the roles granted TRIGGER on them, and the owners of the types and operators its code reaches';
+	'the owners of the relations whose code a table runs, the roles granted TRIGGER on them, and the owners of the domains its code reaches';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_owners(regclass) FROM PUBLIC;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====
@@ -950,6 +946,10 @@ BEGIN
 				  HINT = pg_catalog.format('Call paynotify_distribute() as role "%s".', u.owner);
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
+		-- the table (and its partitions) held until the copy: no trigger,
+		-- rule, policy or column is given to it meanwhile, so its owner's
+		-- and the TRIGGER grantees' rows need not be judged, its code is
+		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', orders);
 		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
 		SELECT a.what OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) a.object
 			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||)
@@ -961,6 +961,7 @@ BEGIN
 				  SELECT o.what, o.object, o.owner::oid FROM @extschema@.paynotify_table_owners(orders) o) a
 			WHERE CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN true
 					   ELSE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE') END
+			  AND a.what OPERATOR(pg_catalog.<>) pg_catalog.format('the code of %s', orders)
 			ORDER BY a.what LIMIT 1;
 		IF orders_code IS NOT NULL THEN
 			RAISE EXCEPTION 'the orders table % runs code of a role whose rights role "%" has and it has not',

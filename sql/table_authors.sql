@@ -315,7 +315,7 @@ SELECT count(*) > 200 AS many_relations, count(*) FILTER (WHERE catalog) > 60 AS
 	   (SELECT count(*) FROM sql_rows) > 20000 AS many_rows,
 	   (SELECT count(DISTINCT what) FROM sql_rows) > 500 AS many_labels,
 	   (SELECT count(*) FROM sql_relations WHERE by_rule) > 50 AS many_by_rule,
-	   (SELECT count(*) FROM sql_owners) > 5000 AS many_owners,
+	   (SELECT count(*) FROM sql_owners) > 400 AS many_owners,
 	   (SELECT count(DISTINCT object) FILTER (WHERE object LIKE 'the right%') FROM sql_owners) AS trigger_rights
 FROM rels;
 -- each kind of start the walk has, reached in the tables built here

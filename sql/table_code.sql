@@ -2,7 +2,7 @@
 -- code the table runs (triggers, constraints, generated columns, indexes,
 -- rules, forced policies, its columns' types and domains, the casts to and
 -- from them) runs with that owner's rights.  A function of that code, or
--- a type, operator or relation it is made of, whose owner lacks those
+-- a domain or relation it is made of, whose owner lacks those
 -- rights, or a role granted TRIGGER on such a relation, is refused: binding such a table fails (42501),
 -- and a table that gets such code after it was bound is unusable until it
 -- is repaired (every step fails, retried), never run.  The review that

@@ -2,7 +2,7 @@
  *
  * authors.c
  *	  The functions a table can run when its rows are read, moved or
- *	  copied, the owners of the types, operators and relations that code
+ *	  copied, the owners of the domains and relations that code
  *	  is made of, and the relations whose code that is: the walk of 1.3's
  *	  paynotify_table_authors, paynotify_table_owners and
  *	  paynotify_table_relations, done with syscache lookups and catalog
@@ -875,8 +875,11 @@ pn_relation_owner(Oid relid)
 }
 
 /*
- * The owner of a function, a type or an operator the walk reached, and
- * whether it exists.
+ * The owner of a function or a domain the walk reached, and whether it is
+ * one.  A domain's owner may add a check or a default, code in SQL that no
+ * function holds (and that may hide SQL in text); what other objects'
+ * owners may add is a function (a cast, an operator's estimator), whose
+ * owner is judged as the walk reaches it and as it starts.
  */
 static bool
 node_owner(WalkNode n, Oid *owner)
@@ -895,13 +898,12 @@ node_owner(WalkNode n, Oid *owner)
 			tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(n.objid));
 			if (!HeapTupleIsValid(tup))
 				return false;
-			*owner = ((Form_pg_type) GETSTRUCT(tup))->typowner;
-			break;
-		case OperatorRelationId:
-			tup = SearchSysCache1(OPEROID, ObjectIdGetDatum(n.objid));
-			if (!HeapTupleIsValid(tup))
+			if (((Form_pg_type) GETSTRUCT(tup))->typtype != TYPTYPE_DOMAIN)
+			{
+				ReleaseSysCache(tup);
 				return false;
-			*owner = ((Form_pg_operator) GETSTRUCT(tup))->oprowner;
+			}
+			*owner = ((Form_pg_type) GETSTRUCT(tup))->typowner;
 			break;
 		default:
 			return false;
