@@ -75,6 +75,8 @@ typedef struct acceptor
 	bool		short_logged;	/* that was logged since the last accept */
 } acceptor;
 
+static bool acceptor_init(acceptor *a, pn_server *srv);
+static void acceptor_free(acceptor *a);
 static bool step(acceptor *a);
 static int	fill_pollfds(acceptor *a, long long now, long long *timeout);
 static long long expire_silent(acceptor *a, long long now);
@@ -94,12 +96,9 @@ static int	queued(pn_server *srv);
 void *
 pn_accept_main(void *arg)
 {
-	acceptor	a = {.srv = arg};
+	acceptor	a;
 
-	a.cap = (int) a.srv->cfg->max_pending;
-	a.silent = calloc((size_t) a.cap + ACCEPT_BATCH, sizeof(silent_conn));
-	a.fds = calloc((size_t) a.cap + ACCEPT_BATCH + 2, sizeof(struct pollfd));
-	if (a.silent == NULL || a.fds == NULL)
+	if (!acceptor_init(&a, arg))
 	{
 		pn_log("out of memory");
 		pn_server_fail(a.srv);
@@ -107,10 +106,29 @@ pn_accept_main(void *arg)
 	else
 		while (step(&a))
 			;
-	drop_oldest(&a, a.nsilent);
-	free(a.silent);
-	free(a.fds);
+	acceptor_free(&a);
 	return NULL;
+}
+
+/* The acceptor's tables; false when out of memory (acceptor_free all the same). */
+static bool
+acceptor_init(acceptor *a, pn_server *srv)
+{
+	memset(a, 0, sizeof(*a));
+	a->srv = srv;
+	a->cap = (int) srv->cfg->max_pending;
+	a->silent = calloc((size_t) a->cap + ACCEPT_BATCH, sizeof(silent_conn));
+	a->fds = calloc((size_t) a->cap + ACCEPT_BATCH + 2, sizeof(struct pollfd));
+	return a->silent != NULL && a->fds != NULL;
+}
+
+/* Closes what the acceptor still holds and frees its tables. */
+static void
+acceptor_free(acceptor *a)
+{
+	drop_oldest(a, a->nsilent);
+	free(a->silent);
+	free(a->fds);
 }
 
 /* One round: expire, cut, poll, then take in what poll saw.  False: done. */
