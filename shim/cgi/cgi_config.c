@@ -71,7 +71,8 @@ static const setting settings[] = {
 	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
 		offsetof(pn_config, max_pending),
 	"FastCGI: connections held that no worker serves yet (silent, or waiting\n"
-	"      for a free worker); one more closes the oldest silent one"},
+	"      for a free worker); one more closes the oldest silent one, never\n"
+	"      one that has sent its request"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -360,6 +360,16 @@ if cc "${unit_flags[@]}" -o "$TMP/fcgi_check_test" "$ROOT/shim/tests/fcgi_check_
 else
     not_ok "unit: the checks of a FastCGI connection" "$(cat "$TMP/unit.log")"
 fi
+echo "# unit: the acceptor (shim/cgi/cgi_accept.c)"
+accept_test_srcs=("$ROOT/shim/tests/accept_test.c" "$ROOT/shim/cgi/cgi_refused.c"
+    "$ROOT/shim/cgi/cgi_fcgi_check.c" "$ROOT"/shim/common/*.c)
+accept_test_flags=(-pthread -I"$ROOT/shim/common" -I"$(pg_config --includedir)" -DPAYNOTIFY_VERSION='"test"')
+if cc "${unit_flags[@]}" "${accept_test_flags[@]}" -o "$TMP/accept_test" "${accept_test_srcs[@]}" \
+    >"$TMP/accept_unit.log" 2>&1 && "$TMP/accept_test" >>"$TMP/accept_unit.log" 2>&1; then
+    ok "unit: $(tail -n 1 "$TMP/accept_unit.log")"
+else
+    not_ok "unit: the acceptor" "$(cat "$TMP/accept_unit.log")"
+fi
 
 echo "# database on port $PGPORT"
 if ! pn_cluster_start "$PGDIR" "$PGPORT" || ! setup_database >/dev/null || ! setup_login_role; then
@@ -986,6 +996,13 @@ cgi vg_bad_utf8 "$TMP/small.json" HTTP_X_LATIN1=$'caf\xe9'
 expect vg_bad_utf8 400 refused "valgrind: header not UTF-8"
 cgi vg_bad_fn "$TMP/small.json" PAYNOTIFY_FUNCTION='x y'
 check "valgrind: bad setting" "503 2" "$(status_of "$TMP/vg_bad_fn.out") $(cat "$TMP/vg_bad_fn.rc")"
+# the acceptor's unit test, without the sanitizers
+if cc -std=c11 -D_GNU_SOURCE -g -O1 -I"$ROOT/shim/cgi" "${accept_test_flags[@]}" -o "$TMP/accept_test_vg" \
+    "${accept_test_srcs[@]}" >"$TMP/accept_vg.log" 2>&1 && $VALGRIND "$TMP/accept_test_vg" >>"$TMP/accept_vg.log" 2>&1; then
+    ok "valgrind: $(tail -n 1 "$TMP/accept_vg.log")"
+else
+    not_ok "valgrind: the acceptor's unit test" "$(tail -n 20 "$TMP/accept_vg.log")"
+fi
 
 # with silent connections (more than PAYNOTIFY_MAX_PENDING) and a stalled one
 # shellcheck disable=SC2086
