@@ -797,6 +797,15 @@ check "over PAYNOTIFY_MAX_PENDING the oldest are closed first, at once; all by t
                 last = $4 + 0 }
             END { print (n == 12 && early >= 4 && bad == "") ? "yes" : "no: " early " early;" bad }' \
         "$TMP/cap.clients")"
+# more whole requests at once than PAYNOTIFY_MAX_PENDING, beside silent
+# connections: none closed unanswered (a connection whose request arrived
+# after a poll was once closed as the oldest silent one: nginx's 502)
+clients many_idle 12 idle 5
+IDLE_PID=$CLIENTS_PID
+clients many 16 request 5
+wait "$IDLE_PID" "$CLIENTS_PID"
+check "16 whole requests at once over PAYNOTIFY_MAX_PENDING=8, beside 12 silent connections: all 200" \
+    "16 yes" "$(grep -c ' closed .* status 200$' "$TMP/many.clients") $(closed many_idle 1 12 0 5)"
 clients byte 4 byte 6
 check "clients that send one byte and stall: 4 connections open" 0 $?
 sleep 0.3
