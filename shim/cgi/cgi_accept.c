@@ -11,9 +11,13 @@
  * not polled, so a full queue cannot make the acceptor spin, and never
  * closed).  Waiting ones go to the queue in the order their data was seen,
  * as soon as a worker makes room.  The acceptor closes only connections
- * that have sent nothing: before it closes a silent one, for any reason
- * but a stop, it looks (recv with MSG_PEEK) whether its request arrived
- * since the last poll, and if so keeps it as waiting.
+ * that have sent nothing: before it closes a silent one, for any reason,
+ * it looks (recv with MSG_PEEK) whether its request arrived since the last
+ * poll, and if so keeps it as waiting.  And a new connection displaces a
+ * silent one only once that has been held for a tenth of
+ * PAYNOTIFY_IDLE_TIMEOUT (its grace): nginx writes its request just after
+ * its connect, and on a loaded machine the bytes can still be on their way
+ * a round later.
  *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection silent that long after it was
@@ -21,12 +25,13 @@
  *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
  *                           worker (silent, waiting or queued): each round
  *                           accepts no more than leave room for, closing the
- *                           oldest silent ones over it; when they are all
- *                           waiting or queued, new ones wait in the listen
- *                           backlog.  Silent and waiting together are never
- *                           more than PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH
- *                           (requests that arrived on connections due to be
- *                           closed): new ones wait in the backlog then too;
+ *                           oldest silent ones past their grace over it;
+ *                           when the others fill it, new ones wait in the
+ *                           listen backlog.  Silent and waiting together are
+ *                           never more than PAYNOTIFY_MAX_PENDING +
+ *                           ACCEPT_BATCH (requests that arrived on
+ *                           connections due to be closed): new ones wait in
+ *                           the backlog then too;
  *   PAYNOTIFY_IO_TIMEOUT    a request must have arrived that long after its
  *                           worker took the connection, else reading it is
  *                           shut down (reads return end of file) and the
@@ -70,6 +75,11 @@
 /* Pause before accepting again when out of descriptors and none to close. */
 #define ACCEPT_PAUSE_MS 100
 
+/* The acceptor's clock (the unit test, shim/tests/accept_test.c, sets its own). */
+#ifndef PN_ACCEPT_CLOCK
+#define PN_ACCEPT_CLOCK pn_now_ms
+#endif
+
 /* A connection that has sent nothing yet. */
 typedef struct silent_conn
 {
@@ -90,6 +100,7 @@ typedef struct acceptor
 	pn_server  *srv;
 	int			cap;			/* PAYNOTIFY_MAX_PENDING */
 	int			max_held;		/* nsilent + nwaiting, at most */
+	long long	grace_ms;		/* a silent one is not displaced before */
 	silent_conn *silent;		/* oldest first */
 	int			nsilent;
 	int		   *waiting;		/* sent something, the queue full: oldest first */
@@ -107,7 +118,8 @@ static int	fill_pollfds(acceptor *a, long long now, long long *timeout);
 static long long expire_silent(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
-static int	accept_room(acceptor *a);
+static int	displaceable(acceptor *a, long long now);
+static int	accept_room(acceptor *a, long long now);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
 static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
@@ -145,6 +157,7 @@ acceptor_init(acceptor *a, pn_server *srv)
 	a->srv = srv;
 	a->cap = (int) srv->cfg->max_pending;
 	a->max_held = a->cap + ACCEPT_BATCH;
+	a->grace_ms = srv->cfg->idle_timeout_ms / 10;
 	a->silent = calloc((size_t) a->max_held, sizeof(silent_conn));
 	a->waiting = calloc((size_t) a->max_held, sizeof(int));
 	a->fds = calloc((size_t) a->max_held + 2, sizeof(struct pollfd));
@@ -178,7 +191,7 @@ acceptor_free(acceptor *a)
 static bool
 step(acceptor *a)
 {
-	long long	now = pn_now_ms();
+	long long	now = PN_ACCEPT_CLOCK();
 	long long	timeout = a->srv->cfg->io_timeout_ms;
 	long long	wait;
 	int			nfds;
@@ -209,7 +222,7 @@ step(acceptor *a)
 		stop_accepting(a);
 	}
 	else if (a->fds[1].revents != 0)
-		accept_new(a, pn_now_ms());
+		accept_new(a, PN_ACCEPT_CLOCK());
 	return a->fds[0].revents == 0 || hear_bell(a);
 }
 
@@ -217,12 +230,14 @@ step(acceptor *a)
  * The poll set: the bell, the listening socket (or -1, which poll skips,
  * when there is no room or accepting is paused), then the silent
  * connections in the order of silent[].  The waiting ones are not polled:
- * they have sent something already.  Returns the count.
+ * they have sent something already.  Returns the count.  No room while
+ * silent ones are in their grace: the poll ends when the next one's ends.
  */
 static int
 fill_pollfds(acceptor *a, long long now, long long *timeout)
 {
 	int			n = 2;
+	int			old = displaceable(a, now);
 
 	a->fds[0] = (struct pollfd) {.fd = a->srv->bell[0], .events = POLLIN};
 	a->fds[1] = (struct pollfd) {.fd = -1};
@@ -230,8 +245,10 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		;
 	else if (now < a->resume_ms)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
-	else if (accept_room(a) > 0)
+	else if (accept_room(a, now) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
+	else if (old < a->nsilent && a->silent[old].since_ms + a->grace_ms - now < *timeout)
+		*timeout = a->silent[old].since_ms + a->grace_ms - now;
 	for (int i = 0; i < a->nsilent; i++)
 		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd, .events = POLLIN};
 	return n;
@@ -325,15 +342,28 @@ take_silent(acceptor *a)
 	queue_waiting(a);
 }
 
+/* How many of the oldest silent connections are past their grace. */
+static int
+displaceable(acceptor *a, long long now)
+{
+	int			n = 0;
+
+	while (n < a->nsilent && a->silent[n].since_ms + a->grace_ms <= now)
+		n++;
+	return n;
+}
+
 /*
- * How many connections the next round may accept: none while those that
- * have sent something fill PAYNOTIFY_MAX_PENDING (queued or waiting), and
- * never more than ACCEPT_BATCH or than the tables have room for.
+ * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
+ * those held (queued, waiting, silent), the silent ones past their grace
+ * excepted, since new ones displace them; never more than ACCEPT_BATCH or
+ * than the tables have room for.
  */
 static int
-accept_room(acceptor *a)
+accept_room(acceptor *a, long long now)
 {
-	int			room = a->cap - queued(a->srv) - a->nwaiting;
+	int			room = a->cap - queued(a->srv) - a->nwaiting - a->nsilent +
+		displaceable(a, now);
 
 	if (room > ACCEPT_BATCH)
 		room = ACCEPT_BATCH;
@@ -345,14 +375,14 @@ accept_room(acceptor *a)
 /*
  * Accepts what the listening socket has, as silent connections, as long as
  * there is room (accept_room); over PAYNOTIFY_MAX_PENDING the oldest silent
- * ones accepted in an earlier round are closed, unless their request has
- * arrived since (then they are queued, or wait).
+ * ones past their grace are closed, unless their request has arrived since
+ * (then they are queued, or wait).
  */
 static void
 accept_new(acceptor *a, long long now)
 {
-	int			room = accept_room(a);
-	int			earlier = a->nsilent;
+	int			room = accept_room(a, now);
+	int			earlier = displaceable(a, now);
 	int			excess;
 
 	for (int n = 0; n < room; n++)
@@ -398,7 +428,7 @@ accept_failed(acceptor *a, int err, long long now)
 		return;
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 	{
-		if (drop_silent(a, 1, a->nsilent) == 0)
+		if (drop_silent(a, 1, displaceable(a, now)) == 0)
 			a->resume_ms = now + ACCEPT_PAUSE_MS;
 		if (!a->short_logged)
 			pn_log("accepting: %s (PAYNOTIFY_MAX_PENDING is %d)",
@@ -616,7 +646,7 @@ pn_watch_begin(pn_server *srv, int slot, int fd)
 	}
 	pthread_mutex_lock(&srv->lock);
 	w->fd = dup_fd;
-	w->deadline_ms = pn_now_ms() + srv->cfg->io_timeout_ms;
+	w->deadline_ms = PN_ACCEPT_CLOCK() + srv->cfg->io_timeout_ms;
 	w->cut = false;
 	pthread_mutex_unlock(&srv->lock);
 	return dup_fd;

@@ -62,7 +62,9 @@ static const setting settings[] = {
 	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
 	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, idle_timeout_ms),
-	"FastCGI: milliseconds a new connection may stay silent before it is closed"},
+	"FastCGI: milliseconds a new connection may stay silent before it is closed;\n"
+	"      for the first tenth of it, no new one may displace it\n"
+	"      (PAYNOTIFY_MAX_PENDING)"},
 	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, io_timeout_ms),
 	"FastCGI: milliseconds a connection may take to send its whole request from\n"

@@ -5,13 +5,17 @@
  *	  included whole, so the test drives the acceptor's steps itself, one at
  *	  a time, over a unix listening socket of its own (a connect() is in the
  *	  accept queue, and a send() in the peer's receive buffer, when the call
- *	  returns): the order of events is the test's, never the machine's
- *	  speed.  No worker thread: the test takes from the queue itself.
+ *	  returns), on a clock of its own: the order of events is the test's,
+ *	  never the machine's speed.  No worker thread: the test takes from the
+ *	  queue itself.
  *
  * Built by shim/tests/cgi-test.sh with ASan and UBSan (when cc has them)
  * together with cgi_refused.c, cgi_fcgi_check.c and common/; prints
  * "accept_test: N checks, M failures" and exits 1 on a failure.
  */
+#define PN_ACCEPT_CLOCK test_clock
+static long long test_clock(void);
+
 #include "../cgi/cgi_accept.c"
 
 #include <dirent.h>
@@ -41,6 +45,23 @@ static acceptor acc;
 static struct sockaddr_un addr;
 static int	client[MAX_CLIENTS];	/* the test's ends, by number */
 static int	nclients;
+static long long now_ms;		/* the acceptor's clock */
+
+static long long
+test_clock(void)
+{
+	return now_ms;
+}
+
+/* The clock moves on ms (then silent ones accepted before may be displaced). */
+static long long
+later(long long ms)
+{
+	return now_ms += ms;
+}
+
+/* A silent connection's grace: a tenth of PAYNOTIFY_IDLE_TIMEOUT. */
+#define GRACE (cfg.idle_timeout_ms / 10)
 
 /* Descriptors open in this process. */
 static int
@@ -64,6 +85,7 @@ setup(int cap, long long idle_ms)
 	static int	serial;
 	int			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
+	now_ms = pn_now_ms();
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.max_pending = cap;
 	cfg.idle_timeout_ms = idle_ms;
@@ -202,7 +224,7 @@ accepting(void)
 {
 	long long	timeout = 1000;
 
-	(void) fill_pollfds(&acc, pn_now_ms(), &timeout);
+	(void) fill_pollfds(&acc, now_ms, &timeout);
 	return acc.fds[1].fd >= 0;
 }
 
@@ -237,14 +259,14 @@ test_request_after_poll(void)
 	setup(4, 60000);
 	for (int i = 0; i < 4; i++)
 		first[i] = connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, now_ms);
 	CHECK(acc.nsilent == 4, "4 silent connections held, not %d", acc.nsilent);
 	/* their requests arrive after the poll, with 4 new connections */
 	for (int i = 0; i < 4; i++)
 		send_request(first[i]);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, later(GRACE));
 	for (int i = 0; i < 4; i++)
 		CHECK(!closed_by_server(first[i]),
 			  "connection %d closed although it had sent its request", i + 1);
@@ -277,12 +299,12 @@ test_queue_full(void)
 	setup(4, 100);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, now_ms);
 	for (int i = 0; i < 4; i++)
 		send_request(i);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, later(GRACE));
 	CHECK(ready_count() == 4 && acc.nsilent == 4, "4 queued (%d), 4 silent (%d)",
 		  ready_count(), acc.nsilent);
 	/* the order their requests are seen in: 7, then 4 to 6 in one poll */
@@ -294,13 +316,13 @@ test_queue_full(void)
 	round_trip();
 	CHECK(acc.nwaiting == 4 && acc.nsilent == 0, "the 4 with a request wait (%d), none silent (%d)",
 		  acc.nwaiting, acc.nsilent);
-	CHECK(fill_pollfds(&acc, pn_now_ms(), &timeout) == 2 && acc.fds[1].fd < 0,
+	CHECK(fill_pollfds(&acc, now_ms, &timeout) == 2 && acc.fds[1].fd < 0,
 		  "queue full: only the bell is polled");
 	c8 = connect_one();
 	round_trip();
 	CHECK(acc.nsilent == 0, "a new connection is left in the backlog");
 	/* long past PAYNOTIFY_IDLE_TIMEOUT: the waiting ones are not expired */
-	(void) expire_silent(&acc, pn_now_ms() + 60000);
+	(void) expire_silent(&acc, now_ms + 60000);
 	CHECK(acc.nwaiting == 4, "waiting ones never expire (%d left)", acc.nwaiting);
 	for (int i = 0; i <= c8; i++)
 		CHECK(!closed_by_server(i), "connection %d still open", i + 1);
@@ -334,11 +356,11 @@ test_drop_only_silent(void)
 	setup(4, 60000);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, now_ms);
 	send_request(1);
 	for (int i = 0; i < 2; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());
+	accept_new(&acc, later(GRACE));
 	CHECK(closed_by_server(0), "the oldest silent connection closed");
 	CHECK(!closed_by_server(1), "the second, which sent its request, kept");
 	CHECK(closed_by_server(2), "the third (silent) closed in its place");
@@ -350,11 +372,45 @@ test_drop_only_silent(void)
 	teardown();
 }
 
+/*
+ * A new connection displaces a silent one only once that has had its grace
+ * (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then new ones wait in the
+ * backlog, and the poll ends when the grace does.
+ */
+static void
+test_grace(void)
+{
+	long long	timeout = 1000;
+
+	setup(4, 1000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	(void) connect_one();
+	(void) connect_one();
+	(void) later(GRACE - 1);
+	CHECK(!accepting(), "4 silent ones in their grace: not accepting");
+	(void) fill_pollfds(&acc, now_ms, &timeout);
+	CHECK(timeout == 1, "the poll ends with the grace: %lld ms", timeout);
+	round_trip();
+	for (int i = 0; i < 6; i++)
+		CHECK(!closed_by_server(i), "in the grace: connection %d open", i + 1);
+	CHECK(acc.nsilent == 4, "4 held, 2 in the backlog (%d held)", acc.nsilent);
+	(void) later(1);
+	CHECK(accepting(), "past the grace: accepting");
+	round_trip();
+	CHECK(closed_by_server(0) && closed_by_server(1), "the 2 oldest displaced");
+	for (int i = 2; i < 6; i++)
+		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	CHECK(acc.nsilent == 4, "4 held (%d)", acc.nsilent);
+	teardown();
+}
+
 /* The idle timeout closes silent ones only: a request arrived since is queued. */
 static void
 test_expire(void)
 {
-	long long	t0 = pn_now_ms();
+	long long	t0 = now_ms;
 
 	setup(4, 100);
 	(void) connect_one();
@@ -411,7 +467,7 @@ test_flood(void)
 				sent[i] = true;
 				nsent++;
 			}
-		accept_new(&acc, pn_now_ms());
+		accept_new(&acc, later(GRACE));
 		round_trip();
 		if (acc.nsilent + acc.nwaiting + ready_count() > peak)
 			peak = acc.nsilent + acc.nwaiting + ready_count();
@@ -431,6 +487,7 @@ test_flood(void)
 	/* then the workers catch up: everything in the backlog is taken in */
 	for (int r = 0; r < 200 && nserved < nsent; r++)
 	{
+		(void) later(GRACE);
 		round_trip();
 		while (ready_count() > 0)
 		{
@@ -470,10 +527,10 @@ test_stop(void)
 	setup(4, 60000);
 	for (int i = 0; i < 8; i++)
 		(void) connect_one();
-	accept_new(&acc, pn_now_ms());	/* 0 to 3 */
+	accept_new(&acc, now_ms);	/* 0 to 3 */
 	for (int i = 0; i < 4; i++)
 		send_request(i);
-	accept_new(&acc, pn_now_ms());	/* 4 to 7; 0 to 3 queued */
+	accept_new(&acc, later(GRACE));	/* 4 to 7; 0 to 3 queued */
 	send_request(4);
 	send_request(5);
 	round_trip();				/* 4, 5 wait */
@@ -504,6 +561,7 @@ main(void)
 	test_request_after_poll();
 	test_queue_full();
 	test_drop_only_silent();
+	test_grace();
 	test_expire();
 	test_flood();
 	test_stop();
