@@ -6,14 +6,32 @@
  *	  a place in a table, never a worker.  It also cuts off a request that
  *	  takes too long to arrive once a worker has taken it.
  *
+ * A connection the acceptor holds is silent (nothing seen yet: polled) or
+ * waiting (it has sent something but the queue for the workers is full:
+ * not polled, so a full queue cannot make the acceptor spin, and never
+ * closed).  Waiting ones go to the queue in the order their data was seen,
+ * as soon as a worker makes room.  The acceptor closes only connections
+ * that have sent nothing: before it closes a silent one, for any reason,
+ * it looks (recv with MSG_PEEK) whether its request arrived since the last
+ * poll, and if so keeps it as waiting.  And a new connection displaces a
+ * silent one only once that has been held for a tenth of
+ * PAYNOTIFY_IDLE_TIMEOUT (its grace): nginx writes its request just after
+ * its connect, and on a loaded machine the bytes can still be on their way
+ * a round later.
+ *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection silent that long after it was
  *                           accepted is closed;
- *   PAYNOTIFY_MAX_PENDING   at most that many connections are held without
- *                           a worker (silent, or queued for one): a new one
- *                           closes the oldest silent one, and while all of
- *                           them are queued new ones wait in the listen
- *                           backlog;
+ *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
+ *                           worker (silent, waiting or queued): each round
+ *                           accepts no more than leave room for, closing the
+ *                           oldest silent ones past their grace over it;
+ *                           when the others fill it, new ones wait in the
+ *                           listen backlog.  Silent and waiting together are
+ *                           never more than PAYNOTIFY_MAX_PENDING +
+ *                           ACCEPT_BATCH (requests that arrived on
+ *                           connections due to be closed): new ones wait in
+ *                           the backlog then too;
  *   PAYNOTIFY_IO_TIMEOUT    a request must have arrived that long after its
  *                           worker took the connection, else reading it is
  *                           shut down (reads return end of file) and the
@@ -30,9 +48,10 @@
  * logs the counts of refused requests that were not logged one by one
  * (cgi_refused.c) when no later line has carried them.
  *
- * At stop it closes the silent connections and accepts no more; the queued
- * ones have sent their request and are still served, and their deadlines
- * are watched until the last worker has returned.
+ * At stop it closes the silent connections and accepts no more; those that
+ * have sent something, queued or waiting, are still served (the workers
+ * return once there are none: `held'), and their deadlines are watched
+ * until the last worker has returned.
  */
 #include "cgi_fcgi.h"
 #include "cgi_fcgi_check.h"
@@ -56,6 +75,11 @@
 /* Pause before accepting again when out of descriptors and none to close. */
 #define ACCEPT_PAUSE_MS 100
 
+/* The acceptor's clock (the unit test, shim/tests/accept_test.c, sets its own). */
+#ifndef PN_ACCEPT_CLOCK
+#define PN_ACCEPT_CLOCK pn_now_ms
+#endif
+
 /* A connection that has sent nothing yet. */
 typedef struct silent_conn
 {
@@ -63,43 +87,57 @@ typedef struct silent_conn
 	long long	since_ms;		/* when it was accepted */
 } silent_conn;
 
+/* What a look at a silent connection found. */
+typedef enum peeked
+{
+	PEEK_SILENT,				/* nothing to read yet */
+	PEEK_DATA,					/* it has sent something */
+	PEEK_GONE					/* it closed, or failed, without a byte */
+} peeked;
+
 typedef struct acceptor
 {
 	pn_server  *srv;
 	int			cap;			/* PAYNOTIFY_MAX_PENDING */
+	int			max_held;		/* nsilent + nwaiting, at most */
+	long long	grace_ms;		/* a silent one is not displaced before */
 	silent_conn *silent;		/* oldest first */
 	int			nsilent;
+	int		   *waiting;		/* sent something, the queue full: oldest first */
+	int			nwaiting;
 	struct pollfd *fds;			/* the bell, the listening socket, silent[] */
 	bool		stopped;		/* silent ones closed, no more accepted */
 	long long	resume_ms;		/* out of descriptors: no accept before */
 	bool		short_logged;	/* that was logged since the last accept */
 } acceptor;
 
+static bool acceptor_init(acceptor *a, pn_server *srv);
+static void acceptor_free(acceptor *a);
 static bool step(acceptor *a);
 static int	fill_pollfds(acceptor *a, long long now, long long *timeout);
 static long long expire_silent(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
+static int	displaceable(acceptor *a, long long now);
+static int	accept_room(acceptor *a, long long now);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
 static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
 				  socklen_t len);
 static bool hear_bell(acceptor *a);
 static void stop_accepting(acceptor *a);
-static void drop_oldest(acceptor *a, int n);
-static void queue_ready(pn_server *srv, int fd);
+static peeked peek(int fd);
+static int	drop_silent(acceptor *a, int n, int among);
+static void queue_waiting(acceptor *a);
 static int	queued(pn_server *srv);
 
 /* The acceptor thread: runs until every worker has returned. */
 void *
 pn_accept_main(void *arg)
 {
-	acceptor	a = {.srv = arg};
+	acceptor	a;
 
-	a.cap = (int) a.srv->cfg->max_pending;
-	a.silent = calloc((size_t) a.cap + ACCEPT_BATCH, sizeof(silent_conn));
-	a.fds = calloc((size_t) a.cap + ACCEPT_BATCH + 2, sizeof(struct pollfd));
-	if (a.silent == NULL || a.fds == NULL)
+	if (!acceptor_init(&a, arg))
 	{
 		pn_log("out of memory");
 		pn_server_fail(a.srv);
@@ -107,21 +145,59 @@ pn_accept_main(void *arg)
 	else
 		while (step(&a))
 			;
-	drop_oldest(&a, a.nsilent);
-	free(a.silent);
-	free(a.fds);
+	acceptor_free(&a);
 	return NULL;
+}
+
+/* The acceptor's tables; false when out of memory (acceptor_free all the same). */
+static bool
+acceptor_init(acceptor *a, pn_server *srv)
+{
+	memset(a, 0, sizeof(*a));
+	a->srv = srv;
+	a->cap = (int) srv->cfg->max_pending;
+	a->max_held = a->cap + ACCEPT_BATCH;
+	a->grace_ms = srv->cfg->idle_timeout_ms / 10;
+	a->silent = calloc((size_t) a->max_held, sizeof(silent_conn));
+	a->waiting = calloc((size_t) a->max_held, sizeof(int));
+	a->fds = calloc((size_t) a->max_held + 2, sizeof(struct pollfd));
+	return a->silent != NULL && a->waiting != NULL && a->fds != NULL;
+}
+
+/*
+ * Closes what the acceptor still holds (the workers have returned, or
+ * never started) and frees its tables; workers waiting for the held ones
+ * are told there are none.
+ */
+static void
+acceptor_free(acceptor *a)
+{
+	for (int i = 0; i < a->nsilent; i++)
+		close(a->silent[i].fd);
+	for (int i = 0; i < a->nwaiting; i++)
+		close(a->waiting[i]);
+	a->nsilent = a->nwaiting = 0;
+	pthread_mutex_lock(&a->srv->lock);
+	a->srv->held = 0;
+	a->srv->acceptor_stopped = true;
+	pthread_cond_broadcast(&a->srv->ready_cv);
+	pthread_mutex_unlock(&a->srv->lock);
+	free(a->silent);
+	free(a->waiting);
+	free(a->fds);
 }
 
 /* One round: expire, cut, poll, then take in what poll saw.  False: done. */
 static bool
 step(acceptor *a)
 {
-	long long	now = pn_now_ms();
+	long long	now = PN_ACCEPT_CLOCK();
 	long long	timeout = a->srv->cfg->io_timeout_ms;
 	long long	wait;
 	int			nfds;
 
+	/* room made by a worker since the last round (the bell rang too) */
+	queue_waiting(a);
 	if ((wait = expire_silent(a, now)) < timeout)
 		timeout = wait;
 	if ((wait = cut_overdue(a->srv, now)) < timeout)
@@ -146,19 +222,22 @@ step(acceptor *a)
 		stop_accepting(a);
 	}
 	else if (a->fds[1].revents != 0)
-		accept_new(a, pn_now_ms());
+		accept_new(a, PN_ACCEPT_CLOCK());
 	return a->fds[0].revents == 0 || hear_bell(a);
 }
 
 /*
  * The poll set: the bell, the listening socket (or -1, which poll skips,
  * when there is no room or accepting is paused), then the silent
- * connections in the order of silent[].  Returns the count.
+ * connections in the order of silent[].  The waiting ones are not polled:
+ * they have sent something already.  Returns the count.  No room while
+ * silent ones are in their grace: the poll ends when the next one's ends.
  */
 static int
 fill_pollfds(acceptor *a, long long now, long long *timeout)
 {
 	int			n = 2;
+	int			old = displaceable(a, now);
 
 	a->fds[0] = (struct pollfd) {.fd = a->srv->bell[0], .events = POLLIN};
 	a->fds[1] = (struct pollfd) {.fd = -1};
@@ -166,16 +245,20 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		;
 	else if (now < a->resume_ms)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
-	else if (queued(a->srv) < a->cap)
+	else if (accept_room(a, now) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
+	else if (old < a->nsilent && a->silent[old].since_ms + a->grace_ms - now < *timeout)
+		*timeout = a->silent[old].since_ms + a->grace_ms - now;
 	for (int i = 0; i < a->nsilent; i++)
 		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd, .events = POLLIN};
 	return n;
 }
 
 /*
- * Closes the connections silent for PAYNOTIFY_IDLE_TIMEOUT; returns the
- * milliseconds until the next one is due (LLONG_MAX: none).
+ * Closes the connections silent for PAYNOTIFY_IDLE_TIMEOUT (those whose
+ * request arrived since the last poll wait for a worker instead); returns
+ * the milliseconds until the next one is due (LLONG_MAX: none).  Waiting
+ * ones never expire: they have sent their request.
  */
 static long long
 expire_silent(acceptor *a, long long now)
@@ -185,7 +268,7 @@ expire_silent(acceptor *a, long long now)
 
 	while (n < a->nsilent && a->silent[n].since_ms + idle <= now)
 		n++;
-	drop_oldest(a, n);
+	(void) drop_silent(a, n, n);
 	return a->nsilent > 0 ? a->silent[0].since_ms + idle - now : LLONG_MAX;
 }
 
@@ -224,8 +307,9 @@ cut_overdue(pn_server *srv, long long now)
 }
 
 /*
- * The silent connections that poll reported: queued for a worker once they
- * have sent something, closed when they hung up first.
+ * The silent connections that poll reported: queued for a worker (or
+ * waiting for room) once they have sent something, closed when they hung
+ * up first.
  */
 static void
 take_silent(acceptor *a)
@@ -235,38 +319,72 @@ take_silent(acceptor *a)
 	for (int i = 0; i < a->nsilent; i++)
 	{
 		int			fd = a->silent[i].fd;
-		char		c;
-		ssize_t		got;
 
 		if (a->fds[i + 2].revents == 0)
 		{
 			a->silent[kept++] = a->silent[i];
 			continue;
 		}
-		got = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-		if (got > 0)
-			queue_ready(a->srv, fd);
-		else if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			a->silent[kept++] = a->silent[i];
-		else
-			close(fd);
+		switch (peek(fd))
+		{
+			case PEEK_DATA:
+				a->waiting[a->nwaiting++] = fd;
+				break;
+			case PEEK_SILENT:
+				a->silent[kept++] = a->silent[i];
+				break;
+			case PEEK_GONE:
+				close(fd);
+				break;
+		}
 	}
 	a->nsilent = kept;
+	queue_waiting(a);
+}
+
+/* How many of the oldest silent connections are past their grace. */
+static int
+displaceable(acceptor *a, long long now)
+{
+	int			n = 0;
+
+	while (n < a->nsilent && a->silent[n].since_ms + a->grace_ms <= now)
+		n++;
+	return n;
+}
+
+/*
+ * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
+ * those held (queued, waiting, silent), the silent ones past their grace
+ * excepted, since new ones displace them; never more than ACCEPT_BATCH or
+ * than the tables have room for.
+ */
+static int
+accept_room(acceptor *a, long long now)
+{
+	int			room = a->cap - queued(a->srv) - a->nwaiting - a->nsilent +
+		displaceable(a, now);
+
+	if (room > ACCEPT_BATCH)
+		room = ACCEPT_BATCH;
+	if (room > a->max_held - a->nsilent - a->nwaiting)
+		room = a->max_held - a->nsilent - a->nwaiting;
+	return room;
 }
 
 /*
  * Accepts what the listening socket has, as silent connections, as long as
- * the queue leaves room; over PAYNOTIFY_MAX_PENDING the oldest silent ones
- * are closed.
+ * there is room (accept_room); over PAYNOTIFY_MAX_PENDING the oldest silent
+ * ones past their grace are closed, unless their request has arrived since
+ * (then they are queued, or wait).
  */
 static void
 accept_new(acceptor *a, long long now)
 {
-	int			room = a->cap - queued(a->srv);
+	int			room = accept_room(a, now);
+	int			earlier = displaceable(a, now);
 	int			excess;
 
-	if (room > ACCEPT_BATCH)
-		room = ACCEPT_BATCH;
 	for (int n = 0; n < room; n++)
 	{
 		struct sockaddr_storage sa;
@@ -276,7 +394,13 @@ accept_new(acceptor *a, long long now)
 
 		if (fd < 0)
 		{
+			int			before = a->nsilent;
+
 			accept_failed(a, errno, now);
+			/* it may have closed (or moved) some, always the oldest */
+			earlier -= before - a->nsilent;
+			if (earlier < 0)
+				earlier = 0;
 			break;
 		}
 		a->short_logged = false;
@@ -285,9 +409,10 @@ accept_new(acceptor *a, long long now)
 		else
 			close(fd);
 	}
-	excess = a->nsilent + queued(a->srv) - a->cap;
+	excess = a->nsilent + a->nwaiting + queued(a->srv) - a->cap;
 	if (excess > 0)
-		drop_oldest(a, excess);
+		(void) drop_silent(a, excess, earlier);
+	queue_waiting(a);
 }
 
 /* What to do when accept4 failed with err. */
@@ -303,9 +428,7 @@ accept_failed(acceptor *a, int err, long long now)
 		return;
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 	{
-		if (a->nsilent > 0)
-			drop_oldest(a, 1);
-		else
+		if (drop_silent(a, 1, displaceable(a, now)) == 0)
 			a->resume_ms = now + ACCEPT_PAUSE_MS;
 		if (!a->short_logged)
 			pn_log("accepting: %s (PAYNOTIFY_MAX_PENDING is %d)",
@@ -357,50 +480,112 @@ hear_bell(acceptor *a)
 		;
 	if (atomic_load(&a->srv->workers_done))
 		return false;
-	if (atomic_load(&a->srv->stopping))
+	if (atomic_load(&a->srv->stopping) && !a->stopped)
 		stop_accepting(a);
 	return true;
 }
 
-/* No more accepting: the silent connections are closed. */
+/*
+ * No more accepting: the silent connections are closed, but for those
+ * whose request has arrived since the last poll, which are served with the
+ * waiting ones.
+ */
 static void
 stop_accepting(acceptor *a)
 {
-	drop_oldest(a, a->nsilent);
+	(void) drop_silent(a, a->nsilent, a->nsilent);
 	a->stopped = true;
+	queue_waiting(a);			/* also tells the workers it stopped */
 }
 
-/* Closes the n oldest silent connections. */
-static void
-drop_oldest(acceptor *a, int n)
+/* Whether a silent connection has sent something since it was polled. */
+static peeked
+peek(int fd)
 {
-	if (n <= 0)
-		return;
-	for (int i = 0; i < n; i++)
-		close(a->silent[i].fd);
-	a->nsilent -= n;
-	memmove(a->silent, a->silent + n, (size_t) a->nsilent * sizeof(silent_conn));
+	char		c;
+	ssize_t		got;
+
+	do
+		got = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	while (got < 0 && errno == EINTR);
+	if (got > 0)
+		return PEEK_DATA;
+	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return PEEK_SILENT;
+	return PEEK_GONE;
 }
 
-/* Hands a connection that has sent something to the workers. */
-static void
-queue_ready(pn_server *srv, int fd)
+/*
+ * Closes up to n of the `among' oldest silent connections, oldest first,
+ * those that have really sent nothing (or hung up): one whose request has
+ * arrived since the last poll is moved to the waiting ones instead, and
+ * queued when there is room.  Returns how many were closed.
+ */
+static int
+drop_silent(acceptor *a, int n, int among)
 {
+	int			closed = 0;
+	int			moved = 0;
+	int			i;
+
+	for (i = 0; i < among && closed < n; i++)
+	{
+		int			fd = a->silent[i].fd;
+
+		if (peek(fd) == PEEK_DATA)
+		{
+			a->waiting[a->nwaiting++] = fd;
+			moved++;
+		}
+		else
+		{
+			close(fd);
+			closed++;
+		}
+	}
+	/* i connections looked at, all gone from silent[] */
+	memmove(a->silent, a->silent + i,
+			(size_t) (a->nsilent - i) * sizeof(silent_conn));
+	a->nsilent -= i;
+	if (moved > 0)
+		queue_waiting(a);
+	return closed;
+}
+
+/*
+ * Hands the waiting connections, oldest first, to the workers as long as
+ * the queue has room (also at stop: they have sent their request), and
+ * publishes how many are left (`held').
+ */
+static void
+queue_waiting(acceptor *a)
+{
+	pn_server  *srv = a->srv;
 	int			cap = (int) srv->cfg->max_pending;
+	int			moved = 0;
 
 	pthread_mutex_lock(&srv->lock);
-	if (!atomic_load(&srv->stopping) && srv->ready_count < cap)
+	while (moved < a->nwaiting && srv->ready_count < cap)
 	{
-		srv->ready[(srv->ready_first + srv->ready_count++) % cap] = fd;
-		fd = -1;
+		srv->ready[(srv->ready_first + srv->ready_count++) % cap] = a->waiting[moved++];
 		pthread_cond_signal(&srv->ready_cv);
 	}
+	if (srv->held != a->nwaiting - moved || srv->acceptor_stopped != a->stopped)
+	{
+		srv->held = a->nwaiting - moved;
+		srv->acceptor_stopped = a->stopped;
+		/* at stop, workers with nothing to take wait for these two */
+		pthread_cond_broadcast(&srv->ready_cv);
+	}
 	pthread_mutex_unlock(&srv->lock);
-	if (fd >= 0)
-		close(fd);
+	if (moved > 0)
+	{
+		a->nwaiting -= moved;
+		memmove(a->waiting, a->waiting + moved, (size_t) a->nwaiting * sizeof(int));
+	}
 }
 
-/* How many connections wait for a worker. */
+/* How many connections wait for a worker in the queue. */
 static int
 queued(pn_server *srv)
 {
@@ -414,8 +599,10 @@ queued(pn_server *srv)
 
 /*
  * For a worker: the next connection that has sent something, waiting for
- * one; -1 once stopping and none is left.  Taking from a full queue rings
- * the bell, since the acceptor stopped accepting until there is room.
+ * one; -1 once stopping and none is left, queued or held by the acceptor
+ * (which has stopped accepting by then).  Taking from a full queue rings
+ * the bell: the acceptor accepts no more, and holds the connections that
+ * have sent something, until there is room.
  */
 int
 pn_ready_take(pn_server *srv)
@@ -425,7 +612,8 @@ pn_ready_take(pn_server *srv)
 	bool		was_full;
 
 	pthread_mutex_lock(&srv->lock);
-	while (srv->ready_count == 0 && !atomic_load(&srv->stopping))
+	while (srv->ready_count == 0 &&
+		   !(atomic_load(&srv->stopping) && srv->acceptor_stopped && srv->held == 0))
 		pthread_cond_wait(&srv->ready_cv, &srv->lock);
 	was_full = srv->ready_count == cap;
 	if (srv->ready_count > 0)
@@ -458,7 +646,7 @@ pn_watch_begin(pn_server *srv, int slot, int fd)
 	}
 	pthread_mutex_lock(&srv->lock);
 	w->fd = dup_fd;
-	w->deadline_ms = pn_now_ms() + srv->cfg->io_timeout_ms;
+	w->deadline_ms = PN_ACCEPT_CLOCK() + srv->cfg->io_timeout_ms;
 	w->cut = false;
 	pthread_mutex_unlock(&srv->lock);
 	return dup_fd;

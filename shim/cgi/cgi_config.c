@@ -62,7 +62,9 @@ static const setting settings[] = {
 	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
 	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, idle_timeout_ms),
-	"FastCGI: milliseconds a new connection may stay silent before it is closed"},
+	"FastCGI: milliseconds a new connection may stay silent before it is closed;\n"
+	"      for the first tenth of it, no new one may displace it\n"
+	"      (PAYNOTIFY_MAX_PENDING)"},
 	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, io_timeout_ms),
 	"FastCGI: milliseconds a connection may take to send its whole request from\n"
@@ -71,7 +73,8 @@ static const setting settings[] = {
 	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
 		offsetof(pn_config, max_pending),
 	"FastCGI: connections held that no worker serves yet (silent, or waiting\n"
-	"      for a free worker); one more closes the oldest silent one"},
+	"      for a free worker); one more closes the oldest silent one, never\n"
+	"      one that has sent its request"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -26,8 +26,8 @@
  * without SA_RESTART": a handler would interrupt only one arbitrary thread).
  * On one it sets `stopping' and wakes the acceptor, which closes the silent
  * connections and accepts no more, and the workers, which serve the
- * connections already queued (they have sent their request), finish the
- * one in hand and return.  The listening socket is never shut down, since
+ * connections that have sent something (queued, or held by the acceptor
+ * while the queue is full), finish the one in hand and return.  The listening socket is never shut down, since
  * under systemd it outlives this process.
  */
 #include "cgi_fcgi.h"

@@ -5,10 +5,11 @@
  *	  accepts connections and hands each to a worker once it has sent
  *	  something).
  *
- * Ownership: the acceptor owns the connections that have sent nothing yet;
- * ready[] holds those waiting for a worker; a worker owns the one it took.
- * `lock' guards ready[] and watches[]; the rest is set before the threads
- * start, or atomic.
+ * Ownership: the acceptor owns the connections that have sent nothing yet,
+ * and those that have but found ready[] full (`held' of them); ready[]
+ * holds those waiting for a worker; a worker owns the one it took.  `lock'
+ * guards ready[], held, acceptor_stopped and watches[]; the rest is set
+ * before the threads start, or atomic.
  */
 #ifndef PAYNOTIFY_CGI_FCGI_H
 #define PAYNOTIFY_CGI_FCGI_H
@@ -42,9 +43,13 @@ typedef struct pn_server
 	int		   *ready;			/* ring of cfg->max_pending descriptors */
 	int			ready_first;
 	int			ready_count;
+	int			held;			/* sent something, not in ready[] yet */
+	bool		acceptor_stopped;	/* accepts no more, silent ones closed */
 	pn_watch   *watches;		/* watches[i]: worker i + 1 */
 	int			nworkers;
-	atomic_bool stopping;		/* accept no more; workers empty ready[] */
+	atomic_bool stopping;		/* accept no more; workers empty ready[], and
+								 * return once held is 0 and the acceptor
+								 * has stopped */
 	atomic_bool workers_done;	/* every worker has returned */
 	atomic_bool failed;			/* an error the server cannot survive */
 } pn_server;

@@ -16,6 +16,9 @@ Then each connection, according to MODE:
   keep     sends a whole request, POST /notify/keep with the body "{}", as
            nginx does with fastcgi_keep_conn (the FCGI_KEEP_CONN flag), and
            then leaves the connection open as that asks
+  request  sends a whole request, POST /notify/keep with the body "{}",
+           right after its connect, as nginx does (no FCGI_KEEP_CONN), and
+           closes the connection once the server has closed its end
 
 and is watched for HOLD seconds at most.  At the end one line per
 connection, in the order they were opened: "N closed SECONDS AT" when the
@@ -50,6 +53,7 @@ PARAMS = pair(b"REQUEST_METHOD", b"POST") + pair(b"PATH_INFO", b"/notify/keep") 
     pair(b"CONTENT_LENGTH", b"2")
 KEEP_REQUEST = record(1, struct.pack("!HB5x", 1, 1)) + record(4, PARAMS) + record(4, b"") + \
     record(5, b"{}") + record(5, b"")
+REQUEST = record(1, struct.pack("!HB5x", 1, 0)) + KEEP_REQUEST[16:]
 
 
 def read_some(sock, got):
@@ -81,6 +85,8 @@ def main():
             s.send(BEGIN[:1])
         elif mode == "keep":
             s.sendall(KEEP_REQUEST)
+        elif mode == "request":
+            s.sendall(REQUEST)
     print("connected %d %.3f" % (count, first_epoch), flush=True)
     closed = [None] * count
     got = [bytearray() for _ in range(count)]
@@ -95,6 +101,8 @@ def main():
         for i, s in enumerate(socks):
             if closed[i] is None and s in readable and read_some(s, got[i]):
                 closed[i] = now - opened[i]
+                if mode == "request":
+                    s.close()       # as nginx does: the server's wait ends
         if mode == "trickle" and now >= next_byte:
             next_byte = now + TRICKLE_EVERY
             for i, s in enumerate(socks):

@@ -1,0 +1,571 @@
+/*
+ * accept_test.c
+ *	  Unit test of shim/cgi/cgi_accept.c, the FastCGI acceptor: which
+ *	  connections it holds, queues for a worker and closes.  The file is
+ *	  included whole, so the test drives the acceptor's steps itself, one at
+ *	  a time, over a unix listening socket of its own (a connect() is in the
+ *	  accept queue, and a send() in the peer's receive buffer, when the call
+ *	  returns), on a clock of its own: the order of events is the test's,
+ *	  never the machine's speed.  No worker thread: the test takes from the
+ *	  queue itself.
+ *
+ * Built by shim/tests/cgi-test.sh with ASan and UBSan (when cc has them)
+ * together with cgi_refused.c, cgi_fcgi_check.c and common/; prints
+ * "accept_test: N checks, M failures" and exits 1 on a failure.
+ */
+#define PN_ACCEPT_CLOCK test_clock
+static long long test_clock(void);
+
+#include "../cgi/cgi_accept.c"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/un.h>
+
+static int	checks;
+static int	failures;
+
+#define CHECK(cond, ...) \
+	do { \
+		checks++; \
+		if (!(cond)) \
+		{ \
+			failures++; \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__); \
+			fputc('\n', stderr); \
+		} \
+	} while (0)
+
+#define MAX_CLIENTS 400
+
+static pn_config cfg;
+static pn_server srv;
+static acceptor acc;
+static struct sockaddr_un addr;
+static int	client[MAX_CLIENTS];	/* the test's ends, by number */
+static int	nclients;
+static long long now_ms;		/* the acceptor's clock */
+
+static long long
+test_clock(void)
+{
+	return now_ms;
+}
+
+/* The clock moves on ms (then silent ones accepted before may be displaced). */
+static long long
+later(long long ms)
+{
+	return now_ms += ms;
+}
+
+/* A silent connection's grace: a tenth of PAYNOTIFY_IDLE_TIMEOUT. */
+#define GRACE (cfg.idle_timeout_ms / 10)
+
+/* Descriptors open in this process. */
+static int
+open_fds(void)
+{
+	DIR		   *d = opendir("/proc/self/fd");
+	int			n = 0;
+
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n - 3;				/* ".", ".." and the directory's own */
+}
+
+/* A server and its acceptor, as pn_fcgi_run and pn_accept_main set them up. */
+static void
+setup(int cap, long long idle_ms)
+{
+	static int	serial;
+	int			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	now_ms = pn_now_ms();
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.max_pending = cap;
+	cfg.idle_timeout_ms = idle_ms;
+	cfg.io_timeout_ms = 5000;
+	cfg.workers = 1;
+	memset(&addr, 0, sizeof(addr));
+	addr.sun_family = AF_UNIX;
+	/* abstract: nothing to remove */
+	snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, "pn-accept-test-%d-%d",
+			 (int) getpid(), ++serial);
+	if (fd < 0 || bind(fd, (struct sockaddr *) &addr, sizeof(addr)) != 0 ||
+		listen(fd, MAX_CLIENTS) != 0)
+	{
+		perror("listening socket");
+		exit(2);
+	}
+	memset(&srv, 0, sizeof(srv));
+	srv.cfg = &cfg;
+	srv.listen_fd = fd;
+	srv.nworkers = 1;
+	atomic_init(&srv.stopping, false);
+	atomic_init(&srv.workers_done, false);
+	atomic_init(&srv.failed, false);
+	pthread_mutex_init(&srv.lock, NULL);
+	pthread_cond_init(&srv.ready_cv, NULL);
+	srv.ready = calloc((size_t) cap, sizeof(int));
+	srv.watches = calloc(1, sizeof(pn_watch));
+	if (srv.ready == NULL || srv.watches == NULL ||
+		pipe2(srv.bell, O_NONBLOCK | O_CLOEXEC) != 0 || !acceptor_init(&acc, &srv))
+	{
+		perror("setup");
+		exit(2);
+	}
+	srv.watches[0].fd = -1;
+	nclients = 0;
+}
+
+/* Undoes setup, closing whatever is left on either side. */
+static void
+teardown(void)
+{
+	acceptor_free(&acc);
+	while (srv.ready_count > 0)
+	{
+		close(srv.ready[srv.ready_first]);
+		srv.ready_first = (srv.ready_first + 1) % (int) cfg.max_pending;
+		srv.ready_count--;
+	}
+	for (int i = 0; i < nclients; i++)
+		if (client[i] >= 0)
+			close(client[i]);
+	close(srv.bell[0]);
+	close(srv.bell[1]);
+	close(srv.listen_fd);
+	free(srv.ready);
+	free(srv.watches);
+	pthread_cond_destroy(&srv.ready_cv);
+	pthread_mutex_destroy(&srv.lock);
+}
+
+/* Connects client number nclients; in the accept queue on return. */
+static int
+connect_one(void)
+{
+	int			fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *) &addr, sizeof(addr)) != 0)
+	{
+		perror("connect");
+		exit(2);
+	}
+	client[nclients] = fd;
+	return nclients++;
+}
+
+/*
+ * Client i sends its request: here two bytes naming it (the acceptor only
+ * ever looks at the first byte), in the server's buffer on return.
+ */
+static void
+send_request(int i)
+{
+	unsigned char id[2] = {(unsigned char) (i >> 8), (unsigned char) i};
+
+	if (send(client[i], id, 2, MSG_NOSIGNAL) != 2)
+	{
+		perror("send");
+		exit(2);
+	}
+}
+
+/* Whether the server closed client i's connection (its end reads EOF). */
+static bool
+closed_by_server(int i)
+{
+	struct pollfd p = {.fd = client[i], .events = POLLIN};
+	char		c;
+
+	/* the server never writes: anything to read is the end */
+	if (poll(&p, 1, 0) <= 0)
+		return false;
+	return recv(client[i], &c, 1, MSG_DONTWAIT | MSG_PEEK) <= 0;
+}
+
+/* Which client a queued descriptor belongs to (what it sent), or -1. */
+static int
+whose(int fd)
+{
+	unsigned char id[2];
+
+	if (recv(fd, id, 2, MSG_PEEK | MSG_DONTWAIT) != 2)
+		return -1;
+	return id[0] << 8 | id[1];
+}
+
+static int
+ready_count(void)
+{
+	return queued(&srv);
+}
+
+/*
+ * One round of the acceptor's loop as its thread runs it, the bell rung
+ * first so that its poll returns at once: with what has arrived by then.
+ */
+static void
+round_trip(void)
+{
+	pn_server_ring(&srv);
+	CHECK(step(&acc), "the acceptor goes on");
+}
+
+/* Whether the acceptor polls the listening socket (accepts) next round. */
+static bool
+accepting(void)
+{
+	long long	timeout = 1000;
+
+	(void) fill_pollfds(&acc, now_ms, &timeout);
+	return acc.fds[1].fd >= 0;
+}
+
+/* Takes the next queued connection as a worker does: whose it was. */
+static int
+take(void)
+{
+	int			fd;
+
+	if (ready_count() == 0 && !atomic_load(&srv.stopping))
+		return -2;				/* pn_ready_take would wait */
+	fd = pn_ready_take(&srv);
+	int			who = whose(fd);
+
+	if (fd >= 0)
+		close(fd);
+	return who;
+}
+
+/*
+ * The race of the valgrind run in cgi-test.sh: connections accepted in one
+ * round send their request after that round's poll; the next round's poll
+ * reports new connections only, and accept_new then over
+ * PAYNOTIFY_MAX_PENDING must not close the old ones, which have sent
+ * something: it queues them instead.
+ */
+static void
+test_request_after_poll(void)
+{
+	int			first[4];
+
+	setup(4, 60000);
+	for (int i = 0; i < 4; i++)
+		first[i] = connect_one();
+	accept_new(&acc, now_ms);
+	CHECK(acc.nsilent == 4, "4 silent connections held, not %d", acc.nsilent);
+	/* their requests arrive after the poll, with 4 new connections */
+	for (int i = 0; i < 4; i++)
+		send_request(first[i]);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, later(GRACE));
+	for (int i = 0; i < 4; i++)
+		CHECK(!closed_by_server(first[i]),
+			  "connection %d closed although it had sent its request", i + 1);
+	CHECK(ready_count() == 4, "the 4 with a request queued, not %d", ready_count());
+	for (int i = 0; i < 4 && ready_count() > 0; i++)
+	{
+		int			fd = pn_ready_take(&srv);
+
+		CHECK(whose(fd) == first[i], "queued in their order: #%d is connection %d",
+			  i + 1, whose(fd) + 1);
+		close(fd);
+	}
+	for (int i = 4; i < 8; i++)
+		CHECK(!closed_by_server(i), "the new connection %d is held", i + 1);
+	teardown();
+}
+
+/*
+ * The queue full: connections that have sent something wait, unpolled
+ * (no busy loop), never closed nor expired, and nothing more is accepted
+ * (new connections stay in the backlog); as workers make room they are
+ * handed on in the order their requests were seen.
+ */
+static void
+test_queue_full(void)
+{
+	int			c8;
+	long long	timeout = 1000;
+
+	setup(4, 100);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	for (int i = 0; i < 4; i++)
+		send_request(i);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, later(GRACE));
+	CHECK(ready_count() == 4 && acc.nsilent == 4, "4 queued (%d), 4 silent (%d)",
+		  ready_count(), acc.nsilent);
+	/* the order their requests are seen in: 7, then 4 to 6 in one poll */
+	send_request(7);
+	round_trip();
+	send_request(5);
+	send_request(6);
+	send_request(4);
+	round_trip();
+	CHECK(acc.nwaiting == 4 && acc.nsilent == 0, "the 4 with a request wait (%d), none silent (%d)",
+		  acc.nwaiting, acc.nsilent);
+	CHECK(fill_pollfds(&acc, now_ms, &timeout) == 2 && acc.fds[1].fd < 0,
+		  "queue full: only the bell is polled");
+	c8 = connect_one();
+	round_trip();
+	CHECK(acc.nsilent == 0, "a new connection is left in the backlog");
+	/* long past PAYNOTIFY_IDLE_TIMEOUT: the waiting ones are not expired */
+	(void) expire_silent(&acc, now_ms + 60000);
+	CHECK(acc.nwaiting == 4, "waiting ones never expire (%d left)", acc.nwaiting);
+	for (int i = 0; i <= c8; i++)
+		CHECK(!closed_by_server(i), "connection %d still open", i + 1);
+	{
+		int			order[8] = {0, 1, 2, 3, 7, 4, 5, 6};
+
+		for (int i = 0; i < 8; i++)
+		{
+			int			who = take();
+
+			CHECK(who == order[i], "#%d taken: connection %d, not %d", i + 1,
+				  order[i] + 1, who + 1);
+			round_trip();
+		}
+	}
+	CHECK(acc.nsilent == 1 && acc.nwaiting == 0 && ready_count() == 0,
+		  "with room again the backlog's connection is accepted (%d silent)", acc.nsilent);
+	CHECK(!closed_by_server(c8), "and held");
+	CHECK(accepting(), "and the listening socket polled again");
+	teardown();
+}
+
+/*
+ * Over PAYNOTIFY_MAX_PENDING only connections that have sent nothing are
+ * closed, the oldest first; one that has sent something is queued
+ * instead, one that hung up closed.
+ */
+static void
+test_drop_only_silent(void)
+{
+	setup(4, 60000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	send_request(1);
+	for (int i = 0; i < 2; i++)
+		(void) connect_one();
+	accept_new(&acc, later(GRACE));
+	CHECK(closed_by_server(0), "the oldest silent connection closed");
+	CHECK(!closed_by_server(1), "the second, which sent its request, kept");
+	CHECK(closed_by_server(2), "the third (silent) closed in its place");
+	for (int i = 3; i < 6; i++)
+		CHECK(!closed_by_server(i), "connection %d kept", i + 1);
+	CHECK(acc.nsilent == 3 && ready_count() == 1, "3 silent (%d), 1 queued (%d)",
+		  acc.nsilent, ready_count());
+	CHECK(take() == 1, "the queued one is the second");
+	teardown();
+}
+
+/*
+ * A new connection displaces a silent one only once that has had its grace
+ * (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then new ones wait in the
+ * backlog, and the poll ends when the grace does.
+ */
+static void
+test_grace(void)
+{
+	long long	timeout = 1000;
+
+	setup(4, 1000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	(void) connect_one();
+	(void) connect_one();
+	(void) later(GRACE - 1);
+	CHECK(!accepting(), "4 silent ones in their grace: not accepting");
+	(void) fill_pollfds(&acc, now_ms, &timeout);
+	CHECK(timeout == 1, "the poll ends with the grace: %lld ms", timeout);
+	round_trip();
+	for (int i = 0; i < 6; i++)
+		CHECK(!closed_by_server(i), "in the grace: connection %d open", i + 1);
+	CHECK(acc.nsilent == 4, "4 held, 2 in the backlog (%d held)", acc.nsilent);
+	(void) later(1);
+	CHECK(accepting(), "past the grace: accepting");
+	round_trip();
+	CHECK(closed_by_server(0) && closed_by_server(1), "the 2 oldest displaced");
+	for (int i = 2; i < 6; i++)
+		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	CHECK(acc.nsilent == 4, "4 held (%d)", acc.nsilent);
+	teardown();
+}
+
+/* The idle timeout closes silent ones only: a request arrived since is queued. */
+static void
+test_expire(void)
+{
+	long long	t0 = now_ms;
+
+	setup(4, 100);
+	(void) connect_one();
+	(void) connect_one();
+	accept_new(&acc, t0);
+	send_request(0);
+	CHECK(expire_silent(&acc, t0 + 99) == 1, "due in 1 ms");
+	(void) expire_silent(&acc, t0 + 100);
+	CHECK(!closed_by_server(0) && ready_count() == 1, "the one with a request queued");
+	CHECK(closed_by_server(1) && acc.nsilent == 0, "the silent one closed");
+	CHECK(take() == 0, "the queued one is the first");
+	teardown();
+}
+
+/*
+ * A flood of connections, silent ones and some whose requests arrive in
+ * the race of test_request_after_poll, and workers that take only a few:
+ * every table stays within its bound, no connection with a request is
+ * ever closed, and in the end every request is handed on exactly once.
+ */
+static void
+test_flood(void)
+{
+	static bool sent[MAX_CLIENTS];
+	static bool served[MAX_CLIENTS];
+	int			nsent = 0;
+	int			nserved = 0;
+	int			peak = 0;
+	bool		bounded = true;
+	bool		none_lost = true;
+
+	memset(sent, 0, sizeof(sent));
+	memset(served, 0, sizeof(served));
+	setup(8, 60000);
+	for (int r = 0; r < 18; r++)
+	{
+		/* 20 new ones, every third with its request at once */
+		for (int k = 0; k < 20; k++)
+		{
+			int			i = connect_one();
+
+			if (i % 3 == 0)
+			{
+				send_request(i);
+				sent[i] = true;
+				nsent++;
+			}
+		}
+		/* older ones, still open, send theirs after the poll */
+		for (int i = 0; i < nclients - 20; i++)
+			if (!sent[i] && !closed_by_server(i) && (i * 7 + r) % 2 == 0)
+			{
+				send_request(i);
+				sent[i] = true;
+				nsent++;
+			}
+		accept_new(&acc, later(GRACE));
+		round_trip();
+		if (acc.nsilent + acc.nwaiting + ready_count() > peak)
+			peak = acc.nsilent + acc.nwaiting + ready_count();
+		if (acc.nsilent + acc.nwaiting > 8 + ACCEPT_BATCH || ready_count() > 8)
+			bounded = false;
+		/* workers slower than the flood: 1 a round */
+		for (int k = 0; k < 1 && ready_count() > 0; k++)
+		{
+			int			who = take();
+
+			CHECK(who >= 0 && sent[who] && !served[who], "a request taken once: %d", who);
+			if (who >= 0)
+				served[who] = true;
+			nserved++;
+		}
+	}
+	/* then the workers catch up: everything in the backlog is taken in */
+	for (int r = 0; r < 200 && nserved < nsent; r++)
+	{
+		(void) later(GRACE);
+		round_trip();
+		while (ready_count() > 0)
+		{
+			int			who = take();
+
+			CHECK(who >= 0 && sent[who] && !served[who], "a request taken once: %d", who);
+			if (who >= 0)
+				served[who] = true;
+			nserved++;
+		}
+	}
+	for (int i = 0; i < nclients; i++)
+		if (sent[i] && !served[i])
+		{
+			none_lost = false;
+			fprintf(stderr, "connection %d: %s\n", i + 1,
+					closed_by_server(i) ? "closed" : "never handed on");
+		}
+	CHECK(bounded, "silent + waiting <= PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH, queue <= cap");
+	CHECK(none_lost && nserved == nsent, "every request handed on (%d of %d)", nserved, nsent);
+	CHECK(acc.nsilent <= 8, "what is left is silent ones within the cap (%d)", acc.nsilent);
+	printf("# flood: %d connections, %d requests, at most %d held without a worker\n",
+		   nclients, nsent, peak);
+	teardown();
+}
+
+/*
+ * At stop the silent connections are closed, except one whose request has
+ * arrived since the last poll; the workers are given everything that has
+ * sent something, queued or waiting, and only then told to return.
+ */
+static void
+test_stop(void)
+{
+	int			order[7] = {0, 1, 2, 3, 4, 5, 7};
+
+	setup(4, 60000);
+	for (int i = 0; i < 8; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);	/* 0 to 3 */
+	for (int i = 0; i < 4; i++)
+		send_request(i);
+	accept_new(&acc, later(GRACE));	/* 4 to 7; 0 to 3 queued */
+	send_request(4);
+	send_request(5);
+	round_trip();				/* 4, 5 wait */
+	send_request(7);			/* after the poll */
+	(void) connect_one();		/* 8, in the backlog */
+	atomic_store(&srv.stopping, true);
+	round_trip();
+	CHECK(acc.stopped && !accepting(), "stopped: no more accepting");
+	CHECK(closed_by_server(6), "the silent connection closed");
+	CHECK(!closed_by_server(7), "the one whose request arrived since the poll kept");
+	CHECK(!closed_by_server(8), "one in the backlog left there");
+	CHECK(srv.held == 3 && srv.acceptor_stopped, "3 held for the workers (%d)", srv.held);
+	for (int i = 0; i < 7; i++)
+	{
+		CHECK(take() == order[i], "#%d taken at stop: connection %d", i + 1, order[i] + 1);
+		round_trip();
+	}
+	CHECK(srv.held == 0 && pn_ready_take(&srv) == -1, "then the workers return");
+	teardown();
+}
+
+int
+main(void)
+{
+	int			fds = open_fds();
+
+	pn_log_init("accept_test", false);
+	test_request_after_poll();
+	test_queue_full();
+	test_drop_only_silent();
+	test_grace();
+	test_expire();
+	test_flood();
+	test_stop();
+	CHECK(open_fds() == fds, "no descriptor left open: %d before, %d after", fds, open_fds());
+	printf("accept_test: %d checks, %d failures\n", checks, failures);
+	return failures ? 1 : 0;
+}
