@@ -483,7 +483,55 @@ COMMIT;
 RESET ROLE;
 SELECT k, st FROM tc.o25 ORDER BY k;
 SELECT who, count(*) FROM tc.ran25 GROUP BY who;
+-- 26. The same admin delivers a notification itself, signed with a key of
+-- its own channel, in a transaction that warmed the owner's trigger: the
+-- delivery runs the table's code as the owner, and the application's
+-- function, prepared before, is refused as it starts.  Again in a new
+-- session, where the warming UPDATE is what loads paynotify.
+CREATE FUNCTION tc.deliver26(evt text, ord text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+	ts bigint := extract(epoch FROM clock_timestamp())::bigint;
+	body text := jsonb_build_object('id', evt, 'object', 'event',
+		'created', ts, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
+			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
+			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text;
+	result text;
+BEGIN
+	SELECT outcome INTO result FROM pay.paynotify_handle('tc26', jsonb_build_object(
+		'Content-Type', 'application/json; charset=utf-8',
+		'Stripe-Signature', 't=' || ts || ',v1=' || t.hmac_sha256(convert_to('whsec_mover_26', 'UTF8'),
+			convert_to(ts || '.' || body, 'UTF8'))), body);
+	RETURN result;
+END $f$;
+GRANT USAGE ON SCHEMA t TO tc_mover;
+INSERT INTO tc.o25 VALUES ('TC-26a', 'pending', 100), ('TC-26b', 'pending', 100);
+TRUNCATE tc.ran25;
+SET ROLE tc_mover;
+SELECT pay.paynotify_add_channel('tc26', 'stripe', '{}');
+SELECT pay.paynotify_add_key('tc26', 'k1', 'whsec_mover_26');
+BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
+UPDATE tc.o25 SET st = st WHERE k = 'TC-25b';
+SELECT tc.deliver26('evt_tc_26a', 'TC-26a') AS outcome;
+COMMIT;
+RESET ROLE;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_26a';
+\c
+SET search_path = pay, public;
+SET ROLE tc_mover;
+BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
+UPDATE tc.o25 SET st = st WHERE k = 'TC-25b';
+SELECT tc.deliver26('evt_tc_26b', 'TC-26b') AS outcome;
+COMMIT;
+RESET ROLE;
+\set VERBOSITY terse
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_26b';
+SELECT k, st FROM tc.o25 WHERE k LIKE 'TC-26%' ORDER BY k;
+SELECT who, count(*) FROM tc.ran25 GROUP BY who ORDER BY who;
 SELECT paynotify_revoke('tc_mover', 'admin');
+DELETE FROM paynotify_channel WHERE name = 'tc26';
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;

@@ -28,7 +28,9 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/plancache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -58,6 +60,13 @@ static ExecutorStart_hook_type prev_executor_start = NULL;
 
 /* Who runs the orders statements instead of the table's owner, if anyone. */
 static Oid	orders_runner = InvalidOid;
+
+/*
+ * The transaction that loaded the library, until code first runs as an
+ * owner in it: what ran in it before the load prepared its calls without
+ * pn_needs_fmgr.
+ */
+static LocalTransactionId loaded_lxid = InvalidLocalTransactionId;
 
 void
 pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
@@ -103,6 +112,14 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 void
 pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 {
+	/*
+	 * Calls prepared before the library was loaded, in this transaction
+	 * (PL/pgSQL keeps a simple expression's for the transaction), bypass
+	 * pn_fmgr_guard: every cached plan is made again, and with it those.
+	 */
+	if (loaded_lxid != InvalidLocalTransactionId && loaded_lxid == MyProc->lxid)
+		ResetPlanCache();
+	loaded_lxid = InvalidLocalTransactionId;
 	owner_depth++;
 	PG_TRY();
 	{
@@ -211,10 +228,14 @@ proc_owner(Oid fn_oid)
 }
 
 /*
- * Whether calls of fn_oid go through pn_fmgr_guard: under
- * pn_run_as_owner, a function no superuser owns (a superuser's has every
- * role's rights).  The answer is kept with the call's FmgrInfo, which
- * outside pn_run_as_owner is made without it, and costs nothing there.
+ * Whether calls of fn_oid go through pn_fmgr_guard: those of a function no
+ * superuser owns (a superuser's has every role's rights), wherever the
+ * call is prepared.  The answer is kept with the call's FmgrInfo, which a
+ * session may prepare before it runs code as an owner and use there (a
+ * PL/pgSQL expression's, for the rest of the transaction); outside
+ * pn_run_as_owner the guard lets every call pass.  Such a call costs one
+ * more function call, and PostgreSQL inlines no such SQL function, in a
+ * session that has loaded paynotify.
  */
 static bool
 pn_needs_fmgr(Oid fn_oid)
@@ -223,8 +244,6 @@ pn_needs_fmgr(Oid fn_oid)
 
 	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fn_oid))
 		return true;
-	if (owner_depth == 0)
-		return false;
 	owner = proc_owner(fn_oid);
 	return OidIsValid(owner) && !superuser_arg(owner);
 }
@@ -260,6 +279,8 @@ pn_security_init(void)
 	fmgr_hook = pn_fmgr_guard;
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = pn_executor_start;
+	if (MyProc != NULL)
+		loaded_lxid = MyProc->lxid;
 }
 
 /*
