@@ -483,6 +483,13 @@ COMMIT;
 RESET ROLE;
 SELECT k, st FROM tc.o25 ORDER BY k;
 SELECT who, count(*) FROM tc.ran25 GROUP BY who;
+-- a mover with UPDATE alone cannot read the order it would move: refused
+REVOKE SELECT ON tc.o25 FROM tc_mover;
+SET ROLE tc_mover;
+SELECT pay.paynotify_transit('TC-25b', 'pending', 'paid');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+GRANT SELECT ON tc.o25 TO tc_mover;
 -- 26. The same admin delivers a notification itself, signed with a key of
 -- its own channel, in a transaction that warmed the owner's trigger: the
 -- delivery runs the table's code as the owner, and the application's

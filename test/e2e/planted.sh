@@ -129,7 +129,7 @@ check_calls shop "paynotify_grant, paynotify_revoke, paynotify_distribute as a s
 # the operator: every function of the admin capacity
 secret=$(tr -d '\n' <"$dir/vectors/keys/stripe_secret_1.txt")
 pub=$(cat "$dir/vectors/keys/alipay_1.pub.pem")
-su shop -q -c "GRANT UPDATE ON public.orders TO pl_ops; CREATE SCHEMA app AUTHORIZATION pl_ops;"
+su shop -q -c "GRANT SELECT, UPDATE ON public.orders TO pl_ops; CREATE SCHEMA app AUTHORIZATION pl_ops;"
 su shop -q -c "SELECT t.set_order('PL-1', 'pending', 100), t.set_order('PL-2', 'pending', 100)" >/dev/null
 cat >"$dir/ops.sql" <<'SQL'
 SELECT public.paynotify_add_channel('pl_st', 'stripe', '{}');
