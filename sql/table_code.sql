@@ -5,9 +5,12 @@
 -- a domain or relation it is made of, whose owner lacks those
 -- rights, or a role granted TRIGGER on such a relation, is refused: binding such a table fails (42501),
 -- and a table that gets such code after it was bound is unusable until it
--- is repaired (every step fails, retried), never run.  The review that
--- found it: a trigger function owned by an application role, on a table a
--- superuser owns, made that role a superuser at the next payment.
+-- is repaired (every step fails, retried), never run.  The defect this
+-- closes: a trigger function owned by an application role, on a table a
+-- superuser owns, made that role a superuser at the next payment.  A table
+-- a superuser owns may run no function whose body is text (PL/pgSQL, SQL
+-- outside BEGIN ATOMIC): what such a body names is recorded nowhere (case
+-- 27); the cases of such code below use a table of a plain role, tc_plain.
 \set VERBOSITY terse
 SELECT current_user AS su \gset
 SET search_path = pay, public;
@@ -228,11 +231,14 @@ SELECT st FROM tc.o16;
 -- 17. The trigger's function belongs to a superuser when the table is
 -- bound; that role is made an ordinary one while a backend has the
 -- configuration: its next payment fails, runs nothing.
+CREATE ROLE tc_plain;
+GRANT USAGE ON SCHEMA tc TO tc_plain;
 CREATE ROLE tc_dba SUPERUSER;
 CREATE FUNCTION tc.stamp17() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN PERFORM tc.escalate(); RETURN NEW; END $f$;
 ALTER FUNCTION tc.stamp17() OWNER TO tc_dba;
 CREATE TABLE tc.o17 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o17 OWNER TO tc_plain;
 INSERT INTO tc.o17 VALUES ('TC-17', 'pending', 100);
 CREATE TRIGGER stamp BEFORE UPDATE ON tc.o17 FOR EACH ROW EXECUTE FUNCTION tc.stamp17();
 SELECT paynotify_bind_orders('tc.o17', 'k', 'st', 'amount');
@@ -400,6 +406,7 @@ RESET ROLE;
 CREATE FUNCTION tc.log24() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN INSERT INTO tc.audit24 VALUES (NEW.k, NEW.st); RETURN NEW; END $f$;
 CREATE TABLE tc.o24a (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o24a OWNER TO tc_plain;
 CREATE TRIGGER log AFTER UPDATE ON tc.o24a FOR EACH ROW EXECUTE FUNCTION tc.log24();
 INSERT INTO tc.o24a VALUES ('TC-24a', 'pending', 100);
 SELECT paynotify_bind_orders('tc.o24a', 'k', 'st', 'amount');
@@ -441,6 +448,7 @@ SELECT st, (SELECT st FROM tc.ship24) AS shipped FROM tc.o24c;
 -- owner's trigger fills: refused as the trigger's INSERT starts (it wrote
 -- the owner's name, and could have read any file)
 CREATE TABLE tc.o24d (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o24d OWNER TO tc_plain;
 SET ROLE tc_app;
 CREATE TABLE tc.audit24d (k text, st text, who text DEFAULT current_user);
 RESET ROLE;
@@ -470,6 +478,7 @@ CREATE FUNCTION tc.log25() RETURNS trigger LANGUAGE plpgsql AS $f$
 DECLARE ok boolean;
 BEGIN ok := tc.mark25(NEW.k); RETURN NEW; END $f$;
 CREATE TABLE tc.o25 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o25 OWNER TO tc_plain;
 CREATE TRIGGER log AFTER UPDATE ON tc.o25 FOR EACH ROW EXECUTE FUNCTION tc.log25();
 INSERT INTO tc.o25 VALUES ('TC-25a', 'pending', 100), ('TC-25b', 'pending', 100);
 GRANT SELECT, UPDATE ON tc.o25 TO tc_mover;
@@ -539,6 +548,48 @@ SELECT k, st FROM tc.o25 WHERE k LIKE 'TC-26%' ORDER BY k;
 SELECT who, count(*) FROM tc.ran25 GROUP BY who ORDER BY who;
 SELECT paynotify_revoke('tc_mover', 'admin');
 DELETE FROM paynotify_channel WHERE name = 'tc26';
+-- 27. The owner's PL/pgSQL trigger keeps a value in a variable of the
+-- application's domain, whose CHECK calls built-in functions only (here it
+-- writes a large object, owned by whoever runs it): nothing in the catalog
+-- records that the trigger names the domain, and no guard at run time
+-- tells those built-ins from the owner's own.  A table a superuser owns is
+-- refused at binding; one a plain role owns is bound and runs the check
+-- as that role; given to a superuser after the binding, its next payment
+-- fails, runs nothing.
+SET ROLE tc_app;
+CREATE DOMAIN tc.ref27 AS text CHECK (VALUE IS NULL OR
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+RESET ROLE;
+CREATE FUNCTION tc.log27() RETURNS trigger LANGUAGE plpgsql AS $f$
+DECLARE r tc.ref27;
+BEGIN r := NEW.k; RETURN NEW; END $f$;
+CREATE TABLE tc.o27 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TRIGGER log AFTER UPDATE ON tc.o27 FOR EACH ROW EXECUTE FUNCTION tc.log27();
+INSERT INTO tc.o27 VALUES ('TC-27a', 'pending', 100), ('TC-27b', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o27', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+SELECT tc.pay('evt_tc_27x', 'TC-27a') AS outcome;
+-- a SQL function outside BEGIN ATOMIC in a CHECK: the same; inside, bound
+CREATE FUNCTION tc.ok27(k text) RETURNS boolean LANGUAGE sql STABLE AS $$ SELECT true $$;
+CREATE TABLE tc.o27s (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL, CHECK (tc.ok27(k)));
+SELECT paynotify_bind_orders('tc.o27s', 'k', 'st', 'amount');
+CREATE OR REPLACE FUNCTION tc.ok27(k text) RETURNS boolean LANGUAGE sql STABLE BEGIN ATOMIC SELECT true; END;
+SELECT paynotify_bind_orders('tc.o27s', 'k', 'st', 'amount');
+-- given to a plain role: bound, and the check runs as that role
+ALTER TABLE tc.o27 OWNER TO tc_plain;
+SELECT paynotify_bind_orders('tc.o27', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_27a', 'TC-27a') AS outcome;
+SELECT convert_from(lo_get(m.oid), 'UTF8') AS ran, m.lomowner::regrole AS lo_owner
+FROM pg_largeobject_metadata m
+WHERE m.lomowner IN ('tc_plain'::regrole, 'tc_app'::regrole, :'su'::regrole)
+	AND convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %'
+ORDER BY 1;
+-- given to a superuser after the binding: the next payment fails
+ALTER TABLE tc.o27 OWNER TO :"su";
+SELECT tc.pay('evt_tc_27b', 'TC-27b') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_27b';
+SELECT k, st FROM tc.o27 ORDER BY k;
+SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m WHERE m.lomowner = 'tc_plain'::regrole;
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;
@@ -558,3 +609,4 @@ DROP ROLE tc_dev;
 DROP ROLE tc_aud;
 DROP ROLE tc_owner;
 DROP ROLE tc_mover;
+DROP ROLE tc_plain;

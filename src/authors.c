@@ -30,6 +30,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/objectaddress.h"
+#include "catalog/dependency.h"
 #include "catalog/partition.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_amop.h"
@@ -42,6 +43,7 @@
 #include "catalog/pg_depend.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_opclass.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_opfamily.h"
@@ -1131,11 +1133,49 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 	return result;
 }
 
-/* Whether author a has the rights of role owner. */
+/*
+ * The language of function a if its body is text that a language handler
+ * reads as it runs (PL/pgSQL, a SQL body not in BEGIN ATOMIC, ...), and so
+ * PostgreSQL records nothing the body names: not another role's domain
+ * whose CHECK would run as the caller.  NULL for a C or internal
+ * function, a SQL body in BEGIN ATOMIC (what it names is recorded and
+ * walked), a member of an extension (its body is the extension's) and
+ * anything not a function.
+ */
+static char *
+author_text_body(const PnAuthor *a)
+{
+	HeapTuple	tup;
+	Form_pg_proc proc;
+	char	   *lang = NULL;
+
+	if (a->classid != ProcedureRelationId)
+		return NULL;
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(a->objid));
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	proc = (Form_pg_proc) GETSTRUCT(tup);
+	if (proc->prolang != INTERNALlanguageId && proc->prolang != ClanguageId &&
+		heap_attisnull(tup, Anum_pg_proc_prosqlbody, NULL) &&
+		!OidIsValid(getExtensionOfObject(ProcedureRelationId, a->objid)))
+		lang = get_language_name(proc->prolang, true);
+	ReleaseSysCache(tup);
+	return lang;
+}
+
+/*
+ * Whether author a has the rights of role owner, and, if owner is a
+ * superuser, is no function whose body is text (author_text_body): such a
+ * body may name a domain of any role, and that domain's CHECK (built-in
+ * functions only, which no guard at run time tells from the owner's own)
+ * would run with every right.  A table a plain role owns runs such code
+ * with that role's rights only.
+ */
 bool
 pn_author_trusted(const PnAuthor *a, Oid owner)
 {
-	return OidIsValid(a->owner) && has_privs_of_role(a->owner, owner);
+	return OidIsValid(a->owner) && has_privs_of_role(a->owner, owner) &&
+		!(superuser_arg(owner) && author_text_body(a) != NULL);
 }
 
 /*
@@ -1148,9 +1188,18 @@ pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
 {
 	Oid			owner = pn_relation_owner(relid);
 
+	char	   *lang;
+
 	if (a == NULL)
 		return psprintf("%s has more code than paynotify checks: more than %d relations, objects of its code or objects they reach",
 						table, PN_WALK_LIMIT);
+	if (OidIsValid(a->owner) && has_privs_of_role(a->owner, owner) &&
+		(lang = author_text_body(a)) != NULL)
+		return psprintf("%s is owned by superuser %s and runs %s, function %s in %s, whose body PostgreSQL does not record: what it names (another role's domain, whose CHECK would run as a superuser) cannot be checked",
+						table, GetUserNameFromId(owner, false), a->what,
+						DatumGetCString(DirectFunctionCall1(regprocedureout,
+															ObjectIdGetDatum(a->objid))),
+						lang);
 	return psprintf("%s runs %s, %s of role %s, which does not have the rights of the table's owner %s",
 					table, a->what,
 					a->object != NULL ? a->object
