@@ -590,6 +590,24 @@ SELECT tc.pay('evt_tc_27b', 'TC-27b') AS outcome;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_27b';
 SELECT k, st FROM tc.o27 ORDER BY k;
 SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m WHERE m.lomowner = 'tc_plain'::regrole;
+-- 28. Only a change of what the table's code reaches loads the
+-- configuration again (each load walks that code): a temporary table's
+-- row type does not; its amount domain given to the application does,
+-- and the step fails with the reason.
+CREATE DOMAIN tc.amt28 AS bigint;
+CREATE TABLE tc.o28 (k text PRIMARY KEY, st text NOT NULL, amount tc.amt28 NOT NULL);
+INSERT INTO tc.o28 VALUES ('TC-28a', 'pending', 100), ('TC-28b', 'pending', 100), ('TC-28c', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o28', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_28a', 'TC-28a') AS outcome;
+SET log_temp_files = -1;
+SET client_min_messages = debug1;
+CREATE TEMP TABLE tc_tmp28 (a int);
+SELECT tc.pay('evt_tc_28b', 'TC-28b') AS outcome;
+ALTER DOMAIN tc.amt28 OWNER TO tc_app;
+SELECT tc.pay('evt_tc_28c', 'TC-28c') AS outcome;
+RESET client_min_messages;
+RESET log_temp_files;
+SELECT k, st FROM tc.o28 ORDER BY k;
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;

@@ -1002,10 +1002,12 @@ relation_rows(RowVec *rv, Oid relid)
  * operator its code reaches, each once, with the first label (as bytes)
  * under which it is reached; every relation whose code it runs, and every
  * role granted TRIGGER on one.  NULL and *n = -1 when there is more than
- * PN_WALK_LIMIT of it (the relations are still returned).
+ * PN_WALK_LIMIT of it (the relations are still returned).  With the types
+ * the walk reached in *types, *ntypes of them, when types is not NULL
+ * (-1: the walk stopped short, any type may be one).
  */
 PnAuthor *
-pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
+pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids, Oid **types, int *ntypes)
 {
 	MemoryContext caller = CurrentMemoryContext;
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -1128,6 +1130,18 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids)
 		memcpy(*relids, rels, sizeof(Oid) * nrels);
 		*nrelids = nrels;
 	}
+	if (types != NULL)
+	{
+		HASH_SEQ_STATUS seq;
+		WalkEntry  *e;
+
+		*ntypes = too_large ? -1 : 0;
+		*types = palloc(sizeof(Oid) * (too_large ? 1 : Max(hash_get_num_entries(nodes), 1)));
+		hash_seq_init(&seq, nodes);
+		while ((e = hash_seq_search(&seq)) != NULL)
+			if (!too_large && e->key.classid == TypeRelationId)
+				(*types)[(*ntypes)++] = e->key.objid;
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return result;
@@ -1242,7 +1256,7 @@ authors_srf(FunctionCallInfo fcinfo, bool functions)
 	cxt = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors rows",
 								ALLOCSET_DEFAULT_SIZES);
 	old = MemoryContextSwitchTo(cxt);
-	rows = pn_table_authors(PG_GETARG_OID(0), &n, NULL, NULL);
+	rows = pn_table_authors(PG_GETARG_OID(0), &n, NULL, NULL, NULL, NULL);
 	if (n < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -98,18 +98,29 @@ config_inval_callback(Datum arg, Oid relid)
 }
 
 /*
- * A type, a cast, an operator, an operator class or family or one of its
- * members changed (a domain's check added, a cast created, a default
- * class given to a type): the orders table's code may reach other
- * functions now.  A role or a membership changed (a superuser made an
- * ordinary role, a member revoked): the owners of that code may no longer
- * have the table owner's rights.  Rare: any marks the cache stale.
+ * A type the orders table's code reaches, a cast, an operator, an
+ * operator class or family or one of its members changed (a domain's
+ * owner or check, a cast created, a default class given to a type): that
+ * code may reach other functions, or other owners, now.  A role or a
+ * membership changed (a superuser made an ordinary role, a member
+ * revoked): the owners of that code may no longer have the table owner's
+ * rights.  Rare, but for types: any session's temporary table makes a row
+ * type, which that code cannot reach (nothing of it names a type made
+ * after it without a change of its own), and loads nothing.
  */
 static void
 type_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
-	if (current != NULL && current->bound)
-		stale = true;
+	if (current == NULL || (!current->bound && current->binding_error == NULL))
+		return;
+	if (cacheid == TYPEOID && hashvalue != 0 && current->ntypes >= 0)
+	{
+		for (int i = 0; i < current->ntypes; i++)
+			if (current->type_hashes[i] == hashvalue)
+				stale = true;
+		return;
+	}
+	stale = true;
 }
 
 /*
@@ -182,6 +193,8 @@ pn_config(Oid fn_oid)
 	}
 	stale = false;
 	current = config_load(nsp);
+	ereport(DEBUG1,
+			(errmsg("paynotify: configuration of schema %s loaded", current->schema)));
 	return current;
 }
 
@@ -198,6 +211,7 @@ config_load(Oid nsp)
 	cfg = MemoryContextAllocZero(cxt, sizeof(PnConfig));
 	cfg->cxt = cxt;
 	cfg->nsp = nsp;
+	cfg->ntypes = -1;			/* until the walk says which */
 	cfg->schema = MemoryContextStrdup(cxt, quote_identifier(get_namespace_name(nsp)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
@@ -540,6 +554,8 @@ load_table_authors(PnConfig *cfg)
 	int			nauthors;
 	Oid		   *relids;
 	int			nrelids;
+	Oid		   *types;
+	int			ntypes;
 	char	   *offence = NULL;
 	char	   *table;
 
@@ -549,13 +565,17 @@ load_table_authors(PnConfig *cfg)
 	walk = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors",
 								 ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(walk);
-	authors = pn_table_authors(cfg->orders_oid, &nauthors, &relids, &nrelids);
+	authors = pn_table_authors(cfg->orders_oid, &nauthors, &relids, &nrelids, &types, &ntypes);
 	MemoryContextSwitchTo(old);
 	table = psprintf("the bound orders table %s", cfg->orders);
 	if (nauthors < 0)
 		offence = pn_author_offence(table, cfg->orders_oid, NULL);
 	cfg->nauthors = 0;
 	cfg->author_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(nauthors, 1));
+	cfg->ntypes = ntypes;
+	cfg->type_hashes = MemoryContextAlloc(cfg->cxt, sizeof(uint32) * Max(ntypes, 1));
+	for (int i = 0; i < ntypes; i++)
+		cfg->type_hashes[i] = GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(types[i]));
 	for (int i = 0; i < nauthors; i++)
 	{
 		if (authors[i].classid == ProcedureRelationId)

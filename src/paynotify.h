@@ -328,7 +328,8 @@ typedef struct PnAuthor
 	char	   *object;
 } PnAuthor;
 
-extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids);
+extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids,
+								   Oid **types, int *ntypes);
 extern bool pn_author_trusted(const PnAuthor *a, Oid owner);
 extern char *pn_author_offence(const char *table, Oid relid, const PnAuthor *a);
 extern Oid	pn_relation_owner(Oid relid);

@@ -103,6 +103,14 @@ typedef struct PnConfig
 	uint32	   *author_hashes;
 	List	   *orders_relids;
 
+	/*
+	 * the types that code reaches, by their TYPEOID hash (-1: unknown, the
+	 * walk stopped short): a change of another type (a temporary table's
+	 * row type made) reaches nothing of it and loads nothing
+	 */
+	int			ntypes;
+	uint32	   *type_hashes;
+
 	bool		distributed;	/* Citus: the outbox is a distributed table */
 
 	SPIPlanPtr	plans[PN_NPLANS];

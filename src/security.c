@@ -515,7 +515,7 @@ authors_check(void *arg)
 	int			n;
 	char	   *table = psprintf("the orders table %s", get_rel_name(a->relid));
 
-	authors = pn_table_authors(a->relid, &n, NULL, NULL);
+	authors = pn_table_authors(a->relid, &n, NULL, NULL, NULL, NULL);
 	if (n < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),

@@ -14,8 +14,10 @@
 #   handle   one rejected paynotify_handle as notify_shim, the first
 #            statement of its backend: the library loaded, the
 #            configuration read, the orders table's code walked;
-#   reload   the same in a warm backend after a CREATE TEMP TABLE (a new
-#            type: the configuration loads again);
+#   reload   the same in a warm backend after a role changed (ALTER ROLE:
+#            the configuration loads again, and walks the code again);
+#   temp     the same after a CREATE TEMP TABLE (a new type, which the
+#            orders table's code does not reach: nothing is loaded);
 #   walk     the orders table's code walked once, the first call of its
 #            backend, and again: paynotify_table_authors (SQL) and the C
 #            walk the configuration uses (its entry point
@@ -60,7 +62,8 @@ cwalk="SELECT count(*) FROM public.authors_c('orders')"
 echo "== a fresh backend's first answer; $n backends each; the orders table's code:" \
     "$(stack_sql -At -c "$sqlwalk") functions (SQL), $(stack_sql -At -c "$cwalk") (C)"
 figures "handle: first statement of a backend" notify_shim -c "$handle"
-figures "reload: after CREATE TEMP TABLE, warm" notify_shim -c "$handle" -c "CREATE TEMP TABLE x (a int)" -c "$handle"
+figures "reload: after ALTER ROLE, warm" postgres -c "$handle" -c "ALTER ROLE notify_shim CONNECTION LIMIT -1" -c "$handle"
+figures "temp: after CREATE TEMP TABLE, warm" notify_shim -c "$handle" -c "CREATE TEMP TABLE x (a int)" -c "$handle"
 figures "walk, SQL: first statement of a backend" postgres -c "$sqlwalk"
 figures "walk, SQL: second" postgres -c "$sqlwalk" -c "$sqlwalk"
 figures "walk, C: first statement of a backend" postgres -c "$cwalk"
