@@ -98,14 +98,28 @@ SELECT t.pv_error('evt_pv_4');
 DELETE FROM paynotify_hook;
 SELECT t.pv_pay('evt_pv_4', 'PV-4');
 
--- 5. Binding needs ownership of the table or UPDATE on it; nobody calls
--- the internal function that writes the binding.
+-- 5. Binding needs ownership of the table, or SELECT and UPDATE on it;
+-- nobody calls the internal function that writes the binding.
 \c - pv_op
 SELECT pay.paynotify_bind_orders('public.orders');
 SELECT pay.paynotify_bind_orders('pay.paynotify_key', 'key_id', 'material');
 SELECT pay.paynotify_bind_orders_internal('public.orders', 'order_no', 'status', NULL, NULL, NULL);
 \c - :su
 SELECT orders FROM pay.paynotify_binding;
+-- UPDATE alone is not enough: deliveries read the table as its owner and
+-- tell whether an order is there and what it costs
+CREATE TABLE public.pv_upd (order_no text PRIMARY KEY, status text NOT NULL, amount_fen bigint NOT NULL);
+GRANT UPDATE ON public.pv_upd TO pv_op;
+\c - pv_op
+SELECT pay.paynotify_bind_orders('public.pv_upd', 'order_no', 'status', 'amount_fen');
+\c - :su
+GRANT SELECT ON public.pv_upd TO pv_op;
+\c - pv_op
+SELECT pay.paynotify_bind_orders('public.pv_upd', 'order_no', 'status', 'amount_fen');
+\c - :su
+SELECT orders FROM pay.paynotify_binding;
+SELECT pay.paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+DROP TABLE public.pv_upd;
 
 -- 6. The orders table's owner: a trigger, a generated column and an index
 -- expression that would make their author superuser run as the owner.

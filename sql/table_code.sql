@@ -546,8 +546,6 @@ RESET ROLE;
 SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_26b';
 SELECT k, st FROM tc.o25 WHERE k LIKE 'TC-26%' ORDER BY k;
 SELECT who, count(*) FROM tc.ran25 GROUP BY who ORDER BY who;
-SELECT paynotify_revoke('tc_mover', 'admin');
-DELETE FROM paynotify_channel WHERE name = 'tc26';
 -- 27. The owner's PL/pgSQL trigger keeps a value in a variable of the
 -- application's domain, whose CHECK calls built-in functions only (here it
 -- writes a large object, owned by whoever runs it): nothing in the catalog
@@ -608,6 +606,37 @@ SELECT tc.pay('evt_tc_28c', 'TC-28c') AS outcome;
 RESET client_min_messages;
 RESET log_temp_files;
 SELECT k, st FROM tc.o28 ORDER BY k;
+-- 29. The same admin delivers from a session whose temporary schema holds
+-- its own domain, named as the owner's: the owner's trigger pins its
+-- search_path without pg_temp and names its domain unqualified, so
+-- PostgreSQL would take the temporary one and run its CHECK as the owner.
+-- Refused while such a type is there (failed, retried); after DISCARD
+-- TEMP, paid, with the owner's domain.
+CREATE DOMAIN tc.note29 AS text CHECK (VALUE <> '');
+ALTER DOMAIN tc.note29 OWNER TO tc_plain;
+CREATE FUNCTION tc.log29() RETURNS trigger LANGUAGE plpgsql SET search_path = tc AS $f$
+DECLARE n note29;
+BEGIN n := NEW.k; RETURN NEW; END $f$;
+CREATE TABLE tc.o29 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o29 OWNER TO tc_plain;
+CREATE TRIGGER log AFTER UPDATE ON tc.o29 FOR EACH ROW EXECUTE FUNCTION tc.log29();
+INSERT INTO tc.o29 VALUES ('TC-29a', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o29', 'k', 'st', 'amount');
+SET ROLE tc_mover;
+CREATE DOMAIN pg_temp.note29 AS text CHECK (VALUE IS NULL OR
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+SELECT tc.deliver26('evt_tc_29a', 'TC-29a') AS outcome;
+RESET ROLE;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_29a';
+SET ROLE tc_mover;
+DISCARD TEMP;
+SELECT tc.deliver26('evt_tc_29a', 'TC-29a') AS outcome;
+RESET ROLE;
+SELECT k, st FROM tc.o29;
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+SELECT paynotify_revoke('tc_mover', 'admin');
+DELETE FROM paynotify_channel WHERE name = 'tc26';
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;

@@ -426,13 +426,6 @@ transit_call(void *arg)
 	{
 		pn_require_orders_update(cfg->orders_oid, c->caller,
 								 "paynotify_transit moves orders of the bound table for roles that own it or may SELECT and UPDATE it.");
-		/* it moves the order as the caller, reading it: SELECT too */
-		if (!pg_class_ownercheck(cfg->orders_oid, c->caller) &&
-			pg_class_aclcheck(cfg->orders_oid, c->caller, ACL_SELECT) != ACLCHECK_OK)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied for table %s", cfg->orders),
-					 errdetail("paynotify_transit moves orders of the bound table for roles that own it or may SELECT and UPDATE it.")));
 	}
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");

@@ -16,8 +16,10 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+#include "access/genam.h"
 
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
@@ -30,6 +32,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
 #include "utils/plancache.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -98,6 +101,51 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 }
 
 /*
+ * The owner's code runs in the caller's session, whose temporary schema
+ * PostgreSQL searches first for types and relations wherever a function's
+ * search_path does not name pg_temp: a PL/pgSQL variable of an unqualified
+ * type would take the caller's temporary domain, or a temporary table's
+ * row type with such columns, and run its CHECK as the owner (relations
+ * are checked as each statement starts).  So no type of that schema may
+ * belong to a role without the owner's rights; the schema of a session
+ * that made no temporary object is not there, and nothing is read.
+ */
+static void
+require_no_temp_types(Oid owner)
+{
+	Oid			temp;
+	Oid			temp_toast;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	GetTempNamespaceState(&temp, &temp_toast);
+	if (!OidIsValid(temp))
+		return;
+	rel = table_open(TypeRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_type_typnamespace, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(temp));
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+	while ((tup = systable_getnext(scan)) != NULL)
+	{
+		Form_pg_type t = (Form_pg_type) GETSTRUCT(tup);
+
+		if (!has_privs_of_role(t->typowner, owner))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("this session's temporary type %s of role %s may not be seen by the code of the orders table, which runs as role %s",
+							quote_identifier(NameStr(t->typname)),
+							GetUserNameFromId(t->typowner, false),
+							GetUserNameFromId(owner, false)),
+					 errdetail("paynotify runs the orders table's code as the table's owner in this session, where a type name that code does not qualify finds the session's temporary types first."),
+					 errhint("Deliver from a session without temporary objects (DISCARD TEMP).")));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/*
  * Run fn(arg) as the owner of a table whose code it runs (pn_run_as), with
  * every function that code calls checked as it starts: a function whose
  * owner has not the rights of the role it would run as (the table's owner,
@@ -112,6 +160,7 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 void
 pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 {
+	require_no_temp_types(owner);
 	/*
 	 * Calls prepared before the library was loaded, in this transaction
 	 * (PL/pgSQL keeps a simple expression's for the transaction), bypass
@@ -455,11 +504,12 @@ typedef struct AuthorsCheck
 } AuthorsCheck;
 
 /*
- * role may have paynotify move any row of the orders table relid, which it
- * does as the table's owner: role owns the table, or may UPDATE it and no
- * row-level security restricts which rows (a policy that lets it update
- * some rows only would be bypassed by the owner's statements).  Otherwise
- * 42501, with detail.
+ * role may have paynotify read and move any row of the orders table relid
+ * (deliveries do as the table's owner, and say what they found: whether
+ * an order is there, its amount): role owns the table, or may SELECT and
+ * UPDATE it and no row-level security restricts which rows (a policy that
+ * lets it update some rows only would be bypassed by the owner's
+ * statements).  Otherwise 42501, with detail.
  */
 void
 pn_require_orders_update(Oid relid, Oid role, const char *detail)
@@ -470,7 +520,8 @@ pn_require_orders_update(Oid relid, Oid role, const char *detail)
 		return;
 	name = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 									  get_rel_name(relid));
-	if (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK)
+	if (pg_class_aclcheck(relid, role, ACL_UPDATE) != ACLCHECK_OK ||
+		pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for table %s", name),
@@ -558,7 +609,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 
 		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 			pn_require_orders_update(relid, caller,
-									 "Binding an orders table needs its ownership or UPDATE on it.");
+									 "Binding an orders table needs its ownership, or SELECT and UPDATE on it.");
 	}
 	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
 		pn_has_table_authors(get_func_namespace(fcinfo->flinfo->fn_oid)))
