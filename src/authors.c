@@ -876,6 +876,20 @@ pn_relation_owner(Oid relid)
 	return owner;
 }
 
+/* The owner of function fn_oid, or InvalidOid if there is none. */
+Oid
+pn_proc_owner(Oid fn_oid)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		return InvalidOid;
+	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 /*
  * The owner of a function or a domain the walk reached, and whether it is
  * one.  A domain's owner may add a check or a default, code in SQL that no
@@ -891,11 +905,8 @@ node_owner(WalkNode n, Oid *owner)
 	switch (n.classid)
 	{
 		case ProcedureRelationId:
-			tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(n.objid));
-			if (!HeapTupleIsValid(tup))
-				return false;
-			*owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-			break;
+			*owner = pn_proc_owner(n.objid);
+			return OidIsValid(*owner);
 		case TypeRelationId:
 			tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(n.objid));
 			if (!HeapTupleIsValid(tup))

@@ -262,20 +262,6 @@ pn_executor_start(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
-/* The owner of function fn_oid, or InvalidOid. */
-static Oid
-proc_owner(Oid fn_oid)
-{
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		return InvalidOid;
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
 /*
  * Whether calls of fn_oid go through pn_fmgr_guard: those of a function no
  * superuser owns (a superuser's has every role's rights), wherever the
@@ -293,7 +279,7 @@ pn_needs_fmgr(Oid fn_oid)
 
 	if (prev_needs_fmgr_hook != NULL && prev_needs_fmgr_hook(fn_oid))
 		return true;
-	owner = proc_owner(fn_oid);
+	owner = pn_proc_owner(fn_oid);
 	return OidIsValid(owner) && !superuser_arg(owner);
 }
 
@@ -302,7 +288,7 @@ pn_fmgr_guard(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 {
 	if (event == FHET_START && owner_depth > 0)
 	{
-		Oid			owner = proc_owner(flinfo->fn_oid);
+		Oid			owner = pn_proc_owner(flinfo->fn_oid);
 
 		if (OidIsValid(owner) && !has_privs_of_role(owner, GetUserId()))
 			ereport(ERROR,
@@ -343,17 +329,14 @@ pn_running_as(void)
 	return run_as_depth > 0;
 }
 
-/* The owner of a function: for paynotify's own functions, the extension's owner. */
+/* The owner of a function (for paynotify's own, the extension's owner); it must exist. */
 Oid
 pn_function_owner(Oid fn_oid)
 {
-	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	Oid			owner;
+	Oid			owner = pn_proc_owner(fn_oid);
 
-	if (!HeapTupleIsValid(tup))
+	if (!OidIsValid(owner))
 		elog(ERROR, "paynotify: cache lookup failed for function %u", fn_oid);
-	owner = ((Form_pg_proc) GETSTRUCT(tup))->proowner;
-	ReleaseSysCache(tup);
 	return owner;
 }
 
