@@ -13,25 +13,29 @@
  * as soon as a worker makes room.  The acceptor closes only connections
  * that have sent nothing: before it closes a silent one, for any reason,
  * it looks (recv with MSG_PEEK) whether its request arrived since the last
- * poll, and if so keeps it as waiting.  And a new connection displaces a
- * silent one only once that has been held for a tenth of
- * PAYNOTIFY_IDLE_TIMEOUT (its grace): nginx writes its request just after
- * its connect, and on a loaded machine the bytes can still be on their way
- * a round later.
+ * poll, and if so keeps it as waiting.  It looks at each new connection
+ * as soon as it has accepted it.  A new connection that has sent something
+ * (as nginx does: it writes its request just after its connect) displaces
+ * the oldest silent one at once, so silent connections, however many and
+ * however often renewed, never hold a request back in the listen backlog.
+ * A new silent one displaces a silent one only once that has been held
+ * for a tenth of PAYNOTIFY_IDLE_TIMEOUT (its grace: on a loaded machine
+ * nginx's bytes can still be on their way a round after its connect);
+ * when every place is taken by connections that have sent something or
+ * are in their grace, it is closed at once.
  *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection silent that long after it was
  *                           accepted is closed;
  *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
- *                           worker (silent, waiting or queued): each round
- *                           accepts no more than leave room for, closing the
- *                           oldest silent ones past their grace over it;
- *                           when the others fill it, new ones wait in the
- *                           listen backlog.  Silent and waiting together are
- *                           never more than PAYNOTIFY_MAX_PENDING +
- *                           ACCEPT_BATCH (requests that arrived on
- *                           connections due to be closed): new ones wait in
- *                           the backlog then too;
+ *                           worker (silent, waiting or queued): over it the
+ *                           oldest silent ones are closed (see above); when
+ *                           those that have sent something fill it, new
+ *                           ones wait in the listen backlog.  Silent and
+ *                           waiting together are never more than
+ *                           PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH (requests
+ *                           that arrived on connections due to be closed):
+ *                           new ones wait in the backlog then too;
  *   PAYNOTIFY_IO_TIMEOUT    a request must have arrived that long after its
  *                           worker took the connection, else reading it is
  *                           shut down (reads return end of file) and the
@@ -119,7 +123,7 @@ static long long expire_silent(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
 static int	displaceable(acceptor *a, long long now);
-static int	accept_room(acceptor *a, long long now);
+static int	accept_room(acceptor *a);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
 static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
@@ -230,14 +234,12 @@ step(acceptor *a)
  * The poll set: the bell, the listening socket (or -1, which poll skips,
  * when there is no room or accepting is paused), then the silent
  * connections in the order of silent[].  The waiting ones are not polled:
- * they have sent something already.  Returns the count.  No room while
- * silent ones are in their grace: the poll ends when the next one's ends.
+ * they have sent something already.  Returns the count.
  */
 static int
 fill_pollfds(acceptor *a, long long now, long long *timeout)
 {
 	int			n = 2;
-	int			old = displaceable(a, now);
 
 	a->fds[0] = (struct pollfd) {.fd = a->srv->bell[0], .events = POLLIN};
 	a->fds[1] = (struct pollfd) {.fd = -1};
@@ -245,10 +247,8 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		;
 	else if (now < a->resume_ms)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
-	else if (accept_room(a, now) > 0)
+	else if (accept_room(a) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
-	else if (old < a->nsilent && a->silent[old].since_ms + a->grace_ms - now < *timeout)
-		*timeout = a->silent[old].since_ms + a->grace_ms - now;
 	for (int i = 0; i < a->nsilent; i++)
 		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd, .events = POLLIN};
 	return n;
@@ -355,15 +355,14 @@ displaceable(acceptor *a, long long now)
 
 /*
  * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
- * those held (queued, waiting, silent), the silent ones past their grace
- * excepted, since new ones displace them; never more than ACCEPT_BATCH or
- * than the tables have room for.
+ * those that have sent something (queued, waiting), since a new one that
+ * has sent its request displaces a silent one, in its grace or not; never
+ * more than ACCEPT_BATCH or than the tables have room for.
  */
 static int
-accept_room(acceptor *a, long long now)
+accept_room(acceptor *a)
 {
-	int			room = a->cap - queued(a->srv) - a->nwaiting - a->nsilent +
-		displaceable(a, now);
+	int			room = a->cap - queued(a->srv) - a->nwaiting;
 
 	if (room > ACCEPT_BATCH)
 		room = ACCEPT_BATCH;
@@ -373,15 +372,20 @@ accept_room(acceptor *a, long long now)
 }
 
 /*
- * Accepts what the listening socket has, as silent connections, as long as
- * there is room (accept_room); over PAYNOTIFY_MAX_PENDING the oldest silent
- * ones past their grace are closed, unless their request has arrived since
- * (then they are queued, or wait).
+ * Accepts what the listening socket has, as long as there is room
+ * (accept_room), and looks at once (recv with MSG_PEEK) whether each has
+ * sent something.  One that has is queued (or waits), and over
+ * PAYNOTIFY_MAX_PENDING displaces the oldest silent one, in its grace or
+ * not.  A silent one is held if PAYNOTIFY_MAX_PENDING leaves room for it
+ * once the silent ones past their grace are displaced (the oldest first;
+ * those whose request has arrived since are queued instead, or wait), and
+ * closed at once otherwise: every place is taken by connections that have
+ * sent something or are in their grace.
  */
 static void
 accept_new(acceptor *a, long long now)
 {
-	int			room = accept_room(a, now);
+	int			room = accept_room(a);
 	int			earlier = displaceable(a, now);
 	int			excess;
 
@@ -391,11 +395,10 @@ accept_new(acceptor *a, long long now)
 		socklen_t	len = sizeof(sa);
 		int			fd = accept4(a->srv->listen_fd, (struct sockaddr *) &sa,
 								 &len, SOCK_CLOEXEC);
+		int			before = a->nsilent;
 
 		if (fd < 0)
 		{
-			int			before = a->nsilent;
-
 			accept_failed(a, errno, now);
 			/* it may have closed (or moved) some, always the oldest */
 			earlier -= before - a->nsilent;
@@ -404,10 +407,32 @@ accept_new(acceptor *a, long long now)
 			break;
 		}
 		a->short_logged = false;
-		if (admit(a->srv, fd, &sa, len))
-			a->silent[a->nsilent++] = (silent_conn) {.fd = fd, .since_ms = now};
-		else
+		if (!admit(a->srv, fd, &sa, len))
+		{
 			close(fd);
+			continue;
+		}
+		switch (peek(fd))
+		{
+			case PEEK_DATA:
+				a->waiting[a->nwaiting++] = fd;
+				if (a->nsilent + a->nwaiting + queued(a->srv) > a->cap)
+					(void) drop_silent(a, 1, a->nsilent);
+				earlier -= before - a->nsilent;
+				if (earlier < 0)
+					earlier = 0;
+				break;
+			case PEEK_SILENT:
+				if (a->cap - queued(a->srv) - a->nwaiting - a->nsilent + earlier > 0)
+				{
+					a->silent[a->nsilent++] = (silent_conn) {.fd = fd, .since_ms = now};
+					break;
+				}
+				/* FALLTHROUGH */
+			case PEEK_GONE:
+				close(fd);
+				break;
+		}
 	}
 	excess = a->nsilent + a->nwaiting + queued(a->srv) - a->cap;
 	if (excess > 0)

@@ -63,8 +63,8 @@ static const setting settings[] = {
 	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, idle_timeout_ms),
 	"FastCGI: milliseconds a new connection may stay silent before it is closed;\n"
-	"      for the first tenth of it, no new one may displace it\n"
-	"      (PAYNOTIFY_MAX_PENDING)"},
+	"      for the first tenth of it, only a new one that has sent its request\n"
+	"      may displace it (PAYNOTIFY_MAX_PENDING)"},
 	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, io_timeout_ms),
 	"FastCGI: milliseconds a connection may take to send its whole request from\n"

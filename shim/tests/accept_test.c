@@ -373,15 +373,14 @@ test_drop_only_silent(void)
 }
 
 /*
- * A new connection displaces a silent one only once that has had its grace
- * (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then new ones wait in the
- * backlog, and the poll ends when the grace does.
+ * A new silent connection displaces a silent one only once that has had
+ * its grace (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then a new silent
+ * one finds no place and is closed at once; past it, it displaces the
+ * oldest.
  */
 static void
 test_grace(void)
 {
-	long long	timeout = 1000;
-
 	setup(4, 1000);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
@@ -389,20 +388,57 @@ test_grace(void)
 	(void) connect_one();
 	(void) connect_one();
 	(void) later(GRACE - 1);
-	CHECK(!accepting(), "4 silent ones in their grace: not accepting");
-	(void) fill_pollfds(&acc, now_ms, &timeout);
-	CHECK(timeout == 1, "the poll ends with the grace: %lld ms", timeout);
 	round_trip();
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 4; i++)
 		CHECK(!closed_by_server(i), "in the grace: connection %d open", i + 1);
-	CHECK(acc.nsilent == 4, "4 held, 2 in the backlog (%d held)", acc.nsilent);
+	CHECK(closed_by_server(4) && closed_by_server(5),
+		  "new silent ones find no place: closed at once");
+	CHECK(acc.nsilent == 4, "4 held (%d held)", acc.nsilent);
+	(void) connect_one();
+	(void) connect_one();
 	(void) later(1);
-	CHECK(accepting(), "past the grace: accepting");
 	round_trip();
-	CHECK(closed_by_server(0) && closed_by_server(1), "the 2 oldest displaced");
-	for (int i = 2; i < 6; i++)
+	CHECK(closed_by_server(0) && closed_by_server(1), "past the grace: the 2 oldest displaced");
+	for (int i = 2; i < 4; i++)
 		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	CHECK(!closed_by_server(6) && !closed_by_server(7), "the 2 new ones held");
 	CHECK(acc.nsilent == 4, "4 held (%d)", acc.nsilent);
+	teardown();
+}
+
+/*
+ * Silent connections in their grace, as many as PAYNOTIFY_MAX_PENDING and
+ * renewed as they expire, never hold a request back: a new connection that
+ * has sent its request is accepted and queued at once, displacing the
+ * oldest silent one, and so is the next one.
+ */
+static void
+test_request_displaces_silent(void)
+{
+	int			req;
+
+	setup(4, 60000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	CHECK(acc.nsilent == 4, "4 silent connections held, not %d", acc.nsilent);
+	(void) later(1);			/* all four in their grace */
+	CHECK(accepting(), "the listening socket is polled beside silent ones in their grace");
+	req = connect_one();
+	send_request(req);
+	round_trip();
+	CHECK(ready_count() == 1 && take() == req, "the request queued at once");
+	CHECK(closed_by_server(0), "the oldest silent connection displaced");
+	for (int i = 1; i < 4; i++)
+		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	/* a silent one renewed, then a request behind it in the backlog */
+	(void) connect_one();
+	req = connect_one();
+	send_request(req);
+	round_trip();
+	CHECK(ready_count() == 1 && take() == req, "the next request queued at once too");
+	CHECK(acc.nsilent + acc.nwaiting + ready_count() <= 4,
+		  "within PAYNOTIFY_MAX_PENDING: %d silent", acc.nsilent);
 	teardown();
 }
 
@@ -562,6 +598,7 @@ main(void)
 	test_queue_full();
 	test_drop_only_silent();
 	test_grace();
+	test_request_displaces_silent();
 	test_expire();
 	test_flood();
 	test_stop();
