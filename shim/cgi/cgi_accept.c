@@ -1,57 +1,76 @@
 /*
  * cgi_accept.c
  *	  FastCGI mode's acceptor thread.  It alone accepts connections, holds
- *	  each one until it has sent something, and only then queues it for a
- *	  worker: a client that connects and says nothing costs a descriptor and
- *	  a place in a table, never a worker.  It also cuts off a request that
- *	  takes too long to arrive once a worker has taken it.
+ *	  each one until its request has begun (a whole BEGIN_REQUEST record,
+ *	  the 8-byte header and the 8-byte body, has arrived), and only then
+ *	  queues it for a worker: a client that connects and says nothing, or
+ *	  sends a few bytes and stalls, costs a descriptor and a place in a
+ *	  table, never a worker.  It also cuts off a request that takes too
+ *	  long to arrive once a worker has taken it.
  *
- * A connection the acceptor holds is silent (nothing seen yet: polled) or
- * waiting (it has sent something but the queue for the workers is full:
- * not polled, so a full queue cannot make the acceptor spin, and never
- * closed).  Waiting ones go to the queue in the order their data was seen,
- * as soon as a worker makes room.  The acceptor closes only connections
- * that have sent nothing: before it closes a silent one, for any reason,
- * it looks (recv with MSG_PEEK) whether its request arrived since the last
- * poll, and if so keeps it as waiting.  And a new connection displaces a
- * silent one only once that has been held for a tenth of
- * PAYNOTIFY_IDLE_TIMEOUT (its grace): nginx writes its request just after
- * its connect, and on a loaded machine the bytes can still be on their way
- * a round later.
+ * A connection the acceptor holds is silent (its request has not begun:
+ * nothing seen yet, or part of a BEGIN_REQUEST record; polled) or waiting
+ * (its request has begun but the queue for the workers is full: not
+ * polled, so a full queue cannot make the acceptor spin, and never
+ * closed).  It looks with recv(MSG_PEEK), consuming nothing: the worker
+ * reads and checks the request from its first byte (cgi_fcgi.c).  First
+ * bytes that are no BEGIN_REQUEST (pn_fcgi_scan_feed refuses them) count
+ * as begun: the worker refuses and logs them.  A silent connection that
+ * has sent part of a record stays readable, so poll watches it for a
+ * hang-up only (then it is closed: its request can never begin), and an
+ * edge-triggered epoll set, itself polled, reports its next bytes.
+ * Waiting ones go to the queue in the order their request was seen to
+ * begin, as soon as a worker makes room.  The acceptor closes only
+ * connections whose request has not begun: before it closes a silent one,
+ * for any reason, it looks whether its request began since the last poll,
+ * and if so keeps it as waiting.  It looks at each new connection as soon
+ * as it has accepted it.  A new connection whose request has begun (as
+ * nginx's has: it writes its request just after its connect) displaces
+ * the oldest silent one at once, so silent connections, however many and
+ * however often renewed, never hold a request back in the listen backlog.
+ * A new silent one displaces a silent one only once that has been held
+ * for a tenth of PAYNOTIFY_IDLE_TIMEOUT (its grace: on a loaded machine
+ * nginx's bytes can still be on their way a round after its connect);
+ * when every place is taken by connections whose request has begun or
+ * that are in their grace, it is closed at once.
  *
  * Bounds, each a setting:
- *   PAYNOTIFY_IDLE_TIMEOUT  a connection silent that long after it was
- *                           accepted is closed;
+ *   PAYNOTIFY_IDLE_TIMEOUT  a connection still silent that long after it
+ *                           was accepted is closed;
  *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
- *                           worker (silent, waiting or queued): each round
- *                           accepts no more than leave room for, closing the
- *                           oldest silent ones past their grace over it;
- *                           when the others fill it, new ones wait in the
- *                           listen backlog.  Silent and waiting together are
- *                           never more than PAYNOTIFY_MAX_PENDING +
- *                           ACCEPT_BATCH (requests that arrived on
- *                           connections due to be closed): new ones wait in
- *                           the backlog then too;
+ *                           worker (silent, waiting or queued): over it the
+ *                           oldest silent ones are closed (see above); when
+ *                           those whose request has begun fill it, new
+ *                           ones wait in the listen backlog.  Silent and
+ *                           waiting together are never more than
+ *                           PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH (requests
+ *                           that arrived on connections due to be closed):
+ *                           new ones wait in the backlog then too;
  *   PAYNOTIFY_IO_TIMEOUT    a request must have arrived that long after its
  *                           worker took the connection, else reading it is
  *                           shut down (reads return end of file) and the
  *                           worker moves on.  Each read and write is bounded
  *                           by the same time (SO_RCVTIMEO, SO_SNDTIMEO), but a
  *                           client sending a byte now and then would renew
- *                           that bound forever: hence the deadline.
+ *                           that bound forever: hence the deadline.  After
+ *                           the stop, no deadline is later than that long
+ *                           after it (pn_io_left: also for the wait after
+ *                           the reply, cgi_fcgi.c).
  *
- * The acceptor polls the bell (a pipe), the non-blocking listening socket
- * and the silent connections.  A byte on the bell means: look at the stop
+ * The acceptor polls the bell (a pipe), the non-blocking listening socket,
+ * the epoll set and the silent connections.  A byte on the bell means: look at the stop
  * flags, or at the queue, which has room again.  Its poll never waits
  * longer than PAYNOTIFY_IO_TIMEOUT, so it wakes before any deadline set by
  * a worker while it slept (each is that long after it was set).  It also
  * logs the counts of refused requests that were not logged one by one
  * (cgi_refused.c) when no later line has carried them.
  *
- * At stop it closes the silent connections and accepts no more; those that
- * have sent something, queued or waiting, are still served (the workers
+ * At stop it closes the silent connections and accepts no more; those whose
+ * request has begun, queued or waiting, are still served (the workers
  * return once there are none: `held'), and their deadlines are watched
- * until the last worker has returned.
+ * until the last worker has returned.  None is waited for past the stop's
+ * deadline, PAYNOTIFY_IO_TIMEOUT after it: one a worker takes later is cut
+ * off at once, and is served only if its request had arrived whole.
  */
 #include "cgi_fcgi.h"
 #include "cgi_fcgi_check.h"
@@ -66,6 +85,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -80,18 +100,20 @@
 #define PN_ACCEPT_CLOCK pn_now_ms
 #endif
 
-/* A connection that has sent nothing yet. */
+/* A connection whose request has not begun yet. */
 typedef struct silent_conn
 {
 	int			fd;
 	long long	since_ms;		/* when it was accepted */
+	bool		partial;		/* part of a BEGIN_REQUEST: in the epoll set */
 } silent_conn;
 
 /* What a look at a silent connection found. */
 typedef enum peeked
 {
 	PEEK_SILENT,				/* nothing to read yet */
-	PEEK_DATA,					/* it has sent something */
+	PEEK_PARTIAL,				/* less than a whole BEGIN_REQUEST record */
+	PEEK_BEGUN,					/* a whole one, or bytes that are no request */
 	PEEK_GONE					/* it closed, or failed, without a byte */
 } peeked;
 
@@ -103,9 +125,10 @@ typedef struct acceptor
 	long long	grace_ms;		/* a silent one is not displaced before */
 	silent_conn *silent;		/* oldest first */
 	int			nsilent;
-	int		   *waiting;		/* sent something, the queue full: oldest first */
+	int		   *waiting;		/* request begun, the queue full: oldest first */
 	int			nwaiting;
-	struct pollfd *fds;			/* the bell, the listening socket, silent[] */
+	struct pollfd *fds;			/* the bell, the listening socket, ep, silent[] */
+	int			ep;				/* epoll set of the partial ones, edge-triggered */
 	bool		stopped;		/* silent ones closed, no more accepted */
 	long long	resume_ms;		/* out of descriptors: no accept before */
 	bool		short_logged;	/* that was logged since the last accept */
@@ -119,7 +142,7 @@ static long long expire_silent(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
 static int	displaceable(acceptor *a, long long now);
-static int	accept_room(acceptor *a, long long now);
+static int	accept_room(acceptor *a);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
 static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
@@ -127,6 +150,9 @@ static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
 static bool hear_bell(acceptor *a);
 static void stop_accepting(acceptor *a);
 static peeked peek(int fd);
+static bool hold_silent(acceptor *a, int fd, long long now, bool partial);
+static bool watch_partial(acceptor *a, silent_conn *c);
+static void unwatch(acceptor *a, silent_conn *c);
 static int	drop_silent(acceptor *a, int n, int among);
 static void queue_waiting(acceptor *a);
 static int	queued(pn_server *srv);
@@ -139,7 +165,7 @@ pn_accept_main(void *arg)
 
 	if (!acceptor_init(&a, arg))
 	{
-		pn_log("out of memory");
+		pn_log("out of memory, or of descriptors");
 		pn_server_fail(a.srv);
 	}
 	else
@@ -160,8 +186,9 @@ acceptor_init(acceptor *a, pn_server *srv)
 	a->grace_ms = srv->cfg->idle_timeout_ms / 10;
 	a->silent = calloc((size_t) a->max_held, sizeof(silent_conn));
 	a->waiting = calloc((size_t) a->max_held, sizeof(int));
-	a->fds = calloc((size_t) a->max_held + 2, sizeof(struct pollfd));
-	return a->silent != NULL && a->waiting != NULL && a->fds != NULL;
+	a->fds = calloc((size_t) a->max_held + 3, sizeof(struct pollfd));
+	a->ep = epoll_create1(EPOLL_CLOEXEC);
+	return a->silent != NULL && a->waiting != NULL && a->fds != NULL && a->ep >= 0;
 }
 
 /*
@@ -185,6 +212,8 @@ acceptor_free(acceptor *a)
 	free(a->silent);
 	free(a->waiting);
 	free(a->fds);
+	if (a->ep >= 0)
+		close(a->ep);
 }
 
 /* One round: expire, cut, poll, then take in what poll saw.  False: done. */
@@ -228,16 +257,17 @@ step(acceptor *a)
 
 /*
  * The poll set: the bell, the listening socket (or -1, which poll skips,
- * when there is no room or accepting is paused), then the silent
- * connections in the order of silent[].  The waiting ones are not polled:
- * they have sent something already.  Returns the count.  No room while
- * silent ones are in their grace: the poll ends when the next one's ends.
+ * when there is no room or accepting is paused), the epoll set of the
+ * partial connections, then the silent connections in the order of
+ * silent[]: for input, or for a hang-up only when partial (what they have
+ * sent keeps them readable; the epoll set reports what they send next).
+ * The waiting ones are not polled: their request has begun.  Returns the
+ * count.
  */
 static int
 fill_pollfds(acceptor *a, long long now, long long *timeout)
 {
-	int			n = 2;
-	int			old = displaceable(a, now);
+	int			n = 3;
 
 	a->fds[0] = (struct pollfd) {.fd = a->srv->bell[0], .events = POLLIN};
 	a->fds[1] = (struct pollfd) {.fd = -1};
@@ -245,20 +275,20 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		;
 	else if (now < a->resume_ms)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
-	else if (accept_room(a, now) > 0)
+	else if (accept_room(a) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
-	else if (old < a->nsilent && a->silent[old].since_ms + a->grace_ms - now < *timeout)
-		*timeout = a->silent[old].since_ms + a->grace_ms - now;
+	a->fds[2] = (struct pollfd) {.fd = a->ep, .events = POLLIN};
 	for (int i = 0; i < a->nsilent; i++)
-		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd, .events = POLLIN};
+		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd,
+		.events = a->silent[i].partial ? POLLRDHUP : POLLIN | POLLRDHUP};
 	return n;
 }
 
 /*
  * Closes the connections silent for PAYNOTIFY_IDLE_TIMEOUT (those whose
- * request arrived since the last poll wait for a worker instead); returns
+ * request has begun since the last poll wait for a worker instead); returns
  * the milliseconds until the next one is due (LLONG_MAX: none).  Waiting
- * ones never expire: they have sent their request.
+ * ones never expire: their request has begun.
  */
 static long long
 expire_silent(acceptor *a, long long now)
@@ -307,34 +337,55 @@ cut_overdue(pn_server *srv, long long now)
 }
 
 /*
- * The silent connections that poll reported: queued for a worker (or
- * waiting for room) once they have sent something, closed when they hung
- * up first.
+ * The silent connections that poll reported, and the partial ones when the
+ * epoll set did: queued for a worker (or waiting for room) once their
+ * request has begun, closed when they hung up first.
  */
 static void
 take_silent(acceptor *a)
 {
 	int			kept = 0;
+	bool		more = false;
 
+	if (a->fds[2].revents != 0)
+	{
+		struct epoll_event ev[64];
+
+		/* what it reported: some partial one has sent more */
+		while (epoll_wait(a->ep, ev, 64, 0) == 64)
+			;
+		more = true;
+	}
 	for (int i = 0; i < a->nsilent; i++)
 	{
-		int			fd = a->silent[i].fd;
+		silent_conn c = a->silent[i];
+		short		rev = a->fds[i + 3].revents;
 
-		if (a->fds[i + 2].revents == 0)
+		if (rev == 0 && !(c.partial && more))
 		{
-			a->silent[kept++] = a->silent[i];
+			a->silent[kept++] = c;
 			continue;
 		}
-		switch (peek(fd))
+		switch (peek(c.fd))
 		{
-			case PEEK_DATA:
-				a->waiting[a->nwaiting++] = fd;
+			case PEEK_BEGUN:
+				unwatch(a, &c);
+				a->waiting[a->nwaiting++] = c.fd;
+				break;
+			case PEEK_PARTIAL:
+				/* hung up before its request began: it never will */
+				if ((rev & (POLLRDHUP | POLLHUP | POLLERR)) == 0 && watch_partial(a, &c))
+				{
+					a->silent[kept++] = c;
+					break;
+				}
+				close(c.fd);
 				break;
 			case PEEK_SILENT:
-				a->silent[kept++] = a->silent[i];
+				a->silent[kept++] = c;
 				break;
 			case PEEK_GONE:
-				close(fd);
+				close(c.fd);
 				break;
 		}
 	}
@@ -355,15 +406,14 @@ displaceable(acceptor *a, long long now)
 
 /*
  * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
- * those held (queued, waiting, silent), the silent ones past their grace
- * excepted, since new ones displace them; never more than ACCEPT_BATCH or
- * than the tables have room for.
+ * those whose request has begun (queued, waiting), since a new one whose
+ * request has begun displaces a silent one, in its grace or not; never
+ * more than ACCEPT_BATCH or than the tables have room for.
  */
 static int
-accept_room(acceptor *a, long long now)
+accept_room(acceptor *a)
 {
-	int			room = a->cap - queued(a->srv) - a->nwaiting - a->nsilent +
-		displaceable(a, now);
+	int			room = a->cap - queued(a->srv) - a->nwaiting;
 
 	if (room > ACCEPT_BATCH)
 		room = ACCEPT_BATCH;
@@ -373,15 +423,20 @@ accept_room(acceptor *a, long long now)
 }
 
 /*
- * Accepts what the listening socket has, as silent connections, as long as
- * there is room (accept_room); over PAYNOTIFY_MAX_PENDING the oldest silent
- * ones past their grace are closed, unless their request has arrived since
- * (then they are queued, or wait).
+ * Accepts what the listening socket has, as long as there is room
+ * (accept_room), and looks at once (peek) whether the request of each has
+ * begun.  One whose request has is queued (or waits), and over
+ * PAYNOTIFY_MAX_PENDING displaces the oldest silent one, in its grace or
+ * not.  A silent one is held if PAYNOTIFY_MAX_PENDING leaves room for it
+ * once the silent ones past their grace are displaced (the oldest first;
+ * those whose request has arrived since are queued instead, or wait), and
+ * closed at once otherwise: every place is taken by connections whose
+ * request has begun or that are in their grace.
  */
 static void
 accept_new(acceptor *a, long long now)
 {
-	int			room = accept_room(a, now);
+	int			room = accept_room(a);
 	int			earlier = displaceable(a, now);
 	int			excess;
 
@@ -391,11 +446,11 @@ accept_new(acceptor *a, long long now)
 		socklen_t	len = sizeof(sa);
 		int			fd = accept4(a->srv->listen_fd, (struct sockaddr *) &sa,
 								 &len, SOCK_CLOEXEC);
+		int			before = a->nsilent;
+		peeked		peeked_at;
 
 		if (fd < 0)
 		{
-			int			before = a->nsilent;
-
 			accept_failed(a, errno, now);
 			/* it may have closed (or moved) some, always the oldest */
 			earlier -= before - a->nsilent;
@@ -404,10 +459,31 @@ accept_new(acceptor *a, long long now)
 			break;
 		}
 		a->short_logged = false;
-		if (admit(a->srv, fd, &sa, len))
-			a->silent[a->nsilent++] = (silent_conn) {.fd = fd, .since_ms = now};
-		else
+		if (!admit(a->srv, fd, &sa, len))
+		{
 			close(fd);
+			continue;
+		}
+		switch (peeked_at = peek(fd))
+		{
+			case PEEK_BEGUN:
+				a->waiting[a->nwaiting++] = fd;
+				if (a->nsilent + a->nwaiting + queued(a->srv) > a->cap)
+					(void) drop_silent(a, 1, a->nsilent);
+				earlier -= before - a->nsilent;
+				if (earlier < 0)
+					earlier = 0;
+				break;
+			case PEEK_SILENT:
+			case PEEK_PARTIAL:
+				if (a->cap - queued(a->srv) - a->nwaiting - a->nsilent + earlier > 0 &&
+					hold_silent(a, fd, now, peeked_at == PEEK_PARTIAL))
+					break;
+				/* FALLTHROUGH */
+			case PEEK_GONE:
+				close(fd);
+				break;
+		}
 	}
 	excess = a->nsilent + a->nwaiting + queued(a->srv) - a->cap;
 	if (excess > 0)
@@ -493,33 +569,83 @@ hear_bell(acceptor *a)
 static void
 stop_accepting(acceptor *a)
 {
+	pthread_mutex_lock(&a->srv->lock);
+	a->srv->stop_deadline_ms = PN_ACCEPT_CLOCK() + a->srv->cfg->io_timeout_ms;
+	pthread_mutex_unlock(&a->srv->lock);
 	(void) drop_silent(a, a->nsilent, a->nsilent);
 	a->stopped = true;
 	queue_waiting(a);			/* also tells the workers it stopped */
 }
 
-/* Whether a silent connection has sent something since it was polled. */
+/*
+ * Whether a silent connection's request has begun since it was polled: a
+ * whole BEGIN_REQUEST record (its 8-byte header and 8-byte body) has
+ * arrived, or bytes that pn_fcgi_scan_feed already refuses, which a worker
+ * then refuses and logs (cgi_fcgi.c).  Nothing is consumed: the worker
+ * reads it all.
+ */
 static peeked
 peek(int fd)
 {
-	char		c;
+	unsigned char buf[2 * PN_FCGI_HEADER_LEN];
+	pn_fcgi_scan scan;
 	ssize_t		got;
 
 	do
-		got = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+		got = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
 	while (got < 0 && errno == EINTR);
-	if (got > 0)
-		return PEEK_DATA;
 	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return PEEK_SILENT;
-	return PEEK_GONE;
+	if (got <= 0)
+		return PEEK_GONE;
+	pn_fcgi_scan_init(&scan, PN_FCGI_START_MAX);
+	if (pn_fcgi_scan_feed(&scan, buf, (size_t) got) != PN_FCGI_MORE ||
+		got == (ssize_t) sizeof(buf))
+		return PEEK_BEGUN;
+	return PEEK_PARTIAL;
+}
+
+/* Holds a new connection as silent; false (not held) if it cannot be watched. */
+static bool
+hold_silent(acceptor *a, int fd, long long now, bool partial)
+{
+	silent_conn c = {.fd = fd, .since_ms = now};
+
+	if (partial && !watch_partial(a, &c))
+		return false;
+	a->silent[a->nsilent++] = c;
+	return true;
+}
+
+/*
+ * A silent connection has sent part of a BEGIN_REQUEST record: what it
+ * sends next is reported by the epoll set (edge-triggered, since what it
+ * has sent keeps it readable).  False when it cannot be added.
+ */
+static bool
+watch_partial(acceptor *a, silent_conn *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = c->fd};
+
+	if (!c->partial)
+		c->partial = epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd, &ev) == 0;
+	return c->partial;
+}
+
+/* A silent connection handed on: out of the epoll set. */
+static void
+unwatch(acceptor *a, silent_conn *c)
+{
+	if (c->partial)
+		(void) epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	c->partial = false;
 }
 
 /*
  * Closes up to n of the `among' oldest silent connections, oldest first,
- * those that have really sent nothing (or hung up): one whose request has
- * arrived since the last poll is moved to the waiting ones instead, and
- * queued when there is room.  Returns how many were closed.
+ * those whose request has really not begun (or that hung up): one whose
+ * request has begun since the last poll is moved to the waiting ones
+ * instead, and queued when there is room.  Returns how many were closed.
  */
 static int
 drop_silent(acceptor *a, int n, int among)
@@ -532,8 +658,9 @@ drop_silent(acceptor *a, int n, int among)
 	{
 		int			fd = a->silent[i].fd;
 
-		if (peek(fd) == PEEK_DATA)
+		if (peek(fd) == PEEK_BEGUN)
 		{
+			unwatch(a, &a->silent[i]);
 			a->waiting[a->nwaiting++] = fd;
 			moved++;
 		}
@@ -598,11 +725,11 @@ queued(pn_server *srv)
 }
 
 /*
- * For a worker: the next connection that has sent something, waiting for
+ * For a worker: the next connection whose request has begun, waiting for
  * one; -1 once stopping and none is left, queued or held by the acceptor
  * (which has stopped accepting by then).  Taking from a full queue rings
- * the bell: the acceptor accepts no more, and holds the connections that
- * have sent something, until there is room.
+ * the bell: the acceptor accepts no more, and holds the connections whose
+ * request has begun, until there is room.
  */
 int
 pn_ready_take(pn_server *srv)
@@ -630,14 +757,16 @@ pn_ready_take(pn_server *srv)
 
 /*
  * For a worker (slot: its index) about to read the request on fd: starts
- * the PAYNOTIFY_IO_TIMEOUT deadline.  Returns the duplicate of fd that the
- * worker must close once it has called pn_watch_end, or -1 (logged).
+ * the PAYNOTIFY_IO_TIMEOUT deadline, or the stop's if that is earlier.
+ * Returns the duplicate of fd that the worker must close once it has
+ * called pn_watch_end, or -1 (logged).
  */
 int
 pn_watch_begin(pn_server *srv, int slot, int fd)
 {
 	pn_watch   *w = &srv->watches[slot];
 	int			dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	bool		clamped;
 
 	if (dup_fd < 0)
 	{
@@ -648,7 +777,13 @@ pn_watch_begin(pn_server *srv, int slot, int fd)
 	w->fd = dup_fd;
 	w->deadline_ms = PN_ACCEPT_CLOCK() + srv->cfg->io_timeout_ms;
 	w->cut = false;
+	clamped = srv->stop_deadline_ms != 0 && srv->stop_deadline_ms < w->deadline_ms;
+	if (clamped)
+		w->deadline_ms = srv->stop_deadline_ms;
 	pthread_mutex_unlock(&srv->lock);
+	/* the acceptor may sleep past the stop's deadline: wake it */
+	if (clamped)
+		pn_server_ring(srv);
 	return dup_fd;
 }
 
@@ -659,6 +794,22 @@ pn_watch_end(pn_server *srv, int slot)
 	pthread_mutex_lock(&srv->lock);
 	srv->watches[slot].fd = -1;
 	pthread_mutex_unlock(&srv->lock);
+}
+
+/*
+ * How long a worker may still wait for a client: PAYNOTIFY_IO_TIMEOUT, or
+ * what is left of it after the stop (0 once that has passed).
+ */
+long long
+pn_io_left(pn_server *srv)
+{
+	long long	left = srv->cfg->io_timeout_ms;
+
+	pthread_mutex_lock(&srv->lock);
+	if (srv->stop_deadline_ms != 0 && srv->stop_deadline_ms - PN_ACCEPT_CLOCK() < left)
+		left = srv->stop_deadline_ms - PN_ACCEPT_CLOCK();
+	pthread_mutex_unlock(&srv->lock);
+	return left > 0 ? left : 0;
 }
 
 /* Wakes the acceptor (a full pipe already does). */

@@ -62,19 +62,21 @@ static const setting settings[] = {
 	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
 	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, idle_timeout_ms),
-	"FastCGI: milliseconds a new connection may stay silent before it is closed;\n"
-	"      for the first tenth of it, no new one may displace it\n"
+	"FastCGI: milliseconds a new connection may take to begin its request (a\n"
+	"      whole BEGIN_REQUEST record) before it is closed; for the first tenth\n"
+	"      of it, only a new one that has begun its request may displace it\n"
 	"      (PAYNOTIFY_MAX_PENDING)"},
 	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, io_timeout_ms),
 	"FastCGI: milliseconds a connection may take to send its whole request from\n"
 	"      when a worker takes it up; also the longest wait for each write of the\n"
-	"      reply and for the client to close after it"},
+	"      reply and for the client to close after it; after SIGTERM no client\n"
+	"      is waited for longer than that from the signal"},
 	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
 		offsetof(pn_config, max_pending),
-	"FastCGI: connections held that no worker serves yet (silent, or waiting\n"
-	"      for a free worker); one more closes the oldest silent one, never\n"
-	"      one that has sent its request"},
+	"FastCGI: connections held that no worker serves yet (request not begun,\n"
+	"      or waiting for a free worker); one more closes the oldest one whose\n"
+	"      request has not begun, never one whose request has"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -2,11 +2,11 @@
  * cgi_fcgi.c
  *	  FastCGI mode: one acceptor thread (cgi_accept.c) takes the connections
  *	  on the listening socket and hands each to one of N worker threads once
- *	  it has sent something; each worker has its own pn_db (one connection,
+ *	  its request has begun (a whole BEGIN_REQUEST record); each worker has its own pn_db (one connection,
  *	  one prepared statement reused across requests) and serves one request
  *	  per connection, then closes it.
  *
- * No worker ever waits for a client that has not sent anything, and none
+ * No worker ever waits for a client whose request has not begun, and none
  * waits longer than PAYNOTIFY_IO_TIMEOUT for a request to arrive: silent or
  * slow clients, however many, cannot keep the shim from answering the
  * others.  No lock is held while a connection is read.
@@ -26,9 +26,11 @@
  * without SA_RESTART": a handler would interrupt only one arbitrary thread).
  * On one it sets `stopping' and wakes the acceptor, which closes the silent
  * connections and accepts no more, and the workers, which serve the
- * connections that have sent something (queued, or held by the acceptor
- * while the queue is full), finish the one in hand and return.  The listening socket is never shut down, since
- * under systemd it outlives this process.
+ * connections whose request has begun (queued, or held by the acceptor
+ * while the queue is full), finish the one in hand and return; no client
+ * is waited for longer than PAYNOTIFY_IO_TIMEOUT after the signal
+ * (pn_io_left).  The listening socket is never shut down, since under
+ * systemd it outlives this process.
  */
 #include "cgi_fcgi.h"
 #include "cgi_fcgi_check.h"
@@ -263,7 +265,7 @@ worker_main(void *arg)
 }
 
 /*
- * Serves the request of a connection that has sent something, then closes
+ * Serves the request of a connection whose request has begun, then closes
  * the connection.
  *
  * The request's start is read and checked here (read_start), then parsed
@@ -320,7 +322,7 @@ serve_connection(worker *w, int fd)
 	}
 	pn_watch_end(w->srv, w->id - 1);
 	if (served)
-		close_gently(watch, w->srv->cfg->io_timeout_ms);
+		close_gently(watch, pn_io_left(w->srv));
 	else
 		close(watch);
 }

@@ -2,14 +2,14 @@
  * cgi_fcgi.h
  *	  What the two halves of FastCGI mode share: cgi_fcgi.c (the process and
  *	  its worker threads) and cgi_accept.c (the acceptor thread, which alone
- *	  accepts connections and hands each to a worker once it has sent
- *	  something).
+ *	  accepts connections and hands each to a worker once its request has
+ *	  begun).
  *
- * Ownership: the acceptor owns the connections that have sent nothing yet,
- * and those that have but found ready[] full (`held' of them); ready[]
+ * Ownership: the acceptor owns the connections whose request has not begun
+ * yet, and those whose request has but found ready[] full (`held' of them); ready[]
  * holds those waiting for a worker; a worker owns the one it took.  `lock'
- * guards ready[], held, acceptor_stopped and watches[]; the rest is set
- * before the threads start, or atomic.
+ * guards ready[], held, acceptor_stopped, stop_deadline_ms and watches[];
+ * the rest is set before the threads start, or atomic.
  */
 #ifndef PAYNOTIFY_CGI_FCGI_H
 #define PAYNOTIFY_CGI_FCGI_H
@@ -45,6 +45,8 @@ typedef struct pn_server
 	int			ready_count;
 	int			held;			/* sent something, not in ready[] yet */
 	bool		acceptor_stopped;	/* accepts no more, silent ones closed */
+	long long	stop_deadline_ms;	/* once stopped: no request is waited
+									 * for past it (0: not stopped) */
 	pn_watch   *watches;		/* watches[i]: worker i + 1 */
 	int			nworkers;
 	atomic_bool stopping;		/* accept no more; workers empty ready[], and
@@ -61,5 +63,6 @@ extern void pn_server_fail(pn_server *srv);
 extern int	pn_ready_take(pn_server *srv);
 extern int	pn_watch_begin(pn_server *srv, int slot, int fd);
 extern void pn_watch_end(pn_server *srv, int slot);
+extern long long pn_io_left(pn_server *srv);
 
 #endif							/* PAYNOTIFY_CGI_FCGI_H */

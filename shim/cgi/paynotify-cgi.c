@@ -139,7 +139,7 @@ usage(FILE *out)
 			"           activation (LISTEN_FDS=1), or --listen ADDR: N worker threads,\n"
 			"           each keeping one connection and one prepared statement\n"
 			"           (none with --no-prepare). A connection reaches a worker once\n"
-			"           it has sent something (see PAYNOTIFY_IDLE_TIMEOUT below).\n"
+			"           its request has begun (see PAYNOTIFY_IDLE_TIMEOUT below).\n"
 			"           SIGTERM or SIGINT: finish requests in flight, exit 0.\n"
 			"\n"
 			"Options:\n"

@@ -161,20 +161,38 @@ connect_one(void)
 	return nclients++;
 }
 
-/*
- * Client i sends its request: here two bytes naming it (the acceptor only
- * ever looks at the first byte), in the server's buffer on return.
- */
+/* Client i sends len bytes, in the server's buffer on return. */
 static void
-send_request(int i)
+send_bytes(int i, const void *bytes, size_t len)
 {
-	unsigned char id[2] = {(unsigned char) (i >> 8), (unsigned char) i};
-
-	if (send(client[i], id, 2, MSG_NOSIGNAL) != 2)
+	if (send(client[i], bytes, len, MSG_NOSIGNAL) != (ssize_t) len)
 	{
 		perror("send");
 		exit(2);
 	}
+}
+
+/*
+ * The start of client i's request: a BEGIN_REQUEST record (header and
+ * body, all the acceptor waits for) whose request id, i + 1, names it.
+ */
+static void
+begin_record(int i, unsigned char rec[16])
+{
+	unsigned char r[16] = {1, PN_FCGI_BEGIN_REQUEST, (unsigned char) ((i + 1) >> 8),
+	(unsigned char) (i + 1), 0, 8, 0, 0, 0, PN_FCGI_RESPONDER};
+
+	memcpy(rec, r, 16);
+}
+
+/* Client i sends the start of its request. */
+static void
+send_request(int i)
+{
+	unsigned char rec[16];
+
+	begin_record(i, rec);
+	send_bytes(i, rec, 16);
 }
 
 /* Whether the server closed client i's connection (its end reads EOF). */
@@ -194,11 +212,11 @@ closed_by_server(int i)
 static int
 whose(int fd)
 {
-	unsigned char id[2];
+	unsigned char h[4];
 
-	if (recv(fd, id, 2, MSG_PEEK | MSG_DONTWAIT) != 2)
+	if (recv(fd, h, 4, MSG_PEEK | MSG_DONTWAIT) != 4)
 		return -1;
-	return id[0] << 8 | id[1];
+	return (h[2] << 8 | h[3]) - 1;
 }
 
 static int
@@ -316,8 +334,8 @@ test_queue_full(void)
 	round_trip();
 	CHECK(acc.nwaiting == 4 && acc.nsilent == 0, "the 4 with a request wait (%d), none silent (%d)",
 		  acc.nwaiting, acc.nsilent);
-	CHECK(fill_pollfds(&acc, now_ms, &timeout) == 2 && acc.fds[1].fd < 0,
-		  "queue full: only the bell is polled");
+	CHECK(fill_pollfds(&acc, now_ms, &timeout) == 3 && acc.fds[1].fd < 0,
+		  "queue full: only the bell (and the empty epoll set) is polled");
 	c8 = connect_one();
 	round_trip();
 	CHECK(acc.nsilent == 0, "a new connection is left in the backlog");
@@ -373,15 +391,14 @@ test_drop_only_silent(void)
 }
 
 /*
- * A new connection displaces a silent one only once that has had its grace
- * (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then new ones wait in the
- * backlog, and the poll ends when the grace does.
+ * A new silent connection displaces a silent one only once that has had
+ * its grace (a tenth of PAYNOTIFY_IDLE_TIMEOUT): until then a new silent
+ * one finds no place and is closed at once; past it, it displaces the
+ * oldest.
  */
 static void
 test_grace(void)
 {
-	long long	timeout = 1000;
-
 	setup(4, 1000);
 	for (int i = 0; i < 4; i++)
 		(void) connect_one();
@@ -389,20 +406,156 @@ test_grace(void)
 	(void) connect_one();
 	(void) connect_one();
 	(void) later(GRACE - 1);
-	CHECK(!accepting(), "4 silent ones in their grace: not accepting");
-	(void) fill_pollfds(&acc, now_ms, &timeout);
-	CHECK(timeout == 1, "the poll ends with the grace: %lld ms", timeout);
 	round_trip();
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 4; i++)
 		CHECK(!closed_by_server(i), "in the grace: connection %d open", i + 1);
-	CHECK(acc.nsilent == 4, "4 held, 2 in the backlog (%d held)", acc.nsilent);
+	CHECK(closed_by_server(4) && closed_by_server(5),
+		  "new silent ones find no place: closed at once");
+	CHECK(acc.nsilent == 4, "4 held (%d held)", acc.nsilent);
+	(void) connect_one();
+	(void) connect_one();
 	(void) later(1);
-	CHECK(accepting(), "past the grace: accepting");
 	round_trip();
-	CHECK(closed_by_server(0) && closed_by_server(1), "the 2 oldest displaced");
-	for (int i = 2; i < 6; i++)
+	CHECK(closed_by_server(0) && closed_by_server(1), "past the grace: the 2 oldest displaced");
+	for (int i = 2; i < 4; i++)
 		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	CHECK(!closed_by_server(6) && !closed_by_server(7), "the 2 new ones held");
 	CHECK(acc.nsilent == 4, "4 held (%d)", acc.nsilent);
+	teardown();
+}
+
+/*
+ * Silent connections in their grace, as many as PAYNOTIFY_MAX_PENDING and
+ * renewed as they expire, never hold a request back: a new connection that
+ * has sent its request is accepted and queued at once, displacing the
+ * oldest silent one, and so is the next one.
+ */
+static void
+test_request_displaces_silent(void)
+{
+	int			req;
+
+	setup(4, 60000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	accept_new(&acc, now_ms);
+	CHECK(acc.nsilent == 4, "4 silent connections held, not %d", acc.nsilent);
+	(void) later(1);			/* all four in their grace */
+	CHECK(accepting(), "the listening socket is polled beside silent ones in their grace");
+	req = connect_one();
+	send_request(req);
+	round_trip();
+	CHECK(ready_count() == 1 && take() == req, "the request queued at once");
+	CHECK(closed_by_server(0), "the oldest silent connection displaced");
+	for (int i = 1; i < 4; i++)
+		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	/* a silent one renewed, then a request behind it in the backlog */
+	(void) connect_one();
+	req = connect_one();
+	send_request(req);
+	round_trip();
+	CHECK(ready_count() == 1 && take() == req, "the next request queued at once too");
+	CHECK(acc.nsilent + acc.nwaiting + ready_count() <= 4,
+		  "within PAYNOTIFY_MAX_PENDING: %d silent", acc.nsilent);
+	teardown();
+}
+
+/*
+ * A connection is queued only once its request has begun: a whole
+ * BEGIN_REQUEST record.  One that sent less stays with the acceptor, does
+ * not keep its poll awake, is queued as soon as the rest arrives, closed
+ * when it hangs up first or at PAYNOTIFY_IDLE_TIMEOUT; bytes that are no
+ * BEGIN_REQUEST are handed on at once, for the worker to refuse.
+ */
+static void
+test_partial(void)
+{
+	unsigned char rec[16];
+	unsigned char v2[8] = {2, PN_FCGI_BEGIN_REQUEST, 0, 4, 0, 8, 0, 0};
+	long long	timeout = 1000;
+	int			nfds;
+
+	setup(8, 1000);
+	for (int i = 0; i < 4; i++)
+		(void) connect_one();
+	begin_record(0, rec);
+	send_bytes(0, rec, 1);		/* one byte */
+	begin_record(1, rec);
+	send_bytes(1, rec, 15);		/* all but the last */
+	begin_record(2, rec);
+	send_bytes(2, rec, 3);		/* three bytes, then it hangs up */
+	(void) shutdown(client[2], SHUT_WR);
+	send_bytes(3, v2, 8);		/* another FastCGI version: no request */
+	round_trip();
+	CHECK(ready_count() == 1 && take() == 3, "only the record of another version handed on");
+	CHECK(acc.nsilent == 3 && acc.silent[0].partial && acc.silent[1].partial,
+		  "the 3 partial ones held (%d)", acc.nsilent);
+	round_trip();
+	CHECK(closed_by_server(2), "the one that hung up mid-record closed at the next poll");
+	CHECK(ready_count() == 0 && acc.nsilent == 2, "the other 2 still held a round later");
+	nfds = fill_pollfds(&acc, now_ms, &timeout);
+	CHECK(poll(acc.fds, (nfds_t) nfds, 0) == 0, "their bytes do not keep the poll awake");
+	begin_record(1, rec);
+	send_bytes(1, rec + 15, 1);
+	nfds = fill_pollfds(&acc, now_ms, &timeout);
+	CHECK(poll(acc.fds, (nfds_t) nfds, 0) == 1 && acc.fds[2].revents != 0,
+		  "the rest of a record wakes the poll");
+	round_trip();
+	CHECK(ready_count() == 1 && take() == 1, "then its request is queued");
+	(void) later(cfg.idle_timeout_ms);
+	round_trip();
+	CHECK(closed_by_server(0) && acc.nsilent == 0, "the one byte closed at the idle timeout");
+	teardown();
+}
+
+/*
+ * After a stop no request is waited for longer than PAYNOTIFY_IO_TIMEOUT
+ * from the stop: a connection a worker takes then gets the stop's deadline,
+ * and one taken later is cut off at once.  What it had sent is still read.
+ */
+static void
+test_stop_deadline(void)
+{
+	long long	stop_ms;
+	int			fd,
+				watch;
+	char		buf[64];
+
+	setup(4, 60000);
+	for (int i = 0; i < 2; i++)
+	{
+		(void) connect_one();
+		send_request(i);
+	}
+	round_trip();
+	CHECK(ready_count() == 2, "2 requests queued (%d)", ready_count());
+	atomic_store(&srv.stopping, true);
+	stop_ms = now_ms;
+	round_trip();
+	(void) later(1000);
+	fd = pn_ready_take(&srv);
+	watch = pn_watch_begin(&srv, 0, fd);
+	CHECK(srv.watches[0].deadline_ms == stop_ms + cfg.io_timeout_ms,
+		  "taken after the stop: the stop's deadline, %lld ms after it, not %lld",
+		  cfg.io_timeout_ms, srv.watches[0].deadline_ms - stop_ms);
+	CHECK(pn_io_left(&srv) == cfg.io_timeout_ms - 1000, "%lld ms left to wait for a client",
+		  pn_io_left(&srv));
+	pn_watch_end(&srv, 0);
+	close(watch);
+	close(fd);
+	(void) later(cfg.io_timeout_ms);
+	fd = pn_ready_take(&srv);
+	watch = pn_watch_begin(&srv, 0, fd);
+	round_trip();
+	CHECK(srv.watches[0].cut, "taken past the stop's deadline: cut off at once");
+	CHECK(recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 16 &&
+		  recv(fd, buf, sizeof(buf), MSG_DONTWAIT) == 0,
+		  "what it sent is read, then the end of file, no wait");
+	CHECK(pn_io_left(&srv) == 0, "no time left to wait for a client");
+	pn_watch_end(&srv, 0);
+	close(watch);
+	close(fd);
+	CHECK(pn_ready_take(&srv) == -1, "then the workers return");
 	teardown();
 }
 
@@ -562,6 +715,9 @@ main(void)
 	test_queue_full();
 	test_drop_only_silent();
 	test_grace();
+	test_request_displaces_silent();
+	test_partial();
+	test_stop_deadline();
 	test_expire();
 	test_flood();
 	test_stop();

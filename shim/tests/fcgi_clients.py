@@ -10,9 +10,9 @@ Then each connection, according to MODE:
 
   idle     sends nothing
   byte     sends one byte (the start of a record header) and nothing more
-  trickle  sends the bytes of a FastCGI BEGIN_REQUEST record, the first at
-           once and then one every 0.2 s, over and over: it never pauses
-           long, it never finishes
+  begin    sends a whole BEGIN_REQUEST record and nothing more
+  trickle  sends a whole BEGIN_REQUEST record, then the bytes of a PARAMS
+           record one every 0.2 s: it never pauses long, it never finishes
   keep     sends a whole request, POST /notify/keep with the body "{}", as
            nginx does with fastcgi_keep_conn (the FCGI_KEEP_CONN flag), and
            then leaves the connection open as that asks
@@ -54,6 +54,8 @@ PARAMS = pair(b"REQUEST_METHOD", b"POST") + pair(b"PATH_INFO", b"/notify/keep") 
 KEEP_REQUEST = record(1, struct.pack("!HB5x", 1, 1)) + record(4, PARAMS) + record(4, b"") + \
     record(5, b"{}") + record(5, b"")
 REQUEST = record(1, struct.pack("!HB5x", 1, 0)) + KEEP_REQUEST[16:]
+# a PARAMS record longer than any trickle lasts
+TRICKLE = BEGIN + record(4, pair(b"X" * 100, b"Y" * 100))
 
 
 def read_some(sock, got):
@@ -81,8 +83,10 @@ def main():
         s.setblocking(False)
         socks.append(s)
         opened.append(time.monotonic())
-        if mode in ("byte", "trickle"):
+        if mode == "byte":
             s.send(BEGIN[:1])
+        elif mode in ("begin", "trickle"):
+            s.sendall(BEGIN)
         elif mode == "keep":
             s.sendall(KEEP_REQUEST)
         elif mode == "request":
@@ -90,7 +94,7 @@ def main():
     print("connected %d %.3f" % (count, first_epoch), flush=True)
     closed = [None] * count
     got = [bytearray() for _ in range(count)]
-    sent = [1] * count
+    sent = [len(BEGIN)] * count
     end = time.monotonic() + hold
     next_byte = time.monotonic() + TRICKLE_EVERY
     while None in closed and time.monotonic() < end:
@@ -108,7 +112,7 @@ def main():
             for i, s in enumerate(socks):
                 if closed[i] is None:
                     try:
-                        s.send(BEGIN[sent[i] % len(BEGIN):][:1])
+                        s.send(TRICKLE[sent[i] % len(TRICKLE):][:1])
                         sent[i] += 1
                     except OSError:
                         closed[i] = now - opened[i]
