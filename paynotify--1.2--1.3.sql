@@ -794,11 +794,11 @@ SELECT o.what, o.object, o.owner FROM (
 	FROM @extschema@.paynotify_table_code(rel) k
 	JOIN pg_catalog.pg_type t ON t.oid OPERATOR(pg_catalog.=) k.objid
 	WHERE k.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass::pg_catalog.oid
-	  AND t.typtype OPERATOR(pg_catalog.=) 'd') o
+	  AND (t.typtype OPERATOR(pg_catalog.=) 'd' OR t.typtype OPERATOR(pg_catalog.=) 'c')) o
 ORDER BY o.what COLLATE pg_catalog."C", o.object COLLATE pg_catalog."C", o.owner::pg_catalog.oid
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_table_owners(regclass) IS
-	'the owners of the relations whose code a table runs, the roles granted TRIGGER on them, and the owners of the domains its code reaches';
+	'the owners of the relations whose code a table runs, the roles granted TRIGGER on them, and the owners of the domains and composite types its code reaches';
 REVOKE ALL ON FUNCTION @extschema@.paynotify_table_owners(regclass) FROM PUBLIC;
 
 -- ===== Citus: paynotify_distribute runs no one's code as superuser =====

@@ -503,12 +503,14 @@ GRANT SELECT ON tc.o25 TO tc_mover;
 -- its own channel, in a transaction that warmed the owner's trigger: the
 -- delivery runs the table's code as the owner, and the application's
 -- function, prepared before, is refused as it starts.  Again in a new
--- session, where the warming UPDATE is what loads paynotify.
+-- session, where the warming UPDATE is what loads paynotify.  (The event's
+-- body is the same at each delivery of one id, only its signature's time
+-- is the clock's: a delivery again is a retry, never another payload.)
 CREATE FUNCTION tc.deliver26(evt text, ord text) RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
 	ts bigint := extract(epoch FROM clock_timestamp())::bigint;
 	body text := jsonb_build_object('id', evt, 'object', 'event',
-		'created', ts, 'type', 'payment_intent.succeeded', 'livemode', false,
+		'created', 1767300000, 'type', 'payment_intent.succeeded', 'livemode', false,
 		'data', jsonb_build_object('object', jsonb_build_object('id', 'pi_' || evt,
 			'object', 'payment_intent', 'amount', 100, 'amount_received', 100,
 			'currency', 'usd', 'metadata', jsonb_build_object('order_id', ord))))::text;
@@ -611,16 +613,19 @@ SELECT k, st FROM tc.o28 ORDER BY k;
 -- search_path without pg_temp and names its domain unqualified, so
 -- PostgreSQL would take the temporary one and run its CHECK as the owner.
 -- Refused while such a type is there (failed, retried); after DISCARD
--- TEMP, paid, with the owner's domain.
+-- TEMP, paid, with the owner's domain.  The same with a temporary
+-- sequence named as the owner's, which the trigger's nextval would take.
 CREATE DOMAIN tc.note29 AS text CHECK (VALUE <> '');
 ALTER DOMAIN tc.note29 OWNER TO tc_plain;
+CREATE SEQUENCE tc.seq29;
+ALTER SEQUENCE tc.seq29 OWNER TO tc_plain;
 CREATE FUNCTION tc.log29() RETURNS trigger LANGUAGE plpgsql SET search_path = tc AS $f$
 DECLARE n note29;
-BEGIN n := NEW.k; RETURN NEW; END $f$;
+BEGIN n := NEW.k; PERFORM nextval('seq29'); RETURN NEW; END $f$;
 CREATE TABLE tc.o29 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
 ALTER TABLE tc.o29 OWNER TO tc_plain;
 CREATE TRIGGER log AFTER UPDATE ON tc.o29 FOR EACH ROW EXECUTE FUNCTION tc.log29();
-INSERT INTO tc.o29 VALUES ('TC-29a', 'pending', 100);
+INSERT INTO tc.o29 VALUES ('TC-29a', 'pending', 100), ('TC-29b', 'pending', 100);
 SELECT paynotify_bind_orders('tc.o29', 'k', 'st', 'amount');
 SET ROLE tc_mover;
 CREATE DOMAIN pg_temp.note29 AS text CHECK (VALUE IS NULL OR
@@ -632,7 +637,82 @@ SET ROLE tc_mover;
 DISCARD TEMP;
 SELECT tc.deliver26('evt_tc_29a', 'TC-29a') AS outcome;
 RESET ROLE;
-SELECT k, st FROM tc.o29;
+-- (in a new session: the trigger's plan, made before, holds the owner's)
+\c
+SET search_path = pay, public;
+SET ROLE tc_mover;
+CREATE TEMP SEQUENCE seq29 START 1000;
+GRANT USAGE ON SEQUENCE seq29 TO PUBLIC;
+SELECT tc.deliver26('evt_tc_29b', 'TC-29b') AS outcome;
+RESET ROLE;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_29b';
+SET ROLE tc_mover;
+DISCARD TEMP;
+SELECT tc.deliver26('evt_tc_29b', 'TC-29b') AS outcome;
+RESET ROLE;
+SELECT k, st FROM tc.o29 ORDER BY k;
+SELECT last_value FROM tc.seq29;
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+-- 30. A hook runs as the role that registered it, in the delivering
+-- session too.  The DBA's hook pins its search_path without pg_temp and
+-- writes to its table unqualified; the admin binds a table of its own (so
+-- the orders table's code runs as the admin itself) and makes a temporary
+-- table of that name, whose trigger would run as the DBA.  Refused as the
+-- hook starts (failed, retried); after DISCARD TEMP, paid, and the hook
+-- writes where the DBA meant.
+CREATE TABLE tc.paid30 (order_no text);
+CREATE FUNCTION tc.on_paid30(ev jsonb) RETURNS void LANGUAGE plpgsql SET search_path = tc AS $f$
+BEGIN INSERT INTO paid30 VALUES (ev->'notice'->>'order_no'); END $f$;
+SELECT paynotify_on('paid', 'tc.on_paid30(jsonb)');
+GRANT CREATE ON SCHEMA tc TO tc_mover;
+SET ROLE tc_mover;
+CREATE TABLE tc.o30 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO tc.o30 VALUES ('TC-30a', 'pending', 100);
+SELECT pay.paynotify_bind_orders('tc.o30', 'k', 'st', 'amount');
+CREATE FUNCTION pg_temp.spy30() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN PERFORM lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')); RETURN NULL; END $f$;
+CREATE TEMP TABLE paid30 (order_no text);
+GRANT ALL ON paid30 TO PUBLIC;
+CREATE TRIGGER spy BEFORE INSERT ON paid30 FOR EACH ROW EXECUTE FUNCTION pg_temp.spy30();
+SELECT tc.deliver26('evt_tc_30a', 'TC-30a') AS outcome;
+RESET ROLE;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc26' AND notify_id = 'evt_tc_30a';
+SET ROLE tc_mover;
+DISCARD TEMP;
+SELECT tc.deliver26('evt_tc_30a', 'TC-30a') AS outcome;
+RESET ROLE;
+SELECT k, st FROM tc.o30;
+SELECT order_no FROM tc.paid30;
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+DELETE FROM paynotify_hook WHERE handler = 'tc.on_paid30(jsonb)';
+REVOKE CREATE ON SCHEMA tc FROM tc_mover;
+-- 31. A composite type the code reaches may be given an attribute of a
+-- domain later: its owner is judged like a domain's.  The application's
+-- composite in a CHECK (jsonb_populate_record) is refused at binding; the
+-- owner's own is bound, and when the owner gives it an attribute of the
+-- application's domain, the configuration loads again and the next
+-- payment fails with the reason, running nothing.
+SET ROLE tc_app;
+CREATE TYPE tc.meta31a AS (note text);
+CREATE DOMAIN tc.evil31 AS text CHECK (lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+RESET ROLE;
+CREATE TABLE tc.o31a (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL,
+	info jsonb NOT NULL DEFAULT '{}', CHECK (jsonb_populate_record(NULL::tc.meta31a, info) IS DISTINCT FROM NULL));
+SELECT paynotify_bind_orders('tc.o31a', 'k', 'st', 'amount');
+CREATE TYPE tc.meta31 AS (note text);
+ALTER TYPE tc.meta31 OWNER TO tc_plain;
+CREATE TABLE tc.o31 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL,
+	info jsonb NOT NULL DEFAULT '{}', CHECK (jsonb_populate_record(NULL::tc.meta31, info) IS DISTINCT FROM NULL));
+ALTER TABLE tc.o31 OWNER TO tc_plain;
+INSERT INTO tc.o31 (k, st, amount) VALUES ('TC-31a', 'pending', 100), ('TC-31b', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o31', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_31a', 'TC-31a') AS outcome;
+ALTER TYPE tc.meta31 ADD ATTRIBUTE x tc.evil31;
+SELECT tc.pay('evt_tc_31b', 'TC-31b') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_31b';
+SELECT k, st FROM tc.o31 ORDER BY k;
 SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 SELECT paynotify_revoke('tc_mover', 'admin');

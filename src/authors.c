@@ -891,11 +891,14 @@ pn_proc_owner(Oid fn_oid)
 }
 
 /*
- * The owner of a function or a domain the walk reached, and whether it is
- * one.  A domain's owner may add a check or a default, code in SQL that no
- * function holds (and that may hide SQL in text); what other objects'
- * owners may add is a function (a cast, an operator's estimator), whose
- * owner is judged as the walk reaches it and as it starts.
+ * The owner of a function, a domain or a composite type the walk reached,
+ * and whether it is one.  A domain's owner may add a check or a default,
+ * code in SQL that no function holds (and that may hide SQL in text); a
+ * composite type's owner may give it an attribute of such a domain (ALTER
+ * TYPE ... ADD ATTRIBUTE, or ADD COLUMN for a table's row type); what
+ * other objects' owners may add is a function (a cast, an operator's
+ * estimator), whose owner is judged as the walk reaches it and as it
+ * starts.
  */
 static bool
 node_owner(WalkNode n, Oid *owner)
@@ -911,7 +914,8 @@ node_owner(WalkNode n, Oid *owner)
 			tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(n.objid));
 			if (!HeapTupleIsValid(tup))
 				return false;
-			if (((Form_pg_type) GETSTRUCT(tup))->typtype != TYPTYPE_DOMAIN)
+			if (((Form_pg_type) GETSTRUCT(tup))->typtype != TYPTYPE_DOMAIN &&
+				((Form_pg_type) GETSTRUCT(tup))->typtype != TYPTYPE_COMPOSITE)
 			{
 				ReleaseSysCache(tup);
 				return false;

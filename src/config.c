@@ -592,6 +592,18 @@ load_table_authors(PnConfig *cfg)
 	old = MemoryContextSwitchTo(cfg->cxt);
 	for (int i = 0; i < nrelids; i++)
 		cfg->orders_relids = lappend_oid(cfg->orders_relids, relids[i]);
+	/*
+	 * And so does a change of the relation of a composite type the code
+	 * reaches: an attribute (a column of a table's row type) added, of a
+	 * domain, changes no pg_type row the walk reached.
+	 */
+	for (int i = 0; i < ntypes; i++)
+	{
+		Oid			typrelid = get_typ_typrelid(types[i]);
+
+		if (OidIsValid(typrelid))
+			cfg->orders_relids = lappend_oid(cfg->orders_relids, typrelid);
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(walk);
 	if (offence == NULL)

@@ -101,48 +101,67 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 }
 
 /*
- * The owner's code runs in the caller's session, whose temporary schema
- * PostgreSQL searches first for types and relations wherever a function's
- * search_path does not name pg_temp: a PL/pgSQL variable of an unqualified
- * type would take the caller's temporary domain, or a temporary table's
- * row type with such columns, and run its CHECK as the owner (relations
- * are checked as each statement starts).  So no type of that schema may
- * belong to a role without the owner's rights; the schema of a session
- * that made no temporary object is not there, and nothing is read.
+ * Code of another role runs in the caller's session (the orders table's as
+ * its owner, a hook's as the role that registered it), whose temporary
+ * schema PostgreSQL searches first for relations and types wherever a
+ * function's search_path does not name pg_temp: an unqualified name in
+ * that code would take the caller's temporary table (and run its
+ * triggers), sequence or domain (and run its CHECK), or a temporary
+ * table's row type with such columns, with the rights of role.  So no
+ * relation or type of that schema may belong to a role without role's
+ * rights: code, a description of it ("the code of the orders table"), is
+ * refused otherwise (42501).  The schema of a session that never made a
+ * temporary object is not there, and nothing is read.
  */
-static void
-require_no_temp_types(Oid owner)
+void
+pn_require_clean_temp(Oid role, const char *code)
 {
 	Oid			temp;
 	Oid			temp_toast;
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
+	static const struct
+	{
+		Oid			catalog;
+		AttrNumber	nsp;
+	}			where[] = {
+		{RelationRelationId, Anum_pg_class_relnamespace},
+		{TypeRelationId, Anum_pg_type_typnamespace},
+	};
 
 	GetTempNamespaceState(&temp, &temp_toast);
 	if (!OidIsValid(temp))
 		return;
-	rel = table_open(TypeRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_type_typnamespace, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(temp));
-	scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
-	while ((tup = systable_getnext(scan)) != NULL)
+	for (int w = 0; w < (int) lengthof(where); w++)
 	{
-		Form_pg_type t = (Form_pg_type) GETSTRUCT(tup);
+		Relation	rel = table_open(where[w].catalog, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
 
-		if (!has_privs_of_role(t->typowner, owner))
+		ScanKeyInit(&key, where[w].nsp, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(temp));
+		scan = systable_beginscan(rel, InvalidOid, false, NULL, 1, &key);
+		while ((tup = systable_getnext(scan)) != NULL)
+		{
+			bool		is_class = where[w].catalog == RelationRelationId;
+			Oid			owner = is_class ? ((Form_pg_class) GETSTRUCT(tup))->relowner
+				: ((Form_pg_type) GETSTRUCT(tup))->typowner;
+
+			if (has_privs_of_role(owner, role))
+				continue;
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("this session's temporary type %s of role %s may not be seen by the code of the orders table, which runs as role %s",
-							quote_identifier(NameStr(t->typname)),
-							GetUserNameFromId(t->typowner, false),
-							GetUserNameFromId(owner, false)),
-					 errdetail("paynotify runs the orders table's code as the table's owner in this session, where a type name that code does not qualify finds the session's temporary types first."),
+					 errmsg("this session's temporary %s %s of role %s may not be seen by %s, which runs as role %s",
+							is_class ? "relation" : "type",
+							quote_identifier(is_class ? NameStr(((Form_pg_class) GETSTRUCT(tup))->relname)
+											 : NameStr(((Form_pg_type) GETSTRUCT(tup))->typname)),
+							GetUserNameFromId(owner, false), code,
+							GetUserNameFromId(role, false)),
+					 errdetail("paynotify runs that code in this session, where a relation or type name it does not qualify finds the session's temporary ones first."),
 					 errhint("Deliver from a session without temporary objects (DISCARD TEMP).")));
+		}
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
 	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
 }
 
 /*
@@ -160,7 +179,7 @@ require_no_temp_types(Oid owner)
 void
 pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 {
-	require_no_temp_types(owner);
+	pn_require_clean_temp(owner, "the code of the orders table");
 	/*
 	 * Calls prepared before the library was loaded, in this transaction
 	 * (PL/pgSQL keeps a simple expression's for the transaction), bypass
