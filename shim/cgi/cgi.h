@@ -155,5 +155,6 @@ extern void pn_refused_peer(const struct sockaddr *sa, socklen_t len,
 
 /* cgi_fcgi.c */
 extern int	pn_fcgi_run(const pn_config *cfg, int listen_fd);
+extern bool pn_accept_descriptors_ok(const pn_config *cfg);
 
 #endif							/* PAYNOTIFY_CGI_H */

@@ -24,15 +24,13 @@
  * connections whose request has not begun: before it closes a silent one,
  * for any reason, it looks whether its request began since the last poll,
  * and if so keeps it as waiting.  It looks at each new connection as soon
- * as it has accepted it.  A new connection whose request has begun (as
- * nginx's has: it writes its request just after its connect) displaces
- * the oldest silent one at once, so silent connections, however many and
- * however often renewed, never hold a request back in the listen backlog.
- * A new silent one displaces a silent one only once that has been held
- * for a tenth of PAYNOTIFY_IDLE_TIMEOUT (its grace: on a loaded machine
- * nginx's bytes can still be on their way a round after its connect);
- * when every place is taken by connections whose request has begun or
- * that are in their grace, it is closed at once.
+ * as it has accepted it, and holds it, whether its request has begun or
+ * not: over PAYNOTIFY_MAX_PENDING a new connection displaces the oldest
+ * silent one.  So silent connections, however many and however often
+ * renewed, never hold a request back in the listen backlog, nor get one
+ * closed: nginx writes its request just after its connect, and its
+ * connection is displaced only if PAYNOTIFY_MAX_PENDING connections come
+ * after it before its first 16 bytes do.
  *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection still silent that long after it
@@ -86,6 +84,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -94,6 +93,8 @@
 #define ACCEPT_BATCH 64
 /* Pause before accepting again when out of descriptors and none to close. */
 #define ACCEPT_PAUSE_MS 100
+/* A shortage of descriptors is logged once in that long, however often. */
+#define SHORT_LOG_MS 10000
 
 /* The acceptor's clock (the unit test, shim/tests/accept_test.c, sets its own). */
 #ifndef PN_ACCEPT_CLOCK
@@ -122,7 +123,6 @@ typedef struct acceptor
 	pn_server  *srv;
 	int			cap;			/* PAYNOTIFY_MAX_PENDING */
 	int			max_held;		/* nsilent + nwaiting, at most */
-	long long	grace_ms;		/* a silent one is not displaced before */
 	silent_conn *silent;		/* oldest first */
 	int			nsilent;
 	int		   *waiting;		/* request begun, the queue full: oldest first */
@@ -131,7 +131,7 @@ typedef struct acceptor
 	int			ep;				/* epoll set of the partial ones, edge-triggered */
 	bool		stopped;		/* silent ones closed, no more accepted */
 	long long	resume_ms;		/* out of descriptors: no accept before */
-	bool		short_logged;	/* that was logged since the last accept */
+	long long	short_logged_ms;	/* when it was last logged (one line a SHORT_LOG_MS) */
 } acceptor;
 
 static bool acceptor_init(acceptor *a, pn_server *srv);
@@ -141,7 +141,6 @@ static int	fill_pollfds(acceptor *a, long long now, long long *timeout);
 static long long expire_silent(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
 static void take_silent(acceptor *a);
-static int	displaceable(acceptor *a, long long now);
 static int	accept_room(acceptor *a);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
@@ -183,11 +182,11 @@ acceptor_init(acceptor *a, pn_server *srv)
 	a->srv = srv;
 	a->cap = (int) srv->cfg->max_pending;
 	a->max_held = a->cap + ACCEPT_BATCH;
-	a->grace_ms = srv->cfg->idle_timeout_ms / 10;
 	a->silent = calloc((size_t) a->max_held, sizeof(silent_conn));
 	a->waiting = calloc((size_t) a->max_held, sizeof(int));
 	a->fds = calloc((size_t) a->max_held + 3, sizeof(struct pollfd));
 	a->ep = epoll_create1(EPOLL_CLOEXEC);
+	a->short_logged_ms = LLONG_MIN / 2;
 	return a->silent != NULL && a->waiting != NULL && a->fds != NULL && a->ep >= 0;
 }
 
@@ -393,22 +392,11 @@ take_silent(acceptor *a)
 	queue_waiting(a);
 }
 
-/* How many of the oldest silent connections are past their grace. */
-static int
-displaceable(acceptor *a, long long now)
-{
-	int			n = 0;
-
-	while (n < a->nsilent && a->silent[n].since_ms + a->grace_ms <= now)
-		n++;
-	return n;
-}
-
 /*
  * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
- * those whose request has begun (queued, waiting), since a new one whose
- * request has begun displaces a silent one, in its grace or not; never
- * more than ACCEPT_BATCH or than the tables have room for.
+ * those whose request has begun (queued, waiting), since a new one
+ * displaces the oldest silent one; never more than ACCEPT_BATCH or than
+ * the tables have room for.
  */
 static int
 accept_room(acceptor *a)
@@ -425,19 +413,17 @@ accept_room(acceptor *a)
 /*
  * Accepts what the listening socket has, as long as there is room
  * (accept_room), and looks at once (peek) whether the request of each has
- * begun.  One whose request has is queued (or waits), and over
- * PAYNOTIFY_MAX_PENDING displaces the oldest silent one, in its grace or
- * not.  A silent one is held if PAYNOTIFY_MAX_PENDING leaves room for it
- * once the silent ones past their grace are displaced (the oldest first;
- * those whose request has arrived since are queued instead, or wait), and
- * closed at once otherwise: every place is taken by connections whose
- * request has begun or that are in their grace.
+ * begun: one whose request has is queued (or waits), any other is held as
+ * silent.  Over PAYNOTIFY_MAX_PENDING, the oldest silent ones held before
+ * are closed (those whose request has begun since are queued instead, or
+ * wait): never a new one, whose bytes may be on their way; it is among the
+ * oldest after the next round's.
  */
 static void
 accept_new(acceptor *a, long long now)
 {
 	int			room = accept_room(a);
-	int			earlier = displaceable(a, now);
+	int			before = a->nsilent;
 	int			excess;
 
 	for (int n = 0; n < room; n++)
@@ -446,19 +432,19 @@ accept_new(acceptor *a, long long now)
 		socklen_t	len = sizeof(sa);
 		int			fd = accept4(a->srv->listen_fd, (struct sockaddr *) &sa,
 								 &len, SOCK_CLOEXEC);
-		int			before = a->nsilent;
 		peeked		peeked_at;
 
 		if (fd < 0)
 		{
+			int			held = a->nsilent;
+
 			accept_failed(a, errno, now);
 			/* it may have closed (or moved) some, always the oldest */
-			earlier -= before - a->nsilent;
-			if (earlier < 0)
-				earlier = 0;
+			before -= held - a->nsilent;
+			if (before < 0)
+				before = 0;
 			break;
 		}
-		a->short_logged = false;
 		if (!admit(a->srv, fd, &sa, len))
 		{
 			close(fd);
@@ -468,16 +454,10 @@ accept_new(acceptor *a, long long now)
 		{
 			case PEEK_BEGUN:
 				a->waiting[a->nwaiting++] = fd;
-				if (a->nsilent + a->nwaiting + queued(a->srv) > a->cap)
-					(void) drop_silent(a, 1, a->nsilent);
-				earlier -= before - a->nsilent;
-				if (earlier < 0)
-					earlier = 0;
 				break;
 			case PEEK_SILENT:
 			case PEEK_PARTIAL:
-				if (a->cap - queued(a->srv) - a->nwaiting - a->nsilent + earlier > 0 &&
-					hold_silent(a, fd, now, peeked_at == PEEK_PARTIAL))
+				if (hold_silent(a, fd, now, peeked_at == PEEK_PARTIAL))
 					break;
 				/* FALLTHROUGH */
 			case PEEK_GONE:
@@ -485,9 +465,10 @@ accept_new(acceptor *a, long long now)
 				break;
 		}
 	}
+	/* the new ones are not among: their bytes may be on their way */
 	excess = a->nsilent + a->nwaiting + queued(a->srv) - a->cap;
 	if (excess > 0)
-		(void) drop_silent(a, excess, earlier);
+		(void) drop_silent(a, excess, before);
 	queue_waiting(a);
 }
 
@@ -504,12 +485,14 @@ accept_failed(acceptor *a, int err, long long now)
 		return;
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 	{
-		if (drop_silent(a, 1, displaceable(a, now)) == 0)
+		if (drop_silent(a, 1, a->nsilent) == 0)
 			a->resume_ms = now + ACCEPT_PAUSE_MS;
-		if (!a->short_logged)
+		if (now - a->short_logged_ms >= SHORT_LOG_MS)
+		{
 			pn_log("accepting: %s (PAYNOTIFY_MAX_PENDING is %d)",
 				   strerror(err), a->cap);
-		a->short_logged = true;
+			a->short_logged_ms = now;
+		}
 		return;
 	}
 	pn_log("accepting a connection failed: %s", strerror(err));
@@ -828,4 +811,36 @@ pn_server_fail(pn_server *srv)
 {
 	atomic_store(&srv->failed, true);
 	kill(getpid(), SIGTERM);
+}
+
+/*
+ * Whether the process may open the descriptors FastCGI mode can hold at
+ * once: the acceptor's (the bell, the listening socket, the epoll set, up
+ * to PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH connections), each worker's (its
+ * connection and a duplicate, libfcgi's socket pair, the database's) and
+ * a few more (the log, the standard ones).  The soft limit is raised to
+ * that if the hard one allows; otherwise false, logged: with too few, the
+ * workers could not take the requests the acceptor holds.
+ */
+bool
+pn_accept_descriptors_ok(const pn_config *cfg)
+{
+	rlim_t		need = (rlim_t) cfg->max_pending + ACCEPT_BATCH + 4 +
+		5 * (rlim_t) cfg->workers + 16;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+		rl.rlim_cur >= need)
+		return true;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+	{
+		rl.rlim_cur = need;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			return true;
+	}
+	pn_log("PAYNOTIFY_MAX_PENDING %lld and %lld workers need %llu descriptors, and the limit is %llu:"
+		   " lower PAYNOTIFY_MAX_PENDING or raise the limit (LimitNOFILE=, ulimit -n)",
+		   (long long) cfg->max_pending, (long long) cfg->workers,
+		   (unsigned long long) need, (unsigned long long) rl.rlim_max);
+	return false;
 }

@@ -76,7 +76,9 @@ static const setting settings[] = {
 		offsetof(pn_config, max_pending),
 	"FastCGI: connections held that no worker serves yet (request not begun,\n"
 	"      or waiting for a free worker); one more closes the oldest one whose\n"
-	"      request has not begun, never one whose request has"},
+	"      request has not begun, never one whose request has; the open-file\n"
+	"      limit must allow about this plus 100 and 5 per worker (checked at\n"
+	"      start)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -210,6 +210,8 @@ run_fcgi(const options *opts)
 	}
 	if (opts->no_prepare)
 		cfg.no_prepare = 1;
+	if (!pn_accept_descriptors_ok(&cfg))
+		return 2;
 	fd = open_listen_socket(opts, &is_path);
 	if (fd < 0)
 		return 2;

@@ -411,6 +411,20 @@ for a in '[::]:5598' '127.0.0.1:99999' '127.0.0.1:' '127.0.0.1:80:81'; do
     (cd "$TMP" && "$SHIM" --listen "$a" </dev/null >/dev/null 2>&1)
     check "--listen '$a': refused (2), nothing created" "2|" "$?|$(ls "$TMP" | grep -F -- "$a")"
 done
+# more held connections than the descriptors' limit allows: refused at
+# the start, the reason logged (the workers could not take what the
+# acceptor held: every request lost); a soft limit under the hard one is
+# raised instead
+(ulimit -n 256 && cd "$TMP" && PAYNOTIFY_MAX_PENDING=1024 "$SHIM" --listen "$TMP/fd.sock" \
+    </dev/null >/dev/null 2>"$TMP/fd.err")
+check "PAYNOTIFY_MAX_PENDING=1024 with 256 descriptors: refused (2), the reason logged, no socket" "2 yes no" \
+    "$? $(grep -q 'need [0-9]* descriptors, and the limit is 256' "$TMP/fd.err" && echo yes) $([ -e "$TMP/fd.sock" ] && echo yes || echo no)"
+if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 2048 ]; then
+    (ulimit -Sn 256 && cd "$TMP" && PAYNOTIFY_MAX_PENDING=1024 timeout --preserve-status -s TERM 1 \
+        "$SHIM" --listen "$TMP/fd2.sock" </dev/null >/dev/null 2>"$TMP/fd2.err")
+    check "the same with a soft limit of 256 under a hard one of $(ulimit -Hn): raised, runs, stops on SIGTERM (0)" "0 no" \
+        "$? $(grep -q 'descriptors' "$TMP/fd2.err" && echo yes || echo no)"
+fi
 
 echo "# CGI: the row relayed"
 before=$(calls)
@@ -789,9 +803,8 @@ sleep 0.3
 timed cap 4
 check "12 silent connections over PAYNOTIFY_MAX_PENDING=8: 4 requests, each 200 in < 1 s" yes "$(answered cap 4 1)"
 wait "$CLIENTS_PID"
-# 4 of them (12 - 8) closed before the idle timeout (displaced, or closed
-# at once while the others were in their grace, a tenth of it), every one
-# by the idle timeout
+# 4 of them (12 - 8) closed before the idle timeout (the oldest displaced
+# by newer ones), every one by the idle timeout
 check "over PAYNOTIFY_MAX_PENDING 4 are closed early; all by the idle timeout" yes \
     "$(awk '$1 ~ /^[0-9]+$/ { n++
                 if ($2 != "closed" || $3 + 0 > 5.5) bad = bad " [" $0 "]"
