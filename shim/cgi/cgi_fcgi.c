@@ -77,6 +77,9 @@ static pn_fcgi_verdict read_start(worker *w, pn_fcgi_scan *scan);
 static bool start_libfcgi(worker *w, size_t start_len);
 static void refuse(worker *w, pn_fcgi_verdict v);
 static bool fill(worker *w, size_t need);
+/* After the reply, a client silent that long is closed (close_gently). */
+#define CLOSE_QUIET_MS 200
+
 static void close_gently(int fd, long long timeout_ms);
 static long fcgi_read(pn_io *io, char *buf, size_t n);
 static int	fcgi_write(pn_io *io, const char *buf, size_t n);
@@ -322,7 +325,7 @@ serve_connection(worker *w, int fd)
 	}
 	pn_watch_end(w->srv, w->id - 1);
 	if (served)
-		close_gently(watch, pn_io_left(w->srv));
+		close_gently(watch, w->stdin_done ? 0 : pn_io_left(w->srv));
 	else
 		close(watch);
 }
@@ -451,7 +454,12 @@ fill(worker *w, size_t need)
  * whatever the client still sends (the end of the request, the rest of a
  * body refused unread) is read and dropped until it closes its end, for
  * timeout_ms at most: closing with unread data would reset the connection,
- * and the client could lose the reply.
+ * and the client could lose the reply.  A client that sends nothing for
+ * CLOSE_QUIET_MS has sent all it meant to (nginx sends its whole request
+ * before it reads the reply): then it is closed, so that one that keeps
+ * its end open holds no worker for long.  With timeout_ms 0 (the request
+ * was read to its end: nothing more is due) only what is there already is
+ * dropped.
  */
 static void
 close_gently(int fd, long long timeout_ms)
@@ -461,12 +469,17 @@ close_gently(int fd, long long timeout_ms)
 	long long	left;
 
 	if (shutdown(fd, SHUT_WR) == 0)
-		while ((left = end - pn_now_ms()) > 0)
+		for (bool first = true;; first = false)
 		{
 			struct pollfd pfd = {.fd = fd, .events = POLLIN};
 			ssize_t		got;
 
-			if (poll(&pfd, 1, (int) left) <= 0)
+			left = end - pn_now_ms();
+			if (left <= 0 && !first)
+				break;
+			if (left > CLOSE_QUIET_MS)
+				left = CLOSE_QUIET_MS;
+			if (poll(&pfd, 1, left > 0 ? (int) left : 0) <= 0)
 				break;
 			got = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
 			if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))

@@ -844,6 +844,16 @@ wait "$CLIENTS_PID"
 check "FCGI_KEEP_CONN: each request answered 200, then the connection closed by the shim" "yes 2" \
     "$(closed keep 1 2 0 0.9) $(grep -c 'status 200$' "$TMP/keep.clients")"
 check "silent and slow clients: still one connection per worker" 2 "$(shim_connections)"
+# clients that keep their end open after the reply, twice as many as the
+# workers: a worker waits for a silent client to close for 0.2 s, not for
+# PAYNOTIFY_IO_TIMEOUT (each held one for that long)
+clients hold 4 keep 4
+check "4 clients keeping their connection open after the reply: 4 connections" 0 $?
+sleep 0.3
+timed hold 4
+check "4 connections kept open after their reply (2 workers): 4 requests, each 200 in < 1 s" yes \
+    "$(answered hold 4 1)"
+wait "$CLIENTS_PID"
 clients term 4 idle 10
 check "silent clients before SIGTERM: 4 connections open" 0 $?
 sleep 0.3
