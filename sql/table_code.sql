@@ -717,6 +717,43 @@ SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 SELECT paynotify_revoke('tc_mover', 'admin');
 DELETE FROM paynotify_channel WHERE name = 'tc26';
+-- 32. A hook runs under the guards of the orders table's code: the DBA's
+-- hook writes to the application's table, which the application gives a
+-- trigger after the registration.  Refused as the hook's INSERT starts
+-- (failed, retried): the trigger never runs as the DBA.
+SET ROLE tc_app;
+CREATE TABLE tc.ship32 (order_no text);
+RESET ROLE;
+CREATE FUNCTION tc.on_paid32(ev jsonb) RETURNS void LANGUAGE sql AS
+	$$ INSERT INTO tc.ship32 VALUES (ev->'notice'->>'order_no') $$;
+SELECT paynotify_on('paid', 'tc.on_paid32(jsonb)');
+SET ROLE tc_app;
+CREATE TRIGGER stamp BEFORE INSERT ON tc.ship32 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
+RESET ROLE;
+CREATE TABLE tc.o32 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o32 OWNER TO tc_plain;
+INSERT INTO tc.o32 VALUES ('TC-32a', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o32', 'k', 'st', 'amount');
+SELECT tc.pay('evt_tc_32a', 'TC-32a') AS outcome;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_32a';
+SELECT st, (SELECT count(*) FROM tc.ship32) AS shipped FROM tc.o32;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'tc_app';
+DELETE FROM paynotify_hook WHERE handler = 'tc.on_paid32(jsonb)';
+-- 33. What the delivering session set does not change the owner's code:
+-- with plpgsql.check_asserts off there, the owner's ASSERT (an order on
+-- hold is never paid) still holds (failed, retried).
+CREATE FUNCTION tc.hold33() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN ASSERT NEW.k <> 'TC-33h' OR NEW.st = 'pending', 'order on hold'; RETURN NEW; END $f$;
+CREATE TABLE tc.o33 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE tc.o33 OWNER TO tc_plain;
+CREATE TRIGGER hold BEFORE UPDATE ON tc.o33 FOR EACH ROW EXECUTE FUNCTION tc.hold33();
+INSERT INTO tc.o33 VALUES ('TC-33h', 'pending', 100);
+SELECT paynotify_bind_orders('tc.o33', 'k', 'st', 'amount');
+SET plpgsql.check_asserts = off;
+SELECT tc.pay('evt_tc_33', 'TC-33h') AS outcome;
+RESET plpgsql.check_asserts;
+SELECT error_msg FROM payment_notify_log WHERE channel = 'tc' AND notify_id = 'evt_tc_33';
+SELECT st FROM tc.o33;
 -- the application's own table (case 4) still runs the application's code
 SELECT paynotify_bind_orders('tc.o4', 'k', 'st', 'amount');
 SET ROLE tc_app;

@@ -230,8 +230,7 @@ run_hook(HookCall *call)
 						hook->handler, GetUserNameFromId(pn_function_owner(hook->fn), false),
 						GetUserNameFromId(hook->role, false)),
 				 errhint("Register the hook again as the function's owner.")));
-	pn_require_clean_temp(hook->role, psprintf("hook %s", hook->handler));
-	pn_run_as(hook->role, hook_call, call);
+	pn_run_guarded(hook->role, psprintf("hook %s", hook->handler), hook_call, call);
 }
 
 static void

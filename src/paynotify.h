@@ -309,6 +309,7 @@ extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
 extern Oid	pn_function_owner(Oid fn_oid);
 extern void pn_require_clean_temp(Oid role, const char *code);
+extern void pn_run_guarded(Oid role, const char *code, void (*fn) (void *arg), void *arg);
 extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
 extern bool pn_has_table_authors(Oid nsp);
 

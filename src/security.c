@@ -179,7 +179,51 @@ pn_require_clean_temp(Oid role, const char *code)
 void
 pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 {
-	pn_require_clean_temp(owner, "the code of the orders table");
+	pn_run_guarded(owner, "the code of the orders table", fn, arg);
+}
+
+/*
+ * Run fn(arg), code described by `code', as role (pn_run_as) with the
+ * guards of pn_run_as_owner: the session's temporary objects checked
+ * (pn_require_clean_temp), every function called and every relation a
+ * statement uses checked as it starts.  For the orders table's code and
+ * for hooks, which the role that registered them may have pointed at
+ * another role's table (whose triggers that role may change).
+ */
+typedef struct GuardedCall
+{
+	void		(*fn) (void *arg);
+	void	   *arg;
+} GuardedCall;
+
+/*
+ * The settings that decide what the owner's PL/pgSQL checks, at their
+ * defaults whatever the delivering session set: with plpgsql.check_asserts
+ * off the shim's role had an owner's ASSERT (an order on hold may not be
+ * paid) skipped.  (plpgsql.variable_conflict, which changes what a name
+ * means, only a superuser may set.)  pn_run_as's nest level restores them.
+ */
+static void
+guarded_call(void *arg)
+{
+	GuardedCall *g = (GuardedCall *) arg;
+	static const char *const defaults[][2] = {
+		{"plpgsql.check_asserts", "on"},
+	};
+
+	for (int i = 0; i < (int) lengthof(defaults); i++)
+		(void) set_config_option(defaults[i][0], defaults[i][1],
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	g->fn(g->arg);
+}
+
+void
+pn_run_guarded(Oid role, const char *code, void (*fn) (void *arg), void *arg)
+{
+	GuardedCall g = {fn, arg};
+
+	pn_require_clean_temp(role, code);
 	/*
 	 * Calls prepared before the library was loaded, in this transaction
 	 * (PL/pgSQL keeps a simple expression's for the transaction), bypass
@@ -191,7 +235,7 @@ pn_run_as_owner(Oid owner, void (*fn) (void *arg), void *arg)
 	owner_depth++;
 	PG_TRY();
 	{
-		pn_run_as(owner, fn, arg);
+		pn_run_as(role, guarded_call, &g);
 	}
 	PG_FINALLY();
 	{
@@ -271,7 +315,7 @@ pn_executor_start(QueryDesc *queryDesc, int eflags)
 														   get_rel_name(rte->relid)),
 								GetUserNameFromId(owner, false),
 								GetUserNameFromId(user, false)),
-						 errdetail("paynotify runs the orders table's code as the table's owner, and that role's rights are more than the relation's owner has: its code would run with them."),
+						 errdetail("paynotify runs the orders table's code as the table's owner, and a hook as the role that registered it, and that role's rights are more than the relation's owner has: its code would run with them."),
 						 errhint("Give the relation to a role with the table owner's rights, or keep it out of the table's code.")));
 		}
 	}
@@ -316,7 +360,7 @@ pn_fmgr_guard(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 							format_procedure(flinfo->fn_oid),
 							GetUserNameFromId(owner, false),
 							GetUserNameFromId(GetUserId(), false)),
-					 errdetail("paynotify runs the orders table's code as the table's owner, and that role's rights are more than the function's owner has."),
+					 errdetail("paynotify runs the orders table's code as the table's owner, and a hook as the role that registered it, and that role's rights are more than the function's owner has."),
 					 errhint("Give the function to a role with the table owner's rights, or keep it out of the table's code.")));
 	}
 	if (prev_fmgr_hook != NULL)
