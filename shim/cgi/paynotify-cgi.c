@@ -157,6 +157,8 @@ usage(FILE *out)
 			PN_PROGRAM, PN_PROGRAM);
 	if (out == stdout)
 		pn_config_help();
+	else
+		fprintf(out, "  (the settings: %s --help)\n", PN_PROGRAM);
 	fprintf(out,
 			"\n"
 			"Replies: the function's status and body, or 503 {\"code\":\"FAIL\",...} with\n"
