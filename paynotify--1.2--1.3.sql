@@ -10,6 +10,25 @@
 -- author, and the relay's claim and report reach each node over one
 -- connection (no distributed deadlock of a relay with itself).
 
+-- ===== Hooks: the registrant by name, and where it was registered =====
+--
+-- On Citus paynotify_hook is a reference table, copied to every node as
+-- it is, registered_by (an oid) too: on a worker that oid is another
+-- role, or none.  The row now also keeps the registrant's name and the
+-- system identifier of the cluster where it was registered; a node that
+-- is not that cluster (a Citus worker, a restore elsewhere) runs the hook
+-- as the role of that name there.
+ALTER TABLE @extschema@.paynotify_hook
+	ADD COLUMN registrant name,
+	ADD COLUMN registered_on bigint;
+UPDATE @extschema@.paynotify_hook
+	SET registrant = registered_by::pg_catalog.text,
+		registered_on = (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c);
+COMMENT ON COLUMN @extschema@.paynotify_hook.registrant IS
+	'the name of registered_by, by which another node (a Citus worker) finds the role';
+COMMENT ON COLUMN @extschema@.paynotify_hook.registered_on IS
+	'system identifier of the cluster where the hook was registered: there registered_by is the role';
+
 -- ===== Expressions: every function and operator qualified =====
 --
 -- A constraint, default, index predicate or view binds its functions and

@@ -111,3 +111,42 @@ DROP PROCEDURE t.proc_hook(jsonb);
 DROP AGGREGATE t.agg_hook(jsonb);
 DROP FUNCTION t.srf_hook(jsonb), t.shape(jsonb), t.null_result(jsonb), t.on_paid(jsonb), t.bad_hook(jsonb);
 DROP TABLE t.hook_shape;
+
+-- The row as a Citus worker has it: a copy of the coordinator's, whose
+-- registered_by is the coordinator's oid (here: another role's),
+-- registered on another cluster: the hook runs as the role named
+-- registrant, and fails the step when no role has that name.
+CREATE ROLE hk_w;
+CREATE ROLE hk_w_other;
+SELECT paynotify_grant('hk_w_other', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_w, hk_w_other;
+CREATE TABLE t.who_ran (who name);
+GRANT INSERT ON t.who_ran TO hk_w;
+CREATE FUNCTION t.who(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
+	INSERT INTO t.who_ran VALUES (current_user);
+END;
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.who(jsonb)', 'hk_w_other'::regrole, 'hk_w', 42);
+SELECT t.configure('wx_transaction_success_valid', 'h_worker');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_worker');
+SELECT who FROM t.who_ran;
+UPDATE paynotify_hook SET registrant = 'hk_nobody';
+SELECT t.configure('wx_transaction_success_valid', 'h_worker2');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_worker2');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_worker2';
+DELETE FROM paynotify_hook;
+-- registered here: registered_by, and the name and this cluster with it
+SET ROLE hk_w_other;
+SELECT paynotify_on('paid', 't.who(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant,
+	registered_on = (SELECT system_identifier FROM pg_control_system()) AS here
+FROM paynotify_hook;
+DELETE FROM paynotify_hook;
+DROP FUNCTION t.who(jsonb);
+DROP TABLE t.who_ran;
+SELECT paynotify_revoke('hk_w_other', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_w, hk_w_other;
+DROP ROLE hk_w, hk_w_other;

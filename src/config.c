@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
@@ -709,17 +710,33 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 
 /*
  * User hooks, resolved by signature at each load (a function dropped and
- * created again is found under its new oid), with the role each runs as.
+ * created again is found under its new oid), with the role each runs as:
+ * registered_by where the hook was registered, else (a Citus worker, whose
+ * copy of the row holds the coordinator's oid; a restore elsewhere) the
+ * role named registrant there, or none.
  * A hook whose function is missing stays in the list: running it fails the
  * business step (apply.c), which is retried, never silently skipped.
  */
 static void
 load_hooks(PnConfig *cfg)
 {
-	spi_query(cfg,
-			  "SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
-			  " registered_by::oid"
-			  " FROM @s.paynotify_hook ORDER BY event, created_at, handler");
+	Oid			hook_rel = get_relname_relid("paynotify_hook", cfg->nsp);
+
+	/* a database not updated to 1.3 yet has no registrant */
+	if (OidIsValid(hook_rel) && get_attnum(hook_rel, "registrant") != InvalidAttrNumber)
+		spi_query(cfg,
+				  psprintf("SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
+						   " CASE WHEN registered_on IS NULL"
+						   " OR registered_on OPERATOR(pg_catalog.=) " INT64_FORMAT
+						   " THEN registered_by::oid"
+						   " ELSE pg_catalog.to_regrole(registrant::pg_catalog.text)::oid END"
+						   " FROM @s.paynotify_hook ORDER BY event, created_at, handler",
+						   (int64) GetSystemIdentifier()));
+	else
+		spi_query(cfg,
+				  "SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
+				  " registered_by::oid"
+				  " FROM @s.paynotify_hook ORDER BY event, created_at, handler");
 	cfg->nhooks = SPI_processed;
 	cfg->hooks = MemoryContextAllocZero(cfg->cxt, sizeof(PnHook) * Max(cfg->nhooks, 1));
 	for (int i = 0; i < cfg->nhooks; i++)

@@ -20,6 +20,7 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
@@ -469,9 +470,10 @@ paynotify_on(PG_FUNCTION_ARGS)
 	Form_pg_proc proc;
 	char	   *name;
 	SpiWrite	w;
-	Oid			argtypes[3] = {TEXTOID, OIDOID, OIDOID};
-	Datum		values[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	Oid			hook_rel;
+	Oid			argtypes[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT8OID};
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
 	for (int i = 0; event != NULL && i < (int) lengthof(events); i++)
 		if (strcmp(event, events[i]) == 0)
@@ -530,13 +532,28 @@ paynotify_on(PG_FUNCTION_ARGS)
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
 	values[2] = ObjectIdGetDatum(caller);
-	w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by)"
+	values[3] = CStringGetTextDatum(GetUserNameFromId(caller, false));
+	values[4] = Int64GetDatum((int64) GetSystemIdentifier());
+	w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by, registrant, registered_on)"
 					 " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
-					 " $3::pg_catalog.regrole)"
+					 " $3::pg_catalog.regrole, $4::pg_catalog.name, $5)"
 					 " ON CONFLICT (event, handler)"
-					 " DO UPDATE SET registered_by = excluded.registered_by",
+					 " DO UPDATE SET registered_by = excluded.registered_by,"
+					 " registrant = excluded.registrant, registered_on = excluded.registered_on",
 					 own_schema(fcinfo));
-	w.nargs = 3;
+	w.nargs = 5;
+	hook_rel = get_relname_relid("paynotify_hook", get_func_namespace(fcinfo->flinfo->fn_oid));
+	if (!OidIsValid(hook_rel) || get_attnum(hook_rel, "registrant") == InvalidAttrNumber)
+	{
+		/* a database not updated to 1.3 yet: the row as 1.2 wrote it */
+		w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by)"
+						 " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
+						 " $3::pg_catalog.regrole)"
+						 " ON CONFLICT (event, handler)"
+						 " DO UPDATE SET registered_by = excluded.registered_by",
+						 own_schema(fcinfo));
+		w.nargs = 3;
+	}
 	w.argtypes = argtypes;
 	w.values = values;
 	w.nulls = nulls;

@@ -196,10 +196,19 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
+# a hook the operator registers before the update, with this library: the
+# row as 1.2 has it (no registrant yet); the update names its registrant
+# and this cluster
+sql -d old -c "CREATE FUNCTION public.up_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END" >/dev/null
+check "1.2: the operator registers a hook (this library, 1.2's table)" "" \
+    "$(op "SELECT pay.paynotify_on('paid', 'public.up_hook(jsonb)')")"
 # 1.2 to 1.3: the group roles' direct members keep their capacity in this
 # database as grants of their own; the group roles lose every privilege
 columns
 update_step 1.3
+check "1.3: the hook's registrant by name, registered on this cluster" "upgrade_op|upgrade_op|true" \
+    "$(q old "SELECT registered_by || '|' || registrant || '|' ||
+              (registered_on = (SELECT system_identifier FROM pg_control_system())) FROM pay.paynotify_hook")"
 check "the update to 1.3 warns, naming the member kept" 1 \
     "$(grep -c 'WARNING:.*paynotify 1.3: the group roles .*: upgrade_op (admin)' "$dir/update-1.3.log")"
 check "1.3: paynotify_role lists the operator with the admin capacity (USAGE on pay was its own)" "upgrade_op|admin|f" \
