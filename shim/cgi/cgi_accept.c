@@ -1,74 +1,96 @@
 /*
  * cgi_accept.c
- *	  FastCGI mode's acceptor thread.  It alone accepts connections, holds
- *	  each one until its request has begun (a whole BEGIN_REQUEST record,
- *	  the 8-byte header and the 8-byte body, has arrived), and only then
- *	  queues it for a worker: a client that connects and says nothing, or
- *	  sends a few bytes and stalls, costs a descriptor and a place in a
- *	  table, never a worker.  It also cuts off a request that takes too
- *	  long to arrive once a worker has taken it.
+ *	  FastCGI mode's acceptor thread.  It alone accepts connections, reads
+ *	  each one's request itself, without blocking, until it has arrived
+ *	  whole (BEGIN_REQUEST, the PARAMS stream to its empty record, the STDIN
+ *	  stream to its empty record), and only then queues it for a worker,
+ *	  with the bytes read: a client that connects and says nothing, or sends
+ *	  part of a request and stalls, however far into it, costs a descriptor,
+ *	  a place in a table and at most a buffer, never a worker.  It also cuts
+ *	  off a request that takes too long to arrive once a worker has taken
+ *	  it.
  *
- * A connection the acceptor holds is silent (its request has not begun:
- * nothing seen yet, or part of a BEGIN_REQUEST record; polled) or waiting
- * (its request has begun but the queue for the workers is full: not
- * polled, so a full queue cannot make the acceptor spin, and never
- * closed).  It looks with recv(MSG_PEEK), consuming nothing: the worker
- * reads and checks the request from its first byte (cgi_fcgi.c).  First
- * bytes that are no BEGIN_REQUEST (pn_fcgi_scan_feed refuses them) count
- * as begun: the worker refuses and logs them.  A silent connection that
- * has sent part of a record stays readable, so poll watches it for a
- * hang-up only (then it is closed: its request can never begin), and an
- * edge-triggered epoll set, itself polled, reports its next bytes.
- * Waiting ones go to the queue in the order their request was seen to
- * begin, as soon as a worker makes room.  The acceptor closes only
- * connections whose request has not begun: before it closes a silent one,
- * for any reason, it looks whether its request began since the last poll,
- * and if so keeps it as waiting.  It looks at each new connection as soon
- * as it has accepted it, and holds it, whether its request has begun or
- * not: over PAYNOTIFY_MAX_PENDING a new connection displaces the oldest
- * silent one.  So silent connections, however many and however often
- * renewed, never hold a request back in the listen backlog, nor get one
- * closed: nginx writes its request just after its connect, and its
- * connection is displaced only if PAYNOTIFY_MAX_PENDING connections come
- * after it before its first 16 bytes do.
+ * A connection the acceptor holds is partial (its request has not arrived
+ * whole) or waiting (it has, or its bytes failed a check, and the queue for
+ * the workers is full).  A partial one is polled and read as its bytes
+ * come, into a buffer of PN_FCGI_START_MAX (64 KiB) allocated when its
+ * first byte arrives, each read fed to pn_fcgi_scan_request
+ * (cgi_fcgi_check.c), which resumes where it stopped: a client trickling a
+ * byte at a time costs each byte one look, never a scan from the first
+ * again.  A partial one is queued (waiting first if the queue is full)
+ * when its whole request is in the buffer, or its bytes fail a check (the
+ * worker refuses and logs them: cgi_fcgi.c), and closed when it hangs up
+ * first.  One whose buffer fills up before the request is whole (over
+ * 64 KiB: a large request, a body of some size) is no longer read nor
+ * polled: it waits for a large slot.  Large ones hold at most large_max
+ * workers at once (half of them, rounded down, at least one: with two
+ * workers or more, at least one is always left for the others), counted
+ * from when one is queued until its worker is done with it (pn_large_done);
+ * the worker reads the rest of it from the socket.  So a request that
+ * arrives whole, every gateway's notification as nginx sends it, always
+ * finds a worker, whatever stalled clients do; with one worker, a large
+ * request may hold it for PAYNOTIFY_IO_TIMEOUT.
+ *
+ * Waiting ones go to the queue in the order they became whole, as soon as
+ * a worker makes room, before any large one.  The acceptor never closes a
+ * waiting one; before it closes a partial one, for any reason, it reads
+ * what has arrived since the last poll, and if that makes the request
+ * whole, keeps it as waiting.  It reads each new connection as soon as it
+ * has accepted it, and holds it whatever it found: over
+ * PAYNOTIFY_MAX_PENDING a new connection displaces the oldest partial one
+ * (a large one too: its request has not arrived whole either).  So partial
+ * connections, however many and however often renewed, never hold a
+ * request back in the listen backlog, nor get one closed: nginx writes its
+ * request just after its connect, and its connection is displaced only if
+ * PAYNOTIFY_MAX_PENDING connections come after it before its whole request
+ * does.
  *
  * Bounds, each a setting:
- *   PAYNOTIFY_IDLE_TIMEOUT  a connection still silent that long after it
- *                           was accepted is closed;
+ *   PAYNOTIFY_IDLE_TIMEOUT  a connection whose request has not arrived
+ *                           whole that long after it was accepted is
+ *                           closed (not a large one: it waits for the
+ *                           shim, not for its client);
  *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
- *                           worker (silent, waiting or queued): over it the
- *                           oldest silent ones are closed (see above); when
- *                           those whose request has begun fill it, new
- *                           ones wait in the listen backlog.  Silent and
- *                           waiting together are never more than
- *                           PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH (requests
- *                           that arrived on connections due to be closed):
- *                           new ones wait in the backlog then too;
- *   PAYNOTIFY_IO_TIMEOUT    a request must have arrived that long after its
- *                           worker took the connection, else reading it is
- *                           shut down (reads return end of file) and the
- *                           worker moves on.  Each read and write is bounded
- *                           by the same time (SO_RCVTIMEO, SO_SNDTIMEO), but a
- *                           client sending a byte now and then would renew
- *                           that bound forever: hence the deadline.  After
- *                           the stop, no deadline is later than that long
- *                           after it (pn_io_left: also for the wait after
- *                           the reply, cgi_fcgi.c).
+ *                           worker (partial, waiting or queued): over it the
+ *                           oldest partial ones are closed (see above); when
+ *                           whole ones fill it, new ones wait in the listen
+ *                           backlog.  Partial, waiting and queued together
+ *                           are never more than PAYNOTIFY_MAX_PENDING +
+ *                           ACCEPT_BATCH (requests that arrived whole on
+ *                           connections due to be closed): new ones wait in
+ *                           the backlog then too.  So the buffers are
+ *                           never more than that many times 64 KiB (20 MiB
+ *                           with the default 256), and one per worker;
+ *   PAYNOTIFY_IO_TIMEOUT    what a worker reads from the socket (the rest of
+ *                           a large request; after the stop, of one that
+ *                           had begun) must have arrived that long after it
+ *                           took the connection, else reading is shut down
+ *                           (reads return end of file) and the worker moves
+ *                           on.  Each read and write is bounded by the same
+ *                           time (SO_RCVTIMEO, SO_SNDTIMEO), but a client
+ *                           sending a byte now and then would renew that
+ *                           bound forever: hence the deadline.  After the
+ *                           stop, no deadline is later than that long after
+ *                           it (pn_io_left: also for the wait after the
+ *                           reply, cgi_fcgi.c).
  *
- * The acceptor polls the bell (a pipe), the non-blocking listening socket,
- * the epoll set and the silent connections.  A byte on the bell means: look at the stop
- * flags, or at the queue, which has room again.  Its poll never waits
+ * The acceptor polls the bell (a pipe), the non-blocking listening socket
+ * and the partial connections that are not large.  A byte on the bell
+ * means: look at the stop flags, or at the queue, which has room again, or
+ * at the large slots, one of which is free again.  Its poll never waits
  * longer than PAYNOTIFY_IO_TIMEOUT, so it wakes before any deadline set by
  * a worker while it slept (each is that long after it was set).  It also
  * logs the counts of refused requests that were not logged one by one
  * (cgi_refused.c) when no later line has carried them.
  *
- * At stop it closes the silent connections and accepts no more; those whose
- * request has begun, queued or waiting, are still served (the workers
- * return once there are none: `held'), and their deadlines are watched
- * until the last worker has returned.  None is waited for past the stop's
- * deadline, PAYNOTIFY_IO_TIMEOUT after it: one a worker takes later is cut
- * off at once, and is served only if its request had arrived whole.
+ * At stop it accepts no more, reads each partial connection once more, and
+ * closes those whose request has not begun (no whole BEGIN_REQUEST record);
+ * those whose request has begun, waiting, queued, large or not whole yet,
+ * are still served (the workers read the rest; they return once there are
+ * none: `held'), and their deadlines are watched until the last worker has
+ * returned.  None is waited for past the stop's deadline,
+ * PAYNOTIFY_IO_TIMEOUT after it: one a worker takes later is cut off at
+ * once, and is served only if its request had arrived whole.
  */
 #include "cgi_fcgi.h"
 #include "cgi_fcgi_check.h"
@@ -83,13 +105,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-/* Connections accepted per round at most, so silent ones are not starved. */
+/* Connections accepted per round at most, so partial ones are not starved. */
 #define ACCEPT_BATCH 64
 /* Pause before accepting again when out of descriptors and none to close. */
 #define ACCEPT_PAUSE_MS 100
@@ -100,36 +121,41 @@
 #ifndef PN_ACCEPT_CLOCK
 #define PN_ACCEPT_CLOCK pn_now_ms
 #endif
+/* Its check of the bytes read (the unit test counts the bytes it is fed). */
+#ifndef PN_ACCEPT_SCAN
+#define PN_ACCEPT_SCAN pn_fcgi_scan_request
+#endif
 
-/* A connection whose request has not begun yet. */
-typedef struct silent_conn
+/* A connection whose request has not arrived whole. */
+typedef struct partial_conn
 {
-	int			fd;
+	pn_conn		c;				/* the descriptor and the bytes read so far;
+								 * c.large: the buffer is full */
 	long long	since_ms;		/* when it was accepted */
-	bool		partial;		/* part of a BEGIN_REQUEST: in the epoll set */
-} silent_conn;
+	pn_fcgi_scan scan;			/* over c.buf[0..c.len) */
+} partial_conn;
 
-/* What a look at a silent connection found. */
-typedef enum peeked
+/* What reading a partial connection found. */
+typedef enum arrival
 {
-	PEEK_SILENT,				/* nothing to read yet */
-	PEEK_PARTIAL,				/* less than a whole BEGIN_REQUEST record */
-	PEEK_BEGUN,					/* a whole one, or bytes that are no request */
-	PEEK_GONE					/* it closed, or failed, without a byte */
-} peeked;
+	ARRIVING,					/* the request is not whole yet */
+	ARRIVED,					/* it is whole, or its bytes failed a check */
+	ARRIVED_LARGE,				/* the buffer is full, the request not whole */
+	ARRIVAL_GONE				/* it hung up, or failed, before it was whole */
+} arrival;
 
 typedef struct acceptor
 {
 	pn_server  *srv;
 	int			cap;			/* PAYNOTIFY_MAX_PENDING */
-	int			max_held;		/* nsilent + nwaiting, at most */
-	silent_conn *silent;		/* oldest first */
-	int			nsilent;
-	int		   *waiting;		/* request begun, the queue full: oldest first */
+	int			max_held;		/* npartial + nwaiting + queued, at most */
+	int			large_max;		/* large ones in ready[] or served, at most */
+	partial_conn *partial;		/* oldest first */
+	int			npartial;
+	pn_conn    *waiting;		/* whole, the queue full: oldest first */
 	int			nwaiting;
-	struct pollfd *fds;			/* the bell, the listening socket, ep, silent[] */
-	int			ep;				/* epoll set of the partial ones, edge-triggered */
-	bool		stopped;		/* silent ones closed, no more accepted */
+	struct pollfd *fds;			/* the bell, the listening socket, partial[] */
+	bool		stopped;		/* no more accepted, those not begun closed */
 	long long	resume_ms;		/* out of descriptors: no accept before */
 	long long	short_logged_ms;	/* when it was last logged (one line a SHORT_LOG_MS) */
 } acceptor;
@@ -138,9 +164,9 @@ static bool acceptor_init(acceptor *a, pn_server *srv);
 static void acceptor_free(acceptor *a);
 static bool step(acceptor *a);
 static int	fill_pollfds(acceptor *a, long long now, long long *timeout);
-static long long expire_silent(acceptor *a, long long now);
+static long long expire_partial(acceptor *a, long long now);
 static long long cut_overdue(pn_server *srv, long long now);
-static void take_silent(acceptor *a);
+static void take_partial(acceptor *a);
 static int	accept_room(acceptor *a);
 static void accept_new(acceptor *a, long long now);
 static void accept_failed(acceptor *a, int err, long long now);
@@ -148,11 +174,10 @@ static bool admit(pn_server *srv, int fd, const struct sockaddr_storage *sa,
 				  socklen_t len);
 static bool hear_bell(acceptor *a);
 static void stop_accepting(acceptor *a);
-static peeked peek(int fd);
-static bool hold_silent(acceptor *a, int fd, long long now, bool partial);
-static bool watch_partial(acceptor *a, silent_conn *c);
-static void unwatch(acceptor *a, silent_conn *c);
-static int	drop_silent(acceptor *a, int n, int among);
+static arrival read_partial(partial_conn *p);
+static bool settle(acceptor *a, partial_conn *p, arrival r);
+static void close_conn(pn_conn *c);
+static int	drop_partial(acceptor *a, int n, int among);
 static void queue_waiting(acceptor *a);
 static int	queued(pn_server *srv);
 
@@ -164,7 +189,7 @@ pn_accept_main(void *arg)
 
 	if (!acceptor_init(&a, arg))
 	{
-		pn_log("out of memory, or of descriptors");
+		pn_log("out of memory");
 		pn_server_fail(a.srv);
 	}
 	else
@@ -182,12 +207,13 @@ acceptor_init(acceptor *a, pn_server *srv)
 	a->srv = srv;
 	a->cap = (int) srv->cfg->max_pending;
 	a->max_held = a->cap + ACCEPT_BATCH;
-	a->silent = calloc((size_t) a->max_held, sizeof(silent_conn));
-	a->waiting = calloc((size_t) a->max_held, sizeof(int));
-	a->fds = calloc((size_t) a->max_held + 3, sizeof(struct pollfd));
-	a->ep = epoll_create1(EPOLL_CLOEXEC);
+	/* half the workers, at least one: one is left for whole requests */
+	a->large_max = srv->nworkers / 2 > 0 ? srv->nworkers / 2 : 1;
+	a->partial = calloc((size_t) a->max_held, sizeof(partial_conn));
+	a->waiting = calloc((size_t) a->max_held, sizeof(pn_conn));
+	a->fds = calloc((size_t) a->max_held + 2, sizeof(struct pollfd));
 	a->short_logged_ms = LLONG_MIN / 2;
-	return a->silent != NULL && a->waiting != NULL && a->fds != NULL && a->ep >= 0;
+	return a->partial != NULL && a->waiting != NULL && a->fds != NULL;
 }
 
 /*
@@ -198,21 +224,19 @@ acceptor_init(acceptor *a, pn_server *srv)
 static void
 acceptor_free(acceptor *a)
 {
-	for (int i = 0; i < a->nsilent; i++)
-		close(a->silent[i].fd);
+	for (int i = 0; i < a->npartial; i++)
+		close_conn(&a->partial[i].c);
 	for (int i = 0; i < a->nwaiting; i++)
-		close(a->waiting[i]);
-	a->nsilent = a->nwaiting = 0;
+		close_conn(&a->waiting[i]);
+	a->npartial = a->nwaiting = 0;
 	pthread_mutex_lock(&a->srv->lock);
 	a->srv->held = 0;
 	a->srv->acceptor_stopped = true;
 	pthread_cond_broadcast(&a->srv->ready_cv);
 	pthread_mutex_unlock(&a->srv->lock);
-	free(a->silent);
+	free(a->partial);
 	free(a->waiting);
 	free(a->fds);
-	if (a->ep >= 0)
-		close(a->ep);
 }
 
 /* One round: expire, cut, poll, then take in what poll saw.  False: done. */
@@ -224,9 +248,9 @@ step(acceptor *a)
 	long long	wait;
 	int			nfds;
 
-	/* room made by a worker since the last round (the bell rang too) */
+	/* room made, or a large slot freed, by a worker since the last round */
 	queue_waiting(a);
-	if ((wait = expire_silent(a, now)) < timeout)
+	if ((wait = expire_partial(a, now)) < timeout)
 		timeout = wait;
 	if ((wait = cut_overdue(a->srv, now)) < timeout)
 		timeout = wait;
@@ -242,7 +266,7 @@ step(acceptor *a)
 		pn_server_fail(a->srv);
 		return false;
 	}
-	take_silent(a);
+	take_partial(a);
 	if (a->fds[1].revents & (POLLERR | POLLNVAL))
 	{
 		pn_log("the listening socket failed");
@@ -256,17 +280,16 @@ step(acceptor *a)
 
 /*
  * The poll set: the bell, the listening socket (or -1, which poll skips,
- * when there is no room or accepting is paused), the epoll set of the
- * partial connections, then the silent connections in the order of
- * silent[]: for input, or for a hang-up only when partial (what they have
- * sent keeps them readable; the epoll set reports what they send next).
- * The waiting ones are not polled: their request has begun.  Returns the
- * count.
+ * when there is no room or accepting is paused), then the partial
+ * connections in the order of partial[], for input (a large one as -1: it
+ * is not read).  What they sent has been read: only new bytes, or the
+ * end, wake the poll.  The waiting ones are not polled: their request has
+ * arrived.  Returns the count.
  */
 static int
 fill_pollfds(acceptor *a, long long now, long long *timeout)
 {
-	int			n = 3;
+	int			n = 2;
 
 	a->fds[0] = (struct pollfd) {.fd = a->srv->bell[0], .events = POLLIN};
 	a->fds[1] = (struct pollfd) {.fd = -1};
@@ -276,29 +299,52 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
 	else if (accept_room(a) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
-	a->fds[2] = (struct pollfd) {.fd = a->ep, .events = POLLIN};
-	for (int i = 0; i < a->nsilent; i++)
-		a->fds[n++] = (struct pollfd) {.fd = a->silent[i].fd,
-		.events = a->silent[i].partial ? POLLRDHUP : POLLIN | POLLRDHUP};
+	for (int i = 0; i < a->npartial; i++)
+		a->fds[n++] = (struct pollfd) {.fd = a->partial[i].c.large ? -1 : a->partial[i].c.fd,
+		.events = POLLIN};
 	return n;
 }
 
 /*
- * Closes the connections silent for PAYNOTIFY_IDLE_TIMEOUT (those whose
- * request has begun since the last poll wait for a worker instead); returns
- * the milliseconds until the next one is due (LLONG_MAX: none).  Waiting
- * ones never expire: their request has begun.
+ * Closes the connections whose request has not arrived whole
+ * PAYNOTIFY_IDLE_TIMEOUT after they were accepted (those whose request has
+ * since wait for a worker instead); returns the milliseconds until the
+ * next one is due (LLONG_MAX: none).  Large ones and waiting ones never
+ * expire: they wait for the shim, not for their client.
  */
 static long long
-expire_silent(acceptor *a, long long now)
+expire_partial(acceptor *a, long long now)
 {
 	long long	idle = a->srv->cfg->idle_timeout_ms;
-	int			n = 0;
+	long long	next = LLONG_MAX;
+	int			kept = 0;
+	int			moved = 0;
 
-	while (n < a->nsilent && a->silent[n].since_ms + idle <= now)
-		n++;
-	(void) drop_silent(a, n, n);
-	return a->nsilent > 0 ? a->silent[0].since_ms + idle - now : LLONG_MAX;
+	for (int i = 0; i < a->npartial; i++)
+	{
+		partial_conn *p = &a->partial[i];
+
+		if (!p->c.large && p->since_ms + idle <= now)
+		{
+			arrival		r = read_partial(p);
+
+			if (r == ARRIVED)
+			{
+				moved++;
+				(void) settle(a, p, r);
+			}
+			else
+				close_conn(&p->c);
+			continue;
+		}
+		if (!p->c.large && p->since_ms + idle - now < next)
+			next = p->since_ms + idle - now;
+		a->partial[kept++] = *p;
+	}
+	a->npartial = kept;
+	if (moved > 0)
+		queue_waiting(a);
+	return next;
 }
 
 /*
@@ -336,94 +382,61 @@ cut_overdue(pn_server *srv, long long now)
 }
 
 /*
- * The silent connections that poll reported, and the partial ones when the
- * epoll set did: queued for a worker (or waiting for room) once their
- * request has begun, closed when they hung up first.
+ * Reads the partial connections that poll reported: each is queued for a
+ * worker (or waits for room) once its request has arrived whole or failed
+ * a check, waits for a large slot once its buffer is full, is closed when
+ * it hung up first.
  */
 static void
-take_silent(acceptor *a)
+take_partial(acceptor *a)
 {
 	int			kept = 0;
-	bool		more = false;
 
-	if (a->fds[2].revents != 0)
+	for (int i = 0; i < a->npartial; i++)
 	{
-		struct epoll_event ev[64];
+		partial_conn p = a->partial[i];
 
-		/* what it reported: some partial one has sent more */
-		while (epoll_wait(a->ep, ev, 64, 0) == 64)
-			;
-		more = true;
+		if (a->fds[i + 2].revents == 0 || p.c.large ||
+			settle(a, &p, read_partial(&p)))
+			a->partial[kept++] = p;
 	}
-	for (int i = 0; i < a->nsilent; i++)
-	{
-		silent_conn c = a->silent[i];
-		short		rev = a->fds[i + 3].revents;
-
-		if (rev == 0 && !(c.partial && more))
-		{
-			a->silent[kept++] = c;
-			continue;
-		}
-		switch (peek(c.fd))
-		{
-			case PEEK_BEGUN:
-				unwatch(a, &c);
-				a->waiting[a->nwaiting++] = c.fd;
-				break;
-			case PEEK_PARTIAL:
-				/* hung up before its request began: it never will */
-				if ((rev & (POLLRDHUP | POLLHUP | POLLERR)) == 0 && watch_partial(a, &c))
-				{
-					a->silent[kept++] = c;
-					break;
-				}
-				close(c.fd);
-				break;
-			case PEEK_SILENT:
-				a->silent[kept++] = c;
-				break;
-			case PEEK_GONE:
-				close(c.fd);
-				break;
-		}
-	}
-	a->nsilent = kept;
+	a->npartial = kept;
 	queue_waiting(a);
 }
 
 /*
  * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
- * those whose request has begun (queued, waiting), since a new one
- * displaces the oldest silent one; never more than ACCEPT_BATCH or than
- * the tables have room for.
+ * those whose request has arrived whole (queued, waiting), since a new one
+ * displaces the oldest partial one; never more than ACCEPT_BATCH or than
+ * leaves partial, waiting and queued together within max_held.
  */
 static int
 accept_room(acceptor *a)
 {
-	int			room = a->cap - queued(a->srv) - a->nwaiting;
+	int			in_queue = queued(a->srv);
+	int			room = a->cap - in_queue - a->nwaiting;
 
 	if (room > ACCEPT_BATCH)
 		room = ACCEPT_BATCH;
-	if (room > a->max_held - a->nsilent - a->nwaiting)
-		room = a->max_held - a->nsilent - a->nwaiting;
+	if (room > a->max_held - a->npartial - a->nwaiting - in_queue)
+		room = a->max_held - a->npartial - a->nwaiting - in_queue;
 	return room;
 }
 
 /*
  * Accepts what the listening socket has, as long as there is room
- * (accept_room), and looks at once (peek) whether the request of each has
- * begun: one whose request has is queued (or waits), any other is held as
- * silent.  Over PAYNOTIFY_MAX_PENDING, the oldest silent ones held before
- * are closed (those whose request has begun since are queued instead, or
- * wait): never a new one, whose bytes may be on their way; it is among the
- * oldest after the next round's.
+ * (accept_room), and reads each new connection at once: one whose request
+ * has arrived whole is queued (or waits), any other is held as partial.
+ * Over PAYNOTIFY_MAX_PENDING, the oldest partial ones held before are
+ * closed (those whose request has arrived whole since are queued instead,
+ * or wait): never a new one, whose bytes may be on their way; it is among
+ * the oldest after the next round's.
  */
 static void
 accept_new(acceptor *a, long long now)
 {
 	int			room = accept_room(a);
-	int			before = a->nsilent;
+	int			before = a->npartial;
 	int			excess;
 
 	for (int n = 0; n < room; n++)
@@ -432,15 +445,15 @@ accept_new(acceptor *a, long long now)
 		socklen_t	len = sizeof(sa);
 		int			fd = accept4(a->srv->listen_fd, (struct sockaddr *) &sa,
 								 &len, SOCK_CLOEXEC);
-		peeked		peeked_at;
+		partial_conn *p;
 
 		if (fd < 0)
 		{
-			int			held = a->nsilent;
+			int			held = a->npartial;
 
 			accept_failed(a, errno, now);
 			/* it may have closed (or moved) some, always the oldest */
-			before -= held - a->nsilent;
+			before -= held - a->npartial;
 			if (before < 0)
 				before = 0;
 			break;
@@ -450,25 +463,18 @@ accept_new(acceptor *a, long long now)
 			close(fd);
 			continue;
 		}
-		switch (peeked_at = peek(fd))
-		{
-			case PEEK_BEGUN:
-				a->waiting[a->nwaiting++] = fd;
-				break;
-			case PEEK_SILENT:
-			case PEEK_PARTIAL:
-				if (hold_silent(a, fd, now, peeked_at == PEEK_PARTIAL))
-					break;
-				/* FALLTHROUGH */
-			case PEEK_GONE:
-				close(fd);
-				break;
-		}
+		p = &a->partial[a->npartial];
+		memset(p, 0, sizeof(*p));
+		p->c.fd = fd;
+		p->since_ms = now;
+		pn_fcgi_scan_init(&p->scan, PN_FCGI_START_MAX);
+		if (settle(a, p, read_partial(p)))
+			a->npartial++;
 	}
 	/* the new ones are not among: their bytes may be on their way */
-	excess = a->nsilent + a->nwaiting + queued(a->srv) - a->cap;
+	excess = a->npartial + a->nwaiting + queued(a->srv) - a->cap;
 	if (excess > 0)
-		(void) drop_silent(a, excess, before);
+		(void) drop_partial(a, excess, before);
 	queue_waiting(a);
 }
 
@@ -485,7 +491,7 @@ accept_failed(acceptor *a, int err, long long now)
 		return;
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
 	{
-		if (drop_silent(a, 1, a->nsilent) == 0)
+		if (drop_partial(a, 1, a->npartial) == 0)
 			a->resume_ms = now + ACCEPT_PAUSE_MS;
 		if (now - a->short_logged_ms >= SHORT_LOG_MS)
 		{
@@ -545,93 +551,126 @@ hear_bell(acceptor *a)
 }
 
 /*
- * No more accepting: the silent connections are closed, but for those
- * whose request has arrived since the last poll, which are served with the
- * waiting ones.
+ * No more accepting: each partial connection is read once more, and
+ * closed unless its request has begun (a whole BEGIN_REQUEST record);
+ * those whose request has arrived whole since the last poll, or has begun,
+ * are served with the waiting ones (the workers read the rest, within the
+ * stop's deadline), large ones as a large slot frees.
  */
 static void
 stop_accepting(acceptor *a)
 {
+	int			kept = 0;
+
 	pthread_mutex_lock(&a->srv->lock);
 	a->srv->stop_deadline_ms = PN_ACCEPT_CLOCK() + a->srv->cfg->io_timeout_ms;
 	pthread_mutex_unlock(&a->srv->lock);
-	(void) drop_silent(a, a->nsilent, a->nsilent);
+	for (int i = 0; i < a->npartial; i++)
+	{
+		partial_conn p = a->partial[i];
+		arrival		r = p.c.large ? ARRIVED_LARGE : read_partial(&p);
+
+		if (r == ARRIVING && p.scan.request_id != 0)
+			r = ARRIVED;		/* begun: a worker reads the rest */
+		else if (r == ARRIVING)
+			r = ARRIVAL_GONE;
+		if (settle(a, &p, r))
+			a->partial[kept++] = p;
+	}
+	a->npartial = kept;
 	a->stopped = true;
 	queue_waiting(a);			/* also tells the workers it stopped */
 }
 
 /*
- * Whether a silent connection's request has begun since it was polled: a
- * whole BEGIN_REQUEST record (its 8-byte header and 8-byte body) has
- * arrived, or bytes that pn_fcgi_scan_feed already refuses, which a worker
- * then refuses and logs (cgi_fcgi.c).  Nothing is consumed: the worker
- * reads it all.
+ * Reads what a partial connection has sent since it was last read, without
+ * waiting, into its buffer (allocated when the first byte is there), and
+ * checks it from where the last check stopped.
  */
-static peeked
-peek(int fd)
+static arrival
+read_partial(partial_conn *p)
 {
-	unsigned char buf[2 * PN_FCGI_HEADER_LEN];
-	pn_fcgi_scan scan;
-	ssize_t		got;
+	for (;;)
+	{
+		ssize_t		got;
+		unsigned char first;
 
-	do
-		got = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
-	while (got < 0 && errno == EINTR);
-	if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-		return PEEK_SILENT;
-	if (got <= 0)
-		return PEEK_GONE;
-	pn_fcgi_scan_init(&scan, PN_FCGI_START_MAX);
-	if (pn_fcgi_scan_feed(&scan, buf, (size_t) got) != PN_FCGI_MORE ||
-		got == (ssize_t) sizeof(buf))
-		return PEEK_BEGUN;
-	return PEEK_PARTIAL;
-}
-
-/* Holds a new connection as silent; false (not held) if it cannot be watched. */
-static bool
-hold_silent(acceptor *a, int fd, long long now, bool partial)
-{
-	silent_conn c = {.fd = fd, .since_ms = now};
-
-	if (partial && !watch_partial(a, &c))
-		return false;
-	a->silent[a->nsilent++] = c;
-	return true;
+		if (p->c.buf == NULL)
+		{
+			/* nothing allocated for a connection that has sent nothing */
+			do
+				got = recv(p->c.fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+			while (got < 0 && errno == EINTR);
+			if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return ARRIVING;
+			if (got <= 0)
+				return ARRIVAL_GONE;
+			if ((p->c.buf = malloc(PN_FCGI_START_MAX)) == NULL)
+			{
+				pn_log("out of memory: a connection closed");
+				return ARRIVAL_GONE;
+			}
+		}
+		got = recv(p->c.fd, p->c.buf + p->c.len, PN_FCGI_START_MAX - p->c.len,
+				   MSG_DONTWAIT);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return ARRIVING;
+		if (got <= 0)
+			return ARRIVAL_GONE;
+		p->c.len += (size_t) got;
+		if (PN_ACCEPT_SCAN(&p->scan, p->c.buf, p->c.len) != PN_FCGI_MORE)
+			return ARRIVED;
+		if (p->c.len == PN_FCGI_START_MAX)
+			return ARRIVED_LARGE;
+	}
 }
 
 /*
- * A silent connection has sent part of a BEGIN_REQUEST record: what it
- * sends next is reported by the epoll set (edge-triggered, since what it
- * has sent keeps it readable).  False when it cannot be added.
+ * Acts on what reading a partial connection found: true when it stays
+ * partial (a large one too); otherwise it now waits for a worker, or has
+ * been closed.
  */
 static bool
-watch_partial(acceptor *a, silent_conn *c)
+settle(acceptor *a, partial_conn *p, arrival r)
 {
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = c->fd};
-
-	if (!c->partial)
-		c->partial = epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd, &ev) == 0;
-	return c->partial;
+	switch (r)
+	{
+		case ARRIVING:
+			return true;
+		case ARRIVED_LARGE:
+			p->c.large = true;
+			return true;
+		case ARRIVED:
+			p->c.large = false;
+			a->waiting[a->nwaiting++] = p->c;
+			return false;
+		case ARRIVAL_GONE:
+			break;
+	}
+	close_conn(&p->c);
+	return false;
 }
 
-/* A silent connection handed on: out of the epoll set. */
+/* Closes a connection the acceptor holds, and frees its buffer. */
 static void
-unwatch(acceptor *a, silent_conn *c)
+close_conn(pn_conn *c)
 {
-	if (c->partial)
-		(void) epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd, NULL);
-	c->partial = false;
+	close(c->fd);
+	free(c->buf);
+	c->fd = -1;
+	c->buf = NULL;
 }
 
 /*
- * Closes up to n of the `among' oldest silent connections, oldest first,
- * those whose request has really not begun (or that hung up): one whose
- * request has begun since the last poll is moved to the waiting ones
- * instead, and queued when there is room.  Returns how many were closed.
+ * Closes up to n of the `among' oldest partial connections, oldest first,
+ * large ones too: one whose request has arrived whole since the last poll
+ * is moved to the waiting ones instead, and queued when there is room.
+ * Returns how many were closed.
  */
 static int
-drop_silent(acceptor *a, int n, int among)
+drop_partial(acceptor *a, int n, int among)
 {
 	int			closed = 0;
 	int			moved = 0;
@@ -639,24 +678,23 @@ drop_silent(acceptor *a, int n, int among)
 
 	for (i = 0; i < among && closed < n; i++)
 	{
-		int			fd = a->silent[i].fd;
+		partial_conn *p = &a->partial[i];
 
-		if (peek(fd) == PEEK_BEGUN)
+		if (!p->c.large && read_partial(p) == ARRIVED)
 		{
-			unwatch(a, &a->silent[i]);
-			a->waiting[a->nwaiting++] = fd;
+			(void) settle(a, p, ARRIVED);
 			moved++;
 		}
 		else
 		{
-			close(fd);
+			close_conn(&p->c);
 			closed++;
 		}
 	}
-	/* i connections looked at, all gone from silent[] */
-	memmove(a->silent, a->silent + i,
-			(size_t) (a->nsilent - i) * sizeof(silent_conn));
-	a->nsilent -= i;
+	/* i connections looked at, all gone from partial[] */
+	memmove(a->partial, a->partial + i,
+			(size_t) (a->npartial - i) * sizeof(partial_conn));
+	a->npartial -= i;
 	if (moved > 0)
 		queue_waiting(a);
 	return closed;
@@ -664,8 +702,9 @@ drop_silent(acceptor *a, int n, int among)
 
 /*
  * Hands the waiting connections, oldest first, to the workers as long as
- * the queue has room (also at stop: they have sent their request), and
- * publishes how many are left (`held').
+ * the queue has room (also at stop: they have sent their request), then
+ * the large ones, oldest first, as long as it has room and a large slot is
+ * free; publishes how many are left (`held').
  */
 static void
 queue_waiting(acceptor *a)
@@ -673,6 +712,8 @@ queue_waiting(acceptor *a)
 	pn_server  *srv = a->srv;
 	int			cap = (int) srv->cfg->max_pending;
 	int			moved = 0;
+	int			kept = 0;
+	int			large = 0;
 
 	pthread_mutex_lock(&srv->lock);
 	while (moved < a->nwaiting && srv->ready_count < cap)
@@ -680,9 +721,26 @@ queue_waiting(acceptor *a)
 		srv->ready[(srv->ready_first + srv->ready_count++) % cap] = a->waiting[moved++];
 		pthread_cond_signal(&srv->ready_cv);
 	}
-	if (srv->held != a->nwaiting - moved || srv->acceptor_stopped != a->stopped)
+	for (int i = 0; i < a->npartial; i++)
 	{
-		srv->held = a->nwaiting - moved;
+		partial_conn *p = &a->partial[i];
+
+		if (p->c.large && srv->ready_count < cap && srv->large_busy < a->large_max)
+		{
+			srv->ready[(srv->ready_first + srv->ready_count++) % cap] = p->c;
+			srv->large_busy++;
+			pthread_cond_signal(&srv->ready_cv);
+			continue;
+		}
+		large += p->c.large;
+		if (kept != i)
+			a->partial[kept] = *p;
+		kept++;
+	}
+	a->npartial = kept;
+	if (srv->held != a->nwaiting - moved + large || srv->acceptor_stopped != a->stopped)
+	{
+		srv->held = a->nwaiting - moved + large;
 		srv->acceptor_stopped = a->stopped;
 		/* at stop, workers with nothing to take wait for these two */
 		pthread_cond_broadcast(&srv->ready_cv);
@@ -691,7 +749,7 @@ queue_waiting(acceptor *a)
 	if (moved > 0)
 	{
 		a->nwaiting -= moved;
-		memmove(a->waiting, a->waiting + moved, (size_t) a->nwaiting * sizeof(int));
+		memmove(a->waiting, a->waiting + moved, (size_t) a->nwaiting * sizeof(pn_conn));
 	}
 }
 
@@ -708,17 +766,18 @@ queued(pn_server *srv)
 }
 
 /*
- * For a worker: the next connection whose request has begun, waiting for
- * one; -1 once stopping and none is left, queued or held by the acceptor
- * (which has stopped accepting by then).  Taking from a full queue rings
- * the bell: the acceptor accepts no more, and holds the connections whose
- * request has begun, until there is room.
+ * For a worker: the next connection whose request has arrived (or, after
+ * the stop, begun), waiting for one; fd -1 once stopping and none is left,
+ * queued or held by the acceptor (which has stopped accepting by then).
+ * Taking from a full queue rings the bell: the acceptor accepts no more,
+ * and holds the connections whose request has arrived, until there is
+ * room.
  */
-int
+pn_conn
 pn_ready_take(pn_server *srv)
 {
 	int			cap = (int) srv->cfg->max_pending;
-	int			fd = -1;
+	pn_conn		c = {.fd = -1};
 	bool		was_full;
 
 	pthread_mutex_lock(&srv->lock);
@@ -728,14 +787,27 @@ pn_ready_take(pn_server *srv)
 	was_full = srv->ready_count == cap;
 	if (srv->ready_count > 0)
 	{
-		fd = srv->ready[srv->ready_first];
+		c = srv->ready[srv->ready_first];
 		srv->ready_first = (srv->ready_first + 1) % cap;
 		srv->ready_count--;
 	}
 	pthread_mutex_unlock(&srv->lock);
 	if (was_full)
 		pn_server_ring(srv);
-	return fd;
+	return c;
+}
+
+/*
+ * For a worker done with a large request: its slot is free, and the
+ * acceptor is woken to queue the next one.
+ */
+void
+pn_large_done(pn_server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	srv->large_busy--;
+	pthread_mutex_unlock(&srv->lock);
+	pn_server_ring(srv);
 }
 
 /*
@@ -815,8 +887,8 @@ pn_server_fail(pn_server *srv)
 
 /*
  * Whether the process may open the descriptors FastCGI mode can hold at
- * once: the acceptor's (the bell, the listening socket, the epoll set, up
- * to PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH connections), each worker's (its
+ * once: the acceptor's (the bell, the listening socket, up to
+ * PAYNOTIFY_MAX_PENDING + ACCEPT_BATCH connections), each worker's (its
  * connection and a duplicate, libfcgi's socket pair, the database's) and
  * a few more (the log, the standard ones).  The soft limit is raised to
  * that if the hard one allows; otherwise false, logged: with too few, the

@@ -62,23 +62,24 @@ static const setting settings[] = {
 	"      once per connection (for pgbouncer's transaction pooling before 1.21)"},
 	{"PAYNOTIFY_IDLE_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, idle_timeout_ms),
-	"FastCGI: milliseconds a new connection may take to begin its request (a\n"
-	"      whole BEGIN_REQUEST record) before it is closed; for the first tenth\n"
-	"      of it, only a new one that has begun its request may displace it\n"
-	"      (PAYNOTIFY_MAX_PENDING)"},
+	"FastCGI: milliseconds a new connection may take to send its whole request\n"
+	"      (to its empty STDIN record; the first 64 KiB of a larger one) before\n"
+	"      it is closed; no worker waits for it meanwhile"},
 	{"PAYNOTIFY_IO_TIMEOUT", "5000", SETTING_NUMBER, 100, 600000,
 		offsetof(pn_config, io_timeout_ms),
-	"FastCGI: milliseconds a connection may take to send its whole request from\n"
-	"      when a worker takes it up; also the longest wait for each write of the\n"
-	"      reply and for the client to close after it; after SIGTERM no client\n"
-	"      is waited for longer than that from the signal"},
+	"FastCGI: milliseconds a worker waits for the rest of a request over\n"
+	"      64 KiB, from when it takes it up (half the workers at most, at least\n"
+	"      one, take such requests at once: with two or more, one is left for\n"
+	"      the others); also the longest wait for each write of the reply and\n"
+	"      for the client to close after it; after SIGTERM no client is waited\n"
+	"      for longer than that from the signal"},
 	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
 		offsetof(pn_config, max_pending),
-	"FastCGI: connections held that no worker serves yet (request not begun,\n"
-	"      or waiting for a free worker); one more closes the oldest one whose\n"
-	"      request has not begun, never one whose request has; the open-file\n"
-	"      limit must allow about this plus 100 and 5 per worker (checked at\n"
-	"      start)"},
+	"FastCGI: connections held that no worker serves yet (request not arrived\n"
+	"      whole, or waiting for a free worker), each with up to 64 KiB read;\n"
+	"      one more closes the oldest one whose request has not arrived whole,\n"
+	"      never one whose request has; the open-file limit must allow about\n"
+	"      this plus 100 and 5 per worker (checked at start)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -1,36 +1,40 @@
 /*
  * cgi_fcgi.c
  *	  FastCGI mode: one acceptor thread (cgi_accept.c) takes the connections
- *	  on the listening socket and hands each to one of N worker threads once
- *	  its request has begun (a whole BEGIN_REQUEST record); each worker has its own pn_db (one connection,
- *	  one prepared statement reused across requests) and serves one request
- *	  per connection, then closes it.
+ *	  on the listening socket, reads each one's request, and hands it to one
+ *	  of N worker threads once it has arrived whole (or failed a check, or
+ *	  filled the acceptor's 64 KiB buffer: a large request); each worker has
+ *	  its own pn_db (one connection, one prepared statement reused across
+ *	  requests) and serves one request per connection, then closes it.
  *
- * No worker ever waits for a client whose request has not begun, and none
- * waits longer than PAYNOTIFY_IO_TIMEOUT for a request to arrive: silent or
- * slow clients, however many, cannot keep the shim from answering the
+ * No worker ever waits for a client whose request has not arrived whole,
+ * but for the rest of a large one (at most half the workers at once, at
+ * least one left for the others when there are two or more: cgi_accept.c),
+ * and none waits longer than PAYNOTIFY_IO_TIMEOUT for it to arrive: silent
+ * or slow clients, however many, cannot keep the shim from answering the
  * others.  No lock is held while a connection is read.
  *
  * libfcgi never reads from a client: it trusts what it reads (see
- * cgi_fcgi_check.c).  A worker reads the request's start (BEGIN_REQUEST and
- * the PARAMS stream, PN_FCGI_START_MAX bytes at most) itself and checks it;
- * libfcgi gets only a start that passed, through a socket pair, and parses
- * the parameters from there; then its request writes to the client, and
- * the worker reads the STDIN stream itself, checking each record.  A
- * connection whose bytes fail a check is logged (rate-limited,
- * cgi_refused.c) and closed: at once when its start failed, after a 400
- * when a record of its STDIN stream did.
+ * cgi_fcgi_check.c).  A worker starts from the bytes the acceptor read
+ * (pn_conn), reads what lies beyond them itself, and checks the request's
+ * start (BEGIN_REQUEST and the PARAMS stream, PN_FCGI_START_MAX bytes at
+ * most); libfcgi gets only a start that passed, through a socket pair, and
+ * parses the parameters from there; then its request writes to the client,
+ * and the worker reads the STDIN stream itself, from the bytes in hand
+ * first, checking each record.  A connection whose bytes fail a check is
+ * logged (rate-limited, cgi_refused.c) and closed: at once when its start
+ * failed, after a 400 when a record of its STDIN stream did.
  *
  * Shutdown: the main thread blocks SIGTERM and SIGINT in every thread and
  * waits for them with sigwait (the threaded form of "a flag set by a handler
  * without SA_RESTART": a handler would interrupt only one arbitrary thread).
- * On one it sets `stopping' and wakes the acceptor, which closes the silent
- * connections and accepts no more, and the workers, which serve the
- * connections whose request has begun (queued, or held by the acceptor
- * while the queue is full), finish the one in hand and return; no client
- * is waited for longer than PAYNOTIFY_IO_TIMEOUT after the signal
- * (pn_io_left).  The listening socket is never shut down, since under
- * systemd it outlives this process.
+ * On one it sets `stopping' and wakes the acceptor, which closes the
+ * connections whose request has not begun and accepts no more, and the
+ * workers, which serve the connections whose request has begun (queued,
+ * or held by the acceptor while the queue is full), finish the one in hand
+ * and return; no client is waited for longer than PAYNOTIFY_IO_TIMEOUT
+ * after the signal (pn_io_left).  The listening socket is never shut down,
+ * since under systemd it outlives this process.
  */
 #include "cgi_fcgi.h"
 #include "cgi_fcgi_check.h"
@@ -55,7 +59,8 @@ typedef struct worker
 	pn_db		db;
 	/* the connection being served */
 	int			fd;
-	unsigned char *in;			/* PN_FCGI_START_MAX bytes: what was read */
+	unsigned char *in;			/* PN_FCGI_START_MAX bytes: what was read,
+								 * first by the acceptor */
 	size_t		in_len;			/* bytes in `in' */
 	size_t		in_pos;			/* of which the STDIN reader has used */
 	unsigned	request_id;
@@ -72,7 +77,7 @@ static void stop_threads(pn_server *srv, worker *workers, int started,
 						 pthread_t acceptor);
 static int	wait_for_signal(pn_server *srv);
 static void *worker_main(void *arg);
-static void serve_connection(worker *w, int fd);
+static void serve_connection(worker *w, pn_conn conn);
 static pn_fcgi_verdict read_start(worker *w, pn_fcgi_scan *scan);
 static bool start_libfcgi(worker *w, size_t start_len);
 static void refuse(worker *w, pn_fcgi_verdict v);
@@ -157,7 +162,7 @@ server_init(pn_server *srv, const pn_config *cfg, int listen_fd)
 		pn_log("cannot use the listening socket: %s", strerror(errno));
 		return false;
 	}
-	srv->ready = calloc((size_t) cfg->max_pending, sizeof(int));
+	srv->ready = calloc((size_t) cfg->max_pending, sizeof(pn_conn));
 	srv->watches = calloc((size_t) cfg->workers, sizeof(pn_watch));
 	if (srv->ready == NULL || srv->watches == NULL)
 	{
@@ -177,7 +182,8 @@ server_free(pn_server *srv)
 
 	for (; srv->ready_count > 0; srv->ready_count--)
 	{
-		close(srv->ready[srv->ready_first]);
+		close(srv->ready[srv->ready_first].fd);
+		free(srv->ready[srv->ready_first].buf);
 		srv->ready_first = (srv->ready_first + 1) % cap;
 	}
 	for (int i = 0; i < 2; i++)
@@ -249,52 +255,57 @@ static void *
 worker_main(void *arg)
 {
 	worker	   *w = arg;
-	int			fd;
+	pn_conn		conn;
 
 	pn_log_set_worker(w->id);
-	if ((w->in = malloc(PN_FCGI_START_MAX)) == NULL)
-	{
-		pn_log("out of memory");
-		pn_server_fail(w->srv);
-		return NULL;
-	}
 	pn_db_init(&w->db, w->srv->cfg, true);
 	(void) pn_db_open(&w->db);	/* a failure is logged and retried later */
-	while ((fd = pn_ready_take(w->srv)) >= 0)
-		serve_connection(w, fd);
+	while ((conn = pn_ready_take(w->srv)).fd >= 0)
+		serve_connection(w, conn);
 	pn_db_close(&w->db);
-	free(w->in);
 	return NULL;
 }
 
 /*
- * Serves the request of a connection whose request has begun, then closes
- * the connection.
+ * Serves the request of a connection the acceptor handed on, then closes
+ * the connection; conn.buf, the bytes the acceptor read, is this worker's
+ * w->in until then (freed here).
  *
- * The request's start is read and checked here (read_start), then parsed
- * by libfcgi from a socket pair (start_libfcgi); the reply goes through
- * libfcgi's request, whose descriptor is then the connection.  Detached,
- * libfcgi closes its descriptor at once, without waiting for the client;
- * the duplicate `watch' keeps the connection for close_gently.
+ * The request's start is checked here, read past conn.buf if need be
+ * (read_start), then parsed by libfcgi from a socket pair (start_libfcgi);
+ * the reply goes through libfcgi's request, whose descriptor is then the
+ * connection.  Detached, libfcgi closes its descriptor at once, without
+ * waiting for the client; the duplicate `watch' keeps the connection for
+ * close_gently.
  */
 static void
-serve_connection(worker *w, int fd)
+serve_connection(worker *w, pn_conn conn)
 {
 	FCGX_Request *req = &w->req;
 	pn_io		io = {.read = fcgi_read, .write = fcgi_write,
 	.received = fcgi_received, .handle = w};
-	int			watch = pn_watch_begin(w->srv, w->id - 1, fd);
+	int			fd = conn.fd;
+	int			watch = -1;
 	pn_fcgi_scan scan;
 	pn_fcgi_verdict v;
 	bool		served = false;
 
+	w->in = conn.buf != NULL ? conn.buf : malloc(PN_FCGI_START_MAX);
+	if (w->in == NULL)
+		pn_log("out of memory: a connection closed");
+	else
+		watch = pn_watch_begin(w->srv, w->id - 1, fd);
 	if (watch < 0)
 	{
 		close(fd);
+		free(w->in);
+		if (conn.large)
+			pn_large_done(w->srv);
 		return;
 	}
 	w->fd = fd;
-	w->in_len = w->in_pos = 0;
+	w->in_len = conn.buf != NULL ? conn.len : 0;
+	w->in_pos = 0;
 	w->content_left = w->padding_left = 0;
 	w->stdin_done = w->refused = false;
 	v = read_start(w, &scan);
@@ -328,13 +339,18 @@ serve_connection(worker *w, int fd)
 		close_gently(watch, w->stdin_done ? 0 : pn_io_left(w->srv));
 	else
 		close(watch);
+	free(w->in);
+	w->in = NULL;
+	if (conn.large)
+		pn_large_done(w->srv);
 }
 
 /*
- * Reads the connection into w->in until the request's start is complete
- * (PN_FCGI_DONE: scan->pos is its length; w->in may hold STDIN bytes past
- * it) or refused; PN_FCGI_MORE when the client closed first, a read timed
- * out or the acceptor cut reading off at the deadline.
+ * Checks the bytes in w->in (what the acceptor read), and reads the
+ * connection into w->in after them while needed, until the request's
+ * start is complete (PN_FCGI_DONE: scan->pos is its length; w->in may hold
+ * STDIN bytes past it) or refused; PN_FCGI_MORE when the client closed
+ * first, a read timed out or the acceptor cut reading off at the deadline.
  */
 static pn_fcgi_verdict
 read_start(worker *w, pn_fcgi_scan *scan)

@@ -30,7 +30,11 @@
  * pn_fcgi_scan_feed is incremental: it is given the whole buffer each time,
  * resumes where it stopped and reads each byte once; it never reads at or
  * past len, and its verdict does not depend on how the bytes were cut into
- * reads.
+ * reads.  pn_fcgi_scan_request, as incremental, goes on past the start over
+ * the STDIN stream's records (each header checked as pn_fcgi_check_stdin
+ * does, the content skipped unread) and tells when the whole request has
+ * arrived: the FastCGI acceptor (cgi_accept.c) reads a connection until
+ * then before a worker takes it.
  */
 #include "cgi_fcgi_check.h"
 
@@ -84,6 +88,7 @@ pn_fcgi_scan_init(pn_fcgi_scan *s, size_t max)
 	memset(s, 0, sizeof(*s));
 	s->max = max;
 	s->verdict = PN_FCGI_MORE;
+	s->whole = PN_FCGI_MORE;
 	s->phase = PHASE_BEGIN;
 	s->field = FIELD_NAME_LEN;
 }
@@ -277,6 +282,58 @@ pn_fcgi_scan_feed(pn_fcgi_scan *s, const unsigned char *buf, size_t len)
 }
 
 /*
+ * Checks buf[0..len) as pn_fcgi_scan_feed does, and once the request's start
+ * is complete, the records of its STDIN stream after it, up to the empty
+ * one, from where the last call stopped: each header as pn_fcgi_check_stdin
+ * does, the content and padding skipped unread.  Returns PN_FCGI_MORE while
+ * the bytes are right but the request is not whole, PN_FCGI_WHOLE once the
+ * empty STDIN record's header has arrived (s->end is then the request's
+ * length; s->pos is still the start's), else the reason to refuse the
+ * connection; once not MORE, the same verdict again.  Each byte is looked at
+ * once at most, however the bytes were cut into reads.
+ */
+pn_fcgi_verdict
+pn_fcgi_scan_request(pn_fcgi_scan *s, const unsigned char *buf, size_t len)
+{
+	pn_fcgi_verdict v;
+
+	if (s->whole != PN_FCGI_MORE)
+		return s->whole;
+	v = pn_fcgi_scan_feed(s, buf, len);
+	if (v != PN_FCGI_DONE)
+	{
+		if (v != PN_FCGI_MORE)
+			s->whole = v;
+		return v;
+	}
+	if (s->end < s->pos)
+		s->end = s->pos;
+	if (len < s->end)			/* not the same buffer: a caller's bug */
+		return s->whole = PN_FCGI_BAD_RECORD;
+	for (;;)
+	{
+		size_t		n = len - s->end;
+		size_t		content,
+					padding;
+
+		if (n > s->stdin_left)
+			n = s->stdin_left;
+		s->end += n;
+		s->stdin_left -= n;
+		if (s->stdin_left > 0 || len - s->end < PN_FCGI_HEADER_LEN)
+			return PN_FCGI_MORE;
+		v = pn_fcgi_check_stdin(buf + s->end, s->request_id, &content, &padding);
+		if (v != PN_FCGI_OK)
+			return s->whole = v;
+		s->end += PN_FCGI_HEADER_LEN;
+		/* the empty record ends the stream; its padding is never read */
+		if (content == 0)
+			return s->whole = PN_FCGI_WHOLE;
+		s->stdin_left = content + padding;
+	}
+}
+
+/*
  * Checks a record header read in a request's STDIN stream: it must be a
  * STDIN record (version 1) of request_id.  PN_FCGI_OK with its content and
  * padding lengths, else the reason to refuse it.
@@ -306,6 +363,7 @@ pn_fcgi_verdict_text(pn_fcgi_verdict v)
 			return "the request was incomplete";
 		case PN_FCGI_DONE:
 		case PN_FCGI_OK:
+		case PN_FCGI_WHOLE:
 			return "no error";
 		case PN_FCGI_BAD_VERSION:
 			return "a record of another FastCGI version";

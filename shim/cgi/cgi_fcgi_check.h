@@ -36,6 +36,8 @@ typedef enum pn_fcgi_verdict
 	PN_FCGI_MORE,				/* right so far: more bytes are needed */
 	PN_FCGI_DONE,				/* the request's start is complete */
 	PN_FCGI_OK,					/* pn_fcgi_check_stdin: a STDIN record */
+	PN_FCGI_WHOLE,				/* pn_fcgi_scan_request: the whole request,
+								 * its STDIN stream to the empty record */
 	PN_FCGI_BAD_VERSION,		/* a record of another FastCGI version */
 	PN_FCGI_BAD_RECORD,			/* a record out of place (type or request id) */
 	PN_FCGI_BAD_BEGIN,			/* BEGIN_REQUEST not a responder's */
@@ -45,7 +47,8 @@ typedef enum pn_fcgi_verdict
 } pn_fcgi_verdict;
 
 /*
- * The state of pn_fcgi_scan over a request's start: zeroed by
+ * The state of pn_fcgi_scan over a request's start (and of
+ * pn_fcgi_scan_request over the whole request): zeroed by
  * pn_fcgi_scan_init, then fed the same buffer again and again as it grows.
  */
 typedef struct pn_fcgi_scan
@@ -58,6 +61,11 @@ typedef struct pn_fcgi_scan
 	bool		keep_conn;		/* FCGI_KEEP_CONN was set */
 	size_t		params_len;		/* content bytes of PARAMS so far */
 	size_t		pairs;			/* name-value pairs begun so far */
+	size_t		end;			/* pn_fcgi_scan_request: bytes checked; at
+								 * WHOLE the request's length (the empty
+								 * STDIN record's padding, never read, not
+								 * counted) */
+	pn_fcgi_verdict whole;		/* pn_fcgi_scan_request's: MORE until known */
 	/* private */
 	int			phase;
 	int			after_padding;
@@ -69,11 +77,14 @@ typedef struct pn_fcgi_scan
 	uint32_t	len_acc;
 	uint32_t	name_len;
 	uint64_t	data_left;
+	size_t		stdin_left;		/* of a STDIN record: content and padding */
 } pn_fcgi_scan;
 
 extern void pn_fcgi_scan_init(pn_fcgi_scan *s, size_t max);
 extern pn_fcgi_verdict pn_fcgi_scan_feed(pn_fcgi_scan *s,
 										 const unsigned char *buf, size_t len);
+extern pn_fcgi_verdict pn_fcgi_scan_request(pn_fcgi_scan *s,
+											const unsigned char *buf, size_t len);
 extern pn_fcgi_verdict pn_fcgi_check_stdin(const unsigned char *header,
 										   unsigned request_id,
 										   size_t *content, size_t *padding);

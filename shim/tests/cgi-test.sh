@@ -9,10 +9,10 @@
 #      mode (--listen; systemd-style socket activation; spawn-fcgi), with a
 #      database outage and restart, and a graceful stop on SIGTERM.  FastCGI
 #      with clients that connect and send nothing, or a byte and no more, or
-#      a byte now and then: the others' requests are still answered at once
-#      (silent ones, one byte) or within the timeout (slow ones), the shim
-#      closes them all and stops at once on SIGTERM, within the timeout when
-#      stalled requests are queued.  Hostile FastCGI records straight
+#      a byte now and then, or stall in the middle of PARAMS or STDIN: the
+#      others' requests are still answered at once, the shim closes them all
+#      and stops at once on SIGTERM, within the timeout when stalled
+#      requests had begun.  Hostile FastCGI records straight
 #      to the shim (shim/tests/fcgi_hostile.py): refused, logged, and the
 #      shim answering on.  FCGI_WEB_SERVER_ADDRS on a dual-stack [::] socket.
 #      Before all that, the unit test of the shim's FastCGI checks
@@ -289,7 +289,8 @@ clients() {
     # until it says it connected, or has ended without saying so (however
     # long a loaded machine takes to start it: 60 s is a bound on a hang)
     for _ in $(seq 1 1200); do
-        grep -q '^connected' "$TMP/$1.clients" && return 0
+        # (the file is made by the background job: perhaps not yet)
+        grep -qs '^connected' "$TMP/$1.clients" && return 0
         pn_alive "$CLIENTS_PID" || break
         sleep 0.05
     done
@@ -708,6 +709,10 @@ ONE_BODY=$TMP/binary.bin one fcgi_bin "$URL/notify/wxpay" >/dev/null
 check "--listen: binary body byte-exact" "$(md5sum <"$TMP/binary.bin" | cut -d' ' -f1)" \
     "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["md5"])' "$TMP/fcgi_bin.body")"
 check "--listen: 204 passes" "204 processed" "$(one fcgi_204 "$URL/notify/wxpay" -H 'X-Test-Status: 204')"
+# over the acceptor's 64 KiB: a worker takes it with its first 64 KiB and reads the rest
+ONE_BODY=$TMP/half.bin one fcgi_half "$URL/notify/wxpay" >/dev/null
+check "--listen: a 500 kB body (over 64 KiB) byte-exact" "200 processed $(md5sum <"$TMP/half.bin" | cut -d' ' -f1)" \
+    "$(cat "$TMP/fcgi_half.code") $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["md5"])' "$TMP/fcgi_half.body" 2>&1)"
 
 # refused requests in the log: at most a line a second per kind, the rest counted
 # refused_sum FILE OUTCOME STATUS: "lines requests" of that kind in a log
@@ -824,7 +829,7 @@ clients byte 4 byte 6
 check "clients that send one byte and stall: 4 connections open" 0 $?
 sleep 0.3
 timed byte 4
-# a connection reaches a worker only once a whole BEGIN_REQUEST has arrived
+# a connection reaches a worker only once its whole request has arrived
 check "4 connections stalled after one byte (2 workers): 4 requests, each 200 in < 1 s" yes \
     "$(answered byte 4 1)"
 wait "$CLIENTS_PID"
@@ -834,10 +839,26 @@ clients trickle 2 trickle 6
 check "clients that send BEGIN_REQUEST, then a byte every 0.2 s without end: 2 connections open" 0 $?
 sleep 0.3
 timed trickle 2
-check "2 trickling connections (2 workers): 2 requests, each 200 in < 2.5 s" yes "$(answered trickle 2 2.5)"
+# a connection reaches a worker only once its whole request has arrived
+check "2 trickling connections (2 workers): 2 requests, each 200 in < 1 s" yes "$(answered trickle 2 1)"
 wait "$CLIENTS_PID"
-check "trickling connections closed PAYNOTIFY_IO_TIMEOUT (1 s) after they started" yes \
-    "$(closed trickle 1 2 0.9 2.5)"
+check "trickling connections closed PAYNOTIFY_IDLE_TIMEOUT (3 s) after they started" yes \
+    "$(closed trickle 1 2 2.8 5.5)"
+# clients that begin a request and stall in its middle, twice as many as
+# the workers: in PARAMS, and with the whole start sent, in STDIN (a
+# worker that took them would wait PAYNOTIFY_IO_TIMEOUT for each)
+clients stall 4 stall 7
+check "clients stalled mid-request (2 in PARAMS, 2 in STDIN): 4 connections open" 0 $?
+sleep 0.3
+timed stall 4
+answered_at=$(date +%s.%N)
+check "4 connections stalled mid-request (2 workers): 4 requests at once, each 200 in < 1 s" yes \
+    "$(answered stall 4 1)"
+wait "$CLIENTS_PID"
+check "the 4 stalled connections were all still open when the requests had been answered" yes \
+    "$(open_until stall "$answered_at")"
+check "connections stalled mid-request closed unanswered after PAYNOTIFY_IDLE_TIMEOUT (3 s)" "yes 0" \
+    "$(closed stall 1 4 2.8 5.5) $(grep -c 'status' "$TMP/stall.clients")"
 clients keep 2 keep 3
 check "a client asking to keep the connection (FCGI_KEEP_CONN, as nginx's fastcgi_keep_conn): 2 connections" 0 $?
 wait "$CLIENTS_PID"

@@ -1,7 +1,8 @@
 /*
  * fcgi_check_test.c
  *	  Unit test of shim/cgi/cgi_fcgi_check.c: the checks of a request's
- *	  start (BEGIN_REQUEST and PARAMS), of STDIN record headers, and of the
+ *	  start (BEGIN_REQUEST and PARAMS), of STDIN record headers, of the
+ *	  whole request (its STDIN stream to the empty record), and of the
  *	  peer's address against FCGI_WEB_SERVER_ADDRS.  Built alone with ASan
  *	  and UBSan by shim/tests/cgi-test.sh; prints "fcgi_check_test: N
  *	  checks, M failures" and exits 1 on a failure.
@@ -352,6 +353,58 @@ test_stdin(void)
 	CHECK(pn_fcgi_check_stdin(h, 1, &content, &padding) == PN_FCGI_BAD_VERSION, "version 2");
 }
 
+/*
+ * pn_fcgi_scan_request over nginx's start and a STDIN stream: MORE until the
+ * empty STDIN record's header is there, whether the bytes come at once or
+ * one at a time, each looked at once; a record out of place refused.
+ */
+static void
+test_request(void)
+{
+	static bytes b;
+	pn_fcgi_scan s;
+	size_t		start_len,
+				whole_len,
+				at;
+	pn_fcgi_verdict v = PN_FCGI_MORE;
+
+	b.len = 0;
+	nginx_start(&b, 0);
+	start_len = b.len;
+	record(&b, 1, PN_FCGI_STDIN, 1, "{\"id\":1}", 8, 3);
+	record(&b, 1, PN_FCGI_STDIN, 1, "", 0, 0);
+	whole_len = b.len;
+	put(&b, "\1\1", 2);			/* what follows is not looked at */
+	pn_fcgi_scan_init(&s, PN_FCGI_START_MAX);
+	CHECK(pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_WHOLE &&
+		  s.pos == start_len && s.end == whole_len, "a whole request at once");
+	CHECK(pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_WHOLE, "WHOLE again");
+	pn_fcgi_scan_init(&s, PN_FCGI_START_MAX);
+	for (at = 0; at <= b.len && v == PN_FCGI_MORE; at++)
+		v = pn_fcgi_scan_request(&s, b.data, at);
+	CHECK(v == PN_FCGI_WHOLE && at - 1 == whole_len && s.end == whole_len,
+		  "a byte at a time: WHOLE at the empty STDIN record's header (%zu)", at - 1);
+	pn_fcgi_scan_init(&s, PN_FCGI_START_MAX);
+	CHECK(pn_fcgi_scan_request(&s, b.data, whole_len - 1) == PN_FCGI_MORE &&
+		  s.end == whole_len - PN_FCGI_HEADER_LEN, "one byte short: MORE");
+	CHECK(pn_fcgi_scan_request(&s, b.data, start_len - 1) == PN_FCGI_BAD_RECORD,
+		  "a shorter buffer than before: refused");
+	/* the start alone, then a record of another type in STDIN */
+	b.len = start_len;
+	pn_fcgi_scan_init(&s, PN_FCGI_START_MAX);
+	CHECK(pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_MORE && s.pos == start_len,
+		  "the start alone: MORE");
+	record(&b, 1, 9, 0, "", 0, 0);
+	CHECK(pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_BAD_RECORD,
+		  "a management record in STDIN");
+	/* a start refused stays refused */
+	b.len = 0;
+	record(&b, 2, PN_FCGI_BEGIN_REQUEST, 1, "\0\1\0\0\0\0\0\0", 8, 0);
+	pn_fcgi_scan_init(&s, PN_FCGI_START_MAX);
+	CHECK(pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_BAD_VERSION &&
+		  pn_fcgi_scan_request(&s, b.data, b.len) == PN_FCGI_BAD_VERSION, "version 2");
+}
+
 static bool
 v4(const char *list, const char *addr)
 {
@@ -403,6 +456,7 @@ main(void)
 	test_lengths();
 	test_records();
 	test_stdin();
+	test_request();
 	test_peer();
 	printf("fcgi_check_test: %d checks, %d failures\n", checks, failures);
 	return failures ? 1 : 0;

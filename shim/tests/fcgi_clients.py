@@ -11,6 +11,11 @@ Then each connection, according to MODE:
   idle     sends nothing
   byte     sends one byte (the start of a record header) and nothing more
   begin    sends a whole BEGIN_REQUEST record and nothing more
+  stall    sends part of a request and nothing more: the first connection
+           and every other one after it a whole BEGIN_REQUEST record and
+           part of a PARAMS record, the others a whole request's start
+           (BEGIN_REQUEST, PARAMS for a body of 100 bytes, the empty PARAMS
+           record) and 50 bytes of its body in a STDIN record
   trickle  sends a whole BEGIN_REQUEST record, then the bytes of a PARAMS
            record one every 0.2 s: it never pauses long, it never finishes
   keep     sends a whole request, POST /notify/keep with the body "{}", as
@@ -56,6 +61,10 @@ KEEP_REQUEST = record(1, struct.pack("!HB5x", 1, 1)) + record(4, PARAMS) + recor
 REQUEST = record(1, struct.pack("!HB5x", 1, 0)) + KEEP_REQUEST[16:]
 # a PARAMS record longer than any trickle lasts
 TRICKLE = BEGIN + record(4, pair(b"X" * 100, b"Y" * 100))
+# a start, then part of a PARAMS record; a whole start, then part of STDIN
+STALLED = [TRICKLE[:len(BEGIN) + 60],
+           BEGIN + record(4, PARAMS.replace(b"\x0e\x01CONTENT_LENGTH2", b"\x0e\x03CONTENT_LENGTH100")) +
+           record(4, b"") + record(5, b"{" * 100)[:58]]
 
 
 def read_some(sock, got):
@@ -87,6 +96,8 @@ def main():
             s.send(BEGIN[:1])
         elif mode in ("begin", "trickle"):
             s.sendall(BEGIN)
+        elif mode == "stall":
+            s.sendall(STALLED[len(socks) % 2 == 0])
         elif mode == "keep":
             s.sendall(KEEP_REQUEST)
         elif mode == "request":

@@ -14,7 +14,8 @@
 #   fuzz_pem         PEM / DER public keys, certificates and their serials
 #                    (the PEM loaders of src/crypto.c, built alone)
 #   fuzz_fcgi        the shim's check of a FastCGI request's start (BEGIN_
-#                    REQUEST, PARAMS), of STDIN headers and of the peer's
+#                    REQUEST, PARAMS), of the whole request (STDIN to the
+#                    empty record), of STDIN headers and of the peer's
 #                    address (shim/cgi/cgi_fcgi_check.c), against a reference
 #                    decoder and encoder
 #
