@@ -644,6 +644,7 @@ settle(acceptor *a, partial_conn *p, arrival r)
 			return true;
 		case ARRIVED:
 			p->c.large = false;
+			p->c.whole = p->scan.whole == PN_FCGI_WHOLE;
 			a->waiting[a->nwaiting++] = p->c;
 			return false;
 		case ARRIVAL_GONE:

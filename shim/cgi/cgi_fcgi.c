@@ -335,8 +335,13 @@ serve_connection(worker *w, pn_conn conn)
 			FCGX_Free(req, 1);
 	}
 	pn_watch_end(w->srv, w->id - 1);
+	/*
+	 * After a request that arrived whole nothing more is due: whatever the
+	 * client sends after it is not waited for (a client sending a byte now
+	 * and then would hold this worker for PAYNOTIFY_IO_TIMEOUT).
+	 */
 	if (served)
-		close_gently(watch, w->stdin_done ? 0 : pn_io_left(w->srv));
+		close_gently(watch, w->stdin_done || conn.whole ? 0 : pn_io_left(w->srv));
 	else
 		close(watch);
 	free(w->in);

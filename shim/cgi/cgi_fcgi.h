@@ -47,6 +47,8 @@ typedef struct pn_conn
 	size_t		len;
 	bool		large;			/* buf filled up before the request was whole:
 								 * it holds a large slot (pn_large_done) */
+	bool		whole;			/* buf holds the whole request, to the empty
+								 * STDIN record: nothing more is due */
 } pn_conn;
 
 typedef struct pn_server

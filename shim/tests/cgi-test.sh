@@ -859,6 +859,20 @@ check "the 4 stalled connections were all still open when the requests had been 
     "$(open_until stall "$answered_at")"
 check "connections stalled mid-request closed unanswered after PAYNOTIFY_IDLE_TIMEOUT (3 s)" "yes 0" \
     "$(closed stall 1 4 2.8 5.5) $(grep -c 'status' "$TMP/stall.clients")"
+# clients that send a whole request and then a byte every 0.15 s past
+# its end, twice as many as the workers: nothing more is due after a whole
+# request, so its worker closes the connection after the reply at once
+# (it waited PAYNOTIFY_IO_TIMEOUT for the client to go quiet)
+clients after 4 after 4
+check "clients that send a whole request and then a byte every 0.15 s: 4 connections open" 0 $?
+sleep 0.3
+timed after 4
+check "4 connections sending past a whole request (2 workers): 4 requests at once, each 200 in < 1 s" yes \
+    "$(answered after 4 1)"
+wait "$CLIENTS_PID"
+check "those 4 answered 200" yes \
+    "$(awk '$1 ~ /^[0-9]+$/ { n++; if ($2 != "closed" || $NF != 200) bad = bad " [" $0 "]" }
+            END { print (n == 4 && bad == "") ? "yes" : "no: " n " seen;" bad }' "$TMP/after.clients")"
 clients keep 2 keep 3
 check "a client asking to keep the connection (FCGI_KEEP_CONN, as nginx's fastcgi_keep_conn): 2 connections" 0 $?
 wait "$CLIENTS_PID"

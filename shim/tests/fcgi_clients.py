@@ -24,6 +24,9 @@ Then each connection, according to MODE:
   request  sends a whole request, POST /notify/keep with the body "{}",
            right after its connect, as nginx does (no FCGI_KEEP_CONN), and
            closes the connection once the server has closed its end
+  after    sends that whole request, then a byte every 0.15 s, past its
+           end, for as long as the server takes them, its reply and the
+           end of its stream notwithstanding
 
 and is watched for HOLD seconds at most.  At the end one line per
 connection, in the order they were opened: "N closed SECONDS AT" when the
@@ -40,6 +43,7 @@ import sys
 import time
 
 TRICKLE_EVERY = 0.2
+AFTER_EVERY = 0.15
 
 
 def record(rtype, content):
@@ -100,15 +104,17 @@ def main():
             s.sendall(STALLED[len(socks) % 2 == 0])
         elif mode == "keep":
             s.sendall(KEEP_REQUEST)
-        elif mode == "request":
+        elif mode in ("request", "after"):
             s.sendall(REQUEST)
     print("connected %d %.3f" % (count, first_epoch), flush=True)
     closed = [None] * count
     got = [bytearray() for _ in range(count)]
     sent = [len(BEGIN)] * count
     end = time.monotonic() + hold
-    next_byte = time.monotonic() + TRICKLE_EVERY
-    while None in closed and time.monotonic() < end:
+    every = AFTER_EVERY if mode == "after" else TRICKLE_EVERY
+    next_byte = time.monotonic() + every
+    refused = [False] * count      # after: the server takes no more bytes
+    while (None in closed or (mode == "after" and not all(refused))) and time.monotonic() < end:
         live = [s for s, c in zip(socks, closed) if c is None]
         wait = max(0.0, min(end, next_byte) - time.monotonic())
         readable, _, _ = select.select(live, [], [], wait)
@@ -118,9 +124,15 @@ def main():
                 closed[i] = now - opened[i]
                 if mode == "request":
                     s.close()       # as nginx does: the server's wait ends
-        if mode == "trickle" and now >= next_byte:
-            next_byte = now + TRICKLE_EVERY
+        if mode in ("trickle", "after") and now >= next_byte:
+            next_byte = now + every
             for i, s in enumerate(socks):
+                if mode == "after" and not refused[i]:
+                    try:
+                        s.send(b"\0")
+                    except OSError:
+                        refused[i] = True
+                    continue
                 if closed[i] is None:
                     try:
                         s.send(TRICKLE[sent[i] % len(TRICKLE):][:1])
