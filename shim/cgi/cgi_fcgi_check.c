@@ -28,7 +28,9 @@
  * in what is left of `max' is refused as soon as it is read.
  *
  * pn_fcgi_scan_feed is incremental: it is given the whole buffer each time,
- * resumes where it stopped and reads each byte once; it never reads at or
+ * resumes where it stopped and reads each byte once (but the BEGIN_REQUEST
+ * header, read again at each call until its 8-byte body has arrived: 16
+ * bytes, each read 8 times at most); it never reads at or
  * past len, and its verdict does not depend on how the bytes were cut into
  * reads.  pn_fcgi_scan_request, as incremental, goes on past the start over
  * the STDIN stream's records (each header checked as pn_fcgi_check_stdin
