@@ -560,7 +560,7 @@ load_table_authors(PnConfig *cfg)
 	char	   *offence = NULL;
 	char	   *table;
 
-	if (!cfg->bound || !pn_has_table_authors(cfg->nsp))
+	if (!cfg->bound || !pn_schema_at_13(cfg->nsp))
 		return;
 	owner = pn_relation_owner(cfg->orders_oid);
 	walk = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors",
@@ -720,23 +720,17 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 static void
 load_hooks(PnConfig *cfg)
 {
-	Oid			hook_rel = get_relname_relid("paynotify_hook", cfg->nsp);
-
 	/* a database not updated to 1.3 yet has no registrant */
-	if (OidIsValid(hook_rel) && get_attnum(hook_rel, "registrant") != InvalidAttrNumber)
-		spi_query(cfg,
-				  psprintf("SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
-						   " CASE WHEN registered_on IS NULL"
-						   " OR registered_on OPERATOR(pg_catalog.=) " INT64_FORMAT
-						   " THEN registered_by::oid"
-						   " ELSE pg_catalog.to_regrole(registrant::pg_catalog.text)::oid END"
-						   " FROM @s.paynotify_hook ORDER BY event, created_at, handler",
-						   (int64) GetSystemIdentifier()));
-	else
-		spi_query(cfg,
-				  "SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid,"
-				  " registered_by::oid"
-				  " FROM @s.paynotify_hook ORDER BY event, created_at, handler");
+	const char *role = !pn_schema_at_13(cfg->nsp) ? "registered_by::oid" :
+		psprintf("CASE WHEN registered_on IS NULL"
+				 " OR registered_on OPERATOR(pg_catalog.=) " INT64_FORMAT
+				 " THEN registered_by::oid"
+				 " ELSE pg_catalog.to_regrole(registrant::pg_catalog.text)::oid END",
+				 (int64) GetSystemIdentifier());
+
+	spi_query(cfg,
+			  psprintf("SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid, %s"
+					   " FROM @s.paynotify_hook ORDER BY event, created_at, handler", role));
 	cfg->nhooks = SPI_processed;
 	cfg->hooks = MemoryContextAllocZero(cfg->cxt, sizeof(PnHook) * Max(cfg->nhooks, 1));
 	for (int i = 0; i < cfg->nhooks; i++)

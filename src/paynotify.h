@@ -311,7 +311,7 @@ extern Oid	pn_function_owner(Oid fn_oid);
 extern void pn_require_clean_temp(Oid role, const char *code);
 extern void pn_run_guarded(Oid role, const char *code, void (*fn) (void *arg), void *arg);
 extern void pn_require_orders_update(Oid relid, Oid role, const char *detail);
-extern bool pn_has_table_authors(Oid nsp);
+extern bool pn_schema_at_13(Oid nsp);
 
 /* ---------- authors.c ---------- */
 /*

@@ -470,7 +470,6 @@ paynotify_on(PG_FUNCTION_ARGS)
 	Form_pg_proc proc;
 	char	   *name;
 	SpiWrite	w;
-	Oid			hook_rel;
 	Oid			argtypes[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT8OID};
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
@@ -542,8 +541,7 @@ paynotify_on(PG_FUNCTION_ARGS)
 					 " registrant = excluded.registrant, registered_on = excluded.registered_on",
 					 own_schema(fcinfo));
 	w.nargs = 5;
-	hook_rel = get_relname_relid("paynotify_hook", get_func_namespace(fcinfo->flinfo->fn_oid));
-	if (!OidIsValid(hook_rel) || get_attnum(hook_rel, "registrant") == InvalidAttrNumber)
+	if (!pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
 	{
 		/* a database not updated to 1.3 yet: the row as 1.2 wrote it */
 		w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by)"
@@ -597,9 +595,14 @@ pn_require_orders_update(Oid relid, Oid role, const char *detail)
 				 errhint("Have the table's owner, or a role with BYPASSRLS, do it.")));
 }
 
-/* Whether schema nsp has paynotify_table_authors (1.3). */
+/*
+ * Whether the extension's schema nsp is at 1.3 or later: it has
+ * paynotify_table_authors, and everything else the update to 1.3 made
+ * (paynotify_hook's registrant, ...).  The library of 1.3 also serves a
+ * database not updated yet.
+ */
 bool
-pn_has_table_authors(Oid nsp)
+pn_schema_at_13(Oid nsp)
 {
 	Oid			regclass_arg[1] = {REGCLASSOID};
 
@@ -675,7 +678,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 									 "Binding an orders table needs its ownership, or SELECT and UPDATE on it.");
 	}
 	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
-		pn_has_table_authors(get_func_namespace(fcinfo->flinfo->fn_oid)))
+		pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
 	{
 		AuthorsCheck a = {PG_GETARG_OID(0)};
 
