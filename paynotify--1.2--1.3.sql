@@ -22,7 +22,8 @@ ALTER TABLE @extschema@.paynotify_hook
 	ADD COLUMN registrant name,
 	ADD COLUMN registered_on bigint;
 UPDATE @extschema@.paynotify_hook
-	SET registrant = registered_by::pg_catalog.text,
+	SET registrant = (SELECT r.rolname FROM pg_catalog.pg_roles r
+					  WHERE r.oid OPERATOR(pg_catalog.=) registered_by::pg_catalog.oid),
 		registered_on = (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c);
 COMMENT ON COLUMN @extschema@.paynotify_hook.registrant IS
 	'the name of registered_by, by which another node (a Citus worker) finds the role';

@@ -137,6 +137,25 @@ SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_worker2');
 SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_worker2';
 DELETE FROM paynotify_hook;
+-- the name exactly as it is, whatever its letter case, dots or spaces
+CREATE ROLE "HK_W.up";
+GRANT hk_w TO "HK_W.up";
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.who(jsonb)', 'hk_w_other'::regrole, 'HK_W.up', 42);
+SELECT t.configure('wx_transaction_success_valid', 'h_worker3');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_worker3');
+SELECT who FROM t.who_ran ORDER BY who;
+-- on the cluster it was registered on, a role renamed since is not its
+-- registrant: the step fails
+UPDATE paynotify_hook SET registered_by = 'hk_w'::regrole, registrant = 'hk_w_renamed',
+	registered_on = (SELECT system_identifier FROM pg_control_system());
+SELECT t.configure('wx_transaction_success_valid', 'h_worker4');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_worker4');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_worker4';
+DELETE FROM paynotify_hook;
+DROP ROLE "HK_W.up";
 -- registered here: registered_by, and the name and this cluster with it
 SET ROLE hk_w_other;
 SELECT paynotify_on('paid', 't.who(jsonb)');

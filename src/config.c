@@ -711,9 +711,11 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 /*
  * User hooks, resolved by signature at each load (a function dropped and
  * created again is found under its new oid), with the role each runs as:
- * registered_by where the hook was registered, else (a Citus worker, whose
- * copy of the row holds the coordinator's oid; a restore elsewhere) the
- * role named registrant there, or none.
+ * registered_by while that role still has the name registrant (so a role
+ * renamed, or dropped and made again, is not the registrant); on another
+ * cluster than the one it was registered on (a Citus worker, whose copy of
+ * the row holds the coordinator's oid; a restore elsewhere) the role of
+ * exactly that name there; else none.
  * A hook whose function is missing stays in the list: running it fails the
  * business step (apply.c), which is retried, never silently skipped.
  */
@@ -721,16 +723,19 @@ static void
 load_hooks(PnConfig *cfg)
 {
 	/* a database not updated to 1.3 yet has no registrant */
-	const char *role = !pn_schema_at_13(cfg->nsp) ? "registered_by::oid" :
-		psprintf("CASE WHEN registered_on IS NULL"
-				 " OR registered_on OPERATOR(pg_catalog.=) " INT64_FORMAT
-				 " THEN registered_by::oid"
-				 " ELSE pg_catalog.to_regrole(registrant::pg_catalog.text)::oid END",
+	const char *role = !pn_schema_at_13(cfg->nsp) ? "h.registered_by::oid" :
+		psprintf("CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles r"
+				 " WHERE r.oid OPERATOR(pg_catalog.=) h.registered_by::oid"
+				 " AND (h.registrant IS NULL OR r.rolname OPERATOR(pg_catalog.=) h.registrant))"
+				 " THEN h.registered_by::oid"
+				 " WHEN h.registered_on IS DISTINCT FROM " INT64_FORMAT "::bigint"
+				 " THEN (SELECT r.oid FROM pg_catalog.pg_roles r"
+				 " WHERE r.rolname OPERATOR(pg_catalog.=) h.registrant) END",
 				 (int64) GetSystemIdentifier());
 
 	spi_query(cfg,
-			  psprintf("SELECT event, handler, pg_catalog.to_regprocedure(handler)::oid, %s"
-					   " FROM @s.paynotify_hook ORDER BY event, created_at, handler", role));
+			  psprintf("SELECT h.event, h.handler, pg_catalog.to_regprocedure(h.handler)::oid, %s"
+					   " FROM @s.paynotify_hook h ORDER BY h.event, h.created_at, h.handler", role));
 	cfg->nhooks = SPI_processed;
 	cfg->hooks = MemoryContextAllocZero(cfg->cxt, sizeof(PnHook) * Max(cfg->nhooks, 1));
 	for (int i = 0; i < cfg->nhooks; i++)
