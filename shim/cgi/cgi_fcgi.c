@@ -82,6 +82,8 @@ static pn_fcgi_verdict read_start(worker *w, pn_fcgi_scan *scan);
 static bool start_libfcgi(worker *w, size_t start_len);
 static void refuse(worker *w, pn_fcgi_verdict v);
 static bool fill(worker *w, size_t need);
+/* What close_gently drops at once of what a client sent, at most. */
+#define CLOSE_DRAIN_MAX (256 * 1024)
 /* After the reply, a client silent that long is closed (close_gently). */
 #define CLOSE_QUIET_MS 200
 
@@ -480,7 +482,8 @@ fill(worker *w, size_t need)
  * before it reads the reply): then it is closed, so that one that keeps
  * its end open holds no worker for long.  With timeout_ms 0 (the request
  * was read to its end: nothing more is due) only what is there already is
- * dropped.
+ * dropped, up to CLOSE_DRAIN_MAX bytes (it once took 4 KiB of it: the
+ * rest reset the connection).
  */
 static void
 close_gently(int fd, long long timeout_ms)
@@ -505,6 +508,12 @@ close_gently(int fd, long long timeout_ms)
 			got = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
 			if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR))
 				break;
+			/* what is there already, all of it (up to a bound), now */
+			for (size_t n = 0; got > 0 && n < CLOSE_DRAIN_MAX;)
+			{
+				n += (size_t) got;
+				got = recv(fd, trash, sizeof(trash), MSG_DONTWAIT);
+			}
 		}
 	close(fd);
 }
