@@ -1163,33 +1163,38 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids, Oid **types, int *
 }
 
 /*
- * The language of function a if its body is text that a language handler
+ * The language of function fn if its body is text that a language handler
  * reads as it runs (PL/pgSQL, a SQL body not in BEGIN ATOMIC, ...), and so
  * PostgreSQL records nothing the body names: not another role's domain
  * whose CHECK would run as the caller.  NULL for a C or internal
  * function, a SQL body in BEGIN ATOMIC (what it names is recorded and
- * walked), a member of an extension (its body is the extension's) and
- * anything not a function.
+ * walked), a member of an extension (its body is the extension's) and a
+ * function that does not exist.
  */
-static char *
-author_text_body(const PnAuthor *a)
+char *
+pn_function_text_body(Oid fn)
 {
 	HeapTuple	tup;
 	Form_pg_proc proc;
 	char	   *lang = NULL;
 
-	if (a->classid != ProcedureRelationId)
-		return NULL;
-	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(a->objid));
+	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
 	if (!HeapTupleIsValid(tup))
 		return NULL;
 	proc = (Form_pg_proc) GETSTRUCT(tup);
 	if (proc->prolang != INTERNALlanguageId && proc->prolang != ClanguageId &&
 		heap_attisnull(tup, Anum_pg_proc_prosqlbody, NULL) &&
-		!OidIsValid(getExtensionOfObject(ProcedureRelationId, a->objid)))
+		!OidIsValid(getExtensionOfObject(ProcedureRelationId, fn)))
 		lang = get_language_name(proc->prolang, true);
 	ReleaseSysCache(tup);
 	return lang;
+}
+
+/* pn_function_text_body of author a, if it is a function; else NULL. */
+static char *
+author_text_body(const PnAuthor *a)
+{
+	return a->classid == ProcedureRelationId ? pn_function_text_body(a->objid) : NULL;
 }
 
 /*
