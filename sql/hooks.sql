@@ -3,9 +3,17 @@
 \set VERBOSITY terse
 SET search_path = pay, public;
 
+-- Hooks whose body is text (PL/pgSQL, SQL outside BEGIN ATOMIC) are
+-- registered by hk_op, a plain role with the admin capacity: a superuser's
+-- hook may have no such body.
+CREATE ROLE hk_op;
+SELECT paynotify_grant('hk_op', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_op;
 CREATE TABLE t.hook_calls (event text, order_no text, amount bigint, channel text);
 CREATE TABLE t.hook_switch (fail boolean);
 INSERT INTO t.hook_switch VALUES (true);
+GRANT SELECT, INSERT ON t.hook_calls TO hk_op;
+GRANT SELECT ON t.hook_switch TO hk_op;
 CREATE FUNCTION t.on_paid(ev jsonb) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO t.hook_calls VALUES (ev->>'event', ev->'notice'->>'order_no',
@@ -15,9 +23,11 @@ BEGIN
 	END IF;
 END
 $$;
+SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.on_paid(jsonb)');
 SELECT paynotify_on('paid', 't.on_paid(jsonb)');
 SELECT paynotify_on('paid', 'pg_catalog.lower(text)');
+RESET ROLE;
 
 SELECT t.configure('wx_transaction_success_valid', 'h_wx');
 SELECT t.set_order('PN20260101000001', 'pending');
@@ -42,8 +52,9 @@ SELECT outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_wx');
 SELECT count(*) AS hook_rows FROM t.hook_calls;
 
 -- a hook that breaks the state machine fails the step like any error
-CREATE FUNCTION t.bad_hook(ev jsonb) RETURNS void LANGUAGE sql AS
-	$$ UPDATE public.orders SET status = 'pending' WHERE order_no = ev->'notice'->>'order_no' $$;
+CREATE FUNCTION t.bad_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
+	UPDATE public.orders SET status = 'pending' WHERE order_no = ev->'notice'->>'order_no';
+END;
 SELECT paynotify_on('paid', 't.bad_hook(jsonb)');
 SELECT t.configure('wx_transaction_success_valid', 'h_bad');
 SELECT t.set_order('PN20260101000001', 'pending');
@@ -77,15 +88,16 @@ DELETE FROM paynotify_hook;
 SELECT current_user AS su \gset
 CREATE TABLE t.hook_shape (who name, path text, keys text, notice_keys text,
 	event text, amount bigint, channel text, outbox_id_ok boolean);
-CREATE FUNCTION t.shape(ev jsonb) RETURNS void LANGUAGE sql AS $$
+CREATE FUNCTION t.shape(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	INSERT INTO t.hook_shape SELECT current_user, pg_catalog.current_setting('search_path'),
 		(SELECT pg_catalog.string_agg(k, ',' ORDER BY k) FROM pg_catalog.jsonb_object_keys(ev) k),
 		(SELECT pg_catalog.string_agg(k, ',' ORDER BY k) FROM pg_catalog.jsonb_object_keys(ev->'notice') k),
 		ev->>'event', (ev->>'amount')::bigint, ev->>'channel',
-		(ev->>'outbox_id')::bigint IN (SELECT id FROM pay.paynotify_outbox)
-$$;
-CREATE FUNCTION t.null_result(ev jsonb) RETURNS integer LANGUAGE plpgsql AS
-	$$ BEGIN RETURN NULL; END $$;
+		(ev->>'outbox_id')::bigint IN (SELECT id FROM pay.paynotify_outbox);
+END;
+CREATE FUNCTION t.null_result(ev jsonb) RETURNS integer LANGUAGE sql BEGIN ATOMIC
+	SELECT NULL::integer;
+END;
 SELECT paynotify_on('paid', 't.shape(jsonb)');
 SELECT paynotify_on('paid', 't.null_result(jsonb)');
 SELECT t.configure('wx_transaction_success_valid', 'h_shape');
@@ -169,3 +181,6 @@ DROP TABLE t.who_ran;
 SELECT paynotify_revoke('hk_w_other', 'admin');
 REVOKE USAGE ON SCHEMA t FROM hk_w, hk_w_other;
 DROP ROLE hk_w, hk_w_other;
+SELECT paynotify_revoke('hk_op', 'admin');
+DROP OWNED BY hk_op;
+DROP ROLE hk_op;

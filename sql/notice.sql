@@ -22,10 +22,10 @@ WHERE notify_id = 'evt_nt_2';
 
 -- a hook on the refund sees the notice with its action's name
 CREATE TABLE t.nt_seen (action text, notify_id text, refund_amount bigint);
-CREATE FUNCTION t.nt_refunded(ev jsonb) RETURNS void LANGUAGE sql AS $$
+CREATE FUNCTION t.nt_refunded(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	INSERT INTO t.nt_seen VALUES (ev->'notice'->>'action', ev->'notice'->>'notify_id',
-		(ev->'notice'->>'refund_amount')::bigint)
-$$;
+		(ev->'notice'->>'refund_amount')::bigint);
+END;
 SELECT paynotify_on('refunded', 't.nt_refunded(jsonb)');
 
 -- the payments apply both parked refunds, the old row's as a refund too

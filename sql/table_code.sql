@@ -655,16 +655,24 @@ SELECT last_value FROM tc.seq29;
 SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 -- 30. A hook runs as the role that registered it, in the delivering
--- session too.  The DBA's hook pins its search_path without pg_temp and
--- writes to its table unqualified; the admin binds a table of its own (so
--- the orders table's code runs as the admin itself) and makes a temporary
--- table of that name, whose trigger would run as the DBA.  Refused as the
--- hook starts (failed, retried); after DISCARD TEMP, paid, and the hook
--- writes where the DBA meant.
+-- session too.  The DBA's hook, registered as tc_hooks (a plain role with
+-- the admin capacity: a superuser's hook may have no body kept as text),
+-- pins its search_path without pg_temp and writes to its table
+-- unqualified; the admin binds a table of its own (so the orders table's
+-- code runs as the admin itself) and makes a temporary table of that
+-- name, whose trigger would run as tc_hooks.  Refused as the hook starts
+-- (failed, retried); after DISCARD TEMP, paid, and the hook writes where
+-- the DBA meant.
+CREATE ROLE tc_hooks;
+SELECT paynotify_grant('tc_hooks', 'admin');
+GRANT USAGE ON SCHEMA tc TO tc_hooks;
 CREATE TABLE tc.paid30 (order_no text);
+GRANT INSERT ON tc.paid30 TO tc_hooks;
 CREATE FUNCTION tc.on_paid30(ev jsonb) RETURNS void LANGUAGE plpgsql SET search_path = tc AS $f$
 BEGIN INSERT INTO paid30 VALUES (ev->'notice'->>'order_no'); END $f$;
+SET ROLE tc_hooks;
 SELECT paynotify_on('paid', 'tc.on_paid30(jsonb)');
+RESET ROLE;
 GRANT CREATE ON SCHEMA tc TO tc_mover;
 SET ROLE tc_mover;
 CREATE TABLE tc.o30 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
@@ -687,6 +695,9 @@ SELECT order_no FROM tc.paid30;
 SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 DELETE FROM paynotify_hook WHERE handler = 'tc.on_paid30(jsonb)';
+SELECT paynotify_revoke('tc_hooks', 'admin');
+DROP OWNED BY tc_hooks;
+DROP ROLE tc_hooks;
 REVOKE CREATE ON SCHEMA tc FROM tc_mover;
 -- 31. A composite type the code reaches may be given an attribute of a
 -- domain later: its owner is judged like a domain's.  The application's
@@ -724,8 +735,9 @@ DELETE FROM paynotify_channel WHERE name = 'tc26';
 SET ROLE tc_app;
 CREATE TABLE tc.ship32 (order_no text);
 RESET ROLE;
-CREATE FUNCTION tc.on_paid32(ev jsonb) RETURNS void LANGUAGE sql AS
-	$$ INSERT INTO tc.ship32 VALUES (ev->'notice'->>'order_no') $$;
+CREATE FUNCTION tc.on_paid32(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
+	INSERT INTO tc.ship32 VALUES (ev->'notice'->>'order_no');
+END;
 SELECT paynotify_on('paid', 'tc.on_paid32(jsonb)');
 SET ROLE tc_app;
 CREATE TRIGGER stamp BEFORE INSERT ON tc.ship32 FOR EACH ROW EXECUTE FUNCTION tc.stamp();
