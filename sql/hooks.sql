@@ -5,7 +5,7 @@ SET search_path = pay, public;
 
 -- Hooks whose body is text (PL/pgSQL, SQL outside BEGIN ATOMIC) are
 -- registered by hk_op, a plain role with the admin capacity: a superuser's
--- hook may have no such body.
+-- hook may have no such body (the last part).
 CREATE ROLE hk_op;
 SELECT paynotify_grant('hk_op', 'admin');
 GRANT USAGE ON SCHEMA t TO hk_op;
@@ -181,6 +181,82 @@ DROP TABLE t.who_ran;
 SELECT paynotify_revoke('hk_w_other', 'admin');
 REVOKE USAGE ON SCHEMA t FROM hk_w, hk_w_other;
 DROP ROLE hk_w, hk_w_other;
+-- A superuser's hook is held to the rule of an orders table a superuser
+-- owns (table_code case 27).  The application's domain has a CHECK calling
+-- built-in functions only (it writes a large object, owned by whoever runs
+-- it); a PL/pgSQL body that declares a variable of it records nothing of
+-- that, and no guard at run time tells those built-ins from the hook's own.
+CREATE ROLE hk_app;
+CREATE SCHEMA hk AUTHORIZATION hk_app;
+GRANT USAGE ON SCHEMA hk TO hk_op;
+SET ROLE hk_app;
+CREATE DOMAIN hk.ref AS text CHECK (VALUE IS NULL OR
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+RESET ROLE;
+CREATE FUNCTION t.keep_ref(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE r hk.ref;
+BEGIN r := ev->'notice'->>'order_no'; END $f$;
+-- a superuser registering it: refused, with the reason
+\set VERBOSITY default
+SELECT paynotify_on('paid', 't.keep_ref(jsonb)');
+\set VERBOSITY terse
+\echo :LAST_ERROR_SQLSTATE
+-- a SQL body in BEGIN ATOMIC records what it names: the application's
+-- domain, or a superuser's composite type with an attribute of it
+CREATE FUNCTION t.keep_ref_atomic(ev jsonb) RETURNS boolean LANGUAGE sql BEGIN ATOMIC
+	SELECT (ev->'notice'->>'order_no')::hk.ref IS NOT NULL;
+END;
+SELECT paynotify_on('paid', 't.keep_ref_atomic(jsonb)');
+CREATE TYPE t.ref_pair AS (r hk.ref, n integer);
+CREATE FUNCTION t.keep_pair_atomic(ev jsonb) RETURNS boolean LANGUAGE sql BEGIN ATOMIC
+	SELECT pg_catalog.jsonb_populate_record(NULL::t.ref_pair, ev->'notice') IS NOT NULL;
+END;
+SELECT paynotify_on('paid', 't.keep_pair_atomic(jsonb)');
+SELECT count(*) AS hooks FROM paynotify_hook;
+-- a plain role registers the PL/pgSQL hook: the check runs as that role
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.keep_ref(jsonb)');
+RESET ROLE;
+SELECT t.configure('wx_transaction_success_valid', 'h_ref');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_ref');
+SELECT convert_from(lo_get(m.oid), 'UTF8') AS ran, m.lomowner::regrole AS lo_owner
+FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %' ORDER BY 1;
+-- that role made a superuser after the registration: the next payment
+-- fails with the reason, and the check does not run
+ALTER ROLE hk_op SUPERUSER;
+SELECT t.configure('wx_transaction_success_valid', 'h_ref_su');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_ref_su');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_ref_su';
+SELECT status FROM orders WHERE order_no = 'PN20260101000001';
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+ALTER ROLE hk_op NOSUPERUSER;
+DELETE FROM paynotify_hook;
+-- a superuser's BEGIN ATOMIC hook replaced after the registration by one
+-- in PL/pgSQL naming the domain: the next payment fails with the reason,
+-- and the check does not run as the superuser
+CREATE FUNCTION t.later(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END;
+SELECT paynotify_on('paid', 't.later(jsonb)');
+CREATE OR REPLACE FUNCTION t.later(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE r hk.ref;
+BEGIN r := ev->'notice'->>'order_no'; END $f$;
+SELECT t.configure('wx_transaction_success_valid', 'h_later');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_later');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_later';
+SELECT status FROM orders WHERE order_no = 'PN20260101000001';
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+DELETE FROM paynotify_hook;
+SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+DROP FUNCTION t.keep_ref(jsonb), t.keep_ref_atomic(jsonb), t.keep_pair_atomic(jsonb), t.later(jsonb);
+DROP TYPE t.ref_pair;
+DROP SCHEMA hk CASCADE;
+DROP ROLE hk_app;
 SELECT paynotify_revoke('hk_op', 'admin');
 DROP OWNED BY hk_op;
 DROP ROLE hk_op;

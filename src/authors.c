@@ -1244,6 +1244,105 @@ pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
 }
 
 /*
+ * Why hook, function fn registered by role, a superuser, may not run as
+ * that role, or NULL.  The rule of an orders table a superuser owns
+ * (pn_author_trusted), for the hook's code: the function itself and every
+ * object the table walk reaches from it (what pg_depend records of it,
+ * which for a SQL body in BEGIN ATOMIC is what the body names, and on
+ * from there: a domain's base type and constraints, a composite type's
+ * attributes' types, the functions and operators those lead to) must be
+ * no function whose body is text and no domain, composite type or
+ * function of a role without role's rights.  In the current memory
+ * context; the walk's own memory is deleted before returning.
+ */
+char *
+pn_hook_offence(const char *hook, Oid fn, Oid role)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
+											  "paynotify hook code",
+											  ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	HASHCTL		ctl;
+	HTAB	   *nodes;
+	NodeVec		queue = {0};
+	int			qhead = 0;
+	PnAuthor	bad = {0};
+	bool		found = false;
+	bool		too_large = false;
+	bool		self;
+	char	   *lang = NULL;
+	char	   *what = NULL;
+	char	   *msg = NULL;
+	int			save_nestlevel;
+
+	/* objects named as under the SQL functions' search_path */
+	save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(WalkNode);
+	ctl.entrysize = sizeof(WalkEntry);
+	ctl.hcxt = cxt;
+	nodes = hash_create("paynotify hook code", 64, &ctl,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	entry_get(nodes, (WalkNode) {ProcedureRelationId, fn})->claimed = true;
+	vec_push(&queue, ProcedureRelationId, fn);
+	while (qhead < queue.n && !found && !too_large)
+	{
+		WalkNode	node = queue.v[qhead++];
+		NodeVec		edges = {0};
+		PnAuthor	a = {0};
+
+		CHECK_FOR_INTERRUPTS();
+		a.classid = node.classid;
+		a.objid = node.objid;
+		if (node_owner(node, &a.owner) && !pn_author_trusted(&a, role))
+		{
+			bad = a;
+			found = true;
+			break;
+		}
+		node_edges(node, &edges);
+		for (int i = 0; i < edges.n; i++)
+		{
+			WalkEntry  *to = entry_get(nodes, edges.v[i]);
+
+			if (!to->claimed)
+			{
+				to->claimed = true;
+				vec_push(&queue, to->key.classid, to->key.objid);
+			}
+		}
+		too_large = hash_get_num_entries(nodes) > PN_WALK_LIMIT;
+	}
+	self = bad.classid == ProcedureRelationId && bad.objid == fn;
+	if (found)
+	{
+		lang = author_text_body(&bad);
+		what = bad.classid == ProcedureRelationId
+			? psprintf("function %s", DatumGetCString(DirectFunctionCall1(regprocedureout,
+																		   ObjectIdGetDatum(bad.objid))))
+			: getObjectDescriptionOids(bad.classid, bad.objid);
+	}
+	MemoryContextSwitchTo(old);
+	if (too_large)
+		msg = psprintf("hook %s, registered by superuser %s, has more code than paynotify checks: more than %d objects",
+					   hook, GetUserNameFromId(role, false), PN_WALK_LIMIT);
+	else if (found && lang != NULL)
+		msg = psprintf("hook %s, registered by superuser %s, %s %s in %s, whose body PostgreSQL does not record: what it names (another role's domain, whose CHECK would run as a superuser) cannot be checked",
+					   hook, GetUserNameFromId(role, false),
+					   self ? "is" : "runs", self ? "a function" : what, lang);
+	else if (found)
+		msg = psprintf("hook %s, registered by superuser %s, reaches %s of role %s, whose code would run as a superuser",
+					   hook, GetUserNameFromId(role, false), what,
+					   GetUserNameFromId(bad.owner, false));
+	AtEOXact_GUC(true, save_nestlevel);
+	MemoryContextDelete(cxt);
+	return msg;
+}
+
+/*
  * The rows of pn_table_authors for the SQL-callable walks: the functions
  * (functions true), or the rest ordered by label, object and owner.
  */

@@ -456,7 +456,10 @@ own_schema(FunctionCallInfo fcinfo)
  *
  * The hook runs as the role that calls this, which must own the function or
  * be allowed to EXECUTE it.  Only plain functions taking one jsonb argument
- * and returning one value (any type, void included) can be hooks.
+ * and returning one value (any type, void included) can be hooks.  A
+ * superuser's hook is held to the rule of a superuser's orders table
+ * (pn_hook_offence): no body kept as text, nothing of a plain role's
+ * reached.
  */
 Datum
 paynotify_on(PG_FUNCTION_ARGS)
@@ -527,6 +530,17 @@ paynotify_on(PG_FUNCTION_ARGS)
 						GetUserNameFromId(caller, false)),
 				 errdetail("A hook runs as the role that registers it; the function's owner could change its code."),
 				 errhint("Register it as its owner, or give the function to a role that has the registering role's privileges.")));
+	if (superuser_arg(caller))
+	{
+		char	   *offence = pn_hook_offence(name, fn, caller);
+
+		if (offence != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("%s", offence),
+					 errdetail("A hook runs as the role that registers it, and a superuser's hook would run that code with every right."),
+					 errhint("Register the hook as a plain role with the rights it needs, or give it a C function or a SQL function in BEGIN ATOMIC.")));
+	}
 
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
