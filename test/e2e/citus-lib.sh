@@ -172,11 +172,10 @@ citus_app() {
     citus_sql 0 >/dev/null <<'SQL' || return 1
 SELECT create_distributed_table('erp_calls', 'order_no', colocate_with => 'orders');
 SELECT create_reference_table('hook_faults');
-CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
-	SET search_path = public AS $$
-BEGIN
+CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
 	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
-END $$;
+END;
 SQL
 }
 

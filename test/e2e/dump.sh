@@ -36,10 +36,11 @@ PGOPTIONS="-c client_min_messages=error" sql -d src >/dev/null <<'SQL'
 -- the application: a hook that records every payment it is told about
 CREATE SCHEMA shop;
 CREATE TABLE shop.hook_calls (id bigserial PRIMARY KEY, order_no text, outbox_id bigint);
-CREATE FUNCTION shop.on_paid(e jsonb) RETURNS bigint LANGUAGE sql AS $$
+CREATE FUNCTION shop.on_paid(e jsonb) RETURNS bigint LANGUAGE sql
+BEGIN ATOMIC
 	INSERT INTO shop.hook_calls (order_no, outbox_id)
-	VALUES (e->'notice'->>'order_no', (e->>'outbox_id')::bigint) RETURNING id
-$$;
+	VALUES (e->'notice'->>'order_no', (e->>'outbox_id')::bigint) RETURNING id;
+END;
 SELECT pay.paynotify_on('paid', 'shop.on_paid(jsonb)');
 
 -- the state machine as this shop wants it: returns, and no "completed"

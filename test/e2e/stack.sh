@@ -73,18 +73,18 @@ CREATE TABLE hook_faults (fail_pct int, until_unix bigint, seed bigint NOT NULL 
 INSERT INTO hook_faults VALUES (:fail_pct, 0);
 CREATE SEQUENCE hook_draws;
 GRANT USAGE ON SEQUENCE hook_draws TO PUBLIC;
-CREATE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
-	SET search_path = public AS $$
-BEGIN
+-- in BEGIN ATOMIC: a superuser's hook may have no body kept as text
+CREATE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
 	-- the n-th call fails or not by a hash of hook_faults.seed and n: a
-	-- seeded stream of draws instead of random()
-	IF (hashtext((SELECT seed FROM hook_faults) || '/' || nextval('hook_draws')) & 2147483647) % 100
-	   < (SELECT fail_pct FROM hook_faults)
-	   AND extract(epoch FROM clock_timestamp()) < (SELECT until_unix FROM hook_faults) THEN
-		RAISE EXCEPTION 'ERP unavailable (injected)';
-	END IF;
+	-- seeded stream of draws instead of random(); the failure, an ERP
+	-- that refuses the call, is an error (a text that is no number)
+	SELECT CASE WHEN (hashtext(f.seed || '/' || nextval('hook_draws')) & 2147483647) % 100 < f.fail_pct
+			 AND extract(epoch FROM clock_timestamp()) < f.until_unix
+		THEN ('ERP unavailable (injected) ' || f.seed)::int END
+	FROM hook_faults f;
 	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
-END $$;
+END;
 SELECT paynotify_on('paid', 'erp_hook(jsonb)');
 SELECT paynotify_on('refunded', 'erp_hook(jsonb)');
 

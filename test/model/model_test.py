@@ -302,12 +302,11 @@ def setup_orders(admin_dsn, orders, after_setup=None):
             FOR EACH ROW EXECUTE FUNCTION pay.paynotify_guard_transition();
         CREATE TABLE public.hook_calls (event text, channel text, order_no text,
             notify_id text, amount bigint);
-        CREATE FUNCTION public.record_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
-            SET search_path = public AS $$
-        BEGIN
+        CREATE FUNCTION public.record_hook(ev jsonb) RETURNS void LANGUAGE sql
+        BEGIN ATOMIC
             INSERT INTO public.hook_calls VALUES (ev->>'event', ev->>'channel',
                 ev->'notice'->>'order_no', ev->'notice'->>'notify_id', (ev->>'amount')::bigint);
-        END $$;""")
+        END;""")
     for ev in ("paid", "refunded", "refund_failed", "closed"):
         cur.execute("SELECT pay.paynotify_on(%s, 'public.record_hook(jsonb)')", (ev,))
     # an application that moved an order to paid itself (its own UPDATE,
