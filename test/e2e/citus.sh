@@ -419,12 +419,16 @@ if citus_database model; then
     # model_shim calls paynotify_handle on the workers too: run.sh gives it
     # the handler capacity on the coordinator, and paynotify_grant grants on
     # the node where it runs only, so the setup grants it on each worker
-    # (run_command_on_workers; the setup fails where that fails)
+    # (run_command_on_workers; the setup fails where that fails). The hook,
+    # in BEGIN ATOMIC, depends on hook_calls: Citus made it on the
+    # coordinator only, and copies it to the workers once that is
+    # distributed (create_distributed_function)
     timeout "$MODEL_TIMEOUT" test/model/run.sh --orders "$MODEL_ORDERS" --self-check 50 --max-attempts 15 \
         --admin-dsn "$(dsn 0 postgres)" \
         --dsn "$(dsn 0 model_shim)" --dsn "$(dsn 1 model_shim)" --dsn "$(dsn 2 model_shim)" \
         --after-setup "SELECT pay.paynotify_distribute();
                        SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'public.orders');
+                       SELECT create_distributed_function('public.record_hook(jsonb)');
                        DO \$\$ BEGIN
                            IF EXISTS (SELECT FROM run_command_on_workers(
                                           \$c\$SELECT pay.paynotify_grant('model_shim', 'handler')\$c\$) WHERE NOT success) THEN
