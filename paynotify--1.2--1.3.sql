@@ -10,6 +10,31 @@
 -- author, and the relay's claim and report reach each node over one
 -- connection (no distributed deadlock of a relay with itself).
 
+-- ===== No hook runs as a superuser =====
+--
+-- A hook runs as the role that registered it.  A superuser's ran whatever
+-- its code reached with every right: a domain's CHECK or a table's trigger
+-- of another role, which no catalog fully records.  1.3 refuses such a
+-- hook at registration and fails the step that would run one; rather than
+-- fail payments after the update, the update stops first and names them.
+DO $$
+DECLARE
+	hooks text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.format('%s on %s by %s', h.handler, h.event, r.rolname),
+								 ', ' ORDER BY h.event, h.handler)
+	  INTO hooks
+	  FROM @extschema@.paynotify_hook h
+	  JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) h.registered_by::pg_catalog.oid
+	 WHERE r.rolsuper;
+	IF hooks IS NOT NULL THEN
+		RAISE EXCEPTION 'paynotify 1.3 runs no hook as a superuser, and these are registered by one: %', hooks
+			USING ERRCODE = 'insufficient_privilege',
+				  HINT = 'Before the update, register each again as a plain role with the rights it needs: SET ROLE that role; SELECT paynotify_on(event, handler).';
+	END IF;
+END
+$$;
+
 -- ===== Hooks: the registrant by name, and where it was registered =====
 --
 -- On Citus paynotify_hook is a reference table, copied to every node as

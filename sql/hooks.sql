@@ -3,9 +3,8 @@
 \set VERBOSITY terse
 SET search_path = pay, public;
 
--- Hooks whose body is text (PL/pgSQL, SQL outside BEGIN ATOMIC) are
--- registered by hk_op, a plain role with the admin capacity: a superuser's
--- hook may have no such body (the last part).
+-- Hooks are registered by hk_op, a plain role with the admin capacity: no
+-- superuser may register one (the last part).
 CREATE ROLE hk_op;
 SELECT paynotify_grant('hk_op', 'admin');
 GRANT USAGE ON SCHEMA t TO hk_op;
@@ -14,6 +13,8 @@ CREATE TABLE t.hook_switch (fail boolean);
 INSERT INTO t.hook_switch VALUES (true);
 GRANT SELECT, INSERT ON t.hook_calls TO hk_op;
 GRANT SELECT ON t.hook_switch TO hk_op;
+GRANT SELECT, UPDATE ON public.orders TO hk_op;
+GRANT SELECT ON pay.paynotify_outbox TO hk_op;
 CREATE FUNCTION t.on_paid(ev jsonb) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO t.hook_calls VALUES (ev->>'event', ev->'notice'->>'order_no',
@@ -55,7 +56,9 @@ SELECT count(*) AS hook_rows FROM t.hook_calls;
 CREATE FUNCTION t.bad_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	UPDATE public.orders SET status = 'pending' WHERE order_no = ev->'notice'->>'order_no';
 END;
+SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.bad_hook(jsonb)');
+RESET ROLE;
 SELECT t.configure('wx_transaction_success_valid', 'h_bad');
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_bad');
@@ -85,9 +88,9 @@ DELETE FROM paynotify_hook;
 -- Any return type, NULL results included: LANGUAGE sql RETURNS void, an
 -- integer function returning NULL.  The argument's shape; hooks run as the
 -- role that registered them with search_path pinned to pg_catalog, pg_temp.
-SELECT current_user AS su \gset
 CREATE TABLE t.hook_shape (who name, path text, keys text, notice_keys text,
 	event text, amount bigint, channel text, outbox_id_ok boolean);
+GRANT INSERT ON t.hook_shape TO hk_op;
 CREATE FUNCTION t.shape(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	INSERT INTO t.hook_shape SELECT current_user, pg_catalog.current_setting('search_path'),
 		(SELECT pg_catalog.string_agg(k, ',' ORDER BY k) FROM pg_catalog.jsonb_object_keys(ev) k),
@@ -98,14 +101,16 @@ END;
 CREATE FUNCTION t.null_result(ev jsonb) RETURNS integer LANGUAGE sql BEGIN ATOMIC
 	SELECT NULL::integer;
 END;
+SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.shape(jsonb)');
 SELECT paynotify_on('paid', 't.null_result(jsonb)');
+RESET ROLE;
 SELECT t.configure('wx_transaction_success_valid', 'h_shape');
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_shape');
-SELECT who = :'su' AS registering_role, path, keys, notice_keys, event, amount, channel, outbox_id_ok
+SELECT who = 'hk_op' AS registering_role, path, keys, notice_keys, event, amount, channel, outbox_id_ok
 FROM t.hook_shape;
-SELECT event, handler, registered_by = :'su'::regrole AS registered_by_caller
+SELECT event, handler, registered_by = 'hk_op'::regrole AS registered_by_caller
 FROM paynotify_hook ORDER BY handler;
 DELETE FROM paynotify_hook;
 
@@ -113,11 +118,13 @@ DELETE FROM paynotify_hook;
 CREATE PROCEDURE t.proc_hook(ev jsonb) LANGUAGE sql AS $$ SELECT 1 $$;
 CREATE AGGREGATE t.agg_hook(jsonb) (SFUNC = pg_catalog.jsonb_concat, STYPE = jsonb);
 CREATE FUNCTION t.srf_hook(ev jsonb) RETURNS SETOF integer LANGUAGE sql AS $$ SELECT 1 $$;
+SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.proc_hook(jsonb)');
 SELECT paynotify_on('paid', 't.agg_hook(jsonb)');
 SELECT paynotify_on('paid', 't.srf_hook(jsonb)');
 SELECT paynotify_on('paid', NULL);
 SELECT paynotify_on(NULL, 't.shape(jsonb)');
+RESET ROLE;
 SELECT count(*) AS hooks FROM paynotify_hook;
 DROP PROCEDURE t.proc_hook(jsonb);
 DROP AGGREGATE t.agg_hook(jsonb);
@@ -181,14 +188,16 @@ DROP TABLE t.who_ran;
 SELECT paynotify_revoke('hk_w_other', 'admin');
 REVOKE USAGE ON SCHEMA t FROM hk_w, hk_w_other;
 DROP ROLE hk_w, hk_w_other;
--- A superuser's hook is held to the rule of an orders table a superuser
--- owns (table_code case 27).  The application's domain has a CHECK calling
--- built-in functions only (it writes a large object, owned by whoever runs
--- it); a PL/pgSQL body that declares a variable of it records nothing of
--- that, and no guard at run time tells those built-ins from the hook's own.
+-- No hook runs as a superuser.  The application's domain has a CHECK
+-- calling built-in functions only (it writes a large object, owned by
+-- whoever runs it); a superuser's hook reaching it in any way (a PL/pgSQL
+-- variable of it, a BEGIN ATOMIC body inserting into a superuser's table
+-- with a column of it, a query_to_xml string naming it) would run it with
+-- every right, and no catalog records all those ways.
 CREATE ROLE hk_app;
 CREATE SCHEMA hk AUTHORIZATION hk_app;
 GRANT USAGE ON SCHEMA hk TO hk_op;
+GRANT USAGE ON SCHEMA t TO hk_app;
 SET ROLE hk_app;
 CREATE DOMAIN hk.ref AS text CHECK (VALUE IS NULL OR
 	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
@@ -196,22 +205,18 @@ RESET ROLE;
 CREATE FUNCTION t.keep_ref(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
 DECLARE r hk.ref;
 BEGIN r := ev->'notice'->>'order_no'; END $f$;
--- a superuser registering it: refused, with the reason
+-- a BEGIN ATOMIC body naming nothing of hk_app's: it inserts into a
+-- superuser's audit table that has a column of the domain
+CREATE TABLE t.audit (event text, ref hk.ref);
+CREATE FUNCTION t.audit_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
+	INSERT INTO t.audit (event) VALUES (ev->>'event');
+END;
+-- a superuser registering either: refused, with the reason
 \set VERBOSITY default
-SELECT paynotify_on('paid', 't.keep_ref(jsonb)');
+SELECT paynotify_on('paid', 't.audit_hook(jsonb)');
 \set VERBOSITY terse
 \echo :LAST_ERROR_SQLSTATE
--- a SQL body in BEGIN ATOMIC records what it names: the application's
--- domain, or a superuser's composite type with an attribute of it
-CREATE FUNCTION t.keep_ref_atomic(ev jsonb) RETURNS boolean LANGUAGE sql BEGIN ATOMIC
-	SELECT (ev->'notice'->>'order_no')::hk.ref IS NOT NULL;
-END;
-SELECT paynotify_on('paid', 't.keep_ref_atomic(jsonb)');
-CREATE TYPE t.ref_pair AS (r hk.ref, n integer);
-CREATE FUNCTION t.keep_pair_atomic(ev jsonb) RETURNS boolean LANGUAGE sql BEGIN ATOMIC
-	SELECT pg_catalog.jsonb_populate_record(NULL::t.ref_pair, ev->'notice') IS NOT NULL;
-END;
-SELECT paynotify_on('paid', 't.keep_pair_atomic(jsonb)');
+SELECT paynotify_on('paid', 't.keep_ref(jsonb)');
 SELECT count(*) AS hooks FROM paynotify_hook;
 -- a plain role registers the PL/pgSQL hook: the check runs as that role
 SET ROLE hk_op;
@@ -223,6 +228,8 @@ SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_ref');
 SELECT convert_from(lo_get(m.oid), 'UTF8') AS ran, m.lomowner::regrole AS lo_owner
 FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %' ORDER BY 1;
+SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 -- that role made a superuser after the registration: the next payment
 -- fails with the reason, and the check does not run
 ALTER ROLE hk_op SUPERUSER;
@@ -235,27 +242,85 @@ SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 ALTER ROLE hk_op NOSUPERUSER;
 DELETE FROM paynotify_hook;
--- a superuser's BEGIN ATOMIC hook replaced after the registration by one
--- in PL/pgSQL naming the domain: the next payment fails with the reason,
--- and the check does not run as the superuser
-CREATE FUNCTION t.later(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END;
-SELECT paynotify_on('paid', 't.later(jsonb)');
-CREATE OR REPLACE FUNCTION t.later(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
-DECLARE r hk.ref;
-BEGIN r := ev->'notice'->>'order_no'; END $f$;
-SELECT t.configure('wx_transaction_success_valid', 'h_later');
+-- a superuser's hook as an installation from before 1.3 has it: the step
+-- fails with the reason, and the hook does not run
+INSERT INTO paynotify_hook (event, handler, registered_by)
+VALUES ('paid', 't.audit_hook(jsonb)', current_user::regrole);
+SELECT t.configure('wx_transaction_success_valid', 'h_old_su');
 SELECT t.set_order('PN20260101000001', 'pending');
-SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_later');
-SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_later';
-SELECT status FROM orders WHERE order_no = 'PN20260101000001';
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_old_su');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_old_su';
+SELECT count(*) AS audited FROM t.audit;
+DELETE FROM paynotify_hook;
+
+-- A hook registered by one role is registered again by another only if
+-- that one has the first one's rights: else it would run as the second
+-- from then on, with whatever rights that one has (fewer, or others).
+CREATE ROLE hk_op2;
+SELECT paynotify_grant('hk_op2', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_op2;
+CREATE FUNCTION t.noop(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END;
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+SET ROLE hk_op2;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT event, handler, registered_by FROM paynotify_hook;
+GRANT hk_op TO hk_op2;
+SET ROLE hk_op2;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT event, handler, registered_by FROM paynotify_hook;
+-- a registrant dropped since (its row stays): anyone may register it again
+DELETE FROM paynotify_hook;
+CREATE ROLE hk_gone;
+INSERT INTO paynotify_hook (event, handler, registered_by)
+VALUES ('paid', 't.noop(jsonb)', 'hk_gone'::regrole);
+DROP ROLE hk_gone;
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT event, handler, registered_by FROM paynotify_hook;
+DELETE FROM paynotify_hook;
+SELECT paynotify_revoke('hk_op2', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_op2;
+DROP ROLE hk_op2;
+
+-- A hook inserting into its own partitioned table: a partition of another
+-- role (its own constraints, defaults, triggers) is judged as the table
+-- is, though no plan lists a partition an INSERT routes to.
+CREATE TABLE t.plog (k text, at date) PARTITION BY RANGE (at);
+CREATE TABLE t.plog_2026 PARTITION OF t.plog FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+ALTER TABLE t.plog_2026 OWNER TO hk_app;
+GRANT INSERT ON t.plog TO hk_op;
+SET ROLE hk_app;
+ALTER TABLE t.plog_2026 ADD CONSTRAINT p_check CHECK (
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+RESET ROLE;
+CREATE FUNCTION t.plog_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
+	INSERT INTO t.plog VALUES (ev->'notice'->>'order_no', '2026-06-01');
+END;
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.plog_hook(jsonb)');
+RESET ROLE;
+SELECT t.configure('wx_transaction_success_valid', 'h_plog');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_plog');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_plog';
 SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+-- the partition given back to the table's owner: the hook runs
+ALTER TABLE t.plog_2026 DROP CONSTRAINT p_check;
+ALTER TABLE t.plog_2026 OWNER TO CURRENT_USER;
+SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_plog');
+SELECT count(*) AS logged FROM t.plog;
 DELETE FROM paynotify_hook;
 SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
-DROP FUNCTION t.keep_ref(jsonb), t.keep_ref_atomic(jsonb), t.keep_pair_atomic(jsonb), t.later(jsonb);
-DROP TYPE t.ref_pair;
+DROP FUNCTION t.keep_ref(jsonb), t.audit_hook(jsonb), t.noop(jsonb), t.plog_hook(jsonb);
+DROP TABLE t.audit, t.plog;
 DROP SCHEMA hk CASCADE;
+REVOKE USAGE ON SCHEMA t FROM hk_app;
 DROP ROLE hk_app;
 SELECT paynotify_revoke('hk_op', 'admin');
 DROP OWNED BY hk_op;

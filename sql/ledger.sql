@@ -164,16 +164,25 @@ DROP ROLE lg_op;
 -- notifications itself) while the payment applies them: each parked
 -- refund is applied once, and its log row says so
 SELECT t.set_order('LG-REENT', 'pending', 100);
+CREATE ROLE lg_mover;
+SELECT paynotify_grant('lg_mover', 'admin');
+GRANT USAGE ON SCHEMA t TO lg_mover;
+GRANT SELECT, UPDATE ON public.orders TO lg_mover;
 CREATE FUNCTION t.lg_ship_on_refund(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	SELECT pay.paynotify_transit(ev->'notice'->>'order_no', 'paid', 'shipped');
 END;
+SET ROLE lg_mover;
 SELECT paynotify_on('refunded', 't.lg_ship_on_refund(jsonb)');
+RESET ROLE;
 SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_1', 'pi_lg_re', 100, 30, ARRAY['re_lg_re_1']);
 SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_2', 'pi_lg_re', 100, 60, ARRAY['re_lg_re_2', 're_lg_re_1']);
 SELECT t.stripe_ledger('lg_s', 'LG-REENT', 'evt_lg_re_0', 'pi_lg_re', 100);
 SELECT * FROM t.ledger WHERE order_no = 'LG-REENT';
 SELECT notify_id, status, note, attempts FROM payment_notify_log WHERE order_no = 'LG-REENT' ORDER BY notify_id;
 DELETE FROM paynotify_hook;
+SELECT paynotify_revoke('lg_mover', 'admin');
+DROP OWNED BY lg_mover;
+DROP ROLE lg_mover;
 
 -- the currency is compared with the order's, whatever the letter case
 ALTER TABLE public.orders ADD COLUMN currency text;

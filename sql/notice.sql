@@ -26,7 +26,13 @@ CREATE FUNCTION t.nt_refunded(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC
 	INSERT INTO t.nt_seen VALUES (ev->'notice'->>'action', ev->'notice'->>'notify_id',
 		(ev->'notice'->>'refund_amount')::bigint);
 END;
+CREATE ROLE nt_op;
+SELECT paynotify_grant('nt_op', 'admin');
+GRANT USAGE ON SCHEMA t TO nt_op;
+GRANT INSERT ON t.nt_seen TO nt_op;
+SET ROLE nt_op;
 SELECT paynotify_on('refunded', 't.nt_refunded(jsonb)');
+RESET ROLE;
 
 -- the payments apply both parked refunds, the old row's as a refund too
 SELECT t.stripe_ledger('nt_s', 'NT-1', 'evt_nt_3', 'pi_nt_1', 100);
@@ -36,6 +42,9 @@ SELECT notify_id, status FROM payment_notify_log WHERE notify_id LIKE 'evt_nt_%'
 SELECT refund_id, order_no, amount, status FROM paynotify_refund WHERE order_no LIKE 'NT-%' ORDER BY refund_id;
 SELECT * FROM t.nt_seen ORDER BY notify_id;
 DELETE FROM paynotify_hook;
+SELECT paynotify_revoke('nt_op', 'admin');
+DROP OWNED BY nt_op;
+DROP ROLE nt_op;
 
 -- a parked notice edited into an action paynotify never wrote is an error,
 -- never "nothing to do": the payment that would apply it fails (retried),

@@ -29,6 +29,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/objectaddress.h"
 #include "catalog/dependency.h"
 #include "catalog/partition.h"
@@ -1163,53 +1164,70 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids, Oid **types, int *
 }
 
 /*
- * The language of function fn if its body is text that a language handler
- * reads as it runs (PL/pgSQL, a SQL body not in BEGIN ATOMIC, ...), and so
- * PostgreSQL records nothing the body names: not another role's domain
- * whose CHECK would run as the caller.  NULL for a C or internal
- * function, a SQL body in BEGIN ATOMIC (what it names is recorded and
- * walked), a member of an extension (its body is the extension's) and a
- * function that does not exist.
+ * Built-in functions that run SQL they are given as text (or all of a
+ * table's, a schema's, a database's rows, views' queries included): what
+ * that SQL names is recorded nowhere either.
+ */
+static const char *const sql_runners[] = {
+	"query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema",
+	"table_to_xml", "table_to_xmlschema", "table_to_xml_and_xmlschema",
+	"schema_to_xml", "schema_to_xmlschema", "schema_to_xml_and_xmlschema",
+	"database_to_xml", "database_to_xmlschema", "database_to_xml_and_xmlschema",
+	"cursor_to_xml", "cursor_to_xmlschema", "ts_stat", "ts_rewrite"
+};
+
+/*
+ * Why function fn may not run as a superuser for paynotify, or NULL: all
+ * but C and internal functions (only a superuser creates those), built-in
+ * ones (fixed code) and members of an extension (the extension's code).
+ * A function a role wrote in SQL or a procedural language may reach what
+ * no catalog records (a text body names anything; even a body in BEGIN
+ * ATOMIC reaches a table whose column has another role's domain, whose
+ * CHECK would then run with every right), and so may a built-in that runs
+ * SQL given as text.  The reason is the function's language, or "a
+ * built-in function that runs SQL given as text".
  */
 char *
-pn_function_text_body(Oid fn)
+pn_superuser_unfit(Oid fn)
 {
 	HeapTuple	tup;
 	Form_pg_proc proc;
-	char	   *lang = NULL;
+	char	   *why = NULL;
 
 	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
 	if (!HeapTupleIsValid(tup))
 		return NULL;
 	proc = (Form_pg_proc) GETSTRUCT(tup);
-	if (proc->prolang != INTERNALlanguageId && proc->prolang != ClanguageId &&
-		heap_attisnull(tup, Anum_pg_proc_prosqlbody, NULL) &&
-		!OidIsValid(getExtensionOfObject(ProcedureRelationId, fn)))
-		lang = get_language_name(proc->prolang, true);
+	if (fn < FirstNormalObjectId)
+	{
+		for (int i = 0; i < (int) lengthof(sql_runners); i++)
+			if (strcmp(NameStr(proc->proname), sql_runners[i]) == 0)
+				why = pstrdup("a built-in function that runs SQL given as text");
+	}
+	else if (proc->prolang != INTERNALlanguageId && proc->prolang != ClanguageId &&
+			 !OidIsValid(getExtensionOfObject(ProcedureRelationId, fn)))
+		why = get_language_name(proc->prolang, true);
 	ReleaseSysCache(tup);
-	return lang;
+	return why;
 }
 
-/* pn_function_text_body of author a, if it is a function; else NULL. */
+/* pn_superuser_unfit of author a, if it is a function; else NULL. */
 static char *
-author_text_body(const PnAuthor *a)
+author_unfit(const PnAuthor *a)
 {
-	return a->classid == ProcedureRelationId ? pn_function_text_body(a->objid) : NULL;
+	return a->classid == ProcedureRelationId ? pn_superuser_unfit(a->objid) : NULL;
 }
 
 /*
  * Whether author a has the rights of role owner, and, if owner is a
- * superuser, is no function whose body is text (author_text_body): such a
- * body may name a domain of any role, and that domain's CHECK (built-in
- * functions only, which no guard at run time tells from the owner's own)
- * would run with every right.  A table a plain role owns runs such code
- * with that role's rights only.
+ * superuser, is no function pn_superuser_unfit refuses.  A table a plain
+ * role owns runs any code with that role's rights only.
  */
 bool
 pn_author_trusted(const PnAuthor *a, Oid owner)
 {
 	return OidIsValid(a->owner) && has_privs_of_role(a->owner, owner) &&
-		!(superuser_arg(owner) && author_text_body(a) != NULL);
+		!(superuser_arg(owner) && author_unfit(a) != NULL);
 }
 
 /*
@@ -1221,19 +1239,18 @@ char *
 pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
 {
 	Oid			owner = pn_relation_owner(relid);
-
-	char	   *lang;
+	char	   *why;
 
 	if (a == NULL)
 		return psprintf("%s has more code than paynotify checks: more than %d relations, objects of its code or objects they reach",
 						table, PN_WALK_LIMIT);
 	if (OidIsValid(a->owner) && has_privs_of_role(a->owner, owner) &&
-		(lang = author_text_body(a)) != NULL)
-		return psprintf("%s is owned by superuser %s and runs %s, function %s in %s, whose body PostgreSQL does not record: what it names (another role's domain, whose CHECK would run as a superuser) cannot be checked",
+		(why = author_unfit(a)) != NULL)
+		return psprintf("%s is owned by superuser %s and runs %s, function %s (%s): a superuser's table may run only C, internal and built-in functions, since what such a function reaches (another role's domain, whose CHECK would run as a superuser) is not all recorded",
 						table, GetUserNameFromId(owner, false), a->what,
 						DatumGetCString(DirectFunctionCall1(regprocedureout,
 															ObjectIdGetDatum(a->objid))),
-						lang);
+						why);
 	return psprintf("%s runs %s, %s of role %s, which does not have the rights of the table's owner %s",
 					table, a->what,
 					a->object != NULL ? a->object
@@ -1241,105 +1258,6 @@ pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
 																					ObjectIdGetDatum(a->objid)))),
 					OidIsValid(a->owner) ? GetUserNameFromId(a->owner, false) : "PUBLIC",
 					GetUserNameFromId(owner, false));
-}
-
-/*
- * Why hook, function fn registered by role, a superuser, may not run as
- * that role, or NULL.  The rule of an orders table a superuser owns
- * (pn_author_trusted), for the hook's code: the function itself and every
- * object the table walk reaches from it (what pg_depend records of it,
- * which for a SQL body in BEGIN ATOMIC is what the body names, and on
- * from there: a domain's base type and constraints, a composite type's
- * attributes' types, the functions and operators those lead to) must be
- * no function whose body is text and no domain, composite type or
- * function of a role without role's rights.  In the current memory
- * context; the walk's own memory is deleted before returning.
- */
-char *
-pn_hook_offence(const char *hook, Oid fn, Oid role)
-{
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext,
-											  "paynotify hook code",
-											  ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	HASHCTL		ctl;
-	HTAB	   *nodes;
-	NodeVec		queue = {0};
-	int			qhead = 0;
-	PnAuthor	bad = {0};
-	bool		found = false;
-	bool		too_large = false;
-	bool		self;
-	char	   *lang = NULL;
-	char	   *what = NULL;
-	char	   *msg = NULL;
-	int			save_nestlevel;
-
-	/* objects named as under the SQL functions' search_path */
-	save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(WalkNode);
-	ctl.entrysize = sizeof(WalkEntry);
-	ctl.hcxt = cxt;
-	nodes = hash_create("paynotify hook code", 64, &ctl,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	entry_get(nodes, (WalkNode) {ProcedureRelationId, fn})->claimed = true;
-	vec_push(&queue, ProcedureRelationId, fn);
-	while (qhead < queue.n && !found && !too_large)
-	{
-		WalkNode	node = queue.v[qhead++];
-		NodeVec		edges = {0};
-		PnAuthor	a = {0};
-
-		CHECK_FOR_INTERRUPTS();
-		a.classid = node.classid;
-		a.objid = node.objid;
-		if (node_owner(node, &a.owner) && !pn_author_trusted(&a, role))
-		{
-			bad = a;
-			found = true;
-			break;
-		}
-		node_edges(node, &edges);
-		for (int i = 0; i < edges.n; i++)
-		{
-			WalkEntry  *to = entry_get(nodes, edges.v[i]);
-
-			if (!to->claimed)
-			{
-				to->claimed = true;
-				vec_push(&queue, to->key.classid, to->key.objid);
-			}
-		}
-		too_large = hash_get_num_entries(nodes) > PN_WALK_LIMIT;
-	}
-	self = bad.classid == ProcedureRelationId && bad.objid == fn;
-	if (found)
-	{
-		lang = author_text_body(&bad);
-		what = bad.classid == ProcedureRelationId
-			? psprintf("function %s", DatumGetCString(DirectFunctionCall1(regprocedureout,
-																		   ObjectIdGetDatum(bad.objid))))
-			: getObjectDescriptionOids(bad.classid, bad.objid);
-	}
-	MemoryContextSwitchTo(old);
-	if (too_large)
-		msg = psprintf("hook %s, registered by superuser %s, has more code than paynotify checks: more than %d objects",
-					   hook, GetUserNameFromId(role, false), PN_WALK_LIMIT);
-	else if (found && lang != NULL)
-		msg = psprintf("hook %s, registered by superuser %s, %s %s in %s, whose body PostgreSQL does not record: what it names (another role's domain, whose CHECK would run as a superuser) cannot be checked",
-					   hook, GetUserNameFromId(role, false),
-					   self ? "is" : "runs", self ? "a function" : what, lang);
-	else if (found)
-		msg = psprintf("hook %s, registered by superuser %s, reaches %s of role %s, whose code would run as a superuser",
-					   hook, GetUserNameFromId(role, false), what,
-					   GetUserNameFromId(bad.owner, false));
-	AtEOXact_GUC(true, save_nestlevel);
-	MemoryContextDelete(cxt);
-	return msg;
 }
 
 /*

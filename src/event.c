@@ -192,11 +192,10 @@ hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
 /*
  * Run one hook as the role that registered it, in a security-restricted
  * operation with search_path pinned.  A hook whose function or role is gone,
- * or whose role may no longer execute it, or a superuser's hook whose code
- * paynotify_on would now refuse (pn_hook_offence: the role became a
- * superuser, or the function was replaced), fails the business step (which
- * is retried): it is never skipped.  Any return type; the result, NULL
- * included, is ignored.
+ * or whose role may no longer execute it, or whose role is a superuser
+ * (registered before 1.3, or made a superuser since), fails the business
+ * step (which is retried): it is never skipped.  Any return type; the
+ * result, NULL included, is ignored.
  */
 static void
 run_hook(HookCall *call)
@@ -233,15 +232,12 @@ run_hook(HookCall *call)
 						GetUserNameFromId(hook->role, false)),
 				 errhint("Register the hook again as the function's owner.")));
 	if (superuser_arg(hook->role))
-	{
-		char	   *offence = pn_hook_offence(hook->handler, hook->fn, hook->role);
-
-		if (offence != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("paynotify %s", offence),
-					 errhint("Register the hook again as a plain role with the rights it needs, or give it a C function or a SQL function in BEGIN ATOMIC.")));
-	}
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("paynotify hook %s is registered by superuser \"%s\", and no hook runs as a superuser",
+						hook->handler, GetUserNameFromId(hook->role, false)),
+				 errdetail("A hook runs as the role that registered it; a superuser would run with every right whatever the code it reaches, a domain's CHECK or a table's trigger of another role included."),
+				 errhint("Register the hook again as a plain role with the rights it needs (SET ROLE that role; SELECT paynotify_on(...)).")));
 	pn_run_guarded(hook->role, psprintf("hook %s", hook->handler), hook_call, call);
 }
 

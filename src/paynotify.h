@@ -334,8 +334,7 @@ extern PnAuthor *pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids,
 								   Oid **types, int *ntypes);
 extern bool pn_author_trusted(const PnAuthor *a, Oid owner);
 extern char *pn_author_offence(const char *table, Oid relid, const PnAuthor *a);
-extern char *pn_function_text_body(Oid fn);
-extern char *pn_hook_offence(const char *hook, Oid fn, Oid role);
+extern char *pn_superuser_unfit(Oid fn);
 extern Oid	pn_relation_owner(Oid relid);
 extern Oid	pn_proc_owner(Oid fn_oid);
 

@@ -23,6 +23,7 @@
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -293,6 +294,28 @@ pn_run_orders(Oid owner, void (*fn) (void *arg), void *arg)
  * call nothing but built-in functions, which pn_fmgr_guard lets pass.
  */
 static void
+executor_relation_check(Oid relid, Oid user)
+{
+	Oid			owner = pn_relation_owner(relid);
+
+	if (OidIsValid(owner) && owner != user && !has_privs_of_role(owner, user))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("relation %s of role %s may not be used as role %s",
+						quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												   get_rel_name(relid)),
+						GetUserNameFromId(owner, false),
+						GetUserNameFromId(user, false)),
+				 errdetail("paynotify runs the orders table's code as the table's owner, and a hook as the role that registered it, and that role's rights are more than the relation's owner has: its code would run with them."),
+				 errhint("Give the relation to a role with the table owner's rights, or keep it out of the table's code.")));
+}
+
+/*
+ * The partitions of a partitioned table are judged with it: rows an INSERT
+ * (or an UPDATE moving them) routes to a partition meet that partition's
+ * own constraints, defaults and triggers, and the plan does not list it.
+ */
+static void
 pn_executor_start(QueryDesc *queryDesc, int eflags)
 {
 	if (owner_depth > 0 && (eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
@@ -303,21 +326,17 @@ pn_executor_start(QueryDesc *queryDesc, int eflags)
 		foreach(lc, queryDesc->plannedstmt->rtable)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
-			Oid			owner;
 
 			if (rte->rtekind != RTE_RELATION)
 				continue;
-			owner = pn_relation_owner(rte->relid);
-			if (OidIsValid(owner) && owner != user && !has_privs_of_role(owner, user))
-				ereport(ERROR,
-						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-						 errmsg("relation %s of role %s may not be used as role %s",
-								quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
-														   get_rel_name(rte->relid)),
-								GetUserNameFromId(owner, false),
-								GetUserNameFromId(user, false)),
-						 errdetail("paynotify runs the orders table's code as the table's owner, and a hook as the role that registered it, and that role's rights are more than the relation's owner has: its code would run with them."),
-						 errhint("Give the relation to a role with the table owner's rights, or keep it out of the table's code.")));
+			executor_relation_check(rte->relid, user);
+			if (rte->relkind == RELKIND_PARTITIONED_TABLE)
+			{
+				ListCell   *pc;
+
+				foreach(pc, find_all_inheritors(rte->relid, NoLock, NULL))
+					executor_relation_check(lfirst_oid(pc), user);
+			}
 		}
 	}
 	if (prev_executor_start != NULL)
@@ -430,6 +449,7 @@ typedef struct SpiWrite
 	Oid		   *argtypes;
 	Datum	   *values;
 	char	   *nulls;
+	uint64		processed;		/* set by spi_write */
 } SpiWrite;
 
 static void
@@ -442,6 +462,7 @@ spi_write(void *arg)
 	if (SPI_execute_with_args(w->sql, w->nargs, w->argtypes, w->values, w->nulls,
 							  false, 0) < 0)
 		elog(ERROR, "paynotify: configuration write failed");
+	w->processed = SPI_processed;
 	SPI_finish();
 }
 
@@ -456,10 +477,10 @@ own_schema(FunctionCallInfo fcinfo)
  *
  * The hook runs as the role that calls this, which must own the function or
  * be allowed to EXECUTE it.  Only plain functions taking one jsonb argument
- * and returning one value (any type, void included) can be hooks.  A
- * superuser's hook is held to the rule of a superuser's orders table
- * (pn_hook_offence): no body kept as text, nothing of a plain role's
- * reached.
+ * and returning one value (any type, void included) can be hooks.  No
+ * superuser may register one: it would run as a superuser whatever the code
+ * it reaches.  A hook registered by another role may be registered again
+ * (run as the caller from then on) only by a role with that role's rights.
  */
 Datum
 paynotify_on(PG_FUNCTION_ARGS)
@@ -531,16 +552,12 @@ paynotify_on(PG_FUNCTION_ARGS)
 				 errdetail("A hook runs as the role that registers it; the function's owner could change its code."),
 				 errhint("Register it as its owner, or give the function to a role that has the registering role's privileges.")));
 	if (superuser_arg(caller))
-	{
-		char	   *offence = pn_hook_offence(name, fn, caller);
-
-		if (offence != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("%s", offence),
-					 errdetail("A hook runs as the role that registers it, and a superuser's hook would run that code with every right."),
-					 errhint("Register the hook as a plain role with the rights it needs, or give it a C function or a SQL function in BEGIN ATOMIC.")));
-	}
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("a hook may not be registered by superuser \"%s\"",
+						GetUserNameFromId(caller, false)),
+				 errdetail("A hook runs as the role that registers it; a superuser would run with every right whatever the code it reaches, a domain's CHECK or a table's trigger of another role included."),
+				 errhint("Register it as a plain role with the rights it needs: SET ROLE that role; SELECT paynotify_on(...).")));
 
 	values[0] = CStringGetTextDatum(event);
 	values[1] = ObjectIdGetDatum(fn);
@@ -552,8 +569,11 @@ paynotify_on(PG_FUNCTION_ARGS)
 					 " $3::pg_catalog.regrole, $4::pg_catalog.name, $5)"
 					 " ON CONFLICT (event, handler)"
 					 " DO UPDATE SET registered_by = excluded.registered_by,"
-					 " registrant = excluded.registrant, registered_on = excluded.registered_on",
-					 own_schema(fcinfo));
+					 " registrant = excluded.registrant, registered_on = excluded.registered_on"
+					 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r"
+					 " WHERE r.oid OPERATOR(pg_catalog.=) %s.paynotify_hook.registered_by::pg_catalog.oid)"
+					 " OR pg_catalog.pg_has_role($3, %s.paynotify_hook.registered_by::pg_catalog.oid, 'USAGE')",
+					 own_schema(fcinfo), own_schema(fcinfo), own_schema(fcinfo));
 	w.nargs = 5;
 	if (!pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
 	{
@@ -562,14 +582,25 @@ paynotify_on(PG_FUNCTION_ARGS)
 						 " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
 						 " $3::pg_catalog.regrole)"
 						 " ON CONFLICT (event, handler)"
-						 " DO UPDATE SET registered_by = excluded.registered_by",
-						 own_schema(fcinfo));
+						 " DO UPDATE SET registered_by = excluded.registered_by"
+						 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r"
+						 " WHERE r.oid OPERATOR(pg_catalog.=) %s.paynotify_hook.registered_by::pg_catalog.oid)"
+						 " OR pg_catalog.pg_has_role($3, %s.paynotify_hook.registered_by::pg_catalog.oid, 'USAGE')",
+						 own_schema(fcinfo), own_schema(fcinfo), own_schema(fcinfo));
 		w.nargs = 3;
 	}
 	w.argtypes = argtypes;
 	w.values = values;
 	w.nulls = nulls;
 	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
+	if (w.processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("hook %s for event \"%s\" is registered by a role whose rights \"%s\" does not have",
+						name, event, GetUserNameFromId(caller, false)),
+				 errdetail("Registering it again would make it run as \"%s\" instead.",
+						   GetUserNameFromId(caller, false)),
+				 errhint("Register it again as that role or one with its rights, or delete it from paynotify_hook first.")));
 	PG_RETURN_VOID();
 }
 

@@ -41,7 +41,15 @@ BEGIN ATOMIC
 	INSERT INTO shop.hook_calls (order_no, outbox_id)
 	VALUES (e->'notice'->>'order_no', (e->>'outbox_id')::bigint) RETURNING id;
 END;
+-- registered by the shop's operator: no superuser may register a hook
+CREATE ROLE dump_ops;
+SELECT pay.paynotify_grant('dump_ops', 'admin');
+GRANT USAGE ON SCHEMA shop TO dump_ops;
+GRANT SELECT, INSERT ON shop.hook_calls TO dump_ops;
+GRANT USAGE ON SEQUENCE shop.hook_calls_id_seq TO dump_ops;
+SET ROLE dump_ops;
 SELECT pay.paynotify_on('paid', 'shop.on_paid(jsonb)');
+RESET ROLE;
 
 -- the state machine as this shop wants it: returns, and no "completed"
 INSERT INTO pay.paynotify_transition VALUES ('shipped', 'returned'), ('returned', 'refunding');

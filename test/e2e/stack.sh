@@ -32,7 +32,8 @@ stack_sql() { pn_psql "$STACK_DIR/pg" "$STACK_PGPORT" "$@"; }
 # stack_schema HOOK_FAIL_PERCENT ORDERS: the extension, channels wxpay,
 # alipay and stripe (keys from test/vectors/keys), ORDERS pending orders
 # PN00000001... of 88.88, the guard trigger, the shim's login role
-# notify_shim (the handler capacity, paynotify_grant), and an ERP hook that
+# notify_shim (the handler capacity, paynotify_grant), and an ERP hook,
+# registered by the plain role erp_ops (the admin capacity), that
 # fails HOOK_FAIL_PERCENT % of the time (each call draws from a stream
 # seeded by hook_faults.seed) while hook_faults.until_unix (unix time) is in
 # the future.
@@ -73,7 +74,6 @@ CREATE TABLE hook_faults (fail_pct int, until_unix bigint, seed bigint NOT NULL 
 INSERT INTO hook_faults VALUES (:fail_pct, 0);
 CREATE SEQUENCE hook_draws;
 GRANT USAGE ON SEQUENCE hook_draws TO PUBLIC;
--- in BEGIN ATOMIC: a superuser's hook may have no body kept as text
 CREATE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE sql
 BEGIN ATOMIC
 	-- the n-th call fails or not by a hash of hook_faults.seed and n: a
@@ -85,8 +85,16 @@ BEGIN ATOMIC
 	FROM hook_faults f;
 	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
 END;
+-- registered by the operator's role erp_ops: a hook runs as the role that
+-- registered it, and no superuser may register one
+CREATE ROLE erp_ops;
+SELECT paynotify_grant('erp_ops', 'admin');
+GRANT SELECT ON hook_faults TO erp_ops;
+GRANT INSERT ON erp_calls TO erp_ops;
+SET ROLE erp_ops;
 SELECT paynotify_on('paid', 'erp_hook(jsonb)');
 SELECT paynotify_on('refunded', 'erp_hook(jsonb)');
+RESET ROLE;
 
 CREATE ROLE notify_shim LOGIN;
 SELECT paynotify_grant('notify_shim', 'handler');

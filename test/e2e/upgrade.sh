@@ -196,18 +196,28 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
-# a hook the operator registers before the update, with this library: the
-# row as 1.2 has it (no registrant yet); the update names its registrant
-# and this cluster
-sql -d old -c "CREATE FUNCTION public.up_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END" >/dev/null
-check "1.2: the operator registers a hook (this library, 1.2's table)" "" \
-    "$(op "SELECT pay.paynotify_on('paid', 'public.up_hook(jsonb)')")"
-# 1.2 to 1.3: the group roles' direct members keep their capacity in this
-# database as grants of their own; the group roles lose every privilege
+# 1.2 to 1.3 with a hook a superuser registered (1.2's library let it; the
+# row as it left it): 1.3 runs no hook as a superuser, so the update stops
+# before it changes anything, naming the hook; registered again by the
+# operator, the update goes on
+sql -d old -c "CREATE FUNCTION public.up_hook(ev jsonb) RETURNS void LANGUAGE sql BEGIN ATOMIC SELECT; END" \
+    -c "INSERT INTO pay.paynotify_hook (event, handler, registered_by) VALUES ('paid', 'public.up_hook(jsonb)', 'postgres')" >/dev/null
+check "1.2 to 1.3 with a superuser's hook: refused, naming it, still at 1.2" "42501|1|1.2" \
+    "$(sql -d old -v VERBOSITY=sqlstate -c "ALTER EXTENSION paynotify UPDATE TO '1.3'" 2>&1 | sed -n 's/^ERROR: *//p' | head -1)|$(
+       sql -d old -c "ALTER EXTENSION paynotify UPDATE TO '1.3'" 2>&1 | grep -c 'registered by one: public.up_hook(jsonb) on paid by postgres')|$(
+       q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+# registered again by the operator, once the superuser's row is gone (no
+# role takes over a hook of a role whose rights it has not)
+check "the operator may not take the superuser's hook over" 42501 \
+    "$(op_state "SELECT pay.paynotify_on('paid', 'public.up_hook(jsonb)')" | head -1 | sed 's/^ERROR: *//')"
+sql -d old -c "DELETE FROM pay.paynotify_hook WHERE registered_by = 'postgres'::regrole" >/dev/null
+op "SELECT pay.paynotify_on('paid', 'public.up_hook(jsonb)')" >/dev/null
+# the group roles' direct members keep their capacity in this database as
+# grants of their own; the group roles lose every privilege
 columns
 update_step 1.3
-check "1.3: the hook's registrant by name, registered on this cluster" "upgrade_op|upgrade_op|true" \
-    "$(q old "SELECT registered_by || '|' || registrant || '|' ||
+check "1.3: the operator's hook, its registrant by name, registered on this cluster" "public.up_hook(jsonb)|upgrade_op|upgrade_op|true" \
+    "$(q old "SELECT handler || '|' || registered_by || '|' || registrant || '|' ||
               (registered_on = (SELECT system_identifier FROM pg_control_system())) FROM pay.paynotify_hook")"
 check "the update to 1.3 warns, naming the member kept" 1 \
     "$(grep -c 'WARNING:.*paynotify 1.3: the group roles .*: upgrade_op (admin)' "$dir/update-1.3.log")"

@@ -307,8 +307,15 @@ def setup_orders(admin_dsn, orders, after_setup=None):
             INSERT INTO public.hook_calls VALUES (ev->>'event', ev->>'channel',
                 ev->'notice'->>'order_no', ev->'notice'->>'notify_id', (ev->>'amount')::bigint);
         END;""")
+    # registered by model_hooks (run.sh makes it): no superuser may register
+    # a hook
+    cur.execute("""
+        SELECT pay.paynotify_grant('model_hooks', 'admin');
+        GRANT INSERT ON public.hook_calls TO model_hooks;
+        SET ROLE model_hooks;""")
     for ev in ("paid", "refunded", "refund_failed", "closed"):
         cur.execute("SELECT pay.paynotify_on(%s, 'public.record_hook(jsonb)')", (ev,))
+    cur.execute("RESET ROLE")
     # an application that moved an order to paid itself (its own UPDATE,
     # before any notification): inserted so, the guard watches updates only
     psycopg2.extras.execute_values(

@@ -92,6 +92,9 @@ SELECT pay.paynotify_add_key('stripe', 'whsec_1', :'whsec');
 -- USAGE on pay), nothing more
 CREATE ROLE model_shim LOGIN;
 SELECT pay.paynotify_grant('model_shim', 'handler');
+-- the role that registers the hooks (model_test.py gives it the admin
+-- capacity): a hook runs as its registrant, never a superuser
+CREATE ROLE model_hooks;
 SQL
 
 rc=0
