@@ -170,7 +170,7 @@ citus_schema() {
 # workers (after paynotify_distribute(); see citus_schema).
 citus_app() {
     citus_sql 0 >/dev/null <<'SQL' || return 1
-SELECT create_distributed_table('erp_calls', 'order_no', colocate_with => 'orders');
+SELECT create_distributed_table('erp_calls', 'order_no', colocate_with => 'none');
 SELECT create_reference_table('hook_faults');
 CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE sql
 BEGIN ATOMIC

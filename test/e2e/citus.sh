@@ -427,7 +427,7 @@ if citus_database model; then
         --admin-dsn "$(dsn 0 postgres)" \
         --dsn "$(dsn 0 model_shim)" --dsn "$(dsn 1 model_shim)" --dsn "$(dsn 2 model_shim)" \
         --after-setup "SELECT pay.paynotify_distribute();
-                       SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'public.orders');
+                       SELECT create_distributed_table('public.hook_calls', 'order_no', colocate_with => 'none');
                        SELECT create_distributed_function('public.record_hook(jsonb)');
                        DO \$\$ BEGIN
                            IF EXISTS (SELECT FROM run_command_on_workers(

@@ -85,9 +85,10 @@ BEGIN ATOMIC
 	FROM hook_faults f;
 	INSERT INTO erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
 END;
--- registered by the operator's role erp_ops: a hook runs as the role that
+-- registered by the operator's role erp_ops (LOGIN: on Citus the hook connects
+-- to the other nodes as it): a hook runs as the role that
 -- registered it, and no superuser may register one
-CREATE ROLE erp_ops;
+CREATE ROLE erp_ops LOGIN;
 SELECT paynotify_grant('erp_ops', 'admin');
 GRANT SELECT ON hook_faults TO erp_ops;
 GRANT INSERT ON erp_calls TO erp_ops;

@@ -94,7 +94,7 @@ CREATE ROLE model_shim LOGIN;
 SELECT pay.paynotify_grant('model_shim', 'handler');
 -- the role that registers the hooks (model_test.py gives it the admin
 -- capacity): a hook runs as its registrant, never a superuser
-CREATE ROLE model_hooks;
+CREATE ROLE model_hooks LOGIN;
 SQL
 
 rc=0
