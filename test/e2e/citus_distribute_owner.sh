@@ -214,7 +214,7 @@ out=$(citus_sql 0 -tA -c "SELECT relation::text || ' ' || action FROM paynotify_
 check "way out: paynotify_distribute() then does the rest (orders: already)" "orders already" \
     "$(echo "$out" | grep -E '^ERROR|^orders ' | head -1)"
 out=$(citus_app 2>&1)
-check "way out: the application's tables distributed beside orders (erp_calls co-located, hook_faults reference)" "0|" \
+check "way out: the application's tables distributed beside orders (erp_calls not co-located, hook_faults reference)" "0|" \
     "$?|$(echo "$out" | grep -E 'ERROR' | head -3)"
 config_tables=$(citus_q 0 "SELECT count(*) FROM pg_depend d JOIN pg_class c ON c.oid = d.objid AND c.relkind = 'r'
                            WHERE d.classid = 'pg_class'::regclass::oid AND d.deptype = 'e'
