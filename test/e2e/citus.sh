@@ -209,8 +209,8 @@ check "every node's shim carried traffic (paynotify_handle calls > 100 on each n
 # second connection and committed with two phases (a figure, no check).
 # For the Stripe traffic below the hook writes nothing: what is left is
 # paynotify's own writes, which must need no two-phase commit (routing).
-tpc0=$(citus_2pc_count)
-echo "# two-phase commit records from the hooks' writes to erp_calls so far: $((tpc0 - tpc_start))"
+tpc_hooks=$(citus_2pc_count)
+echo "# two-phase commit records from the hooks' writes to erp_calls so far: $((tpc_hooks - tpc_start))"
 citus_sql 0 >/dev/null <<'SQL'
 CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
 BEGIN
@@ -220,6 +220,8 @@ BEGIN
 END
 $f$;
 SQL
+# (counted after the function's DDL, which Citus commits on the workers in two phases)
+tpc0=$(citus_2pc_count)
 ledger2=$STACK_DIR/ledger-restart.tsv
 stack_send stripe --mode retry -n "$M" -c 8 --start $R0 --seed 15 --schedule 0.2,0.3,0.5$(printf ',1%.0s' $(seq 1 19)) \
     --timeout 5 --ledger "$ledger2" --quiet --json >"$STACK_DIR/restart.json" 2>"$STACK_DIR/restart.err" &
