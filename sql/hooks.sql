@@ -315,10 +315,42 @@ ALTER TABLE t.plog_2026 OWNER TO CURRENT_USER;
 SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_plog');
 SELECT count(*) AS logged FROM t.plog;
 DELETE FROM paynotify_hook;
+-- A hook copying rows into a table of another role: COPY FROM starts no
+-- executor, and its table is judged as a statement's are.
+CREATE TABLE t.clog (k text);
+ALTER TABLE t.clog OWNER TO hk_app;
+SET ROLE hk_app;
+ALTER TABLE t.clog ADD CONSTRAINT c_check CHECK (
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0);
+GRANT INSERT ON t.clog TO hk_op;
+RESET ROLE;
+GRANT pg_execute_server_program TO hk_op;
+CREATE FUNCTION t.clog_hook(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+	COPY t.clog FROM PROGRAM 'echo copied';
+END
+$f$;
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.clog_hook(jsonb)');
+RESET ROLE;
+SELECT t.configure('wx_transaction_success_valid', 'h_clog');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_clog');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_clog';
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+SELECT count(*) AS copied FROM t.clog;
+-- the table given to the hook's role: copied
+ALTER TABLE t.clog DROP CONSTRAINT c_check;
+ALTER TABLE t.clog OWNER TO hk_op;
+SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_clog');
+SELECT count(*) AS copied FROM t.clog;
+DELETE FROM paynotify_hook;
+REVOKE pg_execute_server_program FROM hk_op;
 SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
-DROP FUNCTION t.keep_ref(jsonb), t.audit_hook(jsonb), t.noop(jsonb), t.plog_hook(jsonb);
-DROP TABLE t.audit, t.plog;
+DROP FUNCTION t.keep_ref(jsonb), t.audit_hook(jsonb), t.noop(jsonb), t.plog_hook(jsonb), t.clog_hook(jsonb);
+DROP TABLE t.audit, t.plog, t.clog;
 DROP SCHEMA hk CASCADE;
 REVOKE USAGE ON SCHEMA t FROM hk_app;
 DROP ROLE hk_app;

@@ -585,6 +585,20 @@ CREATE TABLE tc.o27q (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NU
 	CHECK (st = 'pending' OR query_to_xml('SELECT ''x''::tc.ref27', false, false, '') IS NOT NULL));
 SELECT paynotify_bind_orders('tc.o27q', 'k', 'st', 'amount');
 \echo :LAST_ERROR_SQLSTATE
+-- a C function of another extension that runs SQL it builds from text
+-- (refint's check_foreign_key, whose arguments name the application's
+-- table with a column of its domain): the same.  Only built-in functions
+-- and paynotify's and Citus's run for a superuser's table.
+CREATE EXTENSION refint SCHEMA tc;
+CREATE TABLE tc.x27 (k tc.ref27);
+ALTER TABLE tc.x27 OWNER TO tc_app;
+CREATE TABLE tc.o27r (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TRIGGER fk BEFORE DELETE OR UPDATE ON tc.o27r FOR EACH ROW
+	EXECUTE FUNCTION tc.check_foreign_key(1, 'cascade', 'k', 'tc.x27', 'k');
+SELECT paynotify_bind_orders('tc.o27r', 'k', 'st', 'amount');
+\echo :LAST_ERROR_SQLSTATE
+DROP TABLE tc.o27r, tc.x27;
+DROP EXTENSION refint;
 -- given to a plain role: bound, and the check runs as that role
 ALTER TABLE tc.o27 OWNER TO tc_plain;
 SELECT paynotify_bind_orders('tc.o27', 'k', 'st', 'amount');

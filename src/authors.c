@@ -54,6 +54,7 @@
 #include "catalog/pg_rewrite.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -1166,7 +1167,9 @@ pn_table_authors(Oid rel, int *n, Oid **relids, int *nrelids, Oid **types, int *
 /*
  * Built-in functions that run SQL they are given as text (or all of a
  * table's, a schema's, a database's rows, views' queries included): what
- * that SQL names is recorded nowhere either.
+ * that SQL names is recorded nowhere either.  (A type's input function
+ * given a type at run time, domain_in of to_regtype, is one the walk
+ * cannot tell from a column type's own input function: not refused.)
  */
 static const char *const sql_runners[] = {
 	"query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema",
@@ -1178,14 +1181,15 @@ static const char *const sql_runners[] = {
 
 /*
  * Why function fn may not run as a superuser for paynotify, or NULL: all
- * but C and internal functions (only a superuser creates those), built-in
- * ones (fixed code) and members of an extension (the extension's code).
- * A function a role wrote in SQL or a procedural language may reach what
- * no catalog records (a text body names anything; even a body in BEGIN
- * ATOMIC reaches a table whose column has another role's domain, whose
- * CHECK would then run with every right), and so may a built-in that runs
- * SQL given as text.  The reason is the function's language, or "a
- * built-in function that runs SQL given as text".
+ * but built-in ones (fixed code) and those of paynotify and Citus (its
+ * trigger on distributed tables).  A function in SQL or a procedural
+ * language may reach what no catalog records (a text body names anything;
+ * even a body in BEGIN ATOMIC reaches a table whose column has another
+ * role's domain, whose CHECK would then run with every right); so may a C
+ * function (refint's triggers, dblink and tablefunc run SQL they build
+ * from text), and a built-in that runs SQL given as text.  The reason is
+ * the function's language, the extension it belongs to, or "a built-in
+ * function that runs SQL given as text".
  */
 char *
 pn_superuser_unfit(Oid fn)
@@ -1204,9 +1208,16 @@ pn_superuser_unfit(Oid fn)
 			if (strcmp(NameStr(proc->proname), sql_runners[i]) == 0)
 				why = pstrdup("a built-in function that runs SQL given as text");
 	}
-	else if (proc->prolang != INTERNALlanguageId && proc->prolang != ClanguageId &&
-			 !OidIsValid(getExtensionOfObject(ProcedureRelationId, fn)))
-		why = get_language_name(proc->prolang, true);
+	else
+	{
+		Oid			ext = getExtensionOfObject(ProcedureRelationId, fn);
+
+		if (!OidIsValid(ext))
+			why = get_language_name(proc->prolang, false);
+		else if (ext != get_extension_oid("paynotify", true) &&
+				 ext != get_extension_oid("citus", true))
+			why = psprintf("a function of extension %s", get_extension_name(ext));
+	}
 	ReleaseSysCache(tup);
 	return why;
 }
@@ -1246,7 +1257,7 @@ pn_author_offence(const char *table, Oid relid, const PnAuthor *a)
 						table, PN_WALK_LIMIT);
 	if (OidIsValid(a->owner) && has_privs_of_role(a->owner, owner) &&
 		(why = author_unfit(a)) != NULL)
-		return psprintf("%s is owned by superuser %s and runs %s, function %s (%s): a superuser's table may run only C, internal and built-in functions, since what such a function reaches (another role's domain, whose CHECK would run as a superuser) is not all recorded",
+		return psprintf("%s is owned by superuser %s and runs %s, function %s (%s): a superuser's table may run only built-in functions and paynotify's and Citus's, since what another function reaches (another role's domain, whose CHECK would run as a superuser) is not all recorded",
 						table, GetUserNameFromId(owner, false), a->what,
 						DatumGetCString(DirectFunctionCall1(regprocedureout,
 															ObjectIdGetDatum(a->objid))),

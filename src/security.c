@@ -32,7 +32,9 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "storage/proc.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/plancache.h"
@@ -62,6 +64,7 @@ static int	owner_depth = 0;
 static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
 static fmgr_hook_type prev_fmgr_hook = NULL;
 static ExecutorStart_hook_type prev_executor_start = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* Who runs the orders statements instead of the table's owner, if anyone. */
 static Oid	orders_runner = InvalidOid;
@@ -311,10 +314,23 @@ executor_relation_check(Oid relid, Oid user)
 }
 
 /*
- * The partitions of a partitioned table are judged with it: rows an INSERT
- * (or an UPDATE moving them) routes to a partition meet that partition's
- * own constraints, defaults and triggers, and the plan does not list it.
+ * A relation and, if it is partitioned, its partitions: rows an INSERT (or
+ * an UPDATE moving them, or COPY FROM) routes to a partition meet that
+ * partition's own constraints, defaults and triggers, and no plan lists it.
  */
+static void
+relation_tree_check(Oid relid, char relkind, Oid user)
+{
+	executor_relation_check(relid, user);
+	if (relkind == RELKIND_PARTITIONED_TABLE)
+	{
+		ListCell   *pc;
+
+		foreach(pc, find_all_inheritors(relid, NoLock, NULL))
+			executor_relation_check(lfirst_oid(pc), user);
+	}
+}
+
 static void
 pn_executor_start(QueryDesc *queryDesc, int eflags)
 {
@@ -327,22 +343,46 @@ pn_executor_start(QueryDesc *queryDesc, int eflags)
 		{
 			RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 
-			if (rte->rtekind != RTE_RELATION)
-				continue;
-			executor_relation_check(rte->relid, user);
-			if (rte->relkind == RELKIND_PARTITIONED_TABLE)
-			{
-				ListCell   *pc;
-
-				foreach(pc, find_all_inheritors(rte->relid, NoLock, NULL))
-					executor_relation_check(lfirst_oid(pc), user);
-			}
+			if (rte->rtekind == RTE_RELATION)
+				relation_tree_check(rte->relid, rte->relkind, user);
 		}
 	}
 	if (prev_executor_start != NULL)
 		prev_executor_start(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/*
+ * COPY FROM writes a relation without starting an executor: its target is
+ * judged as a statement's relations are (a hook copying rows into a table
+ * of another role would run that role's CHECK with the hook's rights).
+ * The name is looked up as COPY will look it up, under the same
+ * search_path; COPY TO a query starts an executor.
+ */
+static void
+pn_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+				   ProcessUtilityContext context, ParamListInfo params,
+				   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (owner_depth > 0 && IsA(pstmt->utilityStmt, CopyStmt))
+	{
+		CopyStmt   *copy = (CopyStmt *) pstmt->utilityStmt;
+
+		if (copy->is_from && copy->relation != NULL)
+		{
+			Oid			relid = RangeVarGetRelid(copy->relation, NoLock, true);
+
+			if (OidIsValid(relid))
+				relation_tree_check(relid, get_rel_relkind(relid), GetUserId());
+		}
+	}
+	if (prev_process_utility != NULL)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
 }
 
 /*
@@ -397,6 +437,8 @@ pn_security_init(void)
 	fmgr_hook = pn_fmgr_guard;
 	prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = pn_executor_start;
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = pn_process_utility;
 	if (MyProc != NULL)
 		loaded_lxid = MyProc->lxid;
 }
