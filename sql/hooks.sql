@@ -242,14 +242,26 @@ SELECT count(*) AS ran FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
 ALTER ROLE hk_op NOSUPERUSER;
 DELETE FROM paynotify_hook;
--- a superuser's hook as an installation from before 1.3 has it: the step
--- fails with the reason, and the hook does not run
-INSERT INTO paynotify_hook (event, handler, registered_by)
-VALUES ('paid', 't.audit_hook(jsonb)', current_user::regrole);
+-- a superuser's hook as an installation from before 1.3 has it (the
+-- update names its registrant): the step fails with the reason, and the
+-- hook does not run
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.audit_hook(jsonb)', current_user::regrole, current_user,
+	(SELECT system_identifier FROM pg_control_system()));
 SELECT t.configure('wx_transaction_success_valid', 'h_old_su');
 SELECT t.set_order('PN20260101000001', 'pending');
 SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_old_su');
 SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_old_su';
+SELECT count(*) AS audited FROM t.audit;
+DELETE FROM paynotify_hook;
+-- a row without a registrant (its role was gone when the update named
+-- them; restored, its oid may be another role's): no role, the step fails
+INSERT INTO paynotify_hook (event, handler, registered_by)
+VALUES ('paid', 't.audit_hook(jsonb)', 'hk_op'::regrole);
+SELECT t.configure('wx_transaction_success_valid', 'h_no_name');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_no_name');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_no_name';
 SELECT count(*) AS audited FROM t.audit;
 DELETE FROM paynotify_hook;
 

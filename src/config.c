@@ -543,7 +543,8 @@ load_binding(PnConfig *cfg)
  * registrant's: otherwise the binding is unusable, with the reason in
  * binding_error, and every business step fails with it (retried) until the
  * table or its code is given to the right roles.  A database still at 1.2
- * (no paynotify_table_authors) is not checked.
+ * is checked the same way: the walk is the library's, and the library
+ * runs the table's code as its owner whatever the schema's version.
  */
 static void
 load_table_authors(PnConfig *cfg)
@@ -560,7 +561,7 @@ load_table_authors(PnConfig *cfg)
 	char	   *offence = NULL;
 	char	   *table;
 
-	if (!cfg->bound || !pn_schema_at_13(cfg->nsp))
+	if (!cfg->bound)
 		return;
 	owner = pn_relation_owner(cfg->orders_oid);
 	walk = AllocSetContextCreate(CurrentMemoryContext, "paynotify table authors",
@@ -715,7 +716,10 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
  * renamed, or dropped and made again, is not the registrant); on another
  * cluster than the one it was registered on (a Citus worker, whose copy of
  * the row holds the coordinator's oid; a restore elsewhere) the role of
- * exactly that name there; else none.
+ * exactly that name there; else none.  A row without a registrant (its
+ * role was gone when the update to 1.3 named them; one written by hand)
+ * has none: a dangling registered_by restored where that oid is another
+ * role's would run the hook as that role.
  * A hook whose function is missing stays in the list: running it fails the
  * business step (apply.c), which is retried, never silently skipped.
  */
@@ -726,7 +730,7 @@ load_hooks(PnConfig *cfg)
 	const char *role = !pn_schema_at_13(cfg->nsp) ? "h.registered_by::oid" :
 		psprintf("CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles r"
 				 " WHERE r.oid OPERATOR(pg_catalog.=) h.registered_by::oid"
-				 " AND (h.registrant IS NULL OR r.rolname OPERATOR(pg_catalog.=) h.registrant))"
+				 " AND r.rolname OPERATOR(pg_catalog.=) h.registrant)"
 				 " THEN h.registered_by::oid"
 				 " WHEN h.registered_on IS DISTINCT FROM " INT64_FORMAT "::bigint"
 				 " THEN (SELECT r.oid FROM pg_catalog.pg_roles r"

@@ -764,8 +764,7 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 			pn_require_orders_update(relid, caller,
 									 "Binding an orders table needs its ownership, or SELECT and UPDATE on it.");
 	}
-	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))) &&
-		pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
+	if (!PG_ARGISNULL(0) && SearchSysCacheExists1(RELOID, ObjectIdGetDatum(PG_GETARG_OID(0))))
 	{
 		AuthorsCheck a = {PG_GETARG_OID(0)};
 

@@ -196,6 +196,29 @@ check "a new delivery after the update" processed \
 check "its move is in the order history" "pending>paid paynotify" \
     "$(q old "SELECT from_state || '>' || to_state || ' ' || source FROM pay.paynotify_order_history WHERE order_no = 'U21'")"
 
+# the 1.3 library on a database still at 1.2 checks the orders table's
+# code as at 1.3: the application's domain on the status column of the
+# table a superuser owns, its CHECK of built-in functions only (it writes a
+# large object as whoever runs it): the step fails, nothing runs as postgres
+sql -d old >/dev/null <<'SQL'
+CREATE ROLE up_app;
+CREATE SCHEMA up_app AUTHORIZATION up_app;
+CREATE DOMAIN up_app.st AS text;
+ALTER DOMAIN up_app.st OWNER TO up_app;
+ALTER TABLE public.orders ALTER COLUMN status TYPE up_app.st;
+SELECT t.set_order('U22', 'pending');
+SET ROLE up_app;
+ALTER DOMAIN up_app.st ADD CONSTRAINT evil CHECK (VALUE IS NULL OR
+	lo_from_bytea(0, convert_to('ran as ' || current_user, 'UTF8')) > 0) NOT VALID;
+RESET ROLE;
+SQL
+check "1.2 schema, 1.3 library: the application's domain on a superuser's table: failed, naming it; nothing ran" "failed|1|0" \
+    "$(q old "SELECT t.st('evt_pay_22', 'U22')" 2>/dev/null | tail -1)|$(
+       q old "SELECT count(*) FROM pay.payment_notify_log WHERE notify_id = 'evt_pay_22' AND error_msg LIKE '%up_app.st%of role up_app%'")|$(
+       q old "SELECT count(*) FROM pg_largeobject_metadata m WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %'")"
+sql -d old -c "ALTER TABLE public.orders ALTER COLUMN status TYPE text" -c "DROP SCHEMA up_app CASCADE" \
+    -c "DROP ROLE up_app" >/dev/null
+
 # 1.2 to 1.3 with a hook a superuser registered (1.2's library let it; the
 # row as it left it): 1.3 runs no hook as a superuser, so the update stops
 # before it changes anything, naming the hook; registered again by the
