@@ -56,6 +56,8 @@ SELECT paynotify_bind_orders('public.no_such_table');
 SELECT paynotify_bind_orders(NULL);
 CREATE VIEW public.orders_view AS SELECT * FROM public.orders;
 SELECT paynotify_bind_orders('public.orders_view');
+-- a system catalog, even for a superuser (who may update it)
+SELECT paynotify_bind_orders('pg_catalog.pg_class', 'relname', 'relname', 'relpages');
 SELECT orders, key_column, status_column, amount_column FROM paynotify_binding;
 
 -- hooks

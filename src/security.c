@@ -760,6 +760,14 @@ paynotify_bind_orders(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = PG_GETARG_OID(0);
 
+		/* a system catalog (or any relation initdb made) is nobody's orders */
+		if (relid < FirstNormalObjectId &&
+			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("relation %s is a system relation, not an orders table",
+							quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													   get_rel_name(relid)))));
 		if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 			pn_require_orders_update(relid, caller,
 									 "Binding an orders table needs its ownership, or SELECT and UPDATE on it.");
