@@ -1233,3 +1233,24 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- ===== Triggers made by others on the orders table's relations =====
+--
+-- A role granted TRIGGER on a relation whose code the bound orders table
+-- runs (the table, a partition, a table a rule writes to) makes triggers
+-- that run as the table's owner.  The configuration refuses such grants
+-- when it loads; a delivery past its load fired one made meanwhile (a
+-- built-in trigger function, its WHEN condition calling query_to_xml).
+-- Each CREATE TRIGGER by a role without the rights of the relation's
+-- owner is refused there, whenever it comes.
+CREATE FUNCTION @extschema@.paynotify_trigger_created()
+	RETURNS event_trigger
+	LANGUAGE C
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'paynotify_trigger_created';
+COMMENT ON FUNCTION @extschema@.paynotify_trigger_created() IS
+	'event trigger: refuses CREATE TRIGGER on a relation whose code the bound orders table runs by a role without its owner''s rights';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_trigger_created() FROM PUBLIC;
+CREATE EVENT TRIGGER paynotify_trigger_created ON ddl_command_end
+	WHEN TAG IN ('CREATE TRIGGER')
+	EXECUTE FUNCTION @extschema@.paynotify_trigger_created();

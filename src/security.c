@@ -27,6 +27,7 @@
 #include "catalog/pg_collation.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "commands/event_trigger.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -512,6 +513,107 @@ static const char *
 own_schema(FunctionCallInfo fcinfo)
 {
 	return quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+}
+
+/* The bound orders table, read as the extension's owner: spi_bound_orders. */
+typedef struct BoundOrders
+{
+	const char *schema;
+	Oid			relid;			/* InvalidOid: none bound, or gone */
+} BoundOrders;
+
+static void
+spi_bound_orders(void *arg)
+{
+	BoundOrders *b = (BoundOrders *) arg;
+	bool		isnull = true;
+	Datum		d;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	if (SPI_execute(psprintf("SELECT pg_catalog.to_regclass(b.orders)::pg_catalog.oid"
+							 " FROM %s.paynotify_binding b", b->schema), true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: reading the binding failed");
+	if (SPI_processed == 1)
+	{
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		if (!isnull)
+			b->relid = DatumGetObjectId(d);
+	}
+	SPI_finish();
+}
+
+/*
+ * paynotify_trigger_created() returns event_trigger, fired at the end of
+ * each CREATE TRIGGER.
+ *
+ * A role granted TRIGGER on a relation creates triggers there that run as
+ * whoever writes it: on a relation whose code the bound orders table runs
+ * (the table, its partitions, the tables its rules write to), as the
+ * table's owner.  The walk of that code (authors.c) refuses such grants
+ * when the configuration loads, but a delivery already past its load would
+ * fire a trigger created meanwhile: a built-in trigger function and a WHEN
+ * condition of built-in functions (query_to_xml of any SQL) pass the
+ * guards at run time.  So such a trigger is refused as it is made, by a
+ * role without the rights of the relation's owner, whenever that is.
+ */
+PG_FUNCTION_INFO_V1(paynotify_trigger_created);
+
+Datum
+paynotify_trigger_created(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata;
+	CreateTrigStmt *stmt;
+	Oid			relid;
+	Oid			owner;
+	BoundOrders b = {NULL, InvalidOid};
+	bool		reached = false;
+
+	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("paynotify_trigger_created: not fired by an event trigger")));
+	trigdata = (EventTriggerData *) fcinfo->context;
+	if (trigdata->parsetree == NULL || !IsA(trigdata->parsetree, CreateTrigStmt))
+		PG_RETURN_VOID();
+	stmt = (CreateTrigStmt *) trigdata->parsetree;
+	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+	owner = OidIsValid(relid) ? pn_relation_owner(relid) : InvalidOid;
+	if (!OidIsValid(owner) || has_privs_of_role(GetUserId(), owner))
+		PG_RETURN_VOID();
+
+	b.schema = own_schema(fcinfo);
+	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_bound_orders, &b);
+	if (!OidIsValid(b.relid))
+		PG_RETURN_VOID();
+	if (relid == b.relid)
+		reached = true;
+	else
+	{
+		Oid		   *relids = NULL;
+		int			nrelids = 0;
+		int			n;
+		ListCell   *lc;
+
+		foreach(lc, find_all_inheritors(b.relid, NoLock, NULL))
+			reached |= lfirst_oid(lc) == relid;
+		(void) pn_table_authors(b.relid, &n, &relids, &nrelids, NULL, NULL);
+		for (int i = 0; i < nrelids; i++)
+			reached |= relids[i] == relid;
+		/* too much code to walk: the configuration refuses the table anyway */
+		reached |= n < 0;
+	}
+	if (reached)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\" may not create trigger \"%s\" on %s, whose code the bound orders table runs as role \"%s\"",
+						GetUserNameFromId(GetUserId(), false), stmt->trigname,
+						quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+												   get_rel_name(relid)),
+						GetUserNameFromId(owner, false)),
+				 errdetail("paynotify runs the orders table's code as the table's owner; a trigger, its WHEN condition included, would run with that role's rights."),
+				 errhint("The relation's owner (or a role with its rights) creates the trigger.")));
+	PG_RETURN_VOID();
 }
 
 /*
