@@ -575,7 +575,8 @@ CREATE FUNCTION @extschema@.paynotify_table_relations(rel regclass)
 BEGIN
 RETURN QUERY
 WITH RECURSIVE rels(relid, by_rule) AS (
-	SELECT rel::oid, false
+	-- a relation that is not there has no code (nor has oid 0)
+	SELECT rel::oid, false WHERE EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) rel::oid)
 	UNION
 	SELECT a.relid::oid, false FROM pg_catalog.pg_partition_ancestors(rel) a
 	UNION

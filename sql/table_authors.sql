@@ -386,6 +386,15 @@ SELECT paynotify_bind_orders('ta.o15', 'k', 'st', 'amount');
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 
 DROP TABLE public.pg_type;
+-- no relation, no code: oid 0 (a domain's constraint has conrelid 0) and
+-- an oid no relation has, in SQL and in C
+SELECT (SELECT count(*) FROM paynotify_table_authors(0)) AS authors,
+	(SELECT count(*) FROM paynotify_table_owners(0)) AS owners,
+	(SELECT count(*) FROM paynotify_table_relations(0)) AS relations,
+	(SELECT count(*) FROM ta.authors_c(0)) AS authors_c,
+	(SELECT count(*) FROM ta.owners_c(0)) AS owners_c,
+	(SELECT count(*) FROM ta.relations_c(0)) AS relations_c,
+	(SELECT count(*) FROM ta.authors_c(4000000000)) AS authors_c_none;
 DROP SCHEMA ta CASCADE;
 DROP ROLE ta_app;
 DROP ROLE ta_other;

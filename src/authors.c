@@ -301,9 +301,13 @@ walk_relations(Oid rel, int *n, Oid **relids, bool **by_rule)
 	rw.qrel = palloc(sizeof(Oid) * rw.qcap);
 	rw.qrule = palloc(sizeof(bool) * rw.qcap);
 
-	rel_add(&rw, rel, false);
-	foreach(lc, partition_ancestors(rel))
-		rel_add(&rw, lfirst_oid(lc), false);
+	/* a relation that is not there has no code (nor has oid 0) */
+	if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(rel)))
+	{
+		rel_add(&rw, rel, false);
+		foreach(lc, partition_ancestors(rel))
+			rel_add(&rw, lfirst_oid(lc), false);
+	}
 	while (rw.qhead < rw.qn)
 	{
 		Oid			r = rw.qrel[rw.qhead];
