@@ -359,10 +359,38 @@ SELECT status, outcome FROM t.deliver('wx_retry_duplicate_valid', 'h_clog');
 SELECT count(*) AS copied FROM t.clog;
 DELETE FROM paynotify_hook;
 REVOKE pg_execute_server_program FROM hk_op;
+-- TRUNCATE of another role's table, granted TRUNCATE: its TRUNCATE
+-- trigger (a built-in function, a WHEN condition of built-ins) would run
+-- with the hook's rights; TRUNCATE starts no executor either
+CREATE TABLE t.tlog (k text);
+ALTER TABLE t.tlog OWNER TO hk_app;
+SET ROLE hk_app;
+CREATE TRIGGER t_spy BEFORE TRUNCATE ON t.tlog FOR EACH STATEMENT
+	WHEN (query_to_xml('SELECT lo_from_bytea(0, convert_to(''ran as '' || current_user, ''UTF8''))',
+		false, false, '') IS NULL)
+	EXECUTE FUNCTION suppress_redundant_updates_trigger();
+GRANT TRUNCATE ON t.tlog TO hk_op;
+RESET ROLE;
+CREATE FUNCTION t.tlog_hook(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+	TRUNCATE t.tlog;
+END
+$f$;
+SET ROLE hk_op;
+SELECT paynotify_on('paid', 't.tlog_hook(jsonb)');
+RESET ROLE;
+SELECT t.configure('wx_transaction_success_valid', 'h_tlog');
+SELECT t.set_order('PN20260101000001', 'pending');
+SELECT status, outcome FROM t.deliver('wx_transaction_success_valid', 'h_tlog');
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'h_tlog';
+SELECT count(*) AS ran FROM pg_largeobject_metadata m
+WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
+DELETE FROM paynotify_hook;
 SELECT count(lo_unlink(m.oid)) AS unlinked FROM pg_largeobject_metadata m
 WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %';
-DROP FUNCTION t.keep_ref(jsonb), t.audit_hook(jsonb), t.noop(jsonb), t.plog_hook(jsonb), t.clog_hook(jsonb);
-DROP TABLE t.audit, t.plog, t.clog;
+DROP FUNCTION t.keep_ref(jsonb), t.audit_hook(jsonb), t.noop(jsonb), t.plog_hook(jsonb), t.clog_hook(jsonb),
+	t.tlog_hook(jsonb);
+DROP TABLE t.audit, t.plog, t.clog, t.tlog;
 DROP SCHEMA hk CASCADE;
 REVOKE USAGE ON SCHEMA t FROM hk_app;
 DROP ROLE hk_app;

@@ -21,6 +21,7 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xlog.h"
+#include "catalog/heap.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -355,9 +356,10 @@ pn_executor_start(QueryDesc *queryDesc, int eflags)
 }
 
 /*
- * COPY FROM writes a relation without starting an executor: its target is
- * judged as a statement's relations are (a hook copying rows into a table
- * of another role would run that role's CHECK with the hook's rights).
+ * COPY FROM and TRUNCATE write relations without starting an executor:
+ * they are judged as a statement's relations are (a hook copying rows
+ * into, or truncating, a table of another role would run that role's
+ * CHECK or TRUNCATE trigger with the hook's rights).
  * The name is looked up as COPY will look it up, under the same
  * search_path; COPY TO a query starts an executor.
  */
@@ -377,6 +379,51 @@ pn_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTre
 			if (OidIsValid(relid))
 				relation_tree_check(relid, get_rel_relkind(relid), GetUserId());
 		}
+	}
+	else if (owner_depth > 0 && IsA(pstmt->utilityStmt, TruncateStmt))
+	{
+		/*
+		 * TRUNCATE fires its relations' TRUNCATE triggers without an
+		 * executor: each relation named, its children, and with CASCADE
+		 * the tables whose foreign keys reach them, as ExecuteTruncate
+		 * finds them.
+		 */
+		TruncateStmt *trunc = (TruncateStmt *) pstmt->utilityStmt;
+		List	   *rels = NIL;
+		ListCell   *lc;
+		Oid			user = GetUserId();
+
+		foreach(lc, trunc->relations)
+		{
+			RangeVar   *rv = lfirst_node(RangeVar, lc);
+			Oid			relid = RangeVarGetRelid(rv, NoLock, true);
+
+			if (!OidIsValid(relid))
+				continue;
+			if (rv->inh)
+				rels = list_concat_unique_oid(rels, find_all_inheritors(relid, NoLock, NULL));
+			else
+				rels = list_append_unique_oid(rels, relid);
+		}
+		if (trunc->behavior == DROP_CASCADE)
+		{
+			List	   *more = rels;
+
+			while (more != NIL)
+			{
+				List	   *found = heap_truncate_find_FKs(more);
+
+				more = NIL;
+				foreach(lc, found)
+					if (!list_member_oid(rels, lfirst_oid(lc)))
+					{
+						rels = lappend_oid(rels, lfirst_oid(lc));
+						more = lappend_oid(more, lfirst_oid(lc));
+					}
+			}
+		}
+		foreach(lc, rels)
+			executor_relation_check(lfirst_oid(lc), user);
 	}
 	if (prev_process_utility != NULL)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
@@ -544,6 +591,42 @@ spi_bound_orders(void *arg)
 }
 
 /*
+ * The relations of the triggers a CREATE TRIGGER made (one, or one per
+ * partition too), from the commands the event trigger is given
+ * (pg_event_trigger_ddl_commands).  Read as the current user (pg_trigger
+ * is readable by all), in a new snapshot: the statement's own predates the
+ * trigger's row.
+ */
+static List *
+created_trigger_relations(void)
+{
+	List	   *relids = NIL;
+	MemoryContext outer = CurrentMemoryContext;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	if (SPI_execute("SELECT t.tgrelid FROM pg_catalog.pg_event_trigger_ddl_commands() d"
+					" JOIN pg_catalog.pg_trigger t ON t.oid OPERATOR(pg_catalog.=) d.objid"
+					" WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::pg_catalog.regclass",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: reading the commands of the event trigger failed");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+		MemoryContext old;
+
+		if (isnull)
+			continue;
+		old = MemoryContextSwitchTo(outer);
+		relids = lappend_oid(relids, DatumGetObjectId(d));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return relids;
+}
+
+/*
  * paynotify_trigger_created() returns event_trigger, fired at the end of
  * each CREATE TRIGGER.
  *
@@ -564,10 +647,11 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata;
 	CreateTrigStmt *stmt;
-	Oid			relid;
-	Oid			owner;
+	List	   *relids;
+	ListCell   *lc;
 	BoundOrders b = {NULL, InvalidOid};
-	bool		reached = false;
+	List	   *reached = NIL;
+	bool		too_large = false;
 
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -577,42 +661,54 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 	if (trigdata->parsetree == NULL || !IsA(trigdata->parsetree, CreateTrigStmt))
 		PG_RETURN_VOID();
 	stmt = (CreateTrigStmt *) trigdata->parsetree;
-	relid = RangeVarGetRelid(stmt->relation, NoLock, true);
-	owner = OidIsValid(relid) ? pn_relation_owner(relid) : InvalidOid;
-	if (!OidIsValid(owner) || has_privs_of_role(GetUserId(), owner))
-		PG_RETURN_VOID();
 
-	b.schema = own_schema(fcinfo);
-	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_bound_orders, &b);
-	if (!OidIsValid(b.relid))
-		PG_RETURN_VOID();
-	if (relid == b.relid)
-		reached = true;
-	else
-	{
-		Oid		   *relids = NULL;
-		int			nrelids = 0;
-		int			n;
-		ListCell   *lc;
-
-		foreach(lc, find_all_inheritors(b.relid, NoLock, NULL))
-			reached |= lfirst_oid(lc) == relid;
-		(void) pn_table_authors(b.relid, &n, &relids, &nrelids, NULL, NULL);
-		for (int i = 0; i < nrelids; i++)
-			reached |= relids[i] == relid;
-		/* too much code to walk: the configuration refuses the table anyway */
-		reached |= n < 0;
-	}
-	if (reached)
+	/*
+	 * The relations of the triggers made, as the command recorded them: not
+	 * the name again (this function's search_path is not the statement's).
+	 */
+	relids = created_trigger_relations();
+	if (relids == NIL)
 		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\" may not create trigger \"%s\" on %s, whose code the bound orders table runs as role \"%s\"",
-						GetUserNameFromId(GetUserId(), false), stmt->trigname,
-						quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-												   get_rel_name(relid)),
-						GetUserNameFromId(owner, false)),
-				 errdetail("paynotify runs the orders table's code as the table's owner; a trigger, its WHEN condition included, would run with that role's rights."),
-				 errhint("The relation's owner (or a role with its rights) creates the trigger.")));
+				(errcode(ERRCODE_E_R_I_E_EVENT_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("paynotify: the relation of trigger \"%s\" was not found", stmt->trigname)));
+	foreach(lc, relids)
+	{
+		Oid			relid = lfirst_oid(lc);
+		Oid			owner = pn_relation_owner(relid);
+
+		if (!OidIsValid(owner) || has_privs_of_role(GetUserId(), owner))
+			continue;
+		if (!OidIsValid(b.relid))
+		{
+			b.schema = own_schema(fcinfo);
+			pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_bound_orders, &b);
+			if (!OidIsValid(b.relid))
+				PG_RETURN_VOID();
+			reached = list_make1_oid(b.relid);
+			reached = list_concat_unique_oid(reached, find_all_inheritors(b.relid, NoLock, NULL));
+			{
+				Oid		   *walked = NULL;
+				int			nwalked = 0;
+				int			n;
+
+				(void) pn_table_authors(b.relid, &n, &walked, &nwalked, NULL, NULL);
+				for (int i = 0; i < nwalked; i++)
+					reached = list_append_unique_oid(reached, walked[i]);
+				/* too much code to walk: the configuration refuses the table anyway */
+				too_large = n < 0;
+			}
+		}
+		if (too_large || list_member_oid(reached, relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("role \"%s\" may not create trigger \"%s\" on %s, whose code the bound orders table runs as role \"%s\"",
+							GetUserNameFromId(GetUserId(), false), stmt->trigname,
+							quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													   get_rel_name(relid)),
+							GetUserNameFromId(owner, false)),
+					 errdetail("paynotify runs the orders table's code as the table's owner; a trigger, its WHEN condition included, would run with that role's rights."),
+					 errhint("The relation's owner (or a role with its rights) creates the trigger.")));
+	}
 	PG_RETURN_VOID();
 }
 
