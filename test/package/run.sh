@@ -18,7 +18,11 @@
 #      over each other: each says so (the package's preinst, the Makefile's
 #      warning), and the package's files come back with dpkg -i.
 #   4. pg_buildext installcheck, as postgres, in a clean copy of the tree:
-#      pg_regress and the isolation specs against the installed files, in
+#      a part of pg_regress and the isolation specs (PN_PACKAGE_REGRESS,
+#      PN_PACKAGE_ISOLATION: the installation, configuration, every signed
+#      vector, the pipeline, hooks, the catalog's SET clauses, concurrent
+#      deliveries; the whole of them ran against `make install`'s files
+#      earlier in test/run-all.sh) against the installed files, in
 #      temporary instances.
 #   5. In a throwaway cluster: CREATE EXTENSION gives the default version, a
 #      1.0 updated with ALTER EXTENSION UPDATE gets there too, and the
@@ -352,6 +356,11 @@ fi
 echo "== pg_buildext installcheck (against the installed files)"
 CHECK=$TMP/check/paynotify
 copy_tree "$TOP" "$CHECK"
+# the part of the tests run here (the Makefile's lists, in the copy only)
+PN_PACKAGE_REGRESS=${PN_PACKAGE_REGRESS-setup config crypto state vectors pipeline hooks catalog}
+PN_PACKAGE_ISOLATION=${PN_PACKAGE_ISOLATION-fixture concurrent_delivery failed_then_retry}
+sed -i -e "s/^REGRESS = .*/REGRESS = $PN_PACKAGE_REGRESS/" \
+    -e "s/^ISOLATION = .*/ISOLATION = $PN_PACKAGE_ISOLATION/" "$CHECK/Makefile"
 chown -R postgres "$TMP/check"
 runuser -u postgres -- env PATH="$PATH" HOME="$TMP/check" sh -c \
     "cd '$CHECK' && pg_buildext installcheck" >"$TMP/installcheck.log" 2>&1
@@ -360,7 +369,7 @@ grep -E '^(test | *[A-Za-z0-9_]+ +\.\.\. |ok |not ok )|tests? passed|failed' "$T
 if [ $rc -ne 0 ]; then
     tail -60 "$TMP/installcheck.log"
 fi
-check_status "pg_buildext installcheck (pg_regress and isolation, installed files)" $rc
+check_status "pg_buildext installcheck (pg_regress: $(echo $PN_PACKAGE_REGRESS | wc -w) tests, isolation: $(echo $PN_PACKAGE_ISOLATION | wc -w) specs; installed files)" $rc
 
 # ---- 5. the installed extension and shim in a throwaway cluster --------------
 echo "== throwaway cluster"
