@@ -591,8 +591,10 @@ spi_bound_orders(void *arg)
 }
 
 /*
- * The relations of the triggers a CREATE TRIGGER made (one, or one per
- * partition too), from the commands the event trigger is given
+ * The relations of the triggers a CREATE TRIGGER made (the one named: the
+ * clones it makes on partitions are not listed, and need no look of their
+ * own, a partitioned table's partitions being reached with it), from the
+ * commands the event trigger is given
  * (pg_event_trigger_ddl_commands).  Read as the current user (pg_trigger
  * is readable by all), in a new snapshot: the statement's own predates the
  * trigger's row.
