@@ -93,6 +93,14 @@ INSERT INTO t.ali_form (name, charset, body) VALUES
 	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-21&out_trade_no=ALI-9&trade_no=ALI-T9&total_amount=40.00&trade_status=TRADE_SUCCESS&sign=JL31HzlxlHcvu4BqDu8obk8pweOHZFP3NMbUYGwBs5EnEcnoDbrUTuXfvKoTGA60kpCR%2FgqI1iJaMrQPSIPOAXsTFlbFxk6F4r0c1ScpI7Qi913t4mmifGafo1IZCCoEApf2rCgPQ%2FQgx3Vo42nxkwI%2BRgB43TrsFtk0lTLq9CrGn00mSYIGnemE%2BYKVPIPdYeG4SnC%2FEnnKrbB3r5Ga4rPvCN09ngVKRbU8CwdMjgFd6QR6WgOxzYVfRhEfsW4yYikkQ22Mo%2BQBt4ih4H0by0mrYKQR4Rpm%2FtAmCRUToHpRqWh%2BuJPaUipRIiVILJp%2FXjgdhrXz5ODDspZWqOea9g%3D%3D'),
 	('key2_9', 'utf-8',
 	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-22&out_trade_no=ALI-9&trade_no=ALI-T9&total_amount=40.00&trade_status=TRADE_SUCCESS&sign=lb32FYVfvcQ0B6iSKzdg345XMf7nZHhx4pgNKQhjGgBBYUenxHC0cMF2DJJyzSiHrsIGmbSguhTCGl0jmGL%2BEJ9RZHUZ%2B3A%2BrWt3Ho4BoR3TEExiMt%2FTondFH9eoZGeRGcLZttEEou4xUaGDuu6Xpe4f7BgVQwNGr2p8SNK2ciyAslwsaG2%2FydwSu2qoZfCk50rVIljtK2FWjMR8qSEAPScC98CuHIj7RartKVNyBvSyitc8zqWyW%2BSebEYuy6wqbME3BxEbRiI5yqDY3YfSHu%2BCZQYwNZzTOfBIPH5e5N32OWUDuuTMvrzmI8oVsvNbBRSbZlcb9d94vVJuKFE0pQ%3D%3D'),
+	('paid_zero_fee_10', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-24&out_trade_no=ALI-10&trade_no=ALI-T10&total_amount=20.00&trade_status=TRADE_SUCCESS&refund_fee=0.00&gmt_close=2026-01-02+10%3A00%3A00&sign=oE7MmjDE%2FZgmpnwm1MiMg7%2BeHJ3RmioZUOC8r07DsoYLF6W4Ee1fIjSOanhvTzGyUdsTVnnuTKySsz9bK2nmG2Xy%2Fs61ccymCNj63ZUA50DNLdrWjnFXV8o6OsR02gNRZl08U0e4SBBgUcvqN2eydbZ0PCngnnZTnGxKEQHFQU9biBX%2Bhw2jyEKxyysqn0g9xhz5aCdJP5XoHfjXUHqn5CSrvnXtitw%2FWSHd%2BLV%2BSuJv9OM%2FnwR%2B8XCuUQp%2BFQhwq6NrDCQ0ajeCmVlbnQqu3B89gZlJGd1ssEe324SSc7JDv0n2oyz8LZmXecGIS2sONOkxJiKfKb1oe%2B%2Bdzfon%2Bg%3D%3D'),
+	('closed_zero_fee_11', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-25&out_trade_no=ALI-11&trade_no=ALI-T11&total_amount=20.00&trade_status=TRADE_CLOSED&refund_fee=0.00&gmt_close=2026-01-02+10%3A00%3A00&sign=A6xM6bQRrqiXn0EBfE1k4ak4DuubbKPFEFBDIaMMYQgjGLODhCQqwM7kUIOBlH8DLUh2%2Ffb83qC0GCITB%2FdQ6NtbNttfpu9opXse%2FzY74VFd79IizM20UQH7c4hLnz4qhfCWfMs6IqjDUwGmtx4dbt1B%2Fn3lkl3IXamdkZGDQXjSNH6GCMj24gtHdB5G3Qc6WHpbdcD0t7bq%2FhawC0SFA3OZaPL9Hh49KbC8V72U17k5GW7O8HQHqQJFEdYxmKOCNbcIG2DkAP%2FTO8mDo3o3z2m0Q2bSSPX8%2BKv58D3ErStAudtppsfeyh%2B%2BXBnW8PlilkPXLFg80CYCFZvO5gDyXg%3D%3D'),
+	('finished_fee_only_12', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-26&out_trade_no=ALI-12&trade_no=ALI-T12&total_amount=20.00&trade_status=TRADE_SUCCESS&refund_fee=5.00&sign=eZMAexSm3NnQEoRA6WlUKz1mUXpPoxZQ%2BBbg0%2BuK3L%2B8QBaMF%2Bg7%2Fzsc7LmsWI2LROxsVP51agB0A9gGrv3K2YTPbJ4NZek4v4OLypzrb1bq78qp7yNoxu1M7v%2BrtAbn5GtJw0yDgyV%2FVD6Js%2FI%2FNGy0hVA0hLeNrVyQcmk6Ok7n6ecLZU8rdCIs5qax%2BgclBgFzczr2kcnVHqOmaeF4p7tklaD9KsD3YuSZxd4QZYcTzSlY1Dkn1Q8XcB2MxY4hYU7IiI%2B7xgV56BSo0oUjbXZfTafdMSa9u4ijzP8tvGDL3WIQ1CaW6uEEkIV2caKbBH7f16rHPegcBtMWk2t%2Fqw%3D%3D'),
+	('refund_zero_fee_10', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-27&out_trade_no=ALI-10&trade_no=ALI-T10&total_amount=20.00&trade_status=TRADE_SUCCESS&refund_fee=0.00&out_biz_no=ALI-R10&gmt_refund=2026-01-02+11%3A00%3A00&sign=QtxpUUKgSLczWIOa%2FTsYAGgXGuH%2B5gphcdyDo9xm2pPW2YHNcgZCNnGWcMQ4Rc3kUKq14h7Saq79OpWEQE2BfdH7jzYEeKvAJNtP9XXybX4nDEB2ccIxUGOIqUmTiLgW9izBVqfvEAsMLX9tf1WIxF%2FzGRNReUOnTgeDb7wd1Lt9fwe9SUeO6pcwst6OxqCW6j%2Bu5A9xTW5v4d3PlbpIYtX0oicIxjIXv4pWowO%2FpU3tLWi%2Fy25b%2BDVIjMjS4r93%2BkJVGQxjh8OirUJ%2BG4wJBH8q9Rypc6lDxCBaXBY47PQ1TUyW8H3PCkfR7JIXtTCEBNd31heNmBwRrLteGaau0A%3D%3D'),
 	('gbk_invalid', 'GBK',
 	 'notify_time=2026-01-02+10%3A00%3A00&notify_type=trade_status_sync&charset=GBK&version=1.0&sign_type=RSA2&app_id=2021000000000001&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%81+bad&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-n-23&out_trade_no=ALI-7&trade_no=ALI-T7&total_amount=1.00&trade_status=TRADE_SUCCESS&sign=CkVDjTKUBheUDUH2772H32ru1va%2B73TbmQ7JtXloJNj6P3YRDs%2Bfd5gBvzDprWzL6EhC%2FA5TiiBCnY6SdXvvsY29xZfb%2BfOGG9b0JMTFlvGlcofDBZMtKICCau57IwOihMajiimFJIcpZLftq3fOdXDmjPrdh%2F8WjyBqQJRoeJzmclv5uN2Ra8SKeF0z5oEr97g65s94Os4Lw66s8LJD4C9MtWUcMFhs9fWj4%2BtGJjqJ2MaLW3hFyApmRFeB8tN1%2BDRIXXUn0wY5jXLoe9dYuPHYkpHc%2BmBPhMTcC%2BvEOskD8iYyG%2FGnJLsUaPn3PqGpOdFeDV00LzXTlwDb3xP%2FZg%3D%3D');
 
@@ -111,7 +119,8 @@ $$;
 INSERT INTO public.orders VALUES
 	('ALI-1', 'pending', 2000), ('ALI-2', 'pending', 8880), ('ALI-3', 'pending', 1),
 	('ALI-4', 'pending', 100), ('ALI-5', 'pending', 6600), ('ALI-6', 'pending', 1000),
-	('ALI-7', 'pending', 100), ('ALI-8', 'pending', 3000), ('ALI-9', 'pending', 4000);
+	('ALI-7', 'pending', 100), ('ALI-8', 'pending', 3000), ('ALI-9', 'pending', 4000),
+	('ALI-10', 'pending', 2000), ('ALI-11', 'pending', 2000), ('ALI-12', 'pending', 2000);
 
 -- Amounts in yuan with 0, 1 and 2 decimals become exact fen.
 SELECT name, r.* FROM unnest(ARRAY['pay_yuan0', 'pay_yuan1', 'pay_yuan2']) name, t.ali('ali', name) r;
@@ -140,6 +149,24 @@ SELECT name, r.* FROM unnest(ARRAY['closed_6', 'refund_part_1', 'refund_full_1']
 SELECT order_no, status FROM public.orders WHERE order_no IN ('ALI-1', 'ALI-6') ORDER BY 1;
 SELECT refund_id, order_no, trade_no, amount, status FROM pay.paynotify_refund
 WHERE channel = 'ali' ORDER BY refund_id;
+
+-- A refund only by its evidence: refund_fee above zero with gmt_refund or
+-- out_biz_no.  Alipay's own documented payment notice carries
+-- refund_fee=0.00 and gmt_close: it pays; a TRADE_CLOSED with
+-- refund_fee=0.00 closes; a refund_fee alone is no refund; a "refund" of
+-- 0.00 with its evidence refunds nothing.
+SELECT name, r.* FROM unnest(ARRAY['paid_zero_fee_10', 'closed_zero_fee_11',
+		'finished_fee_only_12', 'refund_zero_fee_10']) name,
+	t.ali('ali', name) r;
+SELECT order_no, status FROM public.orders WHERE order_no IN ('ALI-10', 'ALI-11', 'ALI-12') ORDER BY 1;
+SELECT trade_no, order_no, amount FROM pay.payment_record
+WHERE channel = 'ali' AND order_no IN ('ALI-10', 'ALI-11', 'ALI-12') ORDER BY 1;
+SELECT notify_id, event_type, status, note FROM pay.payment_notify_log
+WHERE channel = 'ali' AND order_no IN ('ALI-10', 'ALI-11', 'ALI-12') ORDER BY 1;
+SELECT event, order_no, amount FROM pay.paynotify_outbox
+WHERE channel = 'ali' AND order_no IN ('ALI-10', 'ALI-11', 'ALI-12') ORDER BY id;
+SELECT count(*) AS refunds FROM pay.paynotify_refund
+WHERE channel = 'ali' AND order_no IN ('ALI-10', 'ALI-11', 'ALI-12');
 
 -- Recorded, acknowledged, not applied: an unpaid state; no order number.
 SELECT name, r.* FROM unnest(ARRAY['wait_7', 'no_order_no']) name, t.ali('ali', name) r;

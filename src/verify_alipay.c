@@ -491,22 +491,41 @@ amount_field(const AlipayForm *af, const char *name, int64 *fen)
 }
 
 /*
+ * Whether the notice carries a refund (§2.8): a refund_fee above zero, with
+ * the refund's own evidence, gmt_refund or out_biz_no.  Alipay's payment
+ * notices carry refund_fee=0.00 too (its documented sample does): that is
+ * no refund.
+ */
+static bool
+carries_refund(const AlipayForm *af, int64 refund_fee)
+{
+	const char *gmt_refund = field(af, "gmt_refund");
+	const char *refund_id = field(af, "out_biz_no");
+
+	return refund_fee > 0 &&
+		((gmt_refund != NULL && *gmt_refund != '\0') ||
+		 (refund_id != NULL && *refund_id != '\0'));
+}
+
+/*
  * What the notification asks (§2.8): TRADE_SUCCESS / TRADE_FINISHED pay,
- * unless refund_fee says a refund (partial: TRADE_SUCCESS, full:
- * TRADE_CLOSED); TRADE_CLOSED without it closes; anything else is recorded
- * only.  A second "paid" (TRADE_FINISHED after TRADE_SUCCESS) is harmless:
- * the state machine and payment_record's unique trade_no absorb it.  A
- * signed notification without out_trade_no / trade_no is left to the
- * pipeline, which records it as an anomaly instead of applying it.
+ * unless it carries a refund (partial: TRADE_SUCCESS, full: TRADE_CLOSED);
+ * TRADE_CLOSED without one closes; anything else is recorded only.  A
+ * second "paid" (TRADE_FINISHED after TRADE_SUCCESS) is harmless: the state
+ * machine and payment_record's unique trade_no absorb it.  A signed
+ * notification without out_trade_no / trade_no is left to the pipeline,
+ * which records it as an anomaly instead of applying it.
  */
 static void
 choose_action(const AlipayForm *af, PnNotice *n)
 {
 	const char *status = field(af, "trade_status");
 	const char *refund_id = field(af, "out_biz_no");
-	bool		refund = (n->refunded_total >= 0);
+	bool		refund = carries_refund(af, n->refunded_total);
 
 	n->action = PN_ACT_NONE;
+	if (!refund)
+		n->refunded_total = -1;
 	if (status == NULL)
 		return;
 	if (refund && (strcmp(status, "TRADE_SUCCESS") == 0 ||

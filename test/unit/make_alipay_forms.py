@@ -56,6 +56,17 @@ FORMS = [
     ('key2_8', 2, dict(notify_id='ali-n-20', out_trade_no='ALI-8', trade_no='ALI-T8', total_amount='30.00', trade_status='TRADE_SUCCESS')),
     ('key1_9', 1, dict(notify_id='ali-n-21', out_trade_no='ALI-9', trade_no='ALI-T9', total_amount='40.00', trade_status='TRADE_SUCCESS')),
     ('key2_9', 2, dict(notify_id='ali-n-22', out_trade_no='ALI-9', trade_no='ALI-T9', total_amount='40.00', trade_status='TRADE_SUCCESS')),
+    # Alipay's documented payment notice carries refund_fee=0.00 and
+    # gmt_close: a payment; a close with refund_fee=0.00 closes; a
+    # refund_fee without gmt_refund or out_biz_no is no refund
+    ('paid_zero_fee_10', 1, dict(notify_id='ali-n-24', out_trade_no='ALI-10', trade_no='ALI-T10', total_amount='20.00', trade_status='TRADE_SUCCESS',
+                                 refund_fee='0.00', gmt_close='2026-01-02 10:00:00')),
+    ('closed_zero_fee_11', 1, dict(notify_id='ali-n-25', out_trade_no='ALI-11', trade_no='ALI-T11', total_amount='20.00', trade_status='TRADE_CLOSED',
+                                   refund_fee='0.00', gmt_close='2026-01-02 10:00:00')),
+    ('finished_fee_only_12', 1, dict(notify_id='ali-n-26', out_trade_no='ALI-12', trade_no='ALI-T12', total_amount='20.00', trade_status='TRADE_SUCCESS',
+                                     refund_fee='5.00')),
+    ('refund_zero_fee_10', 1, dict(notify_id='ali-n-27', out_trade_no='ALI-10', trade_no='ALI-T10', total_amount='20.00', trade_status='TRADE_SUCCESS',
+                                   refund_fee='0.00', out_biz_no='ALI-R10', gmt_refund='2026-01-02 11:00:00')),
     ('gbk_invalid', 1, dict(notify_id='ali-n-23', out_trade_no='ALI-7', trade_no='ALI-T7', total_amount='1.00', trade_status='TRADE_SUCCESS',
                             charset='GBK', subject=b'\x81\x20bad')),
 ]
