@@ -153,6 +153,79 @@ SELECT name, r.* FROM unnest(ARRAY['checkout_paid', 'checkout_unpaid']) name,
 SELECT trade_no, order_no, amount FROM pay.payment_record
 WHERE channel = 'st' AND order_no IN ('STR-3', 'STR-4');
 
+-- A refund that fails (refund.failed; refund.updated or charge.refund.updated
+-- whose refund says failed): data.object is the refund.  Stripe's failure
+-- is final: a refund recorded as succeeded goes back (the ledger as if it
+-- had not succeeded; refunded -> paid only where the state machine has it,
+-- else the anomaly), a later success of it is ignored, and a failure of a
+-- refund never recorded is recorded failed.  Canceled intents and expired
+-- sessions close a pending order.
+INSERT INTO public.orders VALUES
+	('STR-9', 'pending', 500), ('STR-10', 'pending', 600), ('STR-11', 'pending', 700),
+	('STR-12', 'pending', 800), ('STR-13', 'pending', 900);
+CREATE FUNCTION t.refund_obj(id text, pi text, amount int, status text, ord text) RETURNS jsonb
+	LANGUAGE sql AS $$
+	SELECT jsonb_build_object('id', id, 'object', 'refund', 'amount', amount, 'charge', 'ch_' || pi,
+		'currency', 'usd', 'payment_intent', pi, 'status', status,
+		'failure_reason', CASE WHEN status = 'failed' THEN 'expired_or_canceled_card' END,
+		'metadata', jsonb_build_object('order_id', ord))
+$$;
+INSERT INTO t.ev VALUES
+	('pi_9', t.evt('evt_st_20', 'payment_intent.succeeded',
+		'{"id": "pi_st_9", "amount_received": 500, "currency": "usd", "metadata": {"order_id": "STR-9"}}')),
+	('refund_9', t.evt('evt_st_21', 'charge.refunded',
+		'{"id": "ch_pi_st_9", "object": "charge", "amount": 500, "amount_refunded": 500,
+		  "payment_intent": "pi_st_9", "refunded": true, "currency": "usd",
+		  "metadata": {"order_id": "STR-9"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_9", "amount": 500}]}}')),
+	('refund_9_failed', t.evt('evt_st_22', 'refund.failed', t.refund_obj('re_st_9', 'pi_st_9', 500, 'failed', 'STR-9'))),
+	('refund_9_again', t.evt('evt_st_23', 'charge.refunded',
+		'{"id": "ch_pi_st_9", "object": "charge", "amount": 500, "amount_refunded": 500,
+		  "payment_intent": "pi_st_9", "refunded": true, "currency": "usd",
+		  "metadata": {"order_id": "STR-9"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_9", "amount": 500}]}}')),
+	('refund_9b_pending', t.evt('evt_st_24', 'refund.updated', t.refund_obj('re_st_9b', 'pi_st_9', 100, 'pending', 'STR-9'))),
+	('refund_9b_failed', t.evt('evt_st_25', 'charge.refund.updated', t.refund_obj('re_st_9b', 'pi_st_9', 100, 'failed', 'STR-9'))),
+	('pi_10', t.evt('evt_st_26', 'payment_intent.succeeded',
+		'{"id": "pi_st_10", "amount_received": 600, "currency": "usd", "metadata": {"order_id": "STR-10"}}')),
+	('refund_10', t.evt('evt_st_27', 'charge.refunded',
+		'{"id": "ch_pi_st_10", "object": "charge", "amount": 600, "amount_refunded": 600,
+		  "payment_intent": "pi_st_10", "refunded": true, "currency": "usd",
+		  "metadata": {"order_id": "STR-10"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_10", "amount": 600}]}}')),
+	('refund_10_failed', t.evt('evt_st_28', 'refund.failed', t.refund_obj('re_st_10', 'pi_st_10', 600, 'failed', 'STR-10'))),
+	('canceled_11', t.evt('evt_st_29', 'payment_intent.canceled',
+		'{"id": "pi_st_11", "object": "payment_intent", "amount": 700, "status": "canceled",
+		  "cancellation_reason": "abandoned", "currency": "usd", "metadata": {"order_id": "STR-11"}}')),
+	('expired_12', t.evt('evt_st_30', 'checkout.session.expired',
+		'{"id": "cs_st_12", "object": "checkout.session", "status": "expired", "payment_status": "unpaid",
+		  "amount_total": 800, "currency": "usd", "metadata": {"order_id": "STR-12"}}')),
+	('pi_13', t.evt('evt_st_31', 'payment_intent.succeeded',
+		'{"id": "pi_st_13", "amount_received": 900, "currency": "usd", "metadata": {"order_id": "STR-13"}}')),
+	('canceled_13', t.evt('evt_st_32', 'payment_intent.canceled',
+		'{"id": "pi_st_13b", "object": "payment_intent", "amount": 900, "status": "canceled",
+		  "currency": "usd", "metadata": {"order_id": "STR-13"}}'));
+SELECT name, r.* FROM unnest(ARRAY['pi_9', 'refund_9', 'refund_9_failed', 'refund_9_again',
+		'refund_9b_pending', 'refund_9b_failed', 'canceled_11', 'expired_12', 'pi_13',
+		'canceled_13']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+-- the state machine given refunded -> paid: the order is paid again
+INSERT INTO pay.paynotify_transition VALUES ('refunded', 'paid');
+SELECT name, r.* FROM unnest(ARRAY['pi_10', 'refund_10', 'refund_10_failed']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+DELETE FROM pay.paynotify_transition WHERE from_state = 'refunded' AND to_state = 'paid';
+SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-9', 'STR-10', 'STR-11', 'STR-12', 'STR-13')
+ORDER BY length(order_no), order_no;
+SELECT refund_id, order_no, trade_no, amount, status, notify_id FROM pay.paynotify_refund
+WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10') ORDER BY refund_id;
+SELECT event, order_no, amount FROM pay.paynotify_outbox
+WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10', 'STR-11', 'STR-12', 'STR-13') ORDER BY id;
+SELECT notify_id, event_type, status, note FROM pay.payment_notify_log
+WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10', 'STR-11', 'STR-12', 'STR-13')
+ORDER BY length(notify_id), notify_id;
+SELECT kind, order_no FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10')
+ORDER BY id;
+
 -- Authentic but not applied: no order reference (an anomaly), other types.
 SELECT name, r.* FROM unnest(ARRAY['no_order', 'customer']) name,
 	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
@@ -180,7 +253,8 @@ SELECT name, r.* FROM (VALUES
 		convert_to('1767300000.' || t.ev('pi_6'), 'UTF8')))
 ) h(name, hdr), t.stripe_raw('st', t.ev('pi_6'), hdr) r;
 
--- Signed but not an event: malformed.
+-- Signed but not an event: malformed; a thin event ("v2.core.event",
+-- signed alike) is recorded and acknowledged.
 SELECT name, r.* FROM (VALUES
 	('not json', '{"id": "evt_st_x", '),
 	('thin event', '{"id": "evt_st_y", "object": "v2.core.event", "type": "x"}'),

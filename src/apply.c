@@ -219,6 +219,12 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
+	if (existing != NULL && ch->gw->refund_failure_final)
+	{
+		/* this gateway's failed refund stays failed: an older success */
+		set_result(res, PN_IGNORED, "ignored", "refund already failed");
+		return;
+	}
 	before = pn_refunded_sum(cfg, ch->name, trade_no, n->order_no);
 	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
 	if (amount <= 0)
@@ -251,24 +257,48 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 	pn_emit(cfg, "refunded", ch, n, amount);
 }
 
-/* A refund did not happen: record it once; a refunding order is paid again. */
+/*
+ * A refund did not happen: record it once; a refunding order is paid again.
+ * A succeeded refund goes back only where the gateway's failure is final
+ * (Stripe's refund.failed): the ledger as if it had not succeeded, and a
+ * refunded order is paid again where the state machine allows.
+ */
 static void
 apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 {
 	PnOrderRow	row;
 	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
+	char	   *existing;
+	int64		amount = Max(n->refund_amount, 0);
 
 	pn_order_get(cfg, n->order_no, &row);
-	/* a succeeded refund never goes back; a failed one is recorded once */
-	if (pn_refund_get(cfg, ch->name, refund_id, n->order_no) != NULL ||
-		!pn_refund_insert(cfg, ch, n, n->trade_no, Max(n->refund_amount, 0), "failed"))
+	existing = pn_refund_get(cfg, ch->name, refund_id, n->order_no);
+	if (existing != NULL && strcmp(existing, "succeeded") == 0 &&
+		ch->gw->refund_failure_final)
 	{
+		if (!pn_refund_fail(cfg, ch, n, refund_id, &amount))
+		{
+			set_result(res, PN_IGNORED, "ignored", "refund already recorded");
+			return;
+		}
+		if (strcmp(row.status, "refunded") == 0)
+		{
+			if (pn_transition_allowed(cfg, "refunded", "paid"))
+				(void) pn_transit(cfg, n->order_no, "refunded", "paid");
+			else
+				pn_anomaly(cfg, ch->name, n, "refund_failed_after_refunded");
+		}
+	}
+	else if (existing != NULL ||
+			 !pn_refund_insert(cfg, ch, n, n->trade_no, amount, "failed"))
+	{
+		/* a succeeded refund never goes back here; a failed one is recorded once */
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
 	if (strcmp(row.status, "refunding") == 0)
 		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
-	pn_emit(cfg, "refund_failed", ch, n, Max(n->refund_amount, 0));
+	pn_emit(cfg, "refund_failed", ch, n, amount);
 }
 
 /* The trade closed unpaid: a pending order is cancelled. */

@@ -213,6 +213,29 @@ pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const c
 	return SPI_processed == 1;
 }
 
+/*
+ * A succeeded refund failed after all: false unless it had succeeded;
+ * *amount is the amount it had been recorded with.
+ */
+bool
+pn_refund_fail(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *refund_id,
+			   int64 *amount)
+{
+	Datum		args[4];
+	bool		isnull;
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(refund_id);
+	args[2] = CStringGetTextDatum(n->notify_id);
+	args[3] = CStringGetTextDatum(n->order_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_FAIL), args, NULL, false, 0) != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "paynotify: refund update failed");
+	if (SPI_processed != 1)
+		return false;
+	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	return true;
+}
+
 /* What succeeded refunds of one trade add up to (fresh snapshot). */
 int64
 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const char *order_no)

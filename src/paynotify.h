@@ -154,6 +154,9 @@ typedef struct PnGateway
 {
 	const char *name;			/* as given to paynotify_add_channel */
 	bool		public_keys;	/* keys are PEM public keys, else secrets */
+	bool		refund_failure_final;	/* a refund's failure is its last word:
+										 * it undoes a recorded success, and no
+										 * later success undoes it (Stripe) */
 
 	/*
 	 * Parse and validate the channel's settings into an object allocated in

@@ -131,6 +131,13 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" AND status = 'failed'",
 		6, {TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
 	},
+	/* a succeeded refund failed after all (refund_failure_final gateways) */
+	[PLAN_REFUND_FAIL] = {
+		"UPDATE @s.paynotify_refund SET status = 'failed', notify_id = $3"
+		" WHERE channel = $1 AND refund_id = $2 AND order_no = $4"
+		" AND status = 'succeeded' RETURNING amount",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
 		" VALUES ($1, $2, $3, $4, $5) RETURNING id",

@@ -53,11 +53,15 @@ static char *first_refund_id(Jsonb *doc);
 static void fill_payment_intent(Jsonb *doc, PnNotice *n);
 static void fill_checkout_session(Jsonb *doc, PnNotice *n);
 static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
+static void fill_refund_failed(Jsonb *doc, PnNotice *n);
+static void fill_closed(Jsonb *doc, PnNotice *n);
 static PnReason fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n);
 
 const PnGateway pn_gateway_stripe = {
 	.name = "stripe",
 	.public_keys = false,
+	/* a refund that failed after it succeeded has failed (refund.failed) */
+	.refund_failure_final = true,
 	.load_settings = stripe_load_settings,
 	.check_key = stripe_check_key,
 	.authenticate = stripe_authenticate,
@@ -206,7 +210,9 @@ check_event(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	char	   *object;
 	bool		livemode;
 
-	if (!pn_json_string(doc, "object", &object) || strcmp(object, "event") != 0)
+	/* a snapshot event, or a thin one ("v2.core.event", §3.5): both signed alike */
+	if (!pn_json_string(doc, "object", &object) ||
+		(strcmp(object, "event") != 0 && strcmp(object, "v2.core.event") != 0))
 		return PN_R_MALFORMED;
 	if (!pn_json_string(doc, "id", &n->notify_id) ||
 		n->notify_id[0] == '\0' || strlen(n->notify_id) > MAX_EVENT_ID_LEN)
@@ -349,6 +355,41 @@ fill_charge_refunded(Jsonb *doc, PnNotice *n)
 }
 
 /*
+ * refund.failed, and refund.updated / charge.refund.updated whose refund
+ * now says failed: data.object is the refund.  The refund failed even if
+ * it had been recorded as succeeded (refund_failure_final).
+ */
+static void
+fill_refund_failed(Jsonb *doc, PnNotice *n)
+{
+	char	   *status = json_text(doc, "data.object.status");
+
+	if (status == NULL || strcmp(status, "failed") != 0)
+		return;
+	n->action = PN_ACT_REFUND_FAILED;
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.charge");
+	n->refund_id = json_text(doc, "data.object.id");
+	if (n->refund_id == NULL)
+		n->refund_id = pstrdup(n->notify_id);
+	if (!pn_json_int64(doc, "data.object.amount", &n->refund_amount) ||
+		n->refund_amount < 0)
+		n->refund_amount = -1;
+}
+
+/*
+ * payment_intent.canceled, checkout.session.expired: the payment will not
+ * happen, and a pending order closes.
+ */
+static void
+fill_closed(Jsonb *doc, PnNotice *n)
+{
+	n->action = PN_ACT_CLOSE;
+	n->trade_no = json_text(doc, "data.object.id");
+}
+
+/*
  * Fill the notice by event type; every other type is recorded only.  A
  * payment or refund that names no order (nothing at order_ref_path) keeps
  * its action: the pipeline records it as the anomaly "no_order_number",
@@ -390,5 +431,12 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 		fill_checkout_session(doc, n);
 	else if (strcmp(type, "charge.refunded") == 0)
 		fill_charge_refunded(doc, n);
+	else if (strcmp(type, "refund.failed") == 0 ||
+			 strcmp(type, "refund.updated") == 0 ||
+			 strcmp(type, "charge.refund.updated") == 0)
+		fill_refund_failed(doc, n);
+	else if (strcmp(type, "payment_intent.canceled") == 0 ||
+			 strcmp(type, "checkout.session.expired") == 0)
+		fill_closed(doc, n);
 	return PN_OK;
 }

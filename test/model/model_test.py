@@ -84,14 +84,18 @@ def prepare(n, rng):
                   ("receipt_amount", yuan(n["trade_amount"])),
                   ("buyer_pay_amount", yuan(n["trade_amount"]))]
         if kind == "pay":
-            f.append(("trade_status", "TRADE_SUCCESS"))
+            # as Alipay's documented payment notice: refund_fee=0.00 and
+            # gmt_close on a payment (no refund without gmt_refund/out_biz_no)
+            f += [("trade_status", "TRADE_SUCCESS"), ("refund_fee", "0.00"),
+                  ("gmt_close", "2026-01-01 08:30:00")]
         elif kind == "refund":
             f += [("trade_status", "TRADE_CLOSED" if n["cum"] == n["trade_amount"]
                    else "TRADE_SUCCESS"),
                   ("refund_fee", yuan(n["cum"])), ("out_biz_no", n["refund_id"]),
                   ("gmt_refund", "2026-01-01 09:00:00.123")]
         elif kind == "close":
-            f += [("trade_status", "TRADE_CLOSED"), ("gmt_close", "2026-01-01 10:00:00")]
+            f += [("trade_status", "TRADE_CLOSED"), ("refund_fee", "0.00"),
+                  ("gmt_close", "2026-01-01 10:00:00")]
         else:
             raise ValueError(kind)
         n["fields"] = f
