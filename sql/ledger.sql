@@ -200,6 +200,18 @@ SELECT paynotify_bind_orders('public.orders');
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 ALTER TABLE public.orders DROP COLUMN currency;
 
+-- a profit-sharing resource under TRANSACTION.SUCCESS (original_type
+-- profitsharing) is recorded and acknowledged, never a payment: not even
+-- one whose plaintext reads like a payment of a pending order
+INSERT INTO public.orders VALUES ('LG-PS', 'pending', 100);
+SELECT status, outcome FROM t.wx('lg', 'ps_txn');
+SELECT status, outcome FROM t.wx('lg', 'ps_txn_shaped');
+SELECT status FROM public.orders WHERE order_no = 'LG-PS';
+SELECT count(*) AS payments FROM payment_record WHERE trade_no = 'T-PS';
+SELECT event_type, status, note FROM payment_notify_log
+WHERE notify_id IN ('1ed9e700-0000-4000-8000-000000000027', '1ed9e700-0000-4000-8000-000000000028')
+ORDER BY notify_id;
+
 -- the per-order and per-trade reads have indexes (the business step runs
 -- with enable_seqscan = off; bitmap scans off too, so that the plan's shape
 -- does not depend on how many rows earlier tests left)

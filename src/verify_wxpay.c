@@ -53,6 +53,7 @@ static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **paylo
 static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
 static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
 static PnReason extract_refund(PnNotice *n);
+static bool is_original_type(Jsonb *envelope, const char *type);
 
 const PnGateway pn_gateway_wxpay = {
 	.name = "wxpay",
@@ -252,6 +253,21 @@ open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload)
 	return PN_OK;
 }
 
+/*
+ * Whether the envelope's resource.original_type is type, or absent (the
+ * envelope of every documented notice has it; older ones may not).
+ */
+static bool
+is_original_type(Jsonb *envelope, const char *type)
+{
+	char	   *original;
+
+	if (!pn_json_present(envelope, "resource.original_type"))
+		return true;
+	return pn_json_string(envelope, "resource.original_type", &original) &&
+		strcmp(original, type) == 0;
+}
+
 /* Envelope id and type, merchant check, then what the event asks for. */
 static PnReason
 extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
@@ -269,9 +285,15 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 		  strcmp(mchid, conf->mchid) == 0))
 		n->anomaly = "merchant_mismatch";
 
-	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0)
+	/*
+	 * What the resource is, as well as what the event says (§1.9): WeChat
+	 * may send a profit-sharing resource under TRANSACTION.SUCCESS; only a
+	 * transaction resource pays, only a refund resource refunds.  The
+	 * envelope's original_type is signed with the body.
+	 */
+	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0 && is_original_type(envelope, "transaction"))
 		return extract_transaction(conf, n);
-	if (strncmp(n->event_type, "REFUND.", 7) == 0)
+	if (strncmp(n->event_type, "REFUND.", 7) == 0 && is_original_type(envelope, "refund"))
 		return extract_refund(n);
 	n->action = PN_ACT_NONE;
 	(void) pn_json_string(n->payload, "out_trade_no", &n->order_no);

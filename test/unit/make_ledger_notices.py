@@ -85,6 +85,16 @@ NOTICES = [
     # currency: the order's currency against the payment's
     ("cur_ok", pay("LG-CUR1", "T-CUR1", 100, "cny")),
     ("cur_bad", pay("LG-CUR2", "T-CUR2", 100, "USD")),
+    # a profit-sharing resource sent as TRANSACTION.SUCCESS (WeChat's docs
+    # allow it): never a payment, not even when it reads like one
+    ("ps_txn", ("TRANSACTION.SUCCESS", "profitsharing",
+                {"mchid": "1900000109", "transaction_id": "T-PS",
+                 "order_id": "3008450740201411110007820472", "out_order_no": "P20150806125346",
+                 "receiver": {"type": "MERCHANT_ID", "account": "1900000110", "amount": 888,
+                              "description": "分给商户1900000110"},
+                 "success_time": "2018-06-08T10:34:56+08:00"})),
+    ("ps_txn_shaped", ("TRANSACTION.SUCCESS", "profitsharing",
+                       pay("LG-PS", "T-PS", 100)[2])),
 ]
 
 
