@@ -212,6 +212,29 @@ SELECT event_type, status, note FROM payment_notify_log
 WHERE notify_id IN ('1ed9e700-0000-4000-8000-000000000027', '1ed9e700-0000-4000-8000-000000000028')
 ORDER BY notify_id;
 
+-- a combine payment (合单支付): each paid sub-order of this merchant pays
+-- its own order, one paid event each, in one step; the log row is keyed by
+-- combine_out_trade_no; another merchant's or an unpaid sub-order is not
+-- applied.  A sub-order of another amount is that order's anomaly while
+-- the others pay; an unknown order fails them all (all or none) until it
+-- exists, and the retry pays both from the stored notice.
+INSERT INTO public.orders VALUES ('LG-CMB-1', 'pending', 100), ('LG-CMB-2', 'pending', 200),
+	('LG-CMB-3', 'pending', 300), ('LG-CMB-4', 'pending', 400), ('LG-CMB-5', 'pending', 500),
+	('LG-CMB-7', 'pending', 700), ('LG-CMB-8', 'pending', 800), ('LG-CMB-Y', 'pending', 300);
+SELECT n, r.status, r.outcome FROM unnest(ARRAY['cmb_ok', 'cmb_ok', 'cmb_mismatch', 'cmb_missing',
+		'cmb_others', 'cmb_foreign', 'cmb_no_subs']) WITH ORDINALITY u(n, i),
+	LATERAL t.wx('lg', n) r ORDER BY i;
+SELECT order_no, status FROM public.orders WHERE order_no LIKE 'LG-CMB-%' ORDER BY 1;
+SELECT order_no, trade_no, amount FROM payment_record WHERE order_no LIKE 'LG-CMB-%' ORDER BY 1;
+SELECT event, order_no, amount FROM paynotify_outbox WHERE order_no LIKE 'LG-CMB-%' ORDER BY id;
+SELECT order_no, status, note, delivery_count FROM payment_notify_log
+WHERE order_no LIKE 'LG-CMB-%' ORDER BY 1;
+SELECT kind, order_no FROM paynotify_anomaly WHERE order_no LIKE 'LG-CMB-%' ORDER BY id;
+INSERT INTO public.orders VALUES ('LG-CMB-6', 'pending', 600);
+SELECT * FROM paynotify_retry('lg', '1ed9e700-0000-4000-8000-000000000031');
+SELECT order_no, status FROM public.orders WHERE order_no IN ('LG-CMB-5', 'LG-CMB-6') ORDER BY 1;
+SELECT event, order_no, amount FROM paynotify_outbox WHERE order_no IN ('LG-CMB-5', 'LG-CMB-6') ORDER BY id;
+
 -- the per-order and per-trade reads have indexes (the business step runs
 -- with enable_seqscan = off; bitmap scans off too, so that the plan's shape
 -- does not depend on how many rows earlier tests left)

@@ -33,6 +33,7 @@ static void apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnA
 static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const PnOrderRow *row, PnApplied *res);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
@@ -75,7 +76,55 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		case PN_ACT_CLOSE:
 			apply_close(cfg, ch, n, res);
 			break;
+		case PN_ACT_PAY_COMBINE:
+			apply_combine(cfg, ch, n, res);
+			break;
 	}
+}
+
+/*
+ * A combine payment: each sub-order is a payment of its own order, applied
+ * as one (apply_pay), all in this step: all or none.  The sub-orders come
+ * sorted by order number, so two steps lock shared orders in one order.
+ * Processed when one of them paid; else how the first went, every
+ * sub-order's note kept.
+ */
+static void
+apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	StringInfoData notes;
+	bool		paid = false;
+	bool		anomaly = false;
+
+	initStringInfo(&notes);
+	for (int i = 0; i < n->nsubs; i++)
+	{
+		PnNotice	sub = *n;
+		PnApplied	r;
+
+		sub.action = PN_ACT_PAY;
+		sub.order_no = n->subs[i].order_no;
+		sub.trade_no = n->subs[i].trade_no;
+		sub.order_amount = n->subs[i].amount;
+		sub.currency = n->subs[i].currency;
+		sub.nsubs = 0;
+		sub.subs = NULL;
+		set_result(&r, PN_PROCESSED, "succeeded", NULL);
+		apply_pay(cfg, ch, &sub, &r);
+		if (r.outcome == PN_PROCESSED && r.note == NULL)
+		{
+			paid = true;
+			continue;
+		}
+		paid |= (r.outcome == PN_PROCESSED);
+		anomaly |= (strcmp(r.log_status, "anomaly") == 0);
+		appendStringInfo(&notes, "%s%s: %s", notes.len > 0 ? "; " : "", sub.order_no,
+						 r.note ? r.note : r.log_status);
+	}
+	if (paid)
+		set_result(res, PN_PROCESSED, "succeeded", notes.len > 0 ? notes.data : NULL);
+	else
+		set_result(res, PN_IGNORED, anomaly ? "anomaly" : "ignored", notes.data);
 }
 
 /*

@@ -349,6 +349,37 @@ pn_json_bool(Jsonb *doc, const char *path, bool *value)
 	return true;
 }
 
+/*
+ * An array of objects at path, each as a Jsonb of its own: false when the
+ * path is no array, holds more than max elements, or one is no object.
+ */
+bool
+pn_json_objects(Jsonb *doc, const char *path, int max, Jsonb ***elems, int *n)
+{
+	JsonbValue	buf;
+	JsonbValue *v = pn_json_value(doc, path, &buf);
+	JsonbContainer *arr;
+	int			count;
+
+	if (v == NULL || v->type != jbvBinary || !JsonContainerIsArray(v->val.binary.data))
+		return false;
+	arr = v->val.binary.data;
+	count = JsonContainerSize(arr);
+	if (count > max)
+		return false;
+	*elems = palloc(sizeof(Jsonb *) * Max(count, 1));
+	for (int i = 0; i < count; i++)
+	{
+		JsonbValue *e = getIthJsonbValueFromContainer(arr, i);
+
+		if (e == NULL || e->type != jbvBinary || !JsonContainerIsObject(e->val.binary.data))
+			return false;
+		(*elems)[i] = JsonbValueToJsonb(e);
+	}
+	*n = count;
+	return true;
+}
+
 /* Whether the path exists at all (any type, null included). */
 bool
 pn_json_present(Jsonb *doc, const char *path)

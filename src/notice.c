@@ -26,6 +26,7 @@ static const char *const action_names[] = {
 	[PN_ACT_REFUND] = "refund",
 	[PN_ACT_REFUND_FAILED] = "refund_failed",
 	[PN_ACT_CLOSE] = "close",
+	[PN_ACT_PAY_COMBINE] = "pay_combine",
 };
 
 /*
@@ -66,6 +67,21 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 	pn_jsonb_push_int64(st, "order_amount", n->order_amount);
 	pn_jsonb_push_int64(st, "refund_amount", n->refund_amount);
 	pn_jsonb_push_int64(st, "refunded_total", n->refunded_total);
+	if (n->nsubs > 0)
+	{
+		pn_jsonb_push_key(st, "sub_orders");
+		(void) pushJsonbValue(st, WJB_BEGIN_ARRAY, NULL);
+		for (int i = 0; i < n->nsubs; i++)
+		{
+			(void) pushJsonbValue(st, WJB_BEGIN_OBJECT, NULL);
+			pn_jsonb_push_text(st, "order_no", n->subs[i].order_no);
+			pn_jsonb_push_text(st, "trade_no", n->subs[i].trade_no);
+			pn_jsonb_push_int64(st, "amount", n->subs[i].amount);
+			pn_jsonb_push_text(st, "currency", n->subs[i].currency);
+			(void) pushJsonbValue(st, WJB_END_OBJECT, NULL);
+		}
+		(void) pushJsonbValue(st, WJB_END_ARRAY, NULL);
+	}
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
 }
 
@@ -134,6 +150,21 @@ pn_notice_fault(Jsonb *j)
 	for (size_t i = 0; i < lengthof(amounts); i++)
 		if (pn_json_present(j, amounts[i]) && !pn_json_int64(j, amounts[i], &v))
 			return psprintf("its \"%s\" is not an integer", amounts[i]);
+	if (pn_json_present(j, "sub_orders") || action == PN_ACT_PAY_COMBINE)
+	{
+		Jsonb	  **subs;
+		int			nsubs;
+
+		if (!pn_json_objects(j, "sub_orders", PN_MAX_SUB_ORDERS, &subs, &nsubs) ||
+			(action == PN_ACT_PAY_COMBINE && nsubs == 0))
+			return "its \"sub_orders\" is not a list of sub-orders";
+		for (int i = 0; i < nsubs; i++)
+			if (!pn_json_string(subs[i], "order_no", &str) ||
+				!pn_json_string(subs[i], "trade_no", &str) ||
+				!pn_json_string(subs[i], "currency", &str) ||
+				!pn_json_int64(subs[i], "amount", &v))
+				return "its \"sub_orders\" is not a list of sub-orders";
+	}
 	return NULL;
 }
 
@@ -167,5 +198,19 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 		n->refund_amount = -1;
 	if (!pn_json_int64(j, "refunded_total", &n->refunded_total))
 		n->refunded_total = -1;
+	if (pn_json_present(j, "sub_orders"))
+	{
+		Jsonb	  **subs;
+
+		(void) pn_json_objects(j, "sub_orders", PN_MAX_SUB_ORDERS, &subs, &n->nsubs);
+		n->subs = palloc0(sizeof(PnSubOrder) * Max(n->nsubs, 1));
+		for (int i = 0; i < n->nsubs; i++)
+		{
+			(void) pn_json_string(subs[i], "order_no", &n->subs[i].order_no);
+			(void) pn_json_string(subs[i], "trade_no", &n->subs[i].trade_no);
+			(void) pn_json_string(subs[i], "currency", &n->subs[i].currency);
+			(void) pn_json_int64(subs[i], "amount", &n->subs[i].amount);
+		}
+	}
 	return n;
 }

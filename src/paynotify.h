@@ -79,8 +79,22 @@ typedef enum PnAction
 	PN_ACT_PAY,					/* the order was paid */
 	PN_ACT_REFUND,				/* money went back to the payer */
 	PN_ACT_REFUND_FAILED,		/* a refund did not happen (abnormal, closed) */
-	PN_ACT_CLOSE				/* the trade closed unpaid */
+	PN_ACT_CLOSE,				/* the trade closed unpaid */
+	PN_ACT_PAY_COMBINE			/* each of the sub-orders was paid (WeChat
+								 * combine payment) */
 } PnAction;
+
+/* The most sub-orders one combine payment may name. */
+#define PN_MAX_SUB_ORDERS 50
+
+/* One paid sub-order of a combine payment: a payment of its own. */
+typedef struct PnSubOrder
+{
+	char	   *order_no;
+	char	   *trade_no;
+	int64		amount;
+	char	   *currency;
+} PnSubOrder;
 
 /*
  * An authenticated notification, as the gateway module extracted it.
@@ -102,6 +116,8 @@ typedef struct PnNotice
 	const char *anomaly;		/* authentic but fails a business check: set to
 								 * a short static code; recorded, acknowledged,
 								 * not applied */
+	int			nsubs;			/* PN_ACT_PAY_COMBINE: the sub-orders to pay, */
+	PnSubOrder *subs;			/* in order_no order (the order of their locks) */
 } PnNotice;
 
 /* One key of a channel, parsed once per backend. */
@@ -232,6 +248,7 @@ extern bool pn_json_string(Jsonb *doc, const char *path, char **value);
 extern bool pn_json_int64(Jsonb *doc, const char *path, int64 *value);
 extern bool pn_json_bool(Jsonb *doc, const char *path, bool *value);
 extern bool pn_json_present(Jsonb *doc, const char *path);
+extern bool pn_json_objects(Jsonb *doc, const char *path, int max, Jsonb ***elems, int *n);
 /* Strict unsigned decimal parse; false on anything else or overflow. */
 extern bool pn_parse_int64(const char *s, int len, int64 *value);
 /* Exact "123", "123.4", "123.45" (scale digits at most) to minor units. */

@@ -53,6 +53,8 @@ static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **paylo
 static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
 static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
 static PnReason extract_refund(PnNotice *n);
+static PnReason extract_combine(const WxConf *conf, PnNotice *n);
+static int	sub_order_cmp(const void *a, const void *b);
 static bool is_original_type(Jsonb *envelope, const char *type);
 
 const PnGateway pn_gateway_wxpay = {
@@ -281,7 +283,8 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 
 	if (conf->mchid != NULL &&
 		!((pn_json_string(n->payload, "mchid", &mchid) ||
-		   pn_json_string(n->payload, "sp_mchid", &mchid)) &&
+		   pn_json_string(n->payload, "sp_mchid", &mchid) ||
+		   pn_json_string(n->payload, "combine_mchid", &mchid)) &&
 		  strcmp(mchid, conf->mchid) == 0))
 		n->anomaly = "merchant_mismatch";
 
@@ -292,7 +295,8 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 	 * envelope's original_type is signed with the body.
 	 */
 	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0 && is_original_type(envelope, "transaction"))
-		return extract_transaction(conf, n);
+		return pn_json_present(n->payload, "combine_out_trade_no") ?
+			extract_combine(conf, n) : extract_transaction(conf, n);
 	if (strncmp(n->event_type, "REFUND.", 7) == 0 && is_original_type(envelope, "refund"))
 		return extract_refund(n);
 	n->action = PN_ACT_NONE;
@@ -321,6 +325,63 @@ extract_transaction(const WxConf *conf, PnNotice *n)
 		  strcmp(appid, conf->appid) == 0))
 		n->anomaly = "app_mismatch";
 	n->action = strcmp(state, "SUCCESS") == 0 ? PN_ACT_PAY : PN_ACT_NONE;
+	return PN_OK;
+}
+
+static int
+sub_order_cmp(const void *a, const void *b)
+{
+	return strcmp(((const PnSubOrder *) a)->order_no, ((const PnSubOrder *) b)->order_no);
+}
+
+/*
+ * A combine payment (合单支付, §1.9): combine_out_trade_no names the whole,
+ * and each of sub_orders[] is a payment of its own order (out_trade_no,
+ * transaction_id, amount.total_amount).  Only the sub-orders of the
+ * channel's merchant (mchid, when configured) that say SUCCESS are paid;
+ * the others stay in the payload, unapplied.  The log row is keyed by
+ * combine_out_trade_no.
+ */
+static PnReason
+extract_combine(const WxConf *conf, PnNotice *n)
+{
+	Jsonb	  **subs;
+	int			nsubs;
+	char	   *appid = NULL;
+
+	if (!pn_json_string(n->payload, "combine_out_trade_no", &n->order_no) ||
+		n->order_no[0] == '\0' ||
+		!pn_json_objects(n->payload, "sub_orders", PN_MAX_SUB_ORDERS, &subs, &nsubs) ||
+		nsubs == 0)
+		return PN_R_MALFORMED;
+	if (conf->appid != NULL && n->anomaly == NULL &&
+		!(pn_json_string(n->payload, "combine_appid", &appid) &&
+		  strcmp(appid, conf->appid) == 0))
+		n->anomaly = "app_mismatch";
+	n->subs = palloc0(sizeof(PnSubOrder) * nsubs);
+	n->nsubs = 0;
+	for (int i = 0; i < nsubs; i++)
+	{
+		PnSubOrder *s = &n->subs[n->nsubs];
+		char	   *mchid,
+				   *state;
+
+		if (!pn_json_string(subs[i], "out_trade_no", &s->order_no) || s->order_no[0] == '\0' ||
+			!pn_json_string(subs[i], "transaction_id", &s->trade_no) || s->trade_no[0] == '\0' ||
+			!pn_json_string(subs[i], "trade_state", &state) ||
+			!pn_json_string(subs[i], "mchid", &mchid) ||
+			!pn_json_int64(subs[i], "amount.total_amount", &s->amount) || s->amount < 0)
+			return PN_R_MALFORMED;
+		if (!pn_json_string(subs[i], "amount.currency", &s->currency))
+			s->currency = "CNY";
+		if (strcmp(state, "SUCCESS") != 0 ||
+			(conf->mchid != NULL && strcmp(mchid, conf->mchid) != 0))
+			continue;			/* unpaid, or another merchant's */
+		n->nsubs++;
+	}
+	qsort(n->subs, n->nsubs, sizeof(PnSubOrder), sub_order_cmp);
+	n->currency = "CNY";
+	n->action = n->nsubs > 0 ? PN_ACT_PAY_COMBINE : PN_ACT_NONE;
 	return PN_OK;
 }
 

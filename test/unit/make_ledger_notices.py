@@ -48,6 +48,21 @@ def refund(order, trade, refund_id, total, amount, status="SUCCESS"):
     return "REFUND." + status, "refund", plain
 
 
+def combine(combine_no, subs, combine_mchid=MCHID):
+    """A combine payment (合单支付): subs are (order, trade, total, mchid, state)."""
+    return "TRANSACTION.SUCCESS", "transaction", {
+        "combine_appid": APPID, "combine_mchid": combine_mchid,
+        "combine_out_trade_no": combine_no, "scene_info": {"device_id": "POS1:1"},
+        "sub_orders": [{
+            "mchid": m, "trade_type": "JSAPI", "trade_state": st, "bank_type": "CMC",
+            "attach": "", "success_time": "2026-01-02T04:40:00+08:00",
+            "transaction_id": trade, "out_trade_no": order,
+            "amount": {"total_amount": total, "payer_amount": total,
+                       "currency": "CNY", "payer_currency": "CNY"}}
+            for order, trade, total, m, st in subs],
+        "combine_payer_info": {"openid": "oTEST0000000000000000000001"}}
+
+
 # name -> (event_type, aad, plaintext)
 NOTICES = [
     # two refunds of 50 racing on a paid order of 100 (test/specs/ledger_race.spec)
@@ -95,6 +110,20 @@ NOTICES = [
                  "success_time": "2018-06-08T10:34:56+08:00"})),
     ("ps_txn_shaped", ("TRANSACTION.SUCCESS", "profitsharing",
                        pay("LG-PS", "T-PS", 100)[2])),
+    # combine payments: each of this merchant's paid sub-orders pays its
+    # order (another merchant's and an unpaid one do not); all or none
+    ("cmb_ok", combine("LG-CMB-A", [("LG-CMB-2", "T-CMB-2", 200, MCHID, "SUCCESS"),
+                                    ("LG-CMB-1", "T-CMB-1", 100, MCHID, "SUCCESS"),
+                                    ("LG-CMB-X", "T-CMB-X", 300, "1900000999", "SUCCESS"),
+                                    ("LG-CMB-Y", "T-CMB-Y", 300, MCHID, "NOTPAY")])),
+    ("cmb_mismatch", combine("LG-CMB-B", [("LG-CMB-3", "T-CMB-3", 999, MCHID, "SUCCESS"),
+                                          ("LG-CMB-4", "T-CMB-4", 400, MCHID, "SUCCESS")])),
+    ("cmb_missing", combine("LG-CMB-C", [("LG-CMB-5", "T-CMB-5", 500, MCHID, "SUCCESS"),
+                                         ("LG-CMB-6", "T-CMB-6", 600, MCHID, "SUCCESS")])),
+    ("cmb_others", combine("LG-CMB-D", [("LG-CMB-7", "T-CMB-7", 700, "1900000999", "SUCCESS")])),
+    ("cmb_foreign", combine("LG-CMB-E", [("LG-CMB-8", "T-CMB-8", 800, MCHID, "SUCCESS")],
+                            combine_mchid="1900000999")),
+    ("cmb_no_subs", combine("LG-CMB-F", [])),
 ]
 
 
