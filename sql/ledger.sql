@@ -235,6 +235,38 @@ SELECT * FROM paynotify_retry('lg', '1ed9e700-0000-4000-8000-000000000031');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('LG-CMB-5', 'LG-CMB-6') ORDER BY 1;
 SELECT event, order_no, amount FROM paynotify_outbox WHERE order_no IN ('LG-CMB-5', 'LG-CMB-6') ORDER BY id;
 
+-- partner mode: a service provider's channel for one sub-merchant
+-- (sp_mchid, sub_mchid; sp_appid) accepts only notices of both: another
+-- sub-merchant's or another provider's is an anomaly, never applied; a
+-- partner combine pays only the sub-orders of its sub-merchant.  Settings
+-- of the two modes do not mix.
+SELECT paynotify_add_channel('lgp_bad', 'wxpay', jsonb_build_object('apiv3_key',
+	btrim(t.vtext('keys/wechat_apiv3.key'), E'\n'), 'mchid', '1900000109', 'sp_mchid', '1900000100'));
+SELECT paynotify_add_channel('lgp_bad', 'wxpay', jsonb_build_object('apiv3_key',
+	btrim(t.vtext('keys/wechat_apiv3.key'), E'\n'), 'sub_mchid', '1900000109'));
+SELECT paynotify_add_channel('lgp', 'wxpay', jsonb_build_object('apiv3_key',
+	btrim(t.vtext('keys/wechat_apiv3.key'), E'\n'), 'sp_mchid', '1900000100',
+	'sub_mchid', '1900000109', 'sp_appid', 'wx8888888888888888'));
+SELECT paynotify_add_key('lgp', '7E3F2A9C1B5D4E6F80912A3B4C5D6E7F8091A2B3',
+	t.vtext('keys/wechat_platform_1.pub.pem'));
+INSERT INTO public.orders VALUES ('LG-PP-1', 'pending', 100), ('LG-PP-2', 'pending', 100),
+	('LG-PP-3', 'pending', 100), ('LG-PP-4', 'pending', 400), ('LG-PP-5', 'pending', 500);
+SELECT n, r.status, r.outcome FROM unnest(ARRAY['pp_ok', 'pp_other_sub', 'pp_other_sp',
+		'pp_refund_other_sub', 'pp_refund', 'pp_combine']) WITH ORDINALITY u(n, i),
+	LATERAL t.wx('lgp', n) r ORDER BY i;
+SELECT order_no, status FROM public.orders WHERE order_no LIKE 'LG-PP-%' ORDER BY 1;
+SELECT event, order_no, amount FROM paynotify_outbox WHERE order_no LIKE 'LG-PP-%' ORDER BY id;
+SELECT order_no, status, note FROM payment_notify_log WHERE channel = 'lgp' ORDER BY 1, 2;
+-- the same partner payment on a direct channel whose mchid is the
+-- provider's (how 1.3 took partner notices): paid, whatever the
+-- sub-merchant (docs/GATEWAYS.md: set sp_mchid and sub_mchid instead)
+SELECT paynotify_add_channel('lgd', 'wxpay', jsonb_build_object('apiv3_key',
+	btrim(t.vtext('keys/wechat_apiv3.key'), E'\n'), 'mchid', '1900000100'));
+SELECT paynotify_add_key('lgd', '7E3F2A9C1B5D4E6F80912A3B4C5D6E7F8091A2B3',
+	t.vtext('keys/wechat_platform_1.pub.pem'));
+SELECT status, outcome FROM t.wx('lgd', 'pp_other_sub');
+SELECT status FROM public.orders WHERE order_no = 'LG-PP-2';
+
 -- the per-order and per-trade reads have indexes (the business step runs
 -- with enable_seqscan = off; bitmap scans off too, so that the plan's shape
 -- does not depend on how many rows earlier tests left)

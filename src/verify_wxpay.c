@@ -28,6 +28,10 @@ typedef struct WxConf
 	unsigned char apiv3_key[APIV3_KEY_LEN];
 	char	   *mchid;			/* NULL: not checked */
 	char	   *appid;			/* NULL: not checked */
+	char	   *sp_mchid;		/* partner mode (§1.9): the service provider */
+	char	   *sub_mchid;		/* its sub-merchant; NULL: any of its own */
+	char	   *sp_appid;		/* NULL: not checked */
+	char	   *sub_appid;		/* NULL: not checked */
 	int			tolerance_s;
 } WxConf;
 
@@ -55,6 +59,8 @@ static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
 static PnReason extract_refund(PnNotice *n);
 static PnReason extract_combine(const WxConf *conf, PnNotice *n);
 static int	sub_order_cmp(const void *a, const void *b);
+static bool partner_ours(const WxConf *conf, Jsonb *payload);
+static bool app_ours(const WxConf *conf, Jsonb *payload, bool combine);
 static bool is_original_type(Jsonb *envelope, const char *type);
 
 const PnGateway pn_gateway_wxpay = {
@@ -70,11 +76,16 @@ const PnGateway pn_gateway_wxpay = {
 	.fail_body = "{\"code\":\"FAIL\",\"message\":\"%s\"}",
 };
 
-/* apiv3_key (exactly 32 bytes), optional mchid and appid, tolerance_s. */
+/*
+ * apiv3_key (exactly 32 bytes), tolerance_s, and the merchant: mchid and
+ * appid (a direct merchant), or sp_mchid, sub_mchid, sp_appid and sub_appid
+ * (a service provider's channel for its sub-merchant), all optional.
+ */
 static void *
 wx_load_settings(Jsonb *settings)
 {
-	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s", NULL};
+	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s",
+	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", NULL};
 	WxConf	   *conf = palloc0(sizeof(WxConf));
 	char	   *key;
 	size_t		keylen;
@@ -93,6 +104,23 @@ wx_load_settings(Jsonb *settings)
 				 errhint("Use the APIv3 key from the merchant console as is: 32 characters, not hex or base64.")));
 	conf->mchid = pn_setting_text(settings, "mchid", false);
 	conf->appid = pn_setting_text(settings, "appid", false);
+	conf->sp_mchid = pn_setting_text(settings, "sp_mchid", false);
+	conf->sub_mchid = pn_setting_text(settings, "sub_mchid", false);
+	conf->sp_appid = pn_setting_text(settings, "sp_appid", false);
+	conf->sub_appid = pn_setting_text(settings, "sub_appid", false);
+	if ((conf->mchid != NULL || conf->appid != NULL) &&
+		(conf->sp_mchid != NULL || conf->sub_mchid != NULL ||
+		 conf->sp_appid != NULL || conf->sub_appid != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("settings \"mchid\"/\"appid\" and \"sp_mchid\"/\"sub_mchid\"/\"sp_appid\"/\"sub_appid\" do not go together"),
+				 errhint("A direct merchant's channel sets mchid (and appid); a service provider's channel for a sub-merchant sets sp_mchid and sub_mchid (and sp_appid, sub_appid).")));
+	if (conf->sp_mchid == NULL &&
+		(conf->sub_mchid != NULL || conf->sp_appid != NULL || conf->sub_appid != NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"sp_mchid\" is required with \"sub_mchid\", \"sp_appid\" or \"sub_appid\""),
+				 errhint("Set sp_mchid to the service provider's merchant id.")));
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
 	return conf;
 }
@@ -270,6 +298,26 @@ is_original_type(Jsonb *envelope, const char *type)
 		strcmp(original, type) == 0;
 }
 
+/*
+ * Whether a partner channel's notice is its own: sp_mchid (combine_mchid
+ * for a combine payment, whose sub-orders are judged one by one) is the
+ * service provider's, and sub_mchid the sub-merchant's when configured.
+ */
+static bool
+partner_ours(const WxConf *conf, Jsonb *payload)
+{
+	char	   *sp,
+			   *sub;
+
+	if (pn_json_present(payload, "combine_out_trade_no"))
+		return pn_json_string(payload, "combine_mchid", &sp) &&
+			strcmp(sp, conf->sp_mchid) == 0;
+	if (!pn_json_string(payload, "sp_mchid", &sp) || strcmp(sp, conf->sp_mchid) != 0)
+		return false;
+	return conf->sub_mchid == NULL ||
+		(pn_json_string(payload, "sub_mchid", &sub) && strcmp(sub, conf->sub_mchid) == 0);
+}
+
 /* Envelope id and type, merchant check, then what the event asks for. */
 static PnReason
 extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
@@ -286,6 +334,8 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 		   pn_json_string(n->payload, "sp_mchid", &mchid) ||
 		   pn_json_string(n->payload, "combine_mchid", &mchid)) &&
 		  strcmp(mchid, conf->mchid) == 0))
+		n->anomaly = "merchant_mismatch";
+	if (conf->sp_mchid != NULL && !partner_ours(conf, n->payload))
 		n->anomaly = "merchant_mismatch";
 
 	/*
@@ -308,8 +358,7 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 static PnReason
 extract_transaction(const WxConf *conf, PnNotice *n)
 {
-	char	   *state,
-			   *appid = NULL;
+	char	   *state;
 
 	if (!pn_json_string(n->payload, "out_trade_no", &n->order_no) ||
 		!pn_json_string(n->payload, "transaction_id", &n->trade_no) ||
@@ -319,13 +368,41 @@ extract_transaction(const WxConf *conf, PnNotice *n)
 		return PN_R_MALFORMED;
 	if (!pn_json_string(n->payload, "amount.currency", &n->currency))
 		n->currency = "CNY";
-	if (conf->appid != NULL && n->anomaly == NULL &&
-		!((pn_json_string(n->payload, "appid", &appid) ||
-		   pn_json_string(n->payload, "sp_appid", &appid)) &&
-		  strcmp(appid, conf->appid) == 0))
+	if (n->anomaly == NULL && !app_ours(conf, n->payload, false))
 		n->anomaly = "app_mismatch";
 	n->action = strcmp(state, "SUCCESS") == 0 ? PN_ACT_PAY : PN_ACT_NONE;
 	return PN_OK;
+}
+
+/*
+ * Whether the payment's app is the channel's: appid (sp_appid too, as
+ * before partner settings), or sp_appid and sub_appid as set.  A combine
+ * payment names one app, combine_appid, for the whole.
+ */
+static bool
+app_ours(const WxConf *conf, Jsonb *payload, bool combine)
+{
+	char	   *appid;
+
+	if (combine)
+	{
+		const char *want = conf->appid ? conf->appid : conf->sp_appid;
+
+		return want == NULL ||
+			(pn_json_string(payload, "combine_appid", &appid) && strcmp(appid, want) == 0);
+	}
+	if (conf->appid != NULL &&
+		!((pn_json_string(payload, "appid", &appid) ||
+		   pn_json_string(payload, "sp_appid", &appid)) &&
+		  strcmp(appid, conf->appid) == 0))
+		return false;
+	if (conf->sp_appid != NULL &&
+		!(pn_json_string(payload, "sp_appid", &appid) && strcmp(appid, conf->sp_appid) == 0))
+		return false;
+	if (conf->sub_appid != NULL &&
+		!(pn_json_string(payload, "sub_appid", &appid) && strcmp(appid, conf->sub_appid) == 0))
+		return false;
+	return true;
 }
 
 static int
@@ -347,16 +424,13 @@ extract_combine(const WxConf *conf, PnNotice *n)
 {
 	Jsonb	  **subs;
 	int			nsubs;
-	char	   *appid = NULL;
 
 	if (!pn_json_string(n->payload, "combine_out_trade_no", &n->order_no) ||
 		n->order_no[0] == '\0' ||
 		!pn_json_objects(n->payload, "sub_orders", PN_MAX_SUB_ORDERS, &subs, &nsubs) ||
 		nsubs == 0)
 		return PN_R_MALFORMED;
-	if (conf->appid != NULL && n->anomaly == NULL &&
-		!(pn_json_string(n->payload, "combine_appid", &appid) &&
-		  strcmp(appid, conf->appid) == 0))
+	if (n->anomaly == NULL && !app_ours(conf, n->payload, true))
 		n->anomaly = "app_mismatch";
 	n->subs = palloc0(sizeof(PnSubOrder) * nsubs);
 	n->nsubs = 0;
@@ -364,6 +438,7 @@ extract_combine(const WxConf *conf, PnNotice *n)
 	{
 		PnSubOrder *s = &n->subs[n->nsubs];
 		char	   *mchid,
+				   *sub_mchid,
 				   *state;
 
 		if (!pn_json_string(subs[i], "out_trade_no", &s->order_no) || s->order_no[0] == '\0' ||
@@ -375,8 +450,12 @@ extract_combine(const WxConf *conf, PnNotice *n)
 		if (!pn_json_string(subs[i], "amount.currency", &s->currency))
 			s->currency = "CNY";
 		if (strcmp(state, "SUCCESS") != 0 ||
-			(conf->mchid != NULL && strcmp(mchid, conf->mchid) != 0))
-			continue;			/* unpaid, or another merchant's */
+			(conf->mchid != NULL && strcmp(mchid, conf->mchid) != 0) ||
+			(conf->sp_mchid != NULL && strcmp(mchid, conf->sp_mchid) != 0) ||
+			(conf->sub_mchid != NULL &&
+			 !(pn_json_string(subs[i], "sub_mchid", &sub_mchid) &&
+			   strcmp(sub_mchid, conf->sub_mchid) == 0)))
+			continue;			/* unpaid, or another (sub-)merchant's */
 		n->nsubs++;
 	}
 	qsort(n->subs, n->nsubs, sizeof(PnSubOrder), sub_order_cmp);

@@ -63,6 +63,30 @@ def combine(combine_no, subs, combine_mchid=MCHID):
         "combine_payer_info": {"openid": "oTEST0000000000000000000001"}}
 
 
+SP_MCHID = "1900000100"
+SP_APPID = "wx8888888888888888"
+
+
+def partner_pay(order, trade, total, sub_mchid, sp_mchid=SP_MCHID):
+    """A service provider's (partner) payment for its sub-merchant."""
+    return "TRANSACTION.SUCCESS", "transaction", {
+        "sp_appid": SP_APPID, "sp_mchid": sp_mchid, "sub_appid": "wxd678efh567hg6999",
+        "sub_mchid": sub_mchid, "out_trade_no": order, "transaction_id": trade,
+        "trade_type": "JSAPI", "trade_state": "SUCCESS", "trade_state_desc": "ok",
+        "bank_type": "CMC", "attach": "", "success_time": "2026-01-02T04:40:00+08:00",
+        "payer": {"sp_openid": "oUpF8uN95-Ptaags6E79BjjAAAAA",
+                  "sub_openid": "oUpF8uN95-Ptaags6E79BjjBBBBB"},
+        "amount": {"total": total, "payer_total": total, "currency": "CNY",
+                   "payer_currency": "CNY"}}
+
+
+def partner_refund(order, trade, refund_id, total, amount, sub_mchid):
+    plain = refund(order, trade, refund_id, total, amount)[2]
+    del plain["mchid"]
+    plain.update({"sp_mchid": SP_MCHID, "sub_mchid": sub_mchid})
+    return "REFUND.SUCCESS", "refund", plain
+
+
 # name -> (event_type, aad, plaintext)
 NOTICES = [
     # two refunds of 50 racing on a paid order of 100 (test/specs/ledger_race.spec)
@@ -124,11 +148,24 @@ NOTICES = [
     ("cmb_foreign", combine("LG-CMB-E", [("LG-CMB-8", "T-CMB-8", 800, MCHID, "SUCCESS")],
                             combine_mchid="1900000999")),
     ("cmb_no_subs", combine("LG-CMB-F", [])),
+    # partner (service provider) notices on a channel for one sub-merchant
+    ("pp_ok", partner_pay("LG-PP-1", "T-PP-1", 100, "1900000109")),
+    ("pp_other_sub", partner_pay("LG-PP-2", "T-PP-2", 100, "1900000555")),
+    ("pp_other_sp", partner_pay("LG-PP-3", "T-PP-3", 100, "1900000109", sp_mchid="1900000666")),
+    ("pp_refund", partner_refund("LG-PP-1", "T-PP-1", "R-PP-1", 100, 100, "1900000109")),
+    ("pp_refund_other_sub", partner_refund("LG-PP-1", "T-PP-1", "R-PP-2", 100, 100, "1900000555")),
+    ("pp_combine", combine("LG-PP-C", [("LG-PP-4", "T-PP-4", 400, SP_MCHID, "SUCCESS"),
+                                       ("LG-PP-5", "T-PP-5", 500, SP_MCHID, "SUCCESS")],
+                           combine_mchid=SP_MCHID)),
 ]
 
 
 def build(i, name, spec):
     event_type, aad, plain = spec
+    if name == "pp_combine":
+        plain["combine_appid"] = SP_APPID
+        for sub, sub_mchid in zip(plain["sub_orders"], ["1900000109", "1900000555"]):
+            sub["sub_mchid"] = sub_mchid
     raw = json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode()
     nonce = "ledger%06d" % i
     env = {"id": "1ed9e700-0000-4000-8000-%012d" % i,
