@@ -1255,3 +1255,104 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_trigger_created() FROM PUBLIC;
 CREATE EVENT TRIGGER paynotify_trigger_created ON ddl_command_end
 	WHEN TAG IN ('CREATE TRIGGER')
 	EXECUTE FUNCTION @extschema@.paynotify_trigger_created();
+
+-- ===== A service provider's channels, one per sub-merchant =====
+--
+-- A partner channel (sp_mchid, sub_mchid) checks its own merchant as a
+-- direct one (mchid) does: its sub-merchant's channels may share the
+-- provider's APIv3 key.  The same provider with an overlapping
+-- sub-merchant (or none, meaning all), or a direct channel whose mchid is
+-- the provider's (it takes the provider's notices), is the same account.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_account() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	s jsonb;
+	gw text;
+	other text;
+	what text;
+	hint text;
+	-- this node's shards of them on Citus (paynotify_sibling)
+	channels text := @extschema@.paynotify_sibling('paynotify_channel', TG_TABLE_NAME);
+	keys text := @extschema@.paynotify_sibling('paynotify_key', TG_TABLE_NAME);
+BEGIN
+	IF pg_catalog.current_setting('paynotify.allow_shared_accounts', true) = 'on'
+			OR channels IS NULL OR keys IS NULL THEN	-- being distributed (paynotify_sibling)
+		RETURN NEW;
+	END IF;
+	-- one configuration change at a time, so two cannot both pass the check
+	PERFORM pg_catalog.pg_advisory_xact_lock(-3751950917148160981);
+	IF pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '') = 'paynotify_channel' THEN
+		s := NEW.settings;
+		IF NEW.gateway = 'wxpay' THEN
+			EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+			WHERE c.gateway = ''wxpay'' AND c.name <> $1
+			  AND ($2 = ''INSERT'' OR c.name <> $3)
+			  AND (c.settings->>''mchid'' = $4->>''mchid''
+				   OR c.settings->>''mchid'' = $4->>''sp_mchid''
+				   OR c.settings->>''sp_mchid'' = $4->>''mchid''
+				   OR (c.settings->>''sp_mchid'' = $4->>''sp_mchid''
+					   AND (c.settings->>''sub_mchid'' IS NULL OR $4->>''sub_mchid'' IS NULL
+							OR c.settings->>''sub_mchid'' = $4->>''sub_mchid'')))
+			ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+			IF other IS NOT NULL THEN
+				what := pg_catalog.format('WeChat Pay merchant %s', COALESCE(s->>'mchid',
+					pg_catalog.concat(s->>'sp_mchid', ' (sub-merchant ', COALESCE(s->>'sub_mchid', 'any'), ')')));
+				hint := 'Use one channel per merchant account: route every notify URL of the account to it.';
+			ELSE
+				EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+				WHERE c.gateway = ''wxpay'' AND c.name <> $1
+				  AND ($2 = ''INSERT'' OR c.name <> $3)
+				  AND c.settings->>''apiv3_key'' = $4->>''apiv3_key''
+				  AND (NOT (c.settings->>''mchid'' IS NOT NULL
+							OR (c.settings->>''sp_mchid'' IS NOT NULL AND c.settings->>''sub_mchid'' IS NOT NULL))
+					   OR NOT ($4->>''mchid'' IS NOT NULL
+							   OR ($4->>''sp_mchid'' IS NOT NULL AND $4->>''sub_mchid'' IS NOT NULL)))
+				ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+				IF other IS NOT NULL THEN
+					what := 'WeChat Pay notifications decrypted with the same APIv3 key';
+					hint := 'Set mchid (a service provider: sp_mchid and sub_mchid) on both channels, each its own merchant, or use one channel per merchant account.';
+				END IF;
+			END IF;
+		ELSIF NEW.gateway = 'alipay' THEN
+			EXECUTE pg_catalog.format('SELECT c.name FROM %s c
+			WHERE c.gateway = ''alipay'' AND c.name <> $1
+			  AND ($2 = ''INSERT'' OR c.name <> $3)
+			  AND c.settings->>''app_id'' = $4->>''app_id''
+			  AND (c.settings->>''seller_id'' IS NULL OR $4->>''seller_id'' IS NULL
+				   OR c.settings->>''seller_id'' = $4->>''seller_id'')
+			ORDER BY c.name LIMIT 1', channels) INTO other USING NEW.name, TG_OP, OLD.name, s;
+			IF other IS NOT NULL THEN
+				what := pg_catalog.format('Alipay app_id %s', s->>'app_id');
+				hint := 'Use one channel per app_id; two channels may share one only when each checks its own seller_id.';
+			END IF;
+		END IF;
+		IF other IS NOT NULL THEN
+			RAISE EXCEPTION 'channel "%" would accept % like channel "%"', NEW.name, what, other
+				USING ERRCODE = 'exclusion_violation',
+					  DETAIL = 'A notification captured on one channel could be replayed to the other and take effect twice.',
+					  HINT = hint;
+		END IF;
+	ELSIF NEW.retired_at IS NULL THEN	-- paynotify_key
+		EXECUTE pg_catalog.format('SELECT c.gateway FROM %s c WHERE c.name = $1', channels)
+			INTO gw USING NEW.channel;
+		IF gw = 'stripe' THEN
+			EXECUTE pg_catalog.format('SELECT k.channel
+			FROM %s k
+			JOIN %s c ON c.name = k.channel
+			WHERE c.gateway = ''stripe'' AND k.channel <> $1
+			  AND k.retired_at IS NULL AND k.material = $2
+			ORDER BY k.channel LIMIT 1', keys, channels) INTO other USING NEW.channel, NEW.material;
+			IF other IS NOT NULL THEN
+				RAISE EXCEPTION 'key "%" of channel "%" is a signing secret channel "%" already trusts',
+						NEW.key_id, NEW.channel, other
+					USING ERRCODE = 'exclusion_violation',
+						  DETAIL = 'An event captured on one channel could be replayed to the other and take effect twice.',
+						  HINT = pg_catalog.format('Each Stripe webhook endpoint has its own signing secret: add this channel''s, or retire the key in channel "%s" first.', other);
+			END IF;
+		END IF;
+	END IF;
+	RETURN NEW;
+END
+$$;

@@ -38,6 +38,29 @@ SELECT paynotify_alter_channel('acc_wx4',
 SELECT paynotify_alter_channel('acc_wx3',
 	'{"apiv3_key": "acc-key-A-0123456789abcdef012345", "mchid": "1900000003"}');
 
+-- A service provider (partner mode): sp_mchid with sub_mchid is the
+-- account.  Its sub-merchants' channels share the provider's APIv3 key;
+-- the same sub-merchant again, the provider without a sub-merchant (all of
+-- them), or a direct channel whose mchid is the provider's (it takes the
+-- provider's notices) is the same account; without sub_mchid a partner
+-- channel checks no merchant of its own, so it may not share the key.
+SELECT paynotify_add_channel('acc_sp1', 'wxpay',
+	'{"apiv3_key": "acc-key-P-0123456789abcdef012345", "sp_mchid": "1900000100", "sub_mchid": "1900000101"}');
+SELECT paynotify_add_channel('acc_sp2', 'wxpay',
+	'{"apiv3_key": "acc-key-P-0123456789abcdef012345", "sp_mchid": "1900000100", "sub_mchid": "1900000102"}');
+\set VERBOSITY default
+SELECT paynotify_add_channel('acc_sp3', 'wxpay',
+	'{"apiv3_key": "acc-key-Q-0123456789abcdef012345", "sp_mchid": "1900000100", "sub_mchid": "1900000102"}');
+SELECT paynotify_add_channel('acc_sp3', 'wxpay',
+	'{"apiv3_key": "acc-key-Q-0123456789abcdef012345", "sp_mchid": "1900000100"}');
+SELECT paynotify_add_channel('acc_sp3', 'wxpay',
+	'{"apiv3_key": "acc-key-Q-0123456789abcdef012345", "mchid": "1900000100"}');
+SELECT paynotify_add_channel('acc_sp3', 'wxpay',
+	'{"apiv3_key": "acc-key-P-0123456789abcdef012345", "sp_mchid": "1900000200"}');
+\set VERBOSITY sqlstate
+SELECT paynotify_add_channel('acc_sp3', 'wxpay',
+	'{"apiv3_key": "acc-key-P-0123456789abcdef012345", "sp_mchid": "1900000200", "sub_mchid": "1900000201"}');
+
 -- Alipay: the app_id is the account, unless each channel checks its own seller_id.
 SELECT paynotify_add_channel('acc_ali1', 'alipay', '{"app_id": "2021000000acc001"}');
 SELECT paynotify_add_channel('acc_ali2', 'alipay', '{"app_id": "2021000000acc001"}');
