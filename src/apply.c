@@ -345,6 +345,17 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 		set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 		return;
 	}
+	else if (ch->gw->refund_failure_final && n->trade_no != NULL &&
+			 pn_refunded_sum(cfg, ch->name, n->trade_no, n->order_no) > 0)
+	{
+		/*
+		 * The trade has succeeded refunds, none under this refund's id: a
+		 * Stripe charge.refunded that did not carry its refunds' ids (API
+		 * versions since 2022-11-15) recorded it under the event's id, and
+		 * the ledger may still count it.  Someone must look.
+		 */
+		pn_anomaly(cfg, ch->name, n, "refund_failed_unmatched");
+	}
 	if (strcmp(row.status, "refunding") == 0)
 		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
 	pn_emit(cfg, "refund_failed", ch, n, amount);
