@@ -230,6 +230,10 @@ SELECT event, order_no, amount FROM paynotify_outbox WHERE order_no LIKE 'LG-CMB
 SELECT order_no, status, note, delivery_count FROM payment_notify_log
 WHERE order_no LIKE 'LG-CMB-%' ORDER BY 1;
 SELECT kind, order_no FROM paynotify_anomaly WHERE order_no LIKE 'LG-CMB-%' ORDER BY id;
+-- an unpaid sub-order may name no transaction yet: the paid one pays
+INSERT INTO public.orders VALUES ('LG-CMB-9', 'pending', 900), ('LG-CMB-10', 'pending', 100);
+SELECT status, outcome FROM t.wx('lg', 'cmb_unpaid_no_txn');
+SELECT order_no, status FROM public.orders WHERE order_no IN ('LG-CMB-9', 'LG-CMB-10') ORDER BY 1;
 INSERT INTO public.orders VALUES ('LG-CMB-6', 'pending', 600);
 SELECT * FROM paynotify_retry('lg', '1ed9e700-0000-4000-8000-000000000031');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('LG-CMB-5', 'LG-CMB-6') ORDER BY 1;

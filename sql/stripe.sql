@@ -236,6 +236,55 @@ ORDER BY length(notify_id), notify_id;
 SELECT kind, order_no FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10')
 ORDER BY id;
 
+-- What a hostile review found: a refund's own amount, not the cumulative
+-- total, once another refund of the trade failed (an older snapshot that
+-- arrives after the failure would count the failed refund again); a
+-- failure naming a trade of another order is that anomaly, and the other
+-- order is left alone; an intent canceled as a duplicate closes nothing; a
+-- thin event is recorded only, whatever it holds; a failure that names no
+-- refund fails nothing.
+INSERT INTO public.orders VALUES ('STR-14', 'pending', 500), ('STR-15', 'pending', 500),
+	('STR-16', 'pending', 500);
+INSERT INTO t.ev VALUES
+	('pi_14', t.evt('evt_st_40', 'payment_intent.succeeded',
+		'{"id": "pi_st_14", "amount_received": 500, "currency": "usd", "metadata": {"order_id": "STR-14"}}')),
+	('refund_14_1', t.evt('evt_st_41', 'charge.refunded',
+		'{"id": "ch_pi_st_14", "object": "charge", "amount": 500, "amount_refunded": 200,
+		  "payment_intent": "pi_st_14", "refunded": false, "currency": "usd",
+		  "metadata": {"order_id": "STR-14"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_14_1", "amount": 200}]}}')),
+	('refund_14_1_failed', t.evt('evt_st_42', 'refund.failed', t.refund_obj('re_st_14_1', 'pi_st_14', 200, 'failed', 'STR-14'))),
+	('refund_14_2', t.evt('evt_st_43', 'charge.refunded',
+		'{"id": "ch_pi_st_14", "object": "charge", "amount": 500, "amount_refunded": 500,
+		  "payment_intent": "pi_st_14", "refunded": true, "currency": "usd",
+		  "metadata": {"order_id": "STR-14"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_14_2", "amount": 300},
+												  {"id": "re_st_14_1", "amount": 200}]}}')),
+	('pi_15', t.evt('evt_st_44', 'payment_intent.succeeded',
+		'{"id": "pi_st_15", "amount_received": 500, "currency": "usd", "metadata": {"order_id": "STR-15"}}')),
+	('refund_14_on_15', t.evt('evt_st_45', 'refund.failed', t.refund_obj('re_st_14_9', 'pi_st_14', 500, 'failed', 'STR-15'))),
+	('canceled_16_dup', t.evt('evt_st_46', 'payment_intent.canceled',
+		'{"id": "pi_st_16a", "object": "payment_intent", "amount": 500, "status": "canceled",
+		  "cancellation_reason": "duplicate", "currency": "usd", "metadata": {"order_id": "STR-16"}}')),
+	('thin_16', '{"id": "evt_st_47", "object": "v2.core.event", "type": "payment_intent.succeeded",
+		"livemode": false, "created": "2026-01-01T00:00:00.000Z",
+		"related_object": {"id": "pi_st_16", "type": "payment_intent", "url": "/v1/payment_intents/pi_st_16"},
+		"data": {"object": {"id": "pi_st_16", "amount_received": 500, "currency": "usd",
+							"metadata": {"order_id": "STR-16"}}}}'),
+	('refund_noid_16', t.evt('evt_st_48', 'refund.failed',
+		'{"object": "refund", "amount": 500, "payment_intent": "pi_st_16", "status": "failed",
+		  "metadata": {"order_id": "STR-16"}}'));
+SELECT name, r.* FROM unnest(ARRAY['pi_14', 'refund_14_1', 'refund_14_1_failed', 'refund_14_2',
+		'pi_15', 'refund_14_on_15', 'canceled_16_dup', 'thin_16', 'refund_noid_16']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-14', 'STR-15', 'STR-16') ORDER BY 1;
+SELECT refund_id, order_no, amount, status FROM pay.paynotify_refund
+WHERE channel = 'st' AND order_no IN ('STR-14', 'STR-15', 'STR-16') ORDER BY refund_id;
+SELECT kind, order_no FROM pay.paynotify_anomaly
+WHERE channel = 'st' AND order_no IN ('STR-14', 'STR-15', 'STR-16') ORDER BY id;
+SELECT notify_id, status, note FROM pay.payment_notify_log
+WHERE channel = 'st' AND notify_id IN ('evt_st_45', 'evt_st_46', 'evt_st_47', 'evt_st_48') ORDER BY 1;
+
 -- Authentic but not applied: no order reference (an anomaly), other types.
 SELECT name, r.* FROM unnest(ARRAY['no_order', 'customer']) name,
 	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;

@@ -321,6 +321,17 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 	int64		amount = Max(n->refund_amount, 0);
 
 	pn_order_get(cfg, n->order_no, &row);
+	if (n->trade_no != NULL)
+	{
+		char	   *recorded = pn_payment_order(cfg, ch->name, n->trade_no);
+
+		if (recorded != NULL && strcmp(recorded, n->order_no) != 0)
+		{
+			/* the trade paid another order, whose row is not locked here */
+			anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+			return;
+		}
+	}
 	existing = pn_refund_get(cfg, ch->name, refund_id, n->order_no);
 	if (existing != NULL && strcmp(existing, "succeeded") == 0 &&
 		ch->gw->refund_failure_final)

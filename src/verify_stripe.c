@@ -31,6 +31,7 @@
 #define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"
 #define MAX_PATH_LEN 256
 #define MAX_EVENT_ID_LEN 255
+#define MAX_LISTED_REFUNDS 100	/* a charge lists 10 a page; more is refused */
 
 /* The channel's parsed settings. */
 typedef struct StripeConf
@@ -49,7 +50,7 @@ static PnReason verify_hmac(const PnRequest *req, const PnStripeSig *sig);
 static PnReason check_event(const StripeConf *conf, Jsonb *doc,
 							PnNotice *n);
 static char *json_text(Jsonb *doc, const char *path);
-static char *first_refund_id(Jsonb *doc);
+static char *newest_refund(Jsonb *doc, int64 *amount);
 static void fill_payment_intent(Jsonb *doc, PnNotice *n);
 static void fill_checkout_session(Jsonb *doc, PnNotice *n);
 static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
@@ -277,34 +278,24 @@ json_text(Jsonb *doc, const char *path)
 	return pn_json_string(doc, path, &s) && s[0] != '\0' ? s : NULL;
 }
 
-/* data.object.refunds.data[0].id (the newest refund), or NULL. */
+/*
+ * data.object.refunds.data[0] (the newest refund): its id, or NULL; its
+ * amount in *amount, or -1.
+ */
 static char *
-first_refund_id(Jsonb *doc)
+newest_refund(Jsonb *doc, int64 *amount)
 {
-	static const char *const steps[] = {"data", "object", "refunds", "data"};
-	JsonbContainer *c = &doc->root;
-	JsonbValue	buf;
-	JsonbValue *v;
+	Jsonb	  **refunds;
+	int			n;
+	char	   *id;
 
-	for (size_t i = 0; i < lengthof(steps); i++)
-	{
-		if (!JsonContainerIsObject(c))
-			return NULL;
-		v = getKeyJsonValueFromContainer(c, steps[i], strlen(steps[i]), &buf);
-		if (v == NULL || v->type != jbvBinary)
-			return NULL;
-		c = v->val.binary.data;
-	}
-	if (!JsonContainerIsArray(c) ||
-		(v = getIthJsonbValueFromContainer(c, 0)) == NULL ||
-		v->type != jbvBinary || !JsonContainerIsObject(v->val.binary.data))
+	*amount = -1;
+	if (!pn_json_objects(doc, "data.object.refunds.data", MAX_LISTED_REFUNDS, &refunds, &n) ||
+		n == 0 || !pn_json_string(refunds[0], "id", &id) || id[0] == '\0')
 		return NULL;
-	c = v->val.binary.data;
-	v = getKeyJsonValueFromContainer(c, "id", 2, &buf);
-	if (v == NULL || v->type != jbvString || v->val.string.len == 0 ||
-		memchr(v->val.string.val, '\0', v->val.string.len) != NULL)
-		return NULL;
-	return pnstrdup(v->val.string.val, v->val.string.len);
+	if (!pn_json_int64(refunds[0], "amount", amount) || *amount < 0)
+		*amount = -1;
+	return id;
 }
 
 /* payment_intent.succeeded: the intent is the payment. */
@@ -335,8 +326,12 @@ fill_checkout_session(Jsonb *doc, PnNotice *n)
 }
 
 /*
- * charge.refunded, also sent for partial refunds (§3.6): amount_refunded
- * is the cumulative total; this refund alone is not stated.
+ * charge.refunded, also sent for partial refunds (§3.6): the newest
+ * refund's own id and amount when the charge lists its refunds (API
+ * versions before 2022-11-15), else amount_refunded, the cumulative
+ * total.  A refund's own amount keeps the sum right when another refund
+ * of the trade failed in between (refund_failure_final); the cumulative
+ * total does not.
  */
 static void
 fill_charge_refunded(Jsonb *doc, PnNotice *n)
@@ -349,7 +344,7 @@ fill_charge_refunded(Jsonb *doc, PnNotice *n)
 		n->order_amount = -1;
 	if (!pn_json_int64(doc, "data.object.amount_refunded", &n->refunded_total))
 		n->refunded_total = -1;
-	n->refund_id = first_refund_id(doc);
+	n->refund_id = newest_refund(doc, &n->refund_amount);
 	if (n->refund_id == NULL)
 		n->refund_id = pstrdup(n->notify_id);
 }
@@ -366,13 +361,13 @@ fill_refund_failed(Jsonb *doc, PnNotice *n)
 
 	if (status == NULL || strcmp(status, "failed") != 0)
 		return;
+	n->refund_id = json_text(doc, "data.object.id");
+	if (n->refund_id == NULL)
+		return;					/* names no refund: nothing to fail */
 	n->action = PN_ACT_REFUND_FAILED;
 	n->trade_no = json_text(doc, "data.object.payment_intent");
 	if (n->trade_no == NULL)
 		n->trade_no = json_text(doc, "data.object.charge");
-	n->refund_id = json_text(doc, "data.object.id");
-	if (n->refund_id == NULL)
-		n->refund_id = pstrdup(n->notify_id);
 	if (!pn_json_int64(doc, "data.object.amount", &n->refund_amount) ||
 		n->refund_amount < 0)
 		n->refund_amount = -1;
@@ -385,6 +380,11 @@ fill_refund_failed(Jsonb *doc, PnNotice *n)
 static void
 fill_closed(Jsonb *doc, PnNotice *n)
 {
+	char	   *reason = json_text(doc, "data.object.cancellation_reason");
+
+	/* canceled as a duplicate: the merchant pays the order by another intent */
+	if (reason != NULL && strcmp(reason, "duplicate") == 0)
+		return;
 	n->action = PN_ACT_CLOSE;
 	n->trade_no = json_text(doc, "data.object.id");
 }
@@ -400,6 +400,7 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 {
 	const char *type = n->event_type;
 	char	   *currency = json_text(doc, "data.object.currency");
+	char	   *object;
 
 	/*
 	 * pending_webhooks counts the endpoints still waiting for this event, so
@@ -424,6 +425,8 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	}
 	n->currency = currency;
 
+	if (pn_json_string(doc, "object", &object) && strcmp(object, "v2.core.event") == 0)
+		return PN_OK;			/* a thin event names, never carries: recorded only */
 	if (strcmp(type, "payment_intent.succeeded") == 0)
 		fill_payment_intent(doc, n);
 	else if (strcmp(type, "checkout.session.completed") == 0 ||

@@ -441,21 +441,23 @@ extract_combine(const WxConf *conf, PnNotice *n)
 				   *sub_mchid,
 				   *state;
 
-		if (!pn_json_string(subs[i], "out_trade_no", &s->order_no) || s->order_no[0] == '\0' ||
-			!pn_json_string(subs[i], "transaction_id", &s->trade_no) || s->trade_no[0] == '\0' ||
-			!pn_json_string(subs[i], "trade_state", &state) ||
-			!pn_json_string(subs[i], "mchid", &mchid) ||
-			!pn_json_int64(subs[i], "amount.total_amount", &s->amount) || s->amount < 0)
+		if (!pn_json_string(subs[i], "trade_state", &state) ||
+			!pn_json_string(subs[i], "mchid", &mchid))
 			return PN_R_MALFORMED;
-		if (!pn_json_string(subs[i], "amount.currency", &s->currency))
-			s->currency = "CNY";
-		if (strcmp(state, "SUCCESS") != 0 ||
-			(conf->mchid != NULL && strcmp(mchid, conf->mchid) != 0) ||
+		if (strcmp(state, "SUCCESS") != 0)
+			continue;			/* unpaid: it may name no transaction yet */
+		if ((conf->mchid != NULL && strcmp(mchid, conf->mchid) != 0) ||
 			(conf->sp_mchid != NULL && strcmp(mchid, conf->sp_mchid) != 0) ||
 			(conf->sub_mchid != NULL &&
 			 !(pn_json_string(subs[i], "sub_mchid", &sub_mchid) &&
 			   strcmp(sub_mchid, conf->sub_mchid) == 0)))
-			continue;			/* unpaid, or another (sub-)merchant's */
+			continue;			/* another (sub-)merchant's */
+		if (!pn_json_string(subs[i], "out_trade_no", &s->order_no) || s->order_no[0] == '\0' ||
+			!pn_json_string(subs[i], "transaction_id", &s->trade_no) || s->trade_no[0] == '\0' ||
+			!pn_json_int64(subs[i], "amount.total_amount", &s->amount) || s->amount < 0)
+			return PN_R_MALFORMED;
+		if (!pn_json_string(subs[i], "amount.currency", &s->currency))
+			s->currency = "CNY";
 		n->nsubs++;
 	}
 	qsort(n->subs, n->nsubs, sizeof(PnSubOrder), sub_order_cmp);

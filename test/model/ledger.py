@@ -20,7 +20,14 @@ Three parts:
 import random
 
 GATEWAYS = ("wxpay", "alipay", "stripe")
-CUMULATIVE = ("alipay", "stripe")		# refund amounts are totals per trade
+CUMULATIVE = ("alipay", "stripe")		# refund amounts may be totals per trade
+
+
+def cumulative(gw, listed=True):
+    """Whether a refund notice states the trade's total refunded: Alipay's
+    always; Stripe's charge.refunded when the charge does not list its
+    refunds (API versions since 2022-11-15), else the refund's own amount."""
+    return gw == "alipay" or (gw == "stripe" and not listed)
 CURRENCY = {"wxpay": "CNY", "alipay": "CNY", "stripe": "USD"}
 
 
@@ -67,9 +74,10 @@ def _order(rng, g, i):
     # with several trades, every trade ends fully refunded or none does
     plan = rng.choices(("none", "partial", "full"), (25, 35, 40))[0]
     for t in range(ntrades):
-        tr = {"id": _trade_id(gw, g), "amount": o["amount"], "refunds": []}
+        tr = {"id": _trade_id(gw, g), "amount": o["amount"], "refunds": [], "listed": True}
         if gw == "stripe":
             tr["charge"] = "ch_M%09d" % g.next()
+            tr["listed"] = rng.random() < 0.5
         o["trades"].append(tr)
         o["notes"].append(_note(g, o, "pay", trade=tr))
         if plan == "full":
@@ -87,8 +95,11 @@ def _order(rng, g, i):
                 # REFUND.ABNORMAL, completed later under the same refund_id
                 o["notes"].append(_note(g, o, "refund_fail", trade=tr, refund_id=rid,
                                         amount=amt, event="REFUND.ABNORMAL"))
-            o["notes"].append(_note(g, o, "refund", trade=tr, refund_id=rid,
-                                    amount=amt, cum=cum))
+            note = _note(g, o, "refund", trade=tr, refund_id=rid, amount=amt, cum=cum)
+            if not tr["listed"]:
+                # no refunds list: the refund is known by its event's id
+                note["refund_id"] = rid = note["nid"]
+            o["notes"].append(note)
             tr["refunds"].append(rid)
         if gw == "wxpay" and rng.random() < 0.10:
             # a refund that failed and was never completed: counts for nothing
@@ -122,14 +133,14 @@ def _note(g, o, kind, trade=None, refund_id=None, amount=None, cum=None, event=N
             "charge": trade.get("charge") if trade else None,
             "refund_id": refund_id, "amount": amount if amount is not None else
             (trade["amount"] if trade else None),
-            "cum": cum, "event": event}
+            "cum": cum, "event": event, "listed": trade["listed"] if trade else True}
 
 
 def features(o):
     """Scenario features, for attributing discrepancies to defects."""
     f = set()
     f.add(o["gw"])
-    if o["gw"] in CUMULATIVE:
+    if any(cumulative(o["gw"], t["listed"]) for t in o["trades"]) or o["gw"] == "alipay":
         f.add("cumulative")
     if o["close"]:
         f.add("close")
@@ -170,12 +181,16 @@ def predict(o):
         status = "refunded" if full else "paid"
     else:
         status = "paid" if o["app_paid"] else "pending"
-    if o["gw"] in CUMULATIVE:
-        # an older total arriving after a newer one adds nothing: only the
-        # last refund of each trade is sure to have its own row
-        must_succeed = {t["refunds"][-1]: None for t in o["trades"] if t["refunds"]}
-    else:
-        must_succeed = {rid: n["amount"] for rid, n in success_ids.items()}
+    must_succeed = {}
+    for t in o["trades"]:
+        if cumulative(o["gw"], t["listed"]):
+            # an older total arriving after a newer one adds nothing: only
+            # the last refund of the trade is sure to have its own row
+            if t["refunds"]:
+                must_succeed[t["refunds"][-1]] = None
+        else:
+            for rid in t["refunds"]:
+                must_succeed[rid] = success_ids[rid]["amount"]
     return {
         "status": status,
         "payments": {t["id"]: t["amount"] for t in o["trades"]},
@@ -242,7 +257,7 @@ def simulate(o, arrivals):
                 if n["nid"] not in st["parked"]:
                     st["parked"].append(n["nid"])
                 return "parked"
-            if n["gw"] in CUMULATIVE:
+            if cumulative(n["gw"], n["listed"]):
                 amount = n["cum"] - trade_refunded(t)
                 if amount <= 0:
                     return "ignored"

@@ -112,11 +112,12 @@ def prepare(n, rng):
                    "amount_refunded": n["cum"], "currency": "usd", "livemode": False,
                    "metadata": {"order_id": n["order"]}, "payment_intent": n["trade"],
                    "refunded": n["cum"] == n["trade_amount"],
-                   "refunds": {"object": "list", "has_more": False, "data": [
-                       {"id": n["refund_id"], "object": "refund", "amount": n["amount"],
-                        "charge": n["charge"], "currency": "usd",
-                        "payment_intent": n["trade"], "status": "succeeded"}]},
                    "status": "succeeded"}
+            if n["listed"]:
+                obj["refunds"] = {"object": "list", "has_more": False, "data": [
+                    {"id": n["refund_id"], "object": "refund", "amount": n["amount"],
+                     "charge": n["charge"], "currency": "usd",
+                     "payment_intent": n["trade"], "status": "succeeded"}]}
             data = {"object": obj, "previous_attributes": {"amount_refunded": n["cum"] - n["amount"]}}
             typ = "charge.refunded"
         else:

@@ -157,11 +157,16 @@ NOTICES = [
     ("pp_combine", combine("LG-PP-C", [("LG-PP-4", "T-PP-4", 400, SP_MCHID, "SUCCESS"),
                                        ("LG-PP-5", "T-PP-5", 500, SP_MCHID, "SUCCESS")],
                            combine_mchid=SP_MCHID)),
+    # an unpaid sub-order that names no transaction yet: the paid one pays
+    ("cmb_unpaid_no_txn", combine("LG-CMB-G", [("LG-CMB-9", "T-CMB-9", 900, MCHID, "SUCCESS"),
+                                               ("LG-CMB-10", "", 100, MCHID, "NOTPAY")])),
 ]
 
 
 def build(i, name, spec):
     event_type, aad, plain = spec
+    if name == "cmb_unpaid_no_txn":
+        del plain["sub_orders"][1]["transaction_id"]
     if name == "pp_combine":
         plain["combine_appid"] = SP_APPID
         for sub, sub_mchid in zip(plain["sub_orders"], ["1900000109", "1900000555"]):
