@@ -370,6 +370,13 @@ reset 0
 send_json "$TMP/pl-storm.json" --gateway wxpay --url "$BASE/notify/wxpay" --payload "$PAYLOADS/wxpay-pay.json" --mode storm -n 20 -c 5
 expect_json "--payload wxpay storm -n 20: 1 processed + 19 duplicate" "$TMP/pl-storm.json" \
 	'd["outcome"]=={"processed":1,"duplicate":19} and d["acked"]==20'
+reset 2
+send_json "$TMP/pl-retry.json" --gateway alipay --url "$BASE/notify/alipay" --payload "$PAYLOADS/alipay-gbk.form" \
+	--mode retry --time-scale 0.0001
+expect_json "--payload alipay GBK retry: 2 failures, acknowledged on the 3rd delivery" "$TMP/pl-retry.json" \
+	'd["retry"]["deliveries_to_ack"]=={"3":1} and d["outcome"]=={"failed":2,"processed":1}'
+check_rc "--payload with retry -n 2 is a usage error" 2 "$SEND" --gateway alipay --keys "$KEYS" \
+	--payload "$PAYLOADS/alipay-gbk.form" --mode retry -n 2 --url "$BASE/notify/alipay"
 printf '{"id": "x", "resource": {"nonce": "abc",}}' >"$TMP/badjson.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["resource"].pop("plaintext"); d["resource"]["ciphertext"]="AAAA"; json.dump(d, open(sys.argv[2],"w"))' \
 	"$PAYLOADS/wxpay-pay.json" "$TMP/noplain.json"
