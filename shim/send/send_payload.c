@@ -20,7 +20,7 @@
  *		The JSON reader here only validates (RFC 8259) and finds members;
  *		writing JSON stays with pn_json_* in send_util.c.
  */
-#include "send.h"
+#include "send_payload.h"
 
 #include <errno.h>
 #include <iconv.h>
@@ -30,7 +30,6 @@
 #include <strings.h>
 
 #define PAYLOAD_MAX		(4 << 20)
-#define JSON_MAX_DEPTH	64
 
 /* ------------------------------------------------------------------ JSON */
 
@@ -186,7 +185,7 @@ jp_container(struct jp *p, char close)
 {
 	size_t		from = p->i;
 
-	if (++p->depth > JSON_MAX_DEPTH)
+	if (++p->depth > PN_JSON_MAX_DEPTH)
 		return jp_fail(p, "nested too deeply");
 	p->i++;
 	jp_emit(p, from);
@@ -254,8 +253,8 @@ jp_value(struct jp *p)
 }
 
 /* Validates one JSON text; with out, appends it compacted.  NULL or why not. */
-static const char *
-json_check(const char *s, size_t n, struct pn_buf *out, size_t *at)
+const char *
+pn_json_check(const char *s, size_t n, struct pn_buf *out, size_t *at)
 {
 	struct jp	p = {s, n, 0, out, 0, NULL};
 
@@ -269,21 +268,14 @@ json_check(const char *s, size_t n, struct pn_buf *out, size_t *at)
 	return p.err;
 }
 
-/* A value of compact, valid JSON: s[a..b). */
-struct span
-{
-	size_t		a;
-	size_t		b;
-};
-
 /*
  * The member `key` of the object at v in compact valid JSON s: its whole
  * member ("key":value) in *member and value in *val.  0 found, 1 absent,
  * -1 not an object or the name appears twice.
  */
-static int
-json_member(const char *s, struct span v, const char *key, struct span *member,
-			struct span *val)
+int
+pn_json_member(const char *s, struct pn_span v, const char *key, struct pn_span *member,
+			struct pn_span *val)
 {
 	struct jp	p = {s, v.b, v.a + 1, NULL, 0, NULL};
 	size_t		klen = strlen(key);
@@ -318,7 +310,7 @@ json_member(const char *s, struct span v, const char *key, struct span *member,
 
 /* A string value without escapes, copied out; false if it is not one or too long. */
 static bool
-plain_string(const char *s, struct span v, char *out, size_t outsz)
+plain_string(const char *s, struct pn_span v, char *out, size_t outsz)
 {
 	size_t		len = v.b - v.a;
 
@@ -333,12 +325,12 @@ plain_string(const char *s, struct span v, char *out, size_t outsz)
 static void
 path_string(const char *s, size_t n, const char *const *path, char *out, size_t outsz)
 {
-	struct span v = {0, n},
+	struct pn_span v = {0, n},
 				m;
 
 	out[0] = '\0';
 	for (; *path; path++)
-		if (json_member(s, v, *path, &m, &v) != 0)
+		if (pn_json_member(s, v, *path, &m, &v) != 0)
 			return;
 	if (!plain_string(s, v, out, outsz))
 		out[0] = '\0';
@@ -385,7 +377,7 @@ static int
 load_wx(struct pn_payload *pl, const char *path, const char *txt, size_t len)
 {
 	struct pn_buf c;
-	struct span top,
+	struct pn_span top,
 				res,
 				m,
 				v;
@@ -396,39 +388,39 @@ load_wx(struct pn_payload *pl, const char *path, const char *txt, size_t len)
 	static const char *const order_path[] = {"out_trade_no", NULL};
 
 	pn_buf_init(&c);
-	if ((err = json_check(txt, len, &c, &at)) != NULL)
+	if ((err = pn_json_check(txt, len, &c, &at)) != NULL)
 	{
 		pn_log("payload \"%s\": invalid JSON at byte %zu: %s", path, at, err);
 		goto done;
 	}
 	top.a = 0;
 	top.b = c.len;
-	if (c.data[0] != '{' || json_member(c.data, top, "resource", &m, &res) != 0 ||
+	if (c.data[0] != '{' || pn_json_member(c.data, top, "resource", &m, &res) != 0 ||
 		c.data[res.a] != '{')
 	{
 		pn_log("payload \"%s\": a wxpay payload is an object with a \"resource\" object", path);
 		goto done;
 	}
-	if (json_member(c.data, res, "ciphertext", &m, &v) != 1)
+	if (pn_json_member(c.data, res, "ciphertext", &m, &v) != 1)
 	{
 		pn_log("payload \"%s\": resource has \"ciphertext\"; give \"plaintext\" instead", path);
 		goto done;
 	}
-	if (json_member(c.data, res, "nonce", &m, &v) != 0 ||
+	if (pn_json_member(c.data, res, "nonce", &m, &v) != 0 ||
 		!plain_string(c.data, v, pl->nonce, sizeof(pl->nonce)) || !pl->nonce[0])
 	{
 		pn_log("payload \"%s\": resource.nonce must be a non-empty string of up to %zu bytes without escapes",
 			   path, sizeof(pl->nonce) - 1);
 		goto done;
 	}
-	if (json_member(c.data, res, "associated_data", &m, &v) != 0 ||
+	if (pn_json_member(c.data, res, "associated_data", &m, &v) != 0 ||
 		!plain_string(c.data, v, pl->aad, sizeof(pl->aad)))
 	{
 		pn_log("payload \"%s\": resource.associated_data must be a string of up to %zu bytes without escapes",
 			   path, sizeof(pl->aad) - 1);
 		goto done;
 	}
-	if (json_member(c.data, res, "plaintext", &m, &v) != 0 || c.data[v.a] != '{')
+	if (pn_json_member(c.data, res, "plaintext", &m, &v) != 0 || c.data[v.a] != '{')
 	{
 		pn_log("payload \"%s\": resource.plaintext (the decrypted resource object) is missing or not an object", path);
 		goto done;
@@ -648,7 +640,7 @@ load_stripe(struct pn_payload *pl, const char *path, char *txt, size_t len)
 	static const char *const id_path[] = {"id", NULL};
 	static const char *const order_path[] = {"data", "object", "metadata", "order_id", NULL};
 
-	if ((err = json_check(txt, len, NULL, &at)) != NULL)
+	if ((err = pn_json_check(txt, len, NULL, &at)) != NULL)
 	{
 		pn_log("payload \"%s\": invalid JSON at byte %zu: %s", path, at, err);
 		return -1;
@@ -658,7 +650,7 @@ load_stripe(struct pn_payload *pl, const char *path, char *txt, size_t len)
 		struct pn_buf c;
 
 		pn_buf_init(&c);
-		json_check(txt, len, &c, &at);
+		pn_json_check(txt, len, &c, &at);
 		path_string(c.data, c.len, id_path, pl->notify_id, sizeof(pl->notify_id));
 		path_string(c.data, c.len, order_path, pl->order_no, sizeof(pl->order_no));
 		pn_buf_free(&c);
@@ -671,32 +663,41 @@ load_stripe(struct pn_payload *pl, const char *path, char *txt, size_t len)
 /* ------------------------------------------------------------------ API */
 
 int
-pn_payload_load(struct pn_payload *pl, enum pn_gateway gw, const char *path)
+pn_payload_parse(struct pn_payload *pl, enum pn_gateway gw, const char *name, char *txt,
+				 size_t len)
 {
-	size_t		len;
-	char	   *txt;
 	int			rc;
 
 	memset(pl, 0, sizeof(*pl));
-	if (!(txt = read_file(path, &len)))
-		return -1;
 	if (len == 0)
 	{
-		pn_log("payload \"%s\" is empty", path);
+		pn_log("payload \"%s\" is empty", name);
 		free(txt);
 		return -1;
 	}
 	if (gw == PN_STRIPE)
 	{
-		if ((rc = load_stripe(pl, path, txt, len)) != 0)
+		if ((rc = load_stripe(pl, name, txt, len)) != 0)
 			free(txt);
 		return rc;				/* the body keeps txt */
 	}
-	rc = gw == PN_WXPAY ? load_wx(pl, path, txt, len) : load_ali(pl, path, txt, len);
+	rc = gw == PN_WXPAY ? load_wx(pl, name, txt, len) : load_ali(pl, name, txt, len);
 	free(txt);
 	if (rc != 0)
 		pn_payload_free(pl);
 	return rc;
+}
+
+int
+pn_payload_load(struct pn_payload *pl, enum pn_gateway gw, const char *path)
+{
+	size_t		len;
+	char	   *txt;
+
+	memset(pl, 0, sizeof(*pl));
+	if (!(txt = read_file(path, &len)))
+		return -1;
+	return pn_payload_parse(pl, gw, path, txt, len);
 }
 
 void
