@@ -574,7 +574,7 @@ load_ali(struct pn_payload *pl, const char *path, char *txt, size_t len)
 		pn_log("payload \"%s\": an alipay payload is one non-empty line of form parameters", path);
 		return -1;
 	}
-	for (p = txt; p < txt + len; p = end + 1)
+	for (p = txt;; p = end + 1)
 	{
 		const char *eq;
 		char	   *k,

@@ -383,13 +383,15 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["resource"].pop("
 printf '{"id": "evt_1", "object": "event"' >"$TMP/trunc.json"
 { tr -d '\n' <"$PAYLOADS/alipay-pay.form"; echo '&sign=abc'; } >"$TMP/signed.form"
 sed 's/subject=[^&]*/subject=%F0%9F%98%80/' "$PAYLOADS/alipay-gbk.form" >"$TMP/nogbk.form"
+{ tr -d '\n' <"$PAYLOADS/alipay-pay.form"; echo '&'; } >"$TMP/trailamp.form"
 reset 0
 for c in "missing file:wxpay:$TMP/no-such-file.json:cannot read the payload" \
 	"invalid JSON:wxpay:$TMP/badjson.json:invalid JSON at byte 40: expected a member name" \
 	"wxpay without resource.plaintext:wxpay:$TMP/noplain.json:resource has \"ciphertext\"" \
 	"truncated Stripe JSON:stripe:$TMP/trunc.json:invalid JSON" \
 	"alipay with sign already:alipay:$TMP/signed.form:has sign already" \
-	"alipay value not representable in GBK:alipay:$TMP/nogbk.form:cannot be written in GBK"; do
+	"alipay value not representable in GBK:alipay:$TMP/nogbk.form:cannot be written in GBK" \
+	"alipay line ending in an empty parameter:alipay:$TMP/trailamp.form:is not name=value"; do
 	IFS=: read -r desc gw f msg <<<"$c"
 	"$SEND" --keys "$KEYS" --gateway "$gw" --url "$BASE/notify/$gw" --payload "$f" >"$TMP/plbad.out" 2>&1
 	rc=$?
