@@ -7,7 +7,8 @@
  *		gateway's retry schedule until acknowledged, or deliberately broken.
  *		It can also write the signed requests out instead of sending them
  *		(--dump-dir, --dump-sql) for replay by other tools, and keep a
- *		ledger of every delivery and its reply (--ledger).
+ *		ledger of every delivery and its reply (--ledger).  With --payload
+ *		the notification is a file's instead of a generated one.
  *
  *		Structure: signing threads (send_gen.c) build requests ahead into a
  *		bounded ring; the main thread runs the libcurl engine (send_http.c)
@@ -148,6 +149,7 @@ main(int argc, char **argv)
 	struct opts o;
 	struct pn_conf c;
 	struct run run;
+	struct pn_payload payload;
 	char		channel[256];
 	bool		need_alt = false;
 	int			rc;
@@ -166,9 +168,20 @@ main(int argc, char **argv)
 		c.epoch = c.now_fixed ? c.now_fixed : time(NULL);
 	for (int k = 0; k < o.n_bad_kinds; k++)
 		need_alt |= o.bad_kinds[k] == PN_BAD_UNKNOWN_KEY;
+	memset(&payload, 0, sizeof(payload));
+	if (o.payload)
+	{
+		if (pn_payload_load(&payload, c.gateway, o.payload) != 0)
+			return EXIT_USAGE;
+		c.payload = &payload;
+	}
 	if (pn_keys_load(&c, o.keys_dir, o.wx_key, o.wx_cert, o.serial, o.apiv3, o.ali_key,
 					 o.stripe_secret, need_alt) != 0)
+	{
+		pn_keys_free(&c.keys);
+		pn_payload_free(&payload);
 		return EXIT_USAGE;
+	}
 	channel_name(&o, &c, channel, sizeof(channel));
 
 	pn_on_stop_signals(on_signal);
@@ -176,6 +189,7 @@ main(int argc, char **argv)
 	{
 		pn_log("cannot initialise libcurl");
 		pn_keys_free(&c.keys);
+		pn_payload_free(&payload);
 		return 1;
 	}
 
@@ -187,6 +201,7 @@ main(int argc, char **argv)
 		pn_log("cannot open the ledger \"%s\": %s", o.ledger, strerror(errno));
 		run_free(&run);
 		pn_keys_free(&c.keys);
+		pn_payload_free(&payload);
 		curl_global_cleanup();
 		return 1;
 	}
@@ -201,6 +216,7 @@ main(int argc, char **argv)
 		rc = run_send(&run);
 	run_free(&run);
 	pn_keys_free(&c.keys);
+	pn_payload_free(&payload);
 	curl_global_cleanup();
 	return rc;
 }

@@ -4,8 +4,9 @@
  *		a box": send_util.c (allocation, PRNG, JSON writer, statistics),
  *		send_sign.c (keys and the per-gateway notification builders, the
  *		only file that includes OpenSSL headers), send_gen.c (signing
- *		threads) and send_http.c (the libcurl multi engine).  The run
- *		itself (options, modes, dumps, reports) is in send_run.h.
+ *		threads), send_http.c (the libcurl multi engine) and send_payload.c
+ *		(--payload files).  The run itself (options, modes, dumps, reports)
+ *		is in send_run.h.
  *
  *		Threads: builders run on several signing threads at once.  Everything
  *		reachable from a const struct pn_conf is read-only after start-up;
@@ -152,6 +153,8 @@ struct pn_keys
 	char		alt_serial[48]; /* unconfigured WeChat serial, likewise */
 };
 
+struct pn_payload;
+
 /* What every notification of a run is built from. */
 struct pn_conf
 {
@@ -170,7 +173,41 @@ struct pn_conf
 	time_t		epoch;			/* notification creation time */
 	time_t		now_fixed;		/* 0 = real clock for signing */
 	struct pn_keys keys;
+	const struct pn_payload *payload;	/* --payload, else NULL */
 };
+
+/*
+ * --payload: a notification's content from a file (send_payload.c), signed
+ * and sent instead of a generated one.
+ */
+#define PN_MAX_PARAMS	39		/* Alipay parameters besides sign */
+
+struct pn_payload
+{
+	/* wxpay: body = head "ciphertext":"<sealed plaintext>" tail */
+	char	   *head;
+	size_t		head_len;
+	char	   *tail;
+	size_t		tail_len;
+	char	   *plaintext;		/* compact JSON, encrypted as it is */
+	size_t		plaintext_len;
+	char		nonce[64];
+	char		aad[128];
+	/* alipay: parameters in file order, values in the file's charset */
+	int			n_params;
+	char	   *pkey[PN_MAX_PARAMS];
+	char	   *pval[PN_MAX_PARAMS];
+	char		content_type[128];
+	/* stripe: the body as read */
+	char	   *body;
+	size_t		body_len;
+	/* for reports, "" when the file does not say */
+	char		notify_id[PN_ID_LEN];
+	char		order_no[PN_ID_LEN];
+};
+
+int			pn_payload_load(struct pn_payload *pl, enum pn_gateway gw, const char *path);
+void		pn_payload_free(struct pn_payload *pl);
 
 /* One HTTP request, ready to send or dump. */
 struct pn_req

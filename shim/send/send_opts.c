@@ -78,6 +78,29 @@ static const char *const help_lines[] = {
 	"                      same body: a duplicate, not another notification with its\n",
 	"                      id), give its --seed, --start, --event and --created: each\n",
 	"                      run prints them\n",
+	"  --payload FILE      send the notification in FILE instead of generating one,\n",
+	"                      signed (WeChat: encrypted) as the gateway does; modes one,\n",
+	"                      storm and retry (-n 1), and --dump-*. --event, --amount\n",
+	"                      and the other content options do not change it; --now is\n",
+	"                      the signing clock as usual. FILE holds:\n",
+	"                        wxpay   the JSON envelope with resource.plaintext (the\n",
+	"                                decrypted resource object) instead of ciphertext;\n",
+	"                                the envelope is sent compact (whitespace outside\n",
+	"                                strings dropped, everything else as written), the\n",
+	"                                plaintext's compact bytes are sealed with the APIv3\n",
+	"                                key, the file's nonce and associated_data, and\n",
+	"                                \"ciphertext\" takes the place of \"plaintext\"\n",
+	"                        alipay  one line of form parameters without sign, UTF-8;\n",
+	"                                with charset GBK, gb2312 or gb18030 the values are\n",
+	"                                converted to it before signing and sending. sign\n",
+	"                                (SHA256withRSA, whatever sign_type says) is\n",
+	"                                appended; notify_time stays the file's\n",
+	"                        stripe  the event JSON, sent byte for byte\n",
+	"                      A file that does not read or parse is exit 2, nothing sent.\n",
+	"                      Reports and --ledger take the notification id and order\n",
+	"                      number from the file (WeChat id and out_trade_no, Alipay\n",
+	"                      notify_id and out_trade_no, Stripe id and\n",
+	"                      data.object.metadata.order_id) and the event from --event\n",
 	"\n",
 	"Keys (--keys DIR; a file name containing '/' is taken as a path as it is):\n",
 	"  --keys DIR          key folder (default .), laid out like test/vectors/keys:\n",
@@ -188,7 +211,8 @@ static const char *const help_lines[] = {
 	"\n",
 	"Exit status: 0 when the run completed (whatever the replies were), 1 when it\n",
 	"could not complete (interrupted, write error, no reply in mode one) or, in\n",
-	"retry mode, when a notification was never acknowledged, 2 on usage or key errors.\n",
+	"retry mode, when a notification was never acknowledged, 2 on usage, key or\n",
+	"--payload errors.\n",
 	NULL
 };
 
@@ -359,6 +383,7 @@ static const struct optdef optdefs[] = {
 	.error = "--now wants unix seconds, not \"%s\""},
 	{.name = "created", .kind = ARG_CUSTOM, .parse = set_created,
 	.error = "--created wants unix seconds, not \"%s\""},
+	{.name = "payload", .kind = ARG_STRING, IN_OPTS(payload)},
 	{.name = "keys", .kind = ARG_STRING, IN_OPTS(keys_dir)},
 	{.name = "wx-key", .kind = ARG_STRING, IN_OPTS(wx_key)},
 	{.name = "wx-cert", .kind = ARG_STRING, IN_OPTS(wx_cert)},
@@ -665,6 +690,13 @@ finish_opts(struct opts *o, struct pn_conf *c)
 	if (o->mode == MODE_BAD && !parse_bad(bad_arg ? bad_arg : "all", c->gateway, o))
 		return bad_usage("--bad: \"%s\" is not tampered, stale, probe (wxpay only), unknown-serial or all",
 						 bad_arg);
+	if (o->payload && (o->mode == MODE_DISTINCT || o->mode == MODE_BAD))
+		return bad_usage("--payload sends one notification: modes one, storm and retry, not %s",
+						 mode_names[o->mode]);
+	if (o->payload && o->mode == MODE_RETRY && o->n > 1)
+		return bad_usage("%s", "--payload sends one notification: retry mode takes -n 1");
+	if (o->payload && o->mode == MODE_RETRY)
+		o->n = 1;
 	if (o->same_signature && o->mode != MODE_STORM)
 		return bad_usage("%s", "--same-signature needs --mode storm");
 	if (o->mode == MODE_ONE)

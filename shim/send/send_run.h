@@ -62,6 +62,7 @@ struct opts
 	const char *apiv3;
 	const char *ali_key;
 	const char *stripe_secret;
+	const char *payload;		/* --payload FILE */
 	bool		seed_given;
 };
 

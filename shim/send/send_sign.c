@@ -11,6 +11,11 @@
  *		signed afresh with a new timestamp (and WeChat nonce); Alipay re-signs
  *		its retries with a new notify_time.
  *
+ *		With --payload (send_payload.c) the content is a file's: WeChat's
+ *		plaintext sealed in place of resource.plaintext, Alipay's parameters
+ *		signed with sign appended, Stripe's event as it is; signing and
+ *		headers are the same as for generated ones.
+ *
  *		Thread safety: pn_build() may run on several threads at once, each
  *		with its own pn_signer; struct pn_conf is only read.
  */
@@ -69,6 +74,12 @@ static struct pn_req *build_ali(const struct pn_conf *c, struct pn_signer *s,
 								struct pn_req *r, int bad, time_t now);
 static struct pn_req *build_stripe(const struct pn_conf *c, struct pn_signer *s,
 								   struct pn_req *r, int bad, time_t now);
+static struct pn_req *build_wx_payload(const struct pn_conf *c, struct pn_signer *s,
+									   struct pn_req *r, int bad, time_t now);
+static struct pn_req *build_ali_payload(const struct pn_conf *c, struct pn_signer *s,
+										struct pn_req *r, int bad);
+static struct pn_req *build_stripe_payload(const struct pn_conf *c, struct pn_req *r,
+										   int bad, time_t now);
 
 /* --------------------------------------------------------------- keys */
 
@@ -463,6 +474,20 @@ pn_build(const struct pn_conf *c, struct pn_signer *s, long long order_index,
 	pn_order_no(c, order_index, r->order_no, sizeof(r->order_no));
 	if (bad == PN_BAD_STALE)
 		now -= 3600;
+	if (c->payload)
+	{
+		snprintf(r->notify_id, sizeof(r->notify_id), "%s", c->payload->notify_id);
+		snprintf(r->order_no, sizeof(r->order_no), "%s", c->payload->order_no);
+		switch (c->gateway)
+		{
+			case PN_WXPAY:
+				return build_wx_payload(c, s, r, bad, now);
+			case PN_ALIPAY:
+				return build_ali_payload(c, s, r, bad);
+			default:
+				return build_stripe_payload(c, r, bad, now);
+		}
+	}
 	switch (c->gateway)
 	{
 		case PN_WXPAY:
@@ -562,60 +587,37 @@ wx_envelope(struct pn_buf *body, bool pay, const char *uuid, const char *created
 	pn_json_close(&j, '}');
 }
 
-/* Envelope, then headers signed over "ts\nnonce\nbody\n". */
+/*
+ * Signs delivery r->attempt of a WeChat body over "ts\nnonce\nbody\n" and
+ * sets the headers; takes the body.
+ */
 static struct pn_req *
-build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
-		 int bad, time_t now)
+wx_finish(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+		  int bad, time_t now, struct pn_buf *body)
 {
-	struct pn_rng nr,
-				dr;
-	char		uuid[40],
-				gnonce[16],
-				hnonce[40],
+	struct pn_rng dr;
+	char		hnonce[40],
 				reqid[40],
-				ts[32],
-				created[40];
-	struct pn_buf pt,
-				ct,
-				body,
-				msg,
+				ts[32];
+	struct pn_buf msg,
 				sig;
-	bool		pay = c->event == PN_EV_PAY;
-	const char *aad = pay ? "transaction" : "refund";
 	char	   *p;
 
-	rng_for(c, &nr, r->order_index, bad, 0);
 	rng_for(c, &dr, r->order_index, bad, (uint64_t) r->attempt + 1);
-	pn_rng_chars(&nr, uuid, 36, PN_HEX_LOWER);
-	uuid[8] = uuid[13] = uuid[18] = uuid[23] = '-';
-	uuid[14] = '4';
-	uuid[19] = '8';
-	pn_rng_chars(&nr, gnonce, 12, PN_ALNUM);
 	pn_rng_chars(&dr, hnonce, 32, PN_ALNUM);
 	memcpy(reqid, "08", 2);
 	pn_rng_chars(&dr, reqid + 2, 30, PN_HEX_UPPER);
 	snprintf(ts, sizeof(ts), "%lld", (long long) now);
-	pn_fmt_beijing(c->epoch, "%Y-%m-%dT%H:%M:%S+08:00", created, sizeof(created));
-	snprintf(r->notify_id, sizeof(r->notify_id), "%s", uuid);
-
-	pn_buf_init(&pt);
-	pn_buf_init(&ct);
-	pn_buf_init(&body);
 	pn_buf_init(&msg);
 	pn_buf_init(&sig);
-	wx_plaintext(c, r, &pt);
-	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
-
-	wx_envelope(&body, pay, uuid, created, ct.data, aad, gnonce);
-
 	pn_buf_printf(&msg, "%s\n%s\n", ts, hnonce);
-	pn_buf_put(&msg, body.data, body.len);
+	pn_buf_put(&msg, body->data, body->len);
 	pn_buf_putc(&msg, '\n');
 	if (bad == PN_BAD_PROBE)
 		pn_buf_puts(&sig, "WECHATPAY/SIGNTEST/");
 	rsa_sign_b64(s, s->key, msg.data, msg.len, &sig);
 	/* tampered: one field changes after signing (+08:00 -> +09:00) */
-	if (bad == PN_BAD_TAMPERED && (p = strstr(body.data, "+08:00")) != NULL)
+	if (bad == PN_BAD_TAMPERED && (p = strstr(body->data, "+08:00")) != NULL)
 		p[2] = '9';
 
 	add_header(r, "Content-Type", "application/json");
@@ -626,13 +628,70 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	add_header(r, "Wechatpay-Signature", sig.data);
 	add_header(r, "Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048");
 	add_header(r, "Wechatpay-Timestamp", ts);
-	r->body_len = body.len;
-	r->body = pn_buf_steal(&body);
-	pn_buf_free(&pt);
-	pn_buf_free(&ct);
+	r->body_len = body->len;
+	r->body = pn_buf_steal(body);
 	pn_buf_free(&msg);
 	pn_buf_free(&sig);
 	return r;
+}
+
+/* Envelope, then headers signed over "ts\nnonce\nbody\n". */
+static struct pn_req *
+build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+		 int bad, time_t now)
+{
+	struct pn_rng nr;
+	char		uuid[40],
+				gnonce[16],
+				created[40];
+	struct pn_buf pt,
+				ct,
+				body;
+	bool		pay = c->event == PN_EV_PAY;
+	const char *aad = pay ? "transaction" : "refund";
+
+	rng_for(c, &nr, r->order_index, bad, 0);
+	pn_rng_chars(&nr, uuid, 36, PN_HEX_LOWER);
+	uuid[8] = uuid[13] = uuid[18] = uuid[23] = '-';
+	uuid[14] = '4';
+	uuid[19] = '8';
+	pn_rng_chars(&nr, gnonce, 12, PN_ALNUM);
+	pn_fmt_beijing(c->epoch, "%Y-%m-%dT%H:%M:%S+08:00", created, sizeof(created));
+	snprintf(r->notify_id, sizeof(r->notify_id), "%s", uuid);
+
+	pn_buf_init(&pt);
+	pn_buf_init(&ct);
+	pn_buf_init(&body);
+	wx_plaintext(c, r, &pt);
+	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
+	wx_envelope(&body, pay, uuid, created, ct.data, aad, gnonce);
+	pn_buf_free(&pt);
+	pn_buf_free(&ct);
+	return wx_finish(c, s, r, bad, now, &body);
+}
+
+/*
+ * --payload: the file's envelope with its plaintext sealed into
+ * "ciphertext" in place (nonce and associated_data as the file says).
+ */
+static struct pn_req *
+build_wx_payload(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+				 int bad, time_t now)
+{
+	const struct pn_payload *pl = c->payload;
+	struct pn_buf ct,
+				body;
+
+	pn_buf_init(&ct);
+	pn_buf_init(&body);
+	gcm_seal_b64(s, c->keys.apiv3, pl->nonce, pl->aad, pl->plaintext, pl->plaintext_len, &ct);
+	pn_buf_put(&body, pl->head, pl->head_len);
+	pn_buf_puts(&body, "\"ciphertext\":\"");
+	pn_buf_put(&body, ct.data, ct.len);
+	pn_buf_putc(&body, '"');
+	pn_buf_put(&body, pl->tail, pl->tail_len);
+	pn_buf_free(&ct);
+	return wx_finish(c, s, r, bad, now, &body);
 }
 
 /* ---------------------------------------------------------------- Alipay */
@@ -815,6 +874,38 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	return r;
 }
 
+/*
+ * --payload: the file's parameters in its order (values already in its
+ * charset), sign appended; notify_time is the file's.
+ */
+static struct pn_req *
+build_ali_payload(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+				  int bad)
+{
+	const struct pn_payload *pl = c->payload;
+	struct kv	f[PN_MAX_PARAMS + 1];
+	int			n = 0;
+	struct pn_buf content,
+				sig,
+				body;
+
+	for (int i = 0; i < pl->n_params; i++)
+		kv_add(f, &n, pl->pkey[i], pl->pval[i]);
+	ali_content(f, n, &content);
+	pn_buf_init(&sig);
+	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.data, content.len, &sig);
+	f[n].k = "sign";
+	f[n++].v = pn_buf_steal(&sig);
+	ali_form(c, f, n, PN_BAD_NONE, &body);
+	add_header(r, "Content-Type", pl->content_type);
+	r->body_len = body.len;
+	r->body = pn_buf_steal(&body);
+	for (int i = 0; i < n; i++)
+		free(f[i].v);
+	pn_buf_free(&content);
+	return r;
+}
+
 /* ---------------------------------------------------------------- Stripe */
 
 /* The event, pretty-printed as Stripe sends it (2-space indentation). */
@@ -878,16 +969,32 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 }
 
 /* Stripe-Signature: t=<ts>,v1=hex(HMAC-SHA256(whole whsec_ secret, "t.body")). */
+static void
+stripe_sign(const struct pn_conf *c, struct pn_req *r, int bad, time_t now,
+			const char *body, size_t len)
+{
+	char		mac[80],
+				hdr[128];
+	struct pn_buf msg;
+
+	pn_buf_init(&msg);
+	pn_buf_printf(&msg, "%lld.", (long long) now);
+	pn_buf_put(&msg, body, len);
+	hmac_hex(bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_secret : c->keys.stripe_secret,
+			 msg.data, msg.len, mac);
+	snprintf(hdr, sizeof(hdr), "t=%lld,v1=%s", (long long) now, mac);
+	add_header(r, "Content-Type", "application/json; charset=utf-8");
+	add_header(r, "Stripe-Signature", hdr);
+	pn_buf_free(&msg);
+}
+
 static struct pn_req *
 build_stripe(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 			 int bad, time_t now)
 {
 	struct pn_rng nr;
-	char		evt[40],
-				mac[80],
-				hdr[128];
-	struct pn_buf body,
-				msg;
+	char		evt[40];
+	struct pn_buf body;
 
 	(void) s;
 	rng_for(c, &nr, r->order_index, bad, 0);
@@ -895,22 +1002,26 @@ build_stripe(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_rng_chars(&nr, evt + 4, 24, PN_ALNUM);
 	snprintf(r->notify_id, sizeof(r->notify_id), "%s", evt);
 	pn_buf_init(&body);
-	pn_buf_init(&msg);
 	stripe_body(c, r, evt, 0, &body);
-	pn_buf_printf(&msg, "%lld.", (long long) now);
-	pn_buf_put(&msg, body.data, body.len);
-	hmac_hex(bad == PN_BAD_UNKNOWN_KEY ? c->keys.alt_secret : c->keys.stripe_secret,
-			 msg.data, msg.len, mac);
+	stripe_sign(c, r, bad, now, body.data, body.len);
 	if (bad == PN_BAD_TAMPERED)
 	{
 		pn_buf_reset(&body);
 		stripe_body(c, r, evt, 1, &body);
 	}
-	snprintf(hdr, sizeof(hdr), "t=%lld,v1=%s", (long long) now, mac);
-	add_header(r, "Content-Type", "application/json; charset=utf-8");
-	add_header(r, "Stripe-Signature", hdr);
 	r->body_len = body.len;
 	r->body = pn_buf_steal(&body);
-	pn_buf_free(&msg);
+	return r;
+}
+
+/* --payload: the file's event, byte for byte. */
+static struct pn_req *
+build_stripe_payload(const struct pn_conf *c, struct pn_req *r, int bad, time_t now)
+{
+	const struct pn_payload *pl = c->payload;
+
+	stripe_sign(c, r, bad, now, pl->body, pl->body_len);
+	r->body = pn_xmemdup(pl->body, pl->body_len);
+	r->body_len = pl->body_len;
 	return r;
 }

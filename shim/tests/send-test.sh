@@ -10,6 +10,9 @@
 #    request, answers per gateway rules and can fail the first k deliveries
 #    of every notification id; storm/distinct/retry/bad counts are checked
 #    through --json.
+#    --payload files (shim/tests/payloads/) are checked against the file
+#    (send_verify.py --payload) and delivered once and as a storm; bad files
+#    (missing, invalid JSON, no resource.plaintext, ...) exit 2 sending nothing.
 # 3. The ledger (--ledger): one line per delivery in every sending mode, its
 #    fields checked against the replies and the responder's counts.
 # Needs: cc, libcurl and OpenSSL headers, python3, openssl; optional:
@@ -152,6 +155,26 @@ d=$TMP/storm-wx
 check_cmd "wxpay re-deliveries verify" verify wxpay "$d" "$KEYS" --now $NOW
 check_cmd "wxpay re-deliveries keep id and body" sh -c "cmp -s '$d/000001/body.json' '$d/000002/body.json' && cmp -s '$d/000001/body.json' '$d/000003/body.json' && [ \$(cut -f6 '$d/index.tsv' | sort -u | wc -l) = 2 ]"
 check_cmd "wxpay re-deliveries get fresh nonce and signature" sh -c "[ \$(grep -h -e '^Wechatpay-Nonce' -e '^Wechatpay-Signature:' '$d'/0*/headers.txt | sort -u | wc -l) = 6 ]"
+
+# --payload: a file's notification, signed (WeChat: encrypted) as the gateway does
+PAYLOADS=$TESTS/payloads
+for pf in wxpay:wxpay-pay.json alipay:alipay-pay.form alipay:alipay-gbk.form stripe:stripe-pay.json; do
+	gw=${pf%%:*} f=$PAYLOADS/${pf#*:}
+	d=$TMP/payload-${pf#*:}
+	"$SEND" --gateway "$gw" --keys "$KEYS" --payload "$f" --mode storm -n 2 --now $NOW \
+		--dump-dir "$d" --quiet >/dev/null 2>&1
+	what="the file's content, signed"
+	[ "$gw" = wxpay ] && what="$what, decrypting to its plaintext"
+	check_cmd "--payload ${pf#*:}: 2 re-deliveries are $what" \
+		verify "$gw" "$d" "$KEYS" --now $NOW --payload "$f"
+done
+sed 's/PAYLOAD-WX-1/PAYLOAD-WX-2/' "$PAYLOADS/wxpay-pay.json" >"$TMP/other-wx.json"
+verify wxpay "$TMP/payload-wxpay-pay.json" "$KEYS" --now $NOW --payload "$TMP/other-wx.json" >"$TMP/mut.out" 2>&1
+check_cmd "--payload: the verifier notices a plaintext that is not the file's" \
+	grep -q "decrypted resource is not the file's plaintext" "$TMP/mut.out"
+check_cmd "--payload alipay GBK: values travel GBK-encoded" grep -q 'subject=%D6%D0%CE%C4' "$TMP/payload-alipay-gbk.form/000001/body.form"
+check_rc "--payload with --mode distinct is a usage error" 2 "$SEND" --gateway stripe --keys "$KEYS" \
+	--payload "$PAYLOADS/stripe-pay.json" --mode distinct -n 2 --dump-sql /dev/null
 
 # reproducibility
 "$SEND" --gateway wxpay --keys "$KEYS" --mode distinct -n 4 --now $NOW --seed 5 --threads 1 --dump-dir "$TMP/r1" --quiet >/dev/null 2>&1
@@ -335,6 +358,53 @@ send_json "$TMP/bad-st.json" --gateway stripe --url "$BASE/notify/stripe" --mode
 expect_json "bad stripe --bad stale: 4 rejected" "$TMP/bad-st.json" \
 	'list(d["by_kind"])==["stale"] and d["outcome"]=={"rejected":4} and d["status"]=={"400":4}'
 
+# --payload delivered once to the checking responder; bad files send nothing
+for pf in wxpay:wxpay-pay.json alipay:alipay-pay.form alipay:alipay-gbk.form stripe:stripe-pay.json; do
+	gw=${pf%%:*}
+	reset 0
+	send_json "$TMP/pl-$gw.json" --gateway "$gw" --url "$BASE/notify/$gw" --payload "$PAYLOADS/${pf#*:}"
+	expect_json "--payload ${pf#*:} once: verified and processed by the responder" "$TMP/pl-$gw.json" \
+		'd["deliveries"]==1 and d["reply"]["outcome"]=="processed" and d["reply"]["acked"] and d["notify_id"]!=""'
+done
+reset 0
+send_json "$TMP/pl-storm.json" --gateway wxpay --url "$BASE/notify/wxpay" --payload "$PAYLOADS/wxpay-pay.json" --mode storm -n 20 -c 5
+expect_json "--payload wxpay storm -n 20: 1 processed + 19 duplicate" "$TMP/pl-storm.json" \
+	'd["outcome"]=={"processed":1,"duplicate":19} and d["acked"]==20'
+reset 2
+send_json "$TMP/pl-retry.json" --gateway alipay --url "$BASE/notify/alipay" --payload "$PAYLOADS/alipay-gbk.form" \
+	--mode retry --time-scale 0.0001
+expect_json "--payload alipay GBK retry: 2 failures, acknowledged on the 3rd delivery" "$TMP/pl-retry.json" \
+	'd["retry"]["deliveries_to_ack"]=={"3":1} and d["outcome"]=={"failed":2,"processed":1}'
+check_rc "--payload with retry -n 2 is a usage error" 2 "$SEND" --gateway alipay --keys "$KEYS" \
+	--payload "$PAYLOADS/alipay-gbk.form" --mode retry -n 2 --url "$BASE/notify/alipay"
+printf '{"id": "x", "resource": {"nonce": "abc",}}' >"$TMP/badjson.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["resource"].pop("plaintext"); d["resource"]["ciphertext"]="AAAA"; json.dump(d, open(sys.argv[2],"w"))' \
+	"$PAYLOADS/wxpay-pay.json" "$TMP/noplain.json"
+printf '{"id": "evt_1", "object": "event"' >"$TMP/trunc.json"
+{ tr -d '\n' <"$PAYLOADS/alipay-pay.form"; echo '&sign=abc'; } >"$TMP/signed.form"
+sed 's/subject=[^&]*/subject=%F0%9F%98%80/' "$PAYLOADS/alipay-gbk.form" >"$TMP/nogbk.form"
+{ tr -d '\n' <"$PAYLOADS/alipay-pay.form"; echo '&'; } >"$TMP/trailamp.form"
+reset 0
+for c in "missing file:wxpay:$TMP/no-such-file.json:cannot read the payload" \
+	"invalid JSON:wxpay:$TMP/badjson.json:invalid JSON at byte 40: expected a member name" \
+	"wxpay without resource.plaintext:wxpay:$TMP/noplain.json:resource has \"ciphertext\"" \
+	"truncated Stripe JSON:stripe:$TMP/trunc.json:invalid JSON" \
+	"alipay with sign already:alipay:$TMP/signed.form:has sign already" \
+	"alipay value not representable in GBK:alipay:$TMP/nogbk.form:cannot be written in GBK" \
+	"alipay line ending in an empty parameter:alipay:$TMP/trailamp.form:is not name=value"; do
+	IFS=: read -r desc gw f msg <<<"$c"
+	"$SEND" --keys "$KEYS" --gateway "$gw" --url "$BASE/notify/$gw" --payload "$f" >"$TMP/plbad.out" 2>&1
+	rc=$?
+	check_cmd "--payload $desc: exit 2 and says so ($(head -c 120 "$TMP/plbad.out"))" \
+		sh -c "[ $rc = 2 ] && grep -qF -- '$msg' '$TMP/plbad.out'"
+done
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["resource"].pop("plaintext"); json.dump(d, open(sys.argv[2],"w"))' \
+	"$PAYLOADS/wxpay-pay.json" "$TMP/noplain2.json"
+check_rc "--payload wxpay without plaintext or ciphertext: exit 2" 2 "$SEND" --keys "$KEYS" --gateway wxpay \
+	--url "$BASE/notify/wxpay" --payload "$TMP/noplain2.json"
+stats "$TMP/stats.json"
+expect_json "--payload: bad files sent nothing" "$TMP/stats.json" 'd["requests"]==0'
+
 send_json "$TMP/refused.json" --gateway wxpay --url "http://127.0.0.1:1/notify/wxpay" --mode storm -n 5
 check_cmd "transport errors: the run completes with exit 0" test "$RC" = 0
 expect_json "transport errors are counted, not replies" "$TMP/refused.json" \
@@ -454,6 +524,16 @@ if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 			'$SEND' --keys '$KEYS' --gateway alipay --url '$BASE/notify/alipay' --mode bad --bad tampered -n 1 --quiet &&
 		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
 			'$SEND' --keys '$KEYS' --gateway stripe --mode storm -n 2 --dump-sql /dev/null --quiet"
+	reset 0
+	check_cmd "valgrind: --payload once for each gateway (GBK too) and a bad file, no leaks or errors" sh -c "
+		for a in 'wxpay wxpay-pay.json' 'alipay alipay-gbk.form' 'stripe stripe-pay.json'; do
+			set -- \$a
+			valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+				'$SEND' --keys '$KEYS' --gateway \$1 --url '$BASE/notify/'\$1 --payload '$PAYLOADS/'\$2 --quiet >/dev/null || exit 1
+		done
+		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+			'$SEND' --keys '$KEYS' --gateway wxpay --url '$BASE/notify/wxpay' --payload '$TMP/noplain.json' 2>/dev/null
+		[ \$? = 2 ]"
 else
 	skipped "valgrind"
 fi

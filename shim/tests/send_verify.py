@@ -7,8 +7,15 @@ openssl AES-ECB/CTR plus a Python GHASH), and the decoded fields are compared
 with what was asked for.  Rows whose `bad` column names a broken variant are
 checked for exactly that defect (e.g. a tampered body must NOT verify).
 
+With --payload FILE the requests were made with paynotify-send --payload FILE
+and are checked against that file instead: WeChat's envelope is the file's
+with "ciphertext" in the place of "plaintext" and the ciphertext decrypts to
+the file's plaintext; Alipay's parameters are the file's (in its charset)
+plus a sign over them; Stripe's body is the file's bytes.
+
 usage: send_verify.py GATEWAY DUMPDIR KEYSDIR [--event pay|refund] [--amount A]
                       [--refund-amount R] [--now T] [--serial S] [--wx-pub FILE]
+                      [--payload FILE]
 Prints one line per request and exits 1 if any check failed.
 """
 import argparse
@@ -81,7 +88,82 @@ class Checker:
                                    if a.gateway == "wxpay" else None)
 
     def check(self, row, hs, body):
+        if self.a.payload:
+            return getattr(self, "payload_" + self.a.gateway)(row, hs, body)
         return getattr(self, "check_" + self.a.gateway)(row, hs, body)
+
+    # --payload: the file's content, signed (WeChat: encrypted) as the gateway does
+    def payload_wxpay(self, row, hs, body):
+        a, errs = self.a, []
+        want = json.loads(open(a.payload, "rb").read())
+        msg = hs["wechatpay-timestamp"].encode() + b"\n" + hs["wechatpay-nonce"].encode() + b"\n" + body + b"\n"
+        if not openssl_verify(self.k(a.wx_pub), msg, base64.b64decode(hs["wechatpay-signature"])):
+            errs.append("openssl verify says Verification failure")
+        if hs.get("wechatpay-serial") != self.serial or len(hs.get("wechatpay-nonce", "")) != 32 \
+                or hs.get("wechatpay-signature-type") != "WECHATPAY2-SHA256-RSA2048":
+            errs.append("headers")
+        if a.now and int(hs["wechatpay-timestamp"]) != a.now:
+            errs.append("timestamp")
+        env = json.loads(body)
+        res = env["resource"]
+        apiv3 = open(self.k("wechat_apiv3.key"), "rb").read().strip()
+        pt = self.gcm.decrypt(apiv3, res["nonce"].encode(), res["associated_data"].encode(),
+                              base64.b64decode(res["ciphertext"]))
+        if pt is None:
+            return errs + ["GCM tag does not verify"]
+        plain = want["resource"].pop("plaintext")
+        if json.loads(pt) != plain:
+            errs.append("decrypted resource is not the file's plaintext")
+        if pt != json.dumps(plain, ensure_ascii=False, separators=(",", ":")).encode():
+            errs.append("decrypted bytes are not the compact plaintext")
+        want_keys = [("ciphertext" if k == "plaintext" else k) for k in
+                     json.loads(open(a.payload, "rb").read())["resource"]]
+        del res["ciphertext"]
+        if list(env["resource"]) != [k for k in want_keys if k != "ciphertext"] or res != want["resource"]:
+            errs.append("resource fields or order differ from the file")
+        if list(json.loads(body)["resource"]) != want_keys:
+            errs.append("ciphertext is not in the place of plaintext")
+        del env["resource"], want["resource"]
+        if env != want or list(env) != list(want):
+            errs.append("envelope differs from the file")
+        if body != json.dumps(json.loads(body), ensure_ascii=False, separators=(",", ":")).encode():
+            errs.append("body is not compact")
+        return errs
+
+    def payload_alipay(self, row, hs, body):
+        a, errs = self.a, []
+        line = open(a.payload, "rb").read().strip()
+        want = [(k.decode(), unquote_to_bytes(v.replace(b"+", b" ")))
+                for k, _, v in (x.partition(b"=") for x in line.split(b"&"))]
+        cs = dict(want).get("charset", b"utf-8").decode()
+        if cs.lower() != "utf-8":
+            want = [(k, v.decode("utf-8").encode(cs)) for k, v in want]
+        if hs.get("content-type") != "application/x-www-form-urlencoded; charset=" + cs:
+            errs.append("content type %s" % hs.get("content-type"))
+        got = []
+        for part in body.split(b"&"):
+            k, _, v = part.partition(b"=")
+            got.append((k.decode(), unquote_to_bytes(v.replace(b"+", b" "))))
+        params = dict(got)
+        if got[:-1] != want or got[-1][0] != "sign":
+            errs.append("parameters are not the file's (in its charset) followed by sign")
+        content = b"&".join(k.encode() + b"=" + v for k, v in sorted(params.items())
+                            if k not in ("sign", "sign_type") and v != b"")
+        if not openssl_verify(self.k("alipay_1.pub.pem"), content, base64.b64decode(params["sign"])):
+            errs.append("openssl verify says Verification failure")
+        return errs
+
+    def payload_stripe(self, row, hs, body):
+        a, errs = self.a, []
+        if body != open(a.payload, "rb").read():
+            errs.append("body is not the file's bytes")
+        items = dict(x.split("=", 1) for x in hs["stripe-signature"].split(","))
+        if a.now and int(items["t"]) != a.now:
+            errs.append("t %s" % items["t"])
+        secret = open(self.k("stripe_secret_1.txt")).read().strip()
+        if not hmac.compare_digest(openssl_hmac(secret, items["t"].encode() + b"." + body), items["v1"]):
+            errs.append("HMAC does not match")
+        return errs
 
     # WeChat: signature over ts\nnonce\nbody\n, then the AES-256-GCM resource
     def check_wxpay(self, row, hs, body):
@@ -209,6 +291,7 @@ def main():
     ap.add_argument("--now", type=int, default=0)
     ap.add_argument("--serial")
     ap.add_argument("--wx-pub", default="wechat_platform_1.pub.pem")
+    ap.add_argument("--payload")
     a = ap.parse_args()
     c = Checker(a)
     lines = open(os.path.join(a.dump, "index.tsv"), encoding="utf-8").read().splitlines()
