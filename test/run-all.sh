@@ -40,6 +40,7 @@ quick_tests=(
 # ... and, without --quick, after them:
 full_tests=(
     test/e2e/http.sh
+    test/e2e/samples.sh
     test/e2e/hostile.sh
     test/e2e/memory.sh
     test/e2e/failover.sh
