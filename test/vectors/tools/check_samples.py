@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Reference check of the documentation corpus (samples/manifest.json) with
+the openssl CLI, through check_vectors.py's primitives:
+
+  wxpay   RSA-SHA256 over "ts\\nnonce\\nbody\\n" verifies with the trusted key
+          the Wechatpay-Serial names; the timestamp is inside the window;
+          resource.ciphertext opens with the APIv3 key, resource.nonce and
+          resource.associated_data (AES-256-GCM; node cross-check when
+          present); the plaintext is the payload's, and the body is the
+          payload's envelope with that ciphertext in the plaintext's place
+  alipay  the body is the payload line plus "&sign=..."; the sign verifies
+          (RSA2, sorted non-empty params except sign/sign_type) with a
+          configured key; app_id is the configured one
+  stripe  the body is the payload's bytes; a v1 of Stripe-Signature is the
+          HMAC-SHA256 of "t.body" under a configured secret; t is inside
+          the window
+
+plus the message files next to each body.  Exit 0 only if every case holds."""
+import json, os, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_vectors as cv  # noqa: E402
+
+
+def rd(root, rel):
+    return open(os.path.join(root, rel), "rb").read()
+
+
+def wechat(c, root, sroot):
+    cfg, f = c["config"], c["files"]
+    hs = cv.read_headers(os.path.join(sroot, f["headers"]))
+    body = rd(sroot, f["body"])
+    ts, nonce = cv.hget(hs, "Wechatpay-Timestamp"), cv.hget(hs, "Wechatpay-Nonce")
+    sig, serial = cv.hget(hs, "Wechatpay-Signature"), cv.hget(hs, "Wechatpay-Serial")
+    msg = ts.encode() + b"\n" + nonce.encode() + b"\n" + body + b"\n"
+    problems = []
+    if rd(sroot, f["signed_message"]) != msg:
+        problems.append("signed_message.bin differs")
+    if serial not in cfg["trusted"]:
+        return ["serial not trusted"]
+    if not cv.rsa_verify(os.path.join(root, cfg["trusted"][serial]), msg, cv.b64strict(sig) or b""):
+        return problems + ["signature does not verify"]
+    if abs(c["now_unix"] - int(ts)) > cfg["tolerance_s"]:
+        problems.append("timestamp outside the window")
+    doc = json.loads(body)
+    res = doc["resource"]
+    key = rd(root, cfg["apiv3_key_file"])
+    pt = cv.aead_open(key, res["nonce"].encode(), res.get("associated_data", "").encode(),
+                      cv.b64strict(res["ciphertext"]) or b"")
+    if pt is None:
+        return problems + ["resource does not decrypt"]
+    payload = json.loads(rd(sroot, f["payload"]))
+    if json.loads(pt) != payload["resource"]["plaintext"]:
+        problems.append("decrypted resource is not the payload's plaintext")
+    if rd(sroot, f["resource_plaintext"]) != pt:
+        problems.append("resource_plaintext.json differs")
+    env = {k: v for k, v in doc.items() if k != "resource"}
+    penv = {k: v for k, v in payload.items() if k != "resource"}
+    r1 = {k: v for k, v in res.items() if k != "ciphertext"}
+    r2 = {k: v for k, v in payload["resource"].items() if k != "plaintext"}
+    if env != penv or r1 != r2:
+        problems.append("envelope is not the payload's")
+    return problems
+
+
+def alipay(c, root, sroot):
+    f = c["files"]
+    line = rd(sroot, f["payload"]).rstrip(b"\n")
+    body = rd(sroot, f["body"])
+    problems = []
+    if not body.startswith(line + b"&sign="):
+        problems.append("body is not the payload line plus sign")
+    out = {}
+    # check_vectors.alipay reads files relative to its root: give it this case's body
+    c2 = dict(c, files={"body": os.path.relpath(os.path.join(sroot, f["body"]), root)})
+    got = cv.alipay(c2, root, out)
+    if got != "valid":
+        problems.append("reference verifier says %s" % got)
+    elif rd(sroot, f["sign_content"]) != out["message"]:
+        problems.append("sign_content.bin differs")
+    return problems
+
+
+def stripe(c, root, sroot):
+    cfg, f = c["config"], c["files"]
+    hs = cv.read_headers(os.path.join(sroot, f["headers"]))
+    body = rd(sroot, f["body"])
+    problems = []
+    if body != rd(sroot, f["payload"]):
+        problems.append("body is not the payload")
+    items = [i.partition("=") for i in cv.hget(hs, "Stripe-Signature").split(",")]
+    t = [v for k, _, v in items if k == "t"][0]
+    v1 = [v for k, _, v in items if k == "v1"]
+    payload = t.encode() + b"." + body
+    if rd(sroot, f["signed_payload"]) != payload:
+        problems.append("signed_payload.bin differs")
+    secrets = [open(os.path.join(root, s)).read() for s in cfg["secret_files"]]
+    if not any(cv.hmac_hex(s, payload) in v1 for s in secrets):
+        problems.append("no v1 matches")
+    if abs(c["now_unix"] - int(t)) > cfg["tolerance_s"]:
+        problems.append("timestamp outside the window")
+    json.loads(body)
+    return problems
+
+
+def main():
+    root = os.path.dirname(HERE) if len(sys.argv) < 2 else sys.argv[1]
+    sroot = os.path.join(root, "samples")
+    manifest = json.load(open(os.path.join(sroot, "manifest.json"), encoding="utf-8"))
+    fails = 0
+    names = [c["case"] for c in manifest]
+    if len(set(names)) != len(names):
+        print("FAIL duplicate case names"); fails += 1
+    for c in manifest:
+        missing = [r for r in c["files"].values() if not os.path.isfile(os.path.join(sroot, r))]
+        problems = ["missing " + m for m in missing] or {"wxpay": wechat, "alipay": alipay,
+                                                         "stripe": stripe}[c["gateway"]](c, root, sroot)
+        if problems:
+            fails += 1
+            print("FAIL %-40s %s" % (c["case"], "; ".join(problems)))
+        else:
+            print("ok   %-40s %-7s verified" % (c["case"], c["gateway"]))
+    print("\n%d sample cases, %d failed" % (len(manifest), fails))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
