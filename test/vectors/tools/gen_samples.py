@@ -109,6 +109,15 @@ CASES = [
                "mchid = sp_mchid and appid = sp_appid (partner settings naming sub_mchid are a later step).",
          before=before("1217752501201407033233368018", "pending", 100),
          expected=exp("processed", "paid", ["paid"], pay("1217752501201407033233368018", 100))),
+    dict(case="doc_wx_partner_refund_success", gateway="wxpay", mchid="1230000109", appid="wx8888888888888888",
+         source=src("https://pay.weixin.qq.com/wiki/doc/apiv3_partner/apis/chapter4_5_11.shtml",
+                    "微信支付 APIv3 服务商 退款结果通知", "通知报文 / 解密后的资源对象示例"),
+         notes="The service-provider refund notice (sp_mchid/sub_mchid instead of mchid), text as quoted in "
+               "public merchant code; resource nonce (documented '...') is 'spNonce00002'. The channel is "
+               "configured with mchid = sp_mchid, appid = the partner payment sample's sp_appid.",
+         before=before("20150806125346", "paid", 999, "1008450740201411110005820873"),
+         expected=exp("processed", "refunded", ["refunded"], None,
+                      ref("50200207182018070300011301001", 999, "succeeded"))),
     dict(case="doc_wx_combine_transaction_success", gateway="wxpay", mchid="1900000109", appid=WX_APPID,
          implemented=False,
          source=src(WX_COMBINE_DOC, "微信支付 APIv3 合单支付 支付通知API",
@@ -179,6 +188,13 @@ CASES = [
                "last_payment_error/next_action/processing null; metadata.order_id added.",
          before=before("SD-PI-1099", "pending", 1099),
          expected=exp("processed", "paid", ["paid"], pay("pi_1PgafyB7WZ01zgkWSjxsAJo3", 1099))),
+    dict(case="doc_stripe_payment_intent_payment_failed", gateway="stripe",
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.payment_intent"),
+         notes="The fixture payment_intent unchanged (status requires_payment_method with a last_payment_error, "
+               "the state payment_intent.payment_failed reports) under type payment_intent.payment_failed; "
+               "metadata.order_id added. Not an end state: acknowledged, the order stays pending.",
+         before=before("SD-PI-FAILED", "pending", 1099),
+         expected=exp("ignored", "pending", [])),
     dict(case="doc_stripe_checkout_session_completed", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources[\"checkout.session\"]"),
          notes="Fixture checkout.session with status complete, payment_status paid, amount_subtotal/amount_total "
