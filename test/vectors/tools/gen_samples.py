@@ -258,7 +258,7 @@ def wx_build(c, payload):
     body = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
     n = CASES.index(c) + 1
     ts = WX_TS
-    hnonce = ("DOC" + c["case"].replace("_", "").upper())[:32].ljust(32, "0")
+    hnonce = c["case"][4:].replace("_", "").upper()[:32].ljust(32, "0")
     sig = gen.b64(gen.sign(SIGNER, str(ts).encode() + b"\n" + hnonce.encode() + b"\n" + body + b"\n"))
     hs = [("Content-Type", "application/json"), ("Request-ID", "08DOC%027d" % n),
           ("Wechatpay-Nonce", hnonce), ("Wechatpay-Serial", gen.S1), ("Wechatpay-Signature", sig),
