@@ -119,12 +119,12 @@ CASES = [
          expected=exp("processed", "refunded", ["refunded"], None,
                       ref("50200207182018070300011301001", 999, "succeeded"))),
     dict(case="doc_wx_combine_transaction_success", gateway="wxpay", mchid="1900000109", appid=WX_APPID,
-         implemented=False,
          source=src(WX_COMBINE_DOC, "微信支付 APIv3 合单支付 支付通知API",
                     "回调示例 / 商户对 resource 对象进行解密后, 得到的资源对象示例"),
          notes="Envelope exactly as this page documents it (create_time 20180225112233, no summary, no "
                "original_type, associated_data empty); resource nonce (documented '...') is 'cbNonce00001'. "
-               "Text read from a public copy of the page (支付通知API, 合单支付). Combine payments are a later step.",
+               "Text read from a public copy of the page (支付通知API, 合单支付). The sub-order of the channel's "
+               "mchid pays its bound order.",
          before=before("20150806125346", "pending", 10),
          expected=exp("processed", "paid", ["paid"], pay("1009660380201506130728806387", 10))),
     dict(case="doc_wx_profitsharing_success", gateway="wxpay", mchid="1900000100", appid=WX_APPID,
