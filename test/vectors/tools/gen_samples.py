@@ -141,6 +141,18 @@ CASES = [
                "profitsharing, which the page documents; resource nonce 'psNonce00002'.",
          before=before("1217752501201407033233368018", "paid", 100),
          expected=exp("ignored", "paid", [])),
+    dict(case="doc_wx_sdk_go_payscore_open_service", gateway="wxpay", mchid="1234567890",
+         appid="054aa7d7a2a54ab5898df65bd96f001c", ts=1624523846, hnonce="EcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBz",
+         source=src("https://github.com/wechatpay-apiv3/wechatpay-go/blob/10b581e92a93933b822603bd502dbe1bd521f9fd/"
+                    "core/notify/notify_test.go", "wechatpay-go core/notify/notify_test.go",
+                    "TestHandler_ParseNotifyRequest (body, headers, decrypted data)"),
+         notes="The official Go SDK's notification fixture (PAYSCORE.USER_OPEN_SERVICE, original_type payscore; "
+               "the same ciphertext is wechatpay-java's test resource notification/wechat_pay_notification.json): "
+               "envelope, resource nonce and associated data, plaintext, Wechatpay-Timestamp and Wechatpay-Nonce "
+               "as in the fixture; sealed with the test APIv3 key (the fixture's is 16 bytes) and signed with "
+               "platform certificate #1 instead of the fixture's. Not a payment: acknowledged, nothing applied.",
+         before=None,
+         expected=exp("ignored", None, [])),
     # ------------------------------------------------------------------ Alipay
     dict(case="doc_ali_trade_success", gateway="alipay", app_id="2015102700040153",
          source=src(ALI_DOC, "支付宝开放平台 App支付 异步通知说明", "请求示例 (trade_status=TRADE_SUCCESS)"),
@@ -216,6 +228,14 @@ CASES = [
          before=before("SD-RF-100", "paid", 100, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
          expected=exp("processed", "paid", ["refund_failed"], None,
                       ref("re_1Pgc72B7WZ01zgkWqPvrRrPE", 100, "failed"))),
+    dict(case="doc_stripe_charge_refund_updated_failed", gateway="stripe",
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.refund"),
+         notes="Fixture refund with status failed, failure_reason lost_or_stolen_card, payment_intent set, under "
+               "type charge.refund.updated (how a refund's failure reaches endpoints that do not subscribe to "
+               "refund.failed); metadata.order_id added.",
+         before=before("SD-RU-100", "paid", 100, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
+         expected=exp("processed", "paid", ["refund_failed"], None,
+                      ref("re_1Pgc72B7WZ01zgkWqPvrRrPE", 100, "failed"))),
     dict(case="doc_stripe_payment_intent_canceled", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.payment_intent"),
          notes="Fixture payment_intent with status canceled, cancellation_reason abandoned; metadata.order_id added.",
@@ -257,8 +277,8 @@ def wx_build(c, payload):
         out[k] = v
     body = json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode()
     n = CASES.index(c) + 1
-    ts = WX_TS
-    hnonce = c["case"][4:].replace("_", "").upper()[:32].ljust(32, "0")
+    ts = c.get("ts", WX_TS)
+    hnonce = c.get("hnonce") or c["case"][4:].replace("_", "").upper()[:32].ljust(32, "0")
     sig = gen.b64(gen.sign(SIGNER, str(ts).encode() + b"\n" + hnonce.encode() + b"\n" + body + b"\n"))
     hs = [("Content-Type", "application/json"), ("Request-ID", "08DOC%027d" % n),
           ("Wechatpay-Nonce", hnonce), ("Wechatpay-Serial", gen.S1), ("Wechatpay-Signature", sig),
