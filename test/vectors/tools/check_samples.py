@@ -15,7 +15,10 @@ the openssl CLI, through check_vectors.py's primitives:
           HMAC-SHA256 of "t.body" under a configured secret; t is inside
           the window
 
-plus the message files next to each body.  Exit 0 only if every case holds."""
+plus the message files next to each body, and for the two WeChat samples
+whose source publishes its own ciphertext, that the payload's plaintext
+seals to exactly that ciphertext under the source's key.  Exit 0 only if
+every case holds."""
 import json, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,6 +28,34 @@ import check_vectors as cv  # noqa: E402
 
 def rd(root, rel):
     return open(os.path.join(root, rel), "rb").read()
+
+
+# Plaintexts whose published source also gives the ciphertext under its own
+# key: sealing the payload's plaintext with that key, nonce and associated
+# data must give exactly the published ciphertext (proof that the plaintext
+# is reproduced byte for byte).
+PUBLISHED_CIPHERTEXT = {
+    # EasyWeChat tests/Kernel/Support/AesGcmTest.php (the documented payment resource)
+    "doc_wx_transaction_success": (
+        b"5YI2YwEdV56hCsNEoOGEeL17vRFcz3i6",
+        "LsCtZf91SEdVjdVNHtl6cnmrMz6atFZbsF0cwQQmgrTSb4WOey3uaKPqKbVb3E+9bT65ND/vJDD7/kLBnqOf8j2niXJ3vtdx",
+        "oEGuGTb/30rD7dU="),
+    # wechatpay-go core/notify/notify_test.go (a 16-byte key: AES-128-GCM)
+    "doc_wx_sdk_go_payscore_open_service": (
+        b"testMchAPIv3Key0",
+        "YDS3lKPaC4Y52Gf3uhft5qUBlIa8b428AWTtTauHQfQrRw+X1WpiuHIDy0vo1Vd6VEq67aVyqPdDYMkRVSDaZL3iZttevRMOo"
+        "PKMifozg6XPWjIZumks/GpT48lI4NizyeaqLBokNebthah3o1H76qSlO9NkDjp9bzmKLEYYH9TEklFUpsvPqOTOcgSLgh21YJXYR"
+        "7dEBXFgRLiNIKRgO5JdXh1hccRUAlyVWxE54PXpnQ==", ""),
+}
+
+
+def published(c, sroot):
+    key, head, tail = PUBLISHED_CIPHERTEXT[c["case"]]
+    res = json.loads(rd(sroot, c["files"]["payload"]))["resource"]
+    pt = json.dumps(res["plaintext"], ensure_ascii=False, separators=(",", ":")).encode()
+    ct = cv.base64.b64encode(cv.gcm.encrypt(key, res["nonce"].encode(), res["associated_data"].encode(),
+                                            pt)).decode()
+    return [] if ct.startswith(head) and ct.endswith(tail) else ["plaintext differs from the published one"]
 
 
 def wechat(c, root, sroot):
@@ -61,6 +92,8 @@ def wechat(c, root, sroot):
     r2 = {k: v for k, v in payload["resource"].items() if k != "plaintext"}
     if env != penv or r1 != r2:
         problems.append("envelope is not the payload's")
+    if c["case"] in PUBLISHED_CIPHERTEXT:
+        problems += published(c, sroot)
     return problems
 
 
