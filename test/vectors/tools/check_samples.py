@@ -17,7 +17,9 @@ the openssl CLI, through check_vectors.py's primitives:
 
 plus the message files next to each body, and for the two WeChat samples
 whose source publishes its own ciphertext, that the payload's plaintext
-seals to exactly that ciphertext under the source's key.  Exit 0 only if
+seals to exactly that ciphertext under the source's key, and for the
+Alipay sample kept with Alipay's own signature, that it verifies over the
+payload's content with the source's Alipay public key.  Exit 0 only if
 every case holds."""
 import json, os, sys
 
@@ -47,6 +49,33 @@ PUBLISHED_CIPHERTEXT = {
         "PKMifozg6XPWjIZumks/GpT48lI4NizyeaqLBokNebthah3o1H76qSlO9NkDjp9bzmKLEYYH9TEklFUpsvPqOTOcgSLgh21YJXYR"
         "7dEBXFgRLiNIKRgO5JdXh1hccRUAlyVWxE54PXpnQ==", ""),
 }
+
+
+# Alipay samples kept with Alipay's own signature and public key: that
+# signature must verify over the content built from the payload.
+PUBLISHED_ALIPAY_SIGN = {
+    # alipay-sdk-nodejs-all test/alipay.test.ts, 'verify sign should delete sign_type'
+    "doc_ali_sdk_nodejs_trade_success": (
+        "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAqObrdC7hrgAVM98tK0nv3hSQRGGKT4lBsQjHiGjeYZjOPIPHR5knm2jnnz/"
+        "YGIXIofVHkA/tAlBAd5DrY7YpvI4tP5EONLtZKC2ghBMx7McI2wRD0xiqzxOQr1FuhZGJ8/AUokBzJrzY+aGX2xcOrxFYRlFilvVLTXg4"
+        "LWjR1tdPkO6+i7wQZAIVMClPkwVRZEbaERRHlKqTzv2gGv5rDU8gRoe1LeaN+6BlbTqHWkQcNCUNrA8C6l17XAXGKDsm/9TFWwO8EPHHH"
+        "CaQdjtV5/FdcWIt+L8SR1ss7EXTjYDFtxcKVv9rEoY1lX8T4mX+GbXfZHraG5NCF1+XioL5JwIDAQAB",
+        "QfTb8tqE1BMhS5qAnXtvsF3/jBkEvu9q9en0pdbBUDDjvKycZhQb7h8GDs4FKfi049PynaNuatxSgLb/nLWZpXyyh0LEWdK2S6Ri7nPw"
+        "rVgOs08zugLO20vOQz44y3ti2Ncm8/wZts1Fr2gZ7pShnVX3d1B50hbsXnObT1r/U8ONNQjWXd0HIul4TG+Q3fm3svmSvFEy0WnzuhcyH"
+        "PX5Gm4ELNctL6Qd5YniGJFNcc7kopHYtI/XD9YCKCH6Ct02rzUs9i11C9CsadtZn+WhxF26Dqt9sGEFajkJ8cxUTLi8+VCpLHsgPE8P0y"
+        "095uQcDdK0YjCh4x7wVSov+lrmOQ=="),
+}
+
+
+def published_alipay(c, sroot, content):
+    spki, sig = PUBLISHED_ALIPAY_SIGN[c["case"]]
+    pem = "-----BEGIN PUBLIC KEY-----\n%s\n-----END PUBLIC KEY-----\n" % "\n".join(
+        spki[i:i + 64] for i in range(0, len(spki), 64))
+    with cv.tempfile.TemporaryDirectory() as d:
+        k = os.path.join(d, "alipay.pem")
+        open(k, "w").write(pem)
+        ok = cv.rsa_verify(k, content, cv.base64.b64decode(sig))
+    return [] if ok else ["Alipay's published signature does not verify over the payload"]
 
 
 def published(c, sroot):
@@ -112,6 +141,8 @@ def alipay(c, root, sroot):
         problems.append("reference verifier says %s" % got)
     elif rd(sroot, f["sign_content"]) != out["message"]:
         problems.append("sign_content.bin differs")
+    if c["case"] in PUBLISHED_ALIPAY_SIGN:
+        problems += published_alipay(c, sroot, rd(sroot, f["sign_content"]))
     return problems
 
 
