@@ -27,10 +27,13 @@ DECLARE
 BEGIN
 	CASE m->>'gateway'
 	WHEN 'wxpay' THEN
-		PERFORM pay.paynotify_add_channel(chan, 'wxpay', jsonb_build_object(
+		-- a direct channel (mchid, appid) or a partner one (sp_mchid, sub_mchid, sp_appid, sub_appid)
+		PERFORM pay.paynotify_add_channel(chan, 'wxpay', jsonb_strip_nulls(jsonb_build_object(
 			'apiv3_key', btrim(t.vtext(cfg->>'apiv3_key_file'), E'\n'),
 			'mchid', cfg->>'mchid', 'appid', cfg->>'appid',
-			'tolerance_s', (cfg->>'tolerance_s')::int));
+			'sp_mchid', cfg->>'sp_mchid', 'sub_mchid', cfg->>'sub_mchid',
+			'sp_appid', cfg->>'sp_appid', 'sub_appid', cfg->>'sub_appid',
+			'tolerance_s', (cfg->>'tolerance_s')::int)));
 		FOR k IN SELECT * FROM jsonb_each_text(cfg->'trusted') LOOP
 			PERFORM pay.paynotify_add_key(chan, k.key, t.vtext(k.value));
 		END LOOP;

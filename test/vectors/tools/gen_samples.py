@@ -67,6 +67,8 @@ def ref(rid, amount, status):
 
 
 WX_APPID = "wxd678efh567hg6787"
+PARTNER = {"sp_mchid": "1230000109", "sub_mchid": "1900000109", "sp_appid": "wx8888888888888888",
+           "sub_appid": "wxd678efh567hg6999"}
 CASES = [
     # ------------------------------------------------------------------ WeChat Pay v3
     dict(case="doc_wx_transaction_success", gateway="wxpay", mchid="1230000109", appid=WX_APPID,
@@ -100,21 +102,20 @@ CASES = [
          before=before("20150806125346", "paid", 999, "1008450740201411110005820873"),
          expected=exp("processed", "paid", ["refund_failed"], None,
                       ref("50200207182018070300011301001", 999, "failed"))),
-    dict(case="doc_wx_partner_transaction_success", gateway="wxpay", mchid="1230000109",
-         appid="wx8888888888888888",
+    dict(case="doc_wx_partner_transaction_success", gateway="wxpay", partner=PARTNER,
          source=src(WX_PARTNER_DOC, "微信支付 APIv3 服务商 JSAPI支付 支付通知API", "商户对resource对象进行解密后，得到的资源对象示例"),
          notes="The service-provider sample as quoted in public merchant code, which elides the middle with '...'; "
                "the elided amount object is taken from the direct-merchant sample and promotion_detail is left out. "
-               "Envelope as the payment sample's; resource nonce 'spNonce00001'. The channel is configured with "
-               "mchid = sp_mchid and appid = sp_appid (partner settings naming sub_mchid are a later step).",
+               "Envelope as the payment sample's; resource nonce 'spNonce00001'. A partner channel: sp_mchid, "
+               "sub_mchid, sp_appid, sub_appid as in the sample.",
          before=before("1217752501201407033233368018", "pending", 100),
          expected=exp("processed", "paid", ["paid"], pay("1217752501201407033233368018", 100))),
-    dict(case="doc_wx_partner_refund_success", gateway="wxpay", mchid="1230000109", appid="wx8888888888888888",
+    dict(case="doc_wx_partner_refund_success", gateway="wxpay", partner=PARTNER,
          source=src("https://pay.weixin.qq.com/wiki/doc/apiv3_partner/apis/chapter4_5_11.shtml",
                     "微信支付 APIv3 服务商 退款结果通知", "通知报文 / 解密后的资源对象示例"),
          notes="The service-provider refund notice (sp_mchid/sub_mchid instead of mchid), text as quoted in "
-               "public merchant code; resource nonce (documented '...') is 'spNonce00002'. The channel is "
-               "configured with mchid = sp_mchid, appid = the partner payment sample's sp_appid.",
+               "public merchant code; resource nonce (documented '...') is 'spNonce00002'. A partner channel: "
+               "sp_mchid, sub_mchid, sp_appid, sub_appid of the partner payment sample.",
          before=before("20150806125346", "paid", 999, "1008450740201411110005820873"),
          expected=exp("processed", "refunded", ["refunded"], None,
                       ref("50200207182018070300011301001", 999, "succeeded"))),
@@ -254,6 +255,13 @@ CASES = [
                "meanwhile.",
          before=before("SD-DP-1000", "paid", 1000, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
          expected=exp("processed", "paid", ["dispute_opened"])),
+    dict(case="doc_stripe_api_event_object", gateway="stripe",
+         source=src("https://docs.stripe.com/api/events/object", "Stripe API reference: The Event object",
+                    "The Event object (example)"),
+         notes="The API reference's example event (setup_intent.created) exactly as shown, nothing added: no "
+               "order to tie it to. Not a payment: acknowledged, nothing applied.",
+         before=None,
+         expected=exp("ignored", None, [])),
     dict(case="doc_stripe_thin_event", gateway="stripe",
          source=src(STRIPE_PY, "stripe-python tests/test_v2_event.py", "TestV2Event.v2_payload_no_data"),
          notes="The SDK's thin-event (object v2.core.event) payload as is, pretty-printed. Verified, acknowledged "
@@ -283,8 +291,9 @@ def wx_build(c, payload):
     hs = [("Content-Type", "application/json"), ("Request-ID", "08DOC%027d" % n),
           ("Wechatpay-Nonce", hnonce), ("Wechatpay-Serial", gen.S1), ("Wechatpay-Signature", sig),
           ("Wechatpay-Signature-Type", "WECHATPAY2-SHA256-RSA2048"), ("Wechatpay-Timestamp", str(ts))]
-    cfg = {"trusted": {gen.S1: "keys/wechat_platform_1.pub.pem"}, "apiv3_key_file": "keys/wechat_apiv3.key",
-           "mchid": c["mchid"], "appid": c["appid"], "tolerance_s": 300}
+    cfg = {"trusted": {gen.S1: "keys/wechat_platform_1.pub.pem"}, "apiv3_key_file": "keys/wechat_apiv3.key"}
+    cfg.update(c.get("partner") or {"mchid": c["mchid"], "appid": c["appid"]})
+    cfg["tolerance_s"] = 300
     return body, "body.json", hs, ts, ts + 2, cfg, {"resource_plaintext.json": plain,
                                                   "signed_message.bin": str(ts).encode() + b"\n" + hnonce.encode()
                                                   + b"\n" + body + b"\n"}
