@@ -214,6 +214,13 @@ CASES = [
                "1099 and currency usd (null in the fixture); metadata.order_id added.",
          before=before("SD-CS-1099", "pending", 1099),
          expected=exp("processed", "paid", ["paid"], pay("pi_1PgafyB7WZ01zgkWSjxsAJo3", 1099))),
+    dict(case="doc_stripe_checkout_session_async_payment_succeeded", gateway="stripe",
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources[\"checkout.session\"]"),
+         notes="Fixture checkout.session, complete and paid (amounts 1099, currency usd), under type "
+               "checkout.session.async_payment_succeeded (a delayed payment method's success); "
+               "metadata.order_id added.",
+         before=before("SD-CS-ASYNC", "pending", 1099),
+         expected=exp("processed", "paid", ["paid"], pay("pi_1PgafyB7WZ01zgkWSjxsAJo3", 1099))),
     dict(case="doc_stripe_charge_refunded", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.charge + resources.refund"),
          notes="Fixture charge fully refunded: captured, amount_captured/amount_refunded 100, refunded true, "
@@ -222,6 +229,14 @@ CASES = [
          before=before("SD-CH-100", "paid", 100, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
          expected=exp("processed", "refunded", ["refunded"], None,
                       ref("re_1Pgc72B7WZ01zgkWqPvrRrPE", 100, "succeeded"))),
+    dict(case="doc_stripe_charge_refunded_partial", gateway="stripe",
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.charge + resources.refund"),
+         notes="Fixture charge partially refunded (charge.refunded fires for partial refunds too): captured, "
+               "amount_captured 100, amount_refunded 50, refunded false, payment_intent set, refunds.data = "
+               "[fixture refund with amount 50]; metadata.order_id added.",
+         before=before("SD-CH-PARTIAL", "paid", 100, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
+         expected=exp("processed", "paid", ["refunded"], None,
+                      ref("re_1Pgc72B7WZ01zgkWqPvrRrPE", 50, "succeeded"))),
     dict(case="doc_stripe_refund_failed", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.refund"),
          notes="Fixture refund with status failed, failure_reason lost_or_stolen_card, payment_intent set; "
