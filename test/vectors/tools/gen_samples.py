@@ -192,6 +192,16 @@ CASES = [
                "fund_bill_list (an object in the test) travels as the JSON string Alipay sends; sign replaced.",
          before=before("20190815155618536-564-57", "pending", 10),
          expected=exp("processed", "paid", ["paid"], pay("2019081522001468450512505578", 10))),
+    dict(case="doc_ali_sdk_nodejs_servicemarket_notify", gateway="alipay", app_id="2017122801303261",
+         include_sign_type=True,
+         source=src(ALI_NODE, "alipay-sdk-nodejs-all test/alipay.test.ts",
+                    "checkNotifySign: 'verify sign should not delete sign_type' postData"),
+         notes="A real Alipay notification that is not a trade notice (notify_type servicemarket_order_notify, "
+               "服务市场订购), parameter for parameter; Alipay signs this kind with sign_type inside the signed "
+               "content (the SDKs' rsaCheckV2 rule, as its test shows), so it is signed that way here too "
+               "(config.sign_content_rule). Under the trade-notification rule it does not verify: refused.",
+         before=None,
+         expected=exp("rejected", None, [], ack=False)),
     # ------------------------------------------------------------------ Stripe
     dict(case="doc_stripe_payment_intent_succeeded", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json (the API reference's example objects)",
@@ -326,11 +336,13 @@ def ali_build(c, payload):
     line = payload.decode("ascii").strip("\n")
     params = parse_form(line)
     charset = dict(params).get("charset", "utf-8")
-    content = gen.ali_content(params, charset)
+    content = gen.ali_content(params, charset, include_sign_type=c.get("include_sign_type", False))
     sig = gen.b64(gen.sign("alipay_1", content))
     body = (line + "&sign=" + quote_plus(sig, safe="")).encode("ascii")
     ctype = "application/x-www-form-urlencoded; charset=%s" % charset
     cfg = {"alipay_public_keys": ["keys/alipay_1.pub.pem"], "app_id": c["app_id"], "sign_types": ["RSA2"]}
+    if c.get("include_sign_type"):
+        cfg["sign_content_rule"] = {"include_empty": False, "include_sign_type": True}
     return body, "body.form", [("Content-Type", ctype)], None, ALI_NOW, cfg, {"sign_content.bin": content}
 
 
