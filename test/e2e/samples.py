@@ -160,6 +160,12 @@ def main():
     cases.sort(key=lambda c: c["gateway"], reverse=True)
     for m in cases:
         desc = "%s (%s)" % (m["case"], m["gateway"])
+        if m.get("config", {}).get("sign_content_rule"):
+            # paynotify-send signs as the gateway signs its trade
+            # notifications; a case signed by another rule is the replay's
+            # (sql/samples.sql), not this test's
+            print("NOTE %s, signed by another rule than paynotify-send's: not sent" % desc)
+            continue
         try:
             diffs, got, again = run_case(m, samples, vectors, send_bin, url)
         except Exception as e:  # a broken case is a failed case, the run goes on
