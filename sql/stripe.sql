@@ -236,9 +236,10 @@ ORDER BY length(notify_id), notify_id;
 SELECT kind, order_no FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no IN ('STR-9', 'STR-10')
 ORDER BY id;
 
--- What a hostile review found: a refund's own amount, not the cumulative
--- total, once another refund of the trade failed (an older snapshot that
--- arrives after the failure would count the failed refund again); a
+-- What a hostile review found: a cumulative total recorded on a trade
+-- where a refund failed is an anomaly (an older snapshot that arrives
+-- after the failure counts the failed refund again, one taken after it
+-- does not, and nothing tells them apart: someone must look); a
 -- failure naming a trade of another order is that anomaly, and the other
 -- order is left alone; an intent canceled as a duplicate closes nothing; a
 -- thin event is recorded only, whatever it holds; a failure that names no

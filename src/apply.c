@@ -290,6 +290,17 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 	}
 	if (before + amount > paid)
 		pn_anomaly(cfg, ch->name, n, "refunded_more_than_paid");
+	if (n->refund_amount < 0 && ch->gw->refund_failure_final &&
+		pn_refund_failed_count(cfg, ch->name, trade_no, n->order_no) > 0)
+	{
+		/*
+		 * A cumulative total on a trade where a refund failed: a snapshot
+		 * taken before the failure still counts the failed refund, one
+		 * taken after it does not, and nothing says which this is.  The
+		 * amount may be off: someone must look.
+		 */
+		pn_anomaly(cfg, ch->name, n, "refund_total_after_failure");
+	}
 
 	/* The order's status follows from all its trades. */
 	if (pn_order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&

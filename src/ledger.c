@@ -236,6 +236,23 @@ pn_refund_fail(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char
 	return true;
 }
 
+/* How many refunds of one trade failed (fresh snapshot). */
+int64
+pn_refund_failed_count(PnConfig *cfg, const char *channel, const char *trade_no,
+					   const char *order_no)
+{
+	Datum		args[3];
+	bool		isnull;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	args[2] = CStringGetTextDatum(order_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_REFUND_FAILED_COUNT), args, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: refund count query failed");
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 /* What succeeded refunds of one trade add up to (fresh snapshot). */
 int64
 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no, const char *order_no)

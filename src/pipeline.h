@@ -34,6 +34,7 @@ typedef enum PnPlanId
 	PLAN_REFUND_GET,
 	PLAN_REFUND_SUCCEED,
 	PLAN_REFUND_FAIL,
+	PLAN_REFUND_FAILED_COUNT,
 	PLAN_OUTBOX_INSERT,
 	PLAN_ORDER_SEQ_NEXT,
 	PLAN_OUTBOX_INSERT_SEQ,
@@ -200,6 +201,8 @@ extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refun
 extern void pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 extern bool pn_refund_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const char *trade_no, int64 amount, const char *status);
+extern int64 pn_refund_failed_count(PnConfig *cfg, const char *channel, const char *trade_no,
+									 const char *order_no);
 extern bool pn_refund_fail(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   const char *refund_id, int64 *amount);
 extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,

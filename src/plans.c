@@ -113,6 +113,13 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" ON CONFLICT DO NOTHING",
 		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
 	},
+	/* how many refunds of one trade failed */
+	[PLAN_REFUND_FAILED_COUNT] = {
+		"SELECT pg_catalog.count(*)"
+		" FROM @s.paynotify_refund"
+		" WHERE channel = $1 AND trade_no = $2 AND order_no = $3 AND status = 'failed'",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_REFUND_SUM] = {
 		"SELECT COALESCE(pg_catalog.sum(amount), 0)::bigint"
 		" FROM @s.paynotify_refund"

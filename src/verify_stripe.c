@@ -50,7 +50,7 @@ static PnReason verify_hmac(const PnRequest *req, const PnStripeSig *sig);
 static PnReason check_event(const StripeConf *conf, Jsonb *doc,
 							PnNotice *n);
 static char *json_text(Jsonb *doc, const char *path);
-static char *newest_refund(Jsonb *doc, int64 *amount);
+static char *newest_refund(Jsonb *doc);
 static void fill_payment_intent(Jsonb *doc, PnNotice *n);
 static void fill_checkout_session(Jsonb *doc, PnNotice *n);
 static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
@@ -278,23 +278,17 @@ json_text(Jsonb *doc, const char *path)
 	return pn_json_string(doc, path, &s) && s[0] != '\0' ? s : NULL;
 }
 
-/*
- * data.object.refunds.data[0] (the newest refund): its id, or NULL; its
- * amount in *amount, or -1.
- */
+/* data.object.refunds.data[0].id (the newest refund), or NULL. */
 static char *
-newest_refund(Jsonb *doc, int64 *amount)
+newest_refund(Jsonb *doc)
 {
 	Jsonb	  **refunds;
 	int			n;
 	char	   *id;
 
-	*amount = -1;
 	if (!pn_json_objects(doc, "data.object.refunds.data", MAX_LISTED_REFUNDS, &refunds, &n) ||
 		n == 0 || !pn_json_string(refunds[0], "id", &id) || id[0] == '\0')
 		return NULL;
-	if (!pn_json_int64(refunds[0], "amount", amount) || *amount < 0)
-		*amount = -1;
 	return id;
 }
 
@@ -326,12 +320,11 @@ fill_checkout_session(Jsonb *doc, PnNotice *n)
 }
 
 /*
- * charge.refunded, also sent for partial refunds (§3.6): the newest
- * refund's own id and amount when the charge lists its refunds (API
- * versions before 2022-11-15), else amount_refunded, the cumulative
- * total.  A refund's own amount keeps the sum right when another refund
- * of the trade failed in between (refund_failure_final); the cumulative
- * total does not.
+ * charge.refunded, also sent for partial refunds (§3.6): amount_refunded
+ * is the cumulative total, this refund alone is not stated (the listed
+ * refunds' amounts are no safer: the newest may be another event's, and
+ * one event may list them while another does not); the newest refund's id
+ * when the charge lists its refunds (API versions before 2022-11-15).
  */
 static void
 fill_charge_refunded(Jsonb *doc, PnNotice *n)
@@ -344,7 +337,7 @@ fill_charge_refunded(Jsonb *doc, PnNotice *n)
 		n->order_amount = -1;
 	if (!pn_json_int64(doc, "data.object.amount_refunded", &n->refunded_total))
 		n->refunded_total = -1;
-	n->refund_id = newest_refund(doc, &n->refund_amount);
+	n->refund_id = newest_refund(doc);
 	if (n->refund_id == NULL)
 		n->refund_id = pstrdup(n->notify_id);
 }

@@ -25,9 +25,10 @@ CUMULATIVE = ("alipay", "stripe")		# refund amounts may be totals per trade
 
 def cumulative(gw, listed=True):
     """Whether a refund notice states the trade's total refunded: Alipay's
-    always; Stripe's charge.refunded when the charge does not list its
-    refunds (API versions since 2022-11-15), else the refund's own amount."""
-    return gw == "alipay" or (gw == "stripe" and not listed)
+    and Stripe's charge.refunded, whether or not the charge lists its
+    refunds (listed, it names the newest refund; unlisted, the refund is
+    known by the event's id)."""
+    return gw in CUMULATIVE
 CURRENCY = {"wxpay": "CNY", "alipay": "CNY", "stripe": "USD"}
 
 
