@@ -286,6 +286,31 @@ WHERE channel = 'st' AND order_no IN ('STR-14', 'STR-15', 'STR-16') ORDER BY id;
 SELECT notify_id, status, note FROM pay.payment_notify_log
 WHERE channel = 'st' AND notify_id IN ('evt_st_45', 'evt_st_46', 'evt_st_47', 'evt_st_48') ORDER BY 1;
 
+-- A third review: a total taken after a refund failed, delivered before
+-- the failure (re_17_1 200 recorded; a total of 100 naming re_17_2 then
+-- adds nothing): when the failure comes, it is undone as recorded, with
+-- the anomaly that the trade's totals may have counted it.
+INSERT INTO public.orders VALUES ('STR-17', 'pending', 1000);
+INSERT INTO t.ev VALUES
+	('pi_17', t.evt('evt_st_50', 'payment_intent.succeeded',
+		'{"id": "pi_st_17", "amount_received": 1000, "currency": "usd", "metadata": {"order_id": "STR-17"}}')),
+	('refund_17_1', t.evt('evt_st_51', 'charge.refunded',
+		'{"id": "ch_pi_st_17", "object": "charge", "amount": 1000, "amount_refunded": 200,
+		  "payment_intent": "pi_st_17", "refunded": false, "currency": "usd",
+		  "metadata": {"order_id": "STR-17"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_17_1", "amount": 200, "status": "succeeded"}]}}')),
+	('refund_17_2', t.evt('evt_st_52', 'charge.refunded',
+		'{"id": "ch_pi_st_17", "object": "charge", "amount": 1000, "amount_refunded": 100,
+		  "payment_intent": "pi_st_17", "refunded": false, "currency": "usd",
+		  "metadata": {"order_id": "STR-17"},
+		  "refunds": {"object": "list", "data": [{"id": "re_st_17_2", "amount": 100, "status": "succeeded"},
+												  {"id": "re_st_17_1", "amount": 200, "status": "failed"}]}}')),
+	('refund_17_1_failed', t.evt('evt_st_53', 'refund.failed', t.refund_obj('re_st_17_1', 'pi_st_17', 200, 'failed', 'STR-17')));
+SELECT name, r.* FROM unnest(ARRAY['pi_17', 'refund_17_1', 'refund_17_2', 'refund_17_1_failed']) name,
+	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;
+SELECT refund_id, amount, status FROM pay.paynotify_refund WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY 1;
+SELECT kind FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY id;
+
 -- Authentic but not applied: no order reference (an anomaly), other types.
 SELECT name, r.* FROM unnest(ARRAY['no_order', 'customer']) name,
 	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;

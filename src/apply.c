@@ -243,6 +243,7 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 				before,
 				amount;
 	bool		all_refunded;
+	bool		doubtful = false;
 
 	pn_order_get(cfg, n->order_no, &row);
 	if (trade_no == NULL)
@@ -296,14 +297,17 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		/*
 		 * A cumulative total on a trade where a refund failed: a snapshot
 		 * taken before the failure still counts the failed refund, one
-		 * taken after it does not, and nothing says which this is.  The
-		 * amount may be off: someone must look.
+		 * taken after it does not, and this code does not tell them apart.
+		 * The amount may be off: someone must look, and the order does not
+		 * move on it.
 		 */
 		pn_anomaly(cfg, ch->name, n, "refund_total_after_failure");
+		doubtful = true;
 	}
 
 	/* The order's status follows from all its trades. */
-	if (pn_order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
+	if (!doubtful &&
+		pn_order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
 		strcmp(row.status, "refunded") != 0 && strcmp(row.status, "cancelled") != 0)
 	{
 		if (strcmp(row.status, "refunding") == 0 ||
@@ -352,6 +356,14 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 			set_result(res, PN_IGNORED, "ignored", "refund already recorded");
 			return;
 		}
+
+		/*
+		 * The trade's refunds were recorded from cumulative totals: one
+		 * taken after this refund, recorded before its failure came, was
+		 * computed on it, and this row may hold more than the refund (it
+		 * absorbed an older one).  Undone as recorded; someone must look.
+		 */
+		pn_anomaly(cfg, ch->name, n, "refund_failed_after_total");
 		if (strcmp(row.status, "refunded") == 0)
 		{
 			if (pn_transition_allowed(cfg, "refunded", "paid"))

@@ -59,6 +59,7 @@ done <"$STACK_DIR/results"
 check "samples.py ran to the end" 0 "$rc"
 want=$(python3 -c 'import json,sys; print(sum(1 for c in json.load(open(sys.argv[1])) if c.get("implemented") and not c.get("config", {}).get("sign_content_rule")))' "$samples/manifest.json")
 check "every implemented case sent was reported (none skipped)" "$want" "$(grep -c '^PASS \|^FAIL ' "$STACK_DIR/results")"
+[ "${want:-0}" -gt 0 ] || not_ok "the manifest has implemented cases to send" "$want"
 [ -s "$STACK_DIR/results.err" ] && not_ok "samples.py wrote no errors" "$(cat "$STACK_DIR/results.err")"
 check "the shim did not crash" yes "$(pn_alive "$(cat "$STACK_DIR/shim.pid")" && echo yes || echo no)"
 echo "(not counted: not implemented, or signed by another rule; printed above: $notes)"
