@@ -85,7 +85,7 @@ ALTER TABLE @extschema@.paynotify_transition
 ALTER TABLE @extschema@.paynotify_hook
 	DROP CONSTRAINT paynotify_hook_event_check,
 	ADD CONSTRAINT paynotify_hook_event_check
-		CHECK (event OPERATOR(pg_catalog.=) ANY ('{paid,refunded,refund_failed,closed}'::text[]));
+		CHECK (event OPERATOR(pg_catalog.=) ANY ('{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,notification}'::text[]));
 ALTER TABLE @extschema@.payment_notify_log
 	DROP CONSTRAINT payment_notify_log_status_check,
 	ADD CONSTRAINT payment_notify_log_status_check
@@ -107,7 +107,7 @@ ALTER TABLE @extschema@.paynotify_endpoint
 	ADD CONSTRAINT paynotify_endpoint_url_check CHECK (url OPERATOR(pg_catalog.~) '^https?://[^[:space:]]+$'),
 	DROP CONSTRAINT paynotify_endpoint_events_check,
 	ADD CONSTRAINT paynotify_endpoint_events_check
-		CHECK (events OPERATOR(pg_catalog.<@) '{paid,refunded,refund_failed,closed}'::text[]
+		CHECK (events OPERATOR(pg_catalog.<@) '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,notification}'::text[]
 			   AND pg_catalog.cardinality(events) OPERATOR(pg_catalog.>) 0),
 	DROP CONSTRAINT paynotify_endpoint_secret_check,
 	ADD CONSTRAINT paynotify_endpoint_secret_check
@@ -146,6 +146,7 @@ CREATE OR REPLACE VIEW @extschema@.paynotify_delivery_ready AS
 	  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_delivery p
 					  WHERE p.endpoint_id OPERATOR(pg_catalog.=) d.endpoint_id
 						AND p.order_no OPERATOR(pg_catalog.=) d.order_no
+						AND d.order_no OPERATOR(pg_catalog.<>) ''
 						AND p.order_seq OPERATOR(pg_catalog.<) d.order_seq
 						AND p.delivered_at IS NULL AND p.dead_at IS NULL);
 
@@ -1181,6 +1182,192 @@ $$;
 COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
 	'Citus: makes the configuration tables reference tables and distributes the orders table and every notification table by order number, co-located; idempotent';
 
+
+
+-- ===== Nothing authentic is swallowed: notification and dispute events =====
+--
+-- Every authentic notification of a kind paynotify does not apply itself
+-- (Stripe customer.*, WeChat PROFITSHARING.*, COMPLAINT.*, PAYSCORE.*,
+-- Alipay's agreement notices, thin events, a WeChat trade still NOTPAY,
+-- ...) was recorded and acknowledged as "ignored", and the application
+-- never heard of it.  It now queues one event "notification", in the step
+-- that records it (exactly once, like any event), carrying the gateway's
+-- event type and the verified payload (decrypted for WeChat).  A Stripe
+-- dispute queues dispute_opened, dispute_won or dispute_lost with the
+-- disputed amount.  What an event carries besides its columns is in
+-- detail, and the relay's body carries it too; events of no order
+-- (order_no '', null in the body) wait for no other event.
+ALTER TABLE @extschema@.paynotify_outbox ADD COLUMN detail jsonb;
+COMMENT ON COLUMN @extschema@.paynotify_outbox.detail IS
+	'what the event carries besides its columns: for notification the gateway, its event type and the verified payload; for a dispute its id, status and reason';
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_endpoint(url text, secret text, events text[],
+		channels text[])
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	n integer;
+BEGIN
+	IF url IS NOT NULL AND url !~ '^https?://[^[:space:]]+$' THEN
+		RAISE EXCEPTION 'endpoint url must start with http:// or https:// and contain no spaces'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF secret IS NOT NULL THEN
+		IF secret !~ '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
+			RAISE EXCEPTION 'endpoint secret must be "whsec_" followed by base64'
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
+		END IF;
+		n := length(decode(substr(secret, 7), 'base64'));
+		IF n < 24 OR n > 64 THEN
+			RAISE EXCEPTION 'endpoint secret must encode 24 to 64 bytes, not %', n
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
+		END IF;
+	END IF;
+	IF events IS NOT NULL AND (cardinality(events) = 0 OR array_position(events, NULL) IS NOT NULL
+			OR NOT events <@ '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,notification}') THEN
+		RAISE EXCEPTION 'endpoint events must be some of paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost, notification'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF channels IS NOT NULL AND EXISTS (SELECT FROM unnest(channels) c
+			WHERE c IS NULL OR c !~ '^[A-Za-z0-9_]{1,63}$') THEN
+		RAISE EXCEPTION 'endpoint channels must be channel names'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_fanout(max_rows integer DEFAULT 1000)
+	RETURNS integer
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	taken integer;
+	prefix text;
+BEGIN
+	-- no endpoint yet: leave the outbox alone
+	IF NOT EXISTS (SELECT FROM @extschema@.paynotify_endpoint e WHERE e.enabled) THEN
+		RETURN 0;
+	END IF;
+	-- one relay at a time, so that the deliveries of one order are created
+	-- in the order of its events.  On Citus the lock is this node's only:
+	-- fan-outs on two nodes run at once, and the claim makes a delivery
+	-- wait for the order's earlier events still in the outbox as well
+	IF NOT pg_try_advisory_xact_lock(1886284396, 1701736302) THEN
+		RETURN 0;
+	END IF;
+	SELECT 'evt_' || i.id || '_' INTO prefix FROM @extschema@.paynotify_installation i;
+	IF NOT FOUND THEN
+		INSERT INTO @extschema@.paynotify_installation DEFAULT VALUES ON CONFLICT DO NOTHING;
+		SELECT 'evt_' || i.id || '_' INTO STRICT prefix FROM @extschema@.paynotify_installation i;
+	END IF;
+	-- the events are taken the way any outbox worker takes them
+	WITH t AS (
+		SELECT * FROM @extschema@.paynotify_outbox_claim(max_rows)),
+	d AS (
+		INSERT INTO @extschema@.paynotify_delivery (endpoint_id, outbox_id, webhook_id, event, channel,
+			order_no, order_seq, body)
+		SELECT e.id, t.id, prefix || t.id, t.event, t.channel, t.order_no, coalesce(t.order_seq, t.id),
+			(coalesce(t.detail, '{}') || jsonb_build_object('id', prefix || t.id, 'event', t.event,
+				'channel', t.channel, 'order_no', nullif(t.order_no, ''), 'amount', t.amount,
+				'notify_id', t.notify_id,
+				'occurred_at', to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))::text
+		FROM t JOIN @extschema@.paynotify_endpoint e
+			ON e.enabled AND t.event = ANY (e.events)
+			   AND (e.channels IS NULL OR t.channel = ANY (e.channels))
+		ORDER BY t.id, e.id
+		RETURNING 1)
+	SELECT count(*) INTO taken FROM t;
+	RETURN taken;
+END
+$$;
+
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DEFAULT 100)
+	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
+				   secret text, max_in_flight integer, attempts integer, body text)
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	ep record;
+	cand record;
+	ids bigint[] := '{}';
+	orders text[] := '{}';
+	dues timestamptz[] := '{}';
+BEGIN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		RETURN QUERY
+		WITH candidate AS MATERIALIZED (
+			SELECT c.id
+			FROM @extschema@.paynotify_endpoint e
+				CROSS JOIN LATERAL (
+					SELECT r.id, r.next_attempt_at
+					FROM @extschema@.paynotify_delivery_ready r
+					WHERE r.endpoint_id = e.id
+					ORDER BY r.next_attempt_at
+					LIMIT e.max_in_flight) c
+			WHERE e.enabled
+			ORDER BY c.next_attempt_at
+			LIMIT max_rows)
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.id IN (SELECT candidate.id FROM candidate)
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		ORDER BY d.next_attempt_at
+		FOR UPDATE OF d SKIP LOCKED;
+		RETURN;
+	END IF;
+	-- Citus: the candidates of each endpoint read across the shards without
+	-- locks (Citus neither locks rows nor pushes a LIMIT per endpoint down
+	-- across shards), then each locked on its own shard by order_no and id.
+	-- A delivery also waits for an event of its order still in the outbox
+	-- with a lower order_seq: fan-outs on two nodes run at once (each node
+	-- has its own advisory lock), and one may take an order's later event
+	-- before the other has made the deliveries of its earlier one.  The
+	-- outbox rows and deliveries of an order are on one shard, read by one
+	-- statement there: an event is in one or the other.  Events of no
+	-- order (notifications that name none) wait for nothing.
+	FOR ep IN SELECT e.id, e.max_in_flight FROM @extschema@.paynotify_endpoint e WHERE e.enabled LOOP
+		FOR cand IN
+			SELECT r.id, r.order_no, r.next_attempt_at
+			FROM @extschema@.paynotify_delivery_ready r
+			WHERE r.endpoint_id = ep.id
+			  AND (r.order_no = ''
+				   OR NOT EXISTS (SELECT FROM @extschema@.paynotify_outbox o
+								  WHERE o.order_no = r.order_no
+									AND coalesce(o.order_seq, o.id) < r.order_seq))
+			ORDER BY r.next_attempt_at
+			LIMIT ep.max_in_flight LOOP
+			ids := ids || cand.id;
+			orders := orders || cand.order_no;
+			dues := dues || cand.next_attempt_at;
+		END LOOP;
+	END LOOP;
+	FOR cand IN SELECT u.id, u.order_no FROM unnest(ids, orders, dues) u(id, order_no, due)
+				ORDER BY u.due LIMIT max_rows LOOP
+		RETURN QUERY
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.order_no = cand.order_no AND d.id = cand.id
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		FOR UPDATE OF d SKIP LOCKED;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_relay_claim(integer) IS
+	'paynotify-relay: locks up to max_rows due deliveries, at most max_in_flight per endpoint, until the caller''s transaction ends (with the endpoint and its secret)';
 
 
 -- ===== Citus: the relay's claims and reports cannot deadlock =====

@@ -310,6 +310,86 @@ SELECT event, order_seq, outbox_id = (SELECT min(outbox_id) FROM paynotify_deliv
 FROM paynotify_delivery WHERE order_no = 'RL-SEQ' ORDER BY order_seq;
 SELECT paynotify_drop_endpoint(:seq);
 
+-- Every authentic notification paynotify does not apply itself is handed
+-- on: one event "notification" (exactly once, duplicates queue nothing),
+-- with the gateway, its event type and the verified payload; the order
+-- when the notice names one, else none (null in the body), and an event of
+-- no order waits for no other.  An endpoint chooses it like any event;
+-- a hook on it gets the same detail.
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/notes', 'whsec_' || repeat('G', 32),
+	events => '{notification}', channels => '{rl}') AS notes \gset
+\c - :su
+SET search_path = pay, public;
+CREATE TABLE public.rl_heard (event text, outbox_id bigint, detail jsonb, amount jsonb);
+CREATE ROLE rl_hooker;
+SELECT paynotify_grant('rl_hooker', 'admin');
+GRANT INSERT ON public.rl_heard TO rl_hooker;
+CREATE FUNCTION public.rl_note_hook(e jsonb) RETURNS void LANGUAGE sql
+	SET search_path = pg_catalog AS
+	$$ INSERT INTO public.rl_heard VALUES (e->>'event', (e->>'outbox_id')::bigint, e->'detail', e->'amount') $$;
+ALTER FUNCTION public.rl_note_hook(jsonb) OWNER TO rl_hooker;
+SET ROLE rl_hooker;
+SELECT paynotify_on('notification', 'public.rl_note_hook(jsonb)');
+RESET ROLE;
+CREATE FUNCTION t.rl_note(evt text, type text, obj jsonb) RETURNS text LANGUAGE sql AS $$
+	SELECT outcome FROM t.stripe('rl', jsonb_build_object('id', evt, 'object', 'event',
+		'created', 1767300000, 'type', type, 'livemode', false,
+		'data', jsonb_build_object('object', obj))::text, ARRAY[t.secret(1)])
+$$;
+-- no order; one that names an order; each delivered twice; and a payment
+-- (its own event, not a notification)
+SELECT t.rl_note('evt_rl_n1', 'customer.created', '{"id": "cus_1", "object": "customer", "email": "a@example.com"}'),
+	t.rl_note('evt_rl_n1', 'customer.created', '{"id": "cus_1", "object": "customer", "email": "a@example.com"}'),
+	t.rl_note('evt_rl_n2', 'payment_intent.processing',
+		'{"id": "pi_rl_n2", "object": "payment_intent", "amount": 100, "currency": "usd", "metadata": {"order_id": "RL-N"}}'),
+	t.rl_note('evt_rl_n2', 'payment_intent.processing',
+		'{"id": "pi_rl_n2", "object": "payment_intent", "amount": 100, "currency": "usd", "metadata": {"order_id": "RL-N"}}');
+INSERT INTO public.orders VALUES ('RL-N', 'pending', 100);
+SELECT t.rl_pay('evt_rl_n3', 'RL-N');
+SELECT event, order_no, notify_id, amount, detail FROM paynotify_outbox ORDER BY id;
+-- the hook ran once per notification, as its registrant, with the detail
+SELECT h.event, h.outbox_id = o.id AS same_event, h.detail = o.detail AS same_detail, h.amount
+FROM public.rl_heard h JOIN paynotify_outbox o ON o.notify_id = h.detail->'payload'->>'id'
+ORDER BY h.outbox_id;
+\c - rl_relay
+SET search_path = pay, public;
+SELECT paynotify_relay_fanout();
+\c - :su
+SET search_path = pay, public;
+SELECT d.event, d.order_no, d.body::jsonb - 'id' - 'occurred_at' AS body
+FROM paynotify_delivery d WHERE d.endpoint_id = :notes ORDER BY d.outbox_id;
+-- a delivery of no order waiting for its retry holds back no later event
+-- of no order (one of an order would wait: RL-SEQ below)
+UPDATE paynotify_delivery SET attempts = 1, last_error = 'Timeout was reached',
+	last_attempt_at = now(), next_attempt_at = now() + '1 hour'
+WHERE endpoint_id = :notes AND body::jsonb->>'notify_id' = 'evt_rl_n1';
+SELECT paynotify_relay_fanout();
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+SELECT body::jsonb->>'notify_id' AS claimable FROM paynotify_relay_claim(10) ORDER BY 1;
+ROLLBACK;
+\c - :su
+SET search_path = pay, public;
+SELECT t.rl_note('evt_rl_n4', 'customer.updated', '{"id": "cus_1", "object": "customer"}');
+\c - rl_relay
+SET search_path = pay, public;
+SELECT paynotify_relay_fanout();
+BEGIN;
+SELECT body::jsonb->>'notify_id' AS claimable FROM paynotify_relay_claim(10) ORDER BY 1;
+ROLLBACK;
+\c - :su
+SET search_path = pay, public;
+DELETE FROM paynotify_hook WHERE event = 'notification';
+DROP FUNCTION t.rl_note(text, text, jsonb);
+DROP FUNCTION public.rl_note_hook(jsonb);
+DROP TABLE public.rl_heard;
+SELECT paynotify_revoke('rl_hooker', 'admin');
+DROP ROLE rl_hooker;
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_drop_endpoint(:notes);
+
 -- purge and drop
 SELECT paynotify_purge_deliveries('1 day');
 SELECT paynotify_purge_deliveries('-1 day');

@@ -36,6 +36,7 @@ static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, P
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const PnOrderRow *row, PnApplied *res);
+static Jsonb *notification_detail(const PnChannel *ch, const PnNotice *n);
 static void set_result(PnApplied *res, PnOutcome outcome, const char *status, const char *note);
 static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   PnApplied *res, const char *kind);
@@ -62,7 +63,8 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	switch (n->action)
 	{
 		case PN_ACT_NONE:
-			set_result(res, PN_IGNORED, "ignored", "event not applied");
+			pn_emit(cfg, "notification", ch, n, -1, notification_detail(ch, n));
+			set_result(res, PN_IGNORED, "ignored", "not applied: handed on");
 			break;
 		case PN_ACT_PAY:
 			apply_pay(cfg, ch, n, res);
@@ -80,6 +82,26 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 			apply_combine(cfg, ch, n, res);
 			break;
 	}
+}
+
+/*
+ * What a notification event carries: the gateway, its event type and the
+ * verified payload (decrypted for WeChat Pay), for the application to act
+ * on what paynotify does not apply itself.
+ */
+static Jsonb *
+notification_detail(const PnChannel *ch, const PnNotice *n)
+{
+	JsonbParseState *st = NULL;
+
+	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	pn_jsonb_push_text(&st, "gateway", ch->gw->name);
+	pn_jsonb_push_text(&st, "event_type", n->event_type);
+	if (n->payload != NULL)
+		pn_jsonb_push_jsonb(&st, "payload", n->payload);
+	else
+		pn_jsonb_push_text(&st, "payload", NULL);
+	return JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
 }
 
 /*
@@ -186,7 +208,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
 		pn_payment_insert(cfg, ch, n);
-		pn_emit(cfg, "paid", ch, n, n->order_amount);
+		pn_emit(cfg, "paid", ch, n, n->order_amount, NULL);
 		apply_parked(cfg, n->order_no);
 		return;
 	}
@@ -215,7 +237,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		if (payment_mismatch(cfg, ch, n, &row, res))
 			return;
 		pn_payment_insert(cfg, ch, n);
-		pn_emit(cfg, "paid", ch, n, n->order_amount);
+		pn_emit(cfg, "paid", ch, n, n->order_amount, NULL);
 		apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
 		set_result(res, PN_PROCESSED, "succeeded", note);
@@ -318,7 +340,7 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		else
 			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
-	pn_emit(cfg, "refunded", ch, n, amount);
+	pn_emit(cfg, "refunded", ch, n, amount, NULL);
 }
 
 /*
@@ -392,7 +414,7 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 	}
 	if (strcmp(row.status, "refunding") == 0)
 		(void) pn_transit(cfg, n->order_no, "refunding", "paid");
-	pn_emit(cfg, "refund_failed", ch, n, amount);
+	pn_emit(cfg, "refund_failed", ch, n, amount, NULL);
 }
 
 /* The trade closed unpaid: a pending order is cancelled. */
@@ -408,7 +430,7 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
 		return;
 	}
 	(void) pn_transit(cfg, n->order_no, "pending", "cancelled");
-	pn_emit(cfg, "closed", ch, n, 0);
+	pn_emit(cfg, "closed", ch, n, 0, NULL);
 }
 
 /*

@@ -59,6 +59,7 @@ static void load_hooks(PnConfig *cfg);
 static void load_table_authors(PnConfig *cfg);
 static void type_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void load_distribution(PnConfig *cfg);
+static bool outbox_has_detail(Oid nsp);
 static void config_free(PnConfig *cfg);
 static char *spi_text(int row, int col);
 static void load_key(PnConfig *cfg, PnChannel *ch, PnKey *key,
@@ -226,6 +227,7 @@ config_load(Oid nsp)
 		load_transitions(cfg);
 		load_hooks(cfg);
 		load_distribution(cfg);
+		cfg->outbox_detail = outbox_has_detail(cfg->nsp);
 	}
 	PG_CATCH();
 	{
@@ -293,6 +295,19 @@ static void
 load_config_tables(PnConfig *cfg)
 {
 	cfg->nconfig_relids = pn_config_table_oids(cfg->nsp, cfg->cxt, &cfg->config_relids);
+}
+
+/*
+ * Whether the outbox has the column detail (1.3): a schema not yet updated
+ * to 1.3 has no place for the events that carry one (notification,
+ * disputes), which the pipeline then does not queue, as before.
+ */
+static bool
+outbox_has_detail(Oid nsp)
+{
+	Oid			outbox = get_relname_relid("paynotify_outbox", nsp);
+
+	return OidIsValid(outbox) && get_attnum(outbox, "detail") != InvalidAttrNumber;
 }
 
 /*

@@ -62,12 +62,22 @@ typedef struct HookCall
 
 static void wake_xact_callback(XactEvent event, void *arg);
 static int64 outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch,
-						   const PnNotice *n, int64 amount);
+						   const PnNotice *n, int64 amount, Jsonb *detail);
 static void announce(int64 id, const char *event, const PnChannel *ch, const PnNotice *n);
 static void run_hook(HookCall *call);
 static void hook_call(void *arg);
 static Datum hook_argument(const char *event, const PnChannel *ch,
-						   const PnNotice *n, int64 outbox_id, int64 amount);
+						   const PnNotice *n, int64 outbox_id, int64 amount, Jsonb *detail);
+
+/*
+ * Every event an outbox row, a hook or an endpoint may name: the list the
+ * CHECKs of paynotify_hook.event and paynotify_endpoint.events hold too.
+ */
+const char *const pn_event_names[] = {
+	"paid", "refunded", "refund_failed", "closed",
+	"dispute_opened", "dispute_won", "dispute_lost", "notification"
+};
+const int	pn_nevent_names = lengthof(pn_event_names);
 
 /* Send the coalesced wake-up NOTIFY at pre-commit, at most once per interval. */
 static void
@@ -91,12 +101,20 @@ wake_xact_callback(XactEvent event, void *arg)
 /*
  * Queue the event for after-commit work: an outbox row, a NOTIFY on channel
  * "paynotify" (delivered only if the transaction commits), and the user's
- * hooks for this event, which run here, inside the business step.
+ * hooks for this event, which run here, inside the business step.  amount
+ * below zero: none (NULL); detail: what the event carries besides, or NULL.
+ * An event with detail is not queued on a schema older than 1.3, which has
+ * no place for it (the notification is recorded, as it was then).
  */
 void
-pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount)
+pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n, int64 amount,
+		Jsonb *detail)
 {
-	int64		id = outbox_insert(cfg, event, ch, n, amount);
+	int64		id;
+
+	if (detail != NULL && !cfg->outbox_detail)
+		return;
+	id = outbox_insert(cfg, event, ch, n, amount, detail);
 
 	announce(id, event, ch, n);
 	for (int i = 0; i < cfg->nhooks; i++)
@@ -106,24 +124,37 @@ pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n
 		if (strcmp(cfg->hooks[i].event, event) != 0)
 			continue;
 		call.hook = &cfg->hooks[i];
-		call.arg = hook_argument(event, ch, n, id, amount);
+		call.arg = hook_argument(event, ch, n, id, amount, detail);
 		run_hook(&call);
 	}
 }
 
-/* Insert the event's outbox row (on Citus with its order's sequence value); its id. */
+/*
+ * Insert the event's outbox row (on Citus with its order's sequence value);
+ * its id.  A notification that names no order is keyed by '' (PN_NO_ORDER),
+ * as its log row is.
+ */
 static int64
 outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n,
-			  int64 amount)
+			  int64 amount, Jsonb *detail)
 {
-	Datum		args[6];
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', 'n', 'n'};
 	bool		isnull;
+	PnPlanId	plan = detail != NULL ? PLAN_OUTBOX_INSERT_DETAIL : PLAN_OUTBOX_INSERT;
 
 	args[0] = CStringGetTextDatum(event);
 	args[1] = CStringGetTextDatum(ch->name);
-	args[2] = CStringGetTextDatum(n->order_no);
+	args[2] = CStringGetTextDatum(pn_order_key(n));
 	args[3] = CStringGetTextDatum(n->notify_id);
 	args[4] = Int64GetDatum(amount);
+	if (amount < 0)
+		nulls[4] = 'n';
+	if (detail != NULL)
+	{
+		args[6] = JsonbPGetDatum(detail);
+		nulls[6] = ' ';
+	}
 	if (pn_config_distributed(cfg))
 	{
 		/* Citus: the order's next sequence value (see paynotify_order_seq) */
@@ -131,10 +162,11 @@ outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNot
 			SPI_processed != 1)
 			elog(ERROR, "paynotify: order sequence update failed");
 		args[5] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT_SEQ), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
-			elog(ERROR, "paynotify: outbox insert failed");
+		nulls[5] = ' ';
+		if (detail == NULL)
+			plan = PLAN_OUTBOX_INSERT_SEQ;
 	}
-	else if (SPI_execute_plan(pn_plan(cfg, PLAN_OUTBOX_INSERT), args, NULL, false, 1) != SPI_OK_INSERT_RETURNING)
+	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
 		elog(ERROR, "paynotify: outbox insert failed");
 	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
@@ -162,7 +194,10 @@ announce(int64 id, const char *event, const PnChannel *ch, const PnNotice *n)
 		initStringInfo(&msg);
 		appendStringInfo(&msg, "{\"id\": " INT64_FORMAT ", \"event\": \"%s\", \"channel\": \"%s\", \"order_no\": ",
 						 id, event, ch->name);
-		escape_json(&msg, n->order_no);
+		if (n->order_no != NULL)
+			escape_json(&msg, n->order_no);
+		else
+			appendStringInfoString(&msg, "null");
 		appendStringInfoChar(&msg, '}');
 		if (msg.len < NOTIFY_PAYLOAD_MAX_LENGTH)
 			Async_Notify(NOTIFY_CHANNEL, msg.data);
@@ -171,11 +206,12 @@ announce(int64 id, const char *event, const PnChannel *ch, const PnNotice *n)
 
 /*
  * A hook's one jsonb argument: {"event", "channel", "outbox_id", "amount",
- * "notice": {...}} (the notice as pn_notice_to_jsonb has it).
+ * "notice": {...}} (the notice as pn_notice_to_jsonb has it), and "detail"
+ * when the event carries one (the outbox row's).
  */
 static Datum
 hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
-			  int64 outbox_id, int64 amount)
+			  int64 outbox_id, int64 amount, Jsonb *detail)
 {
 	JsonbParseState *st = NULL;
 
@@ -183,7 +219,12 @@ hook_argument(const char *event, const PnChannel *ch, const PnNotice *n,
 	pn_jsonb_push_text(&st, "event", event);
 	pn_jsonb_push_text(&st, "channel", ch->name);
 	pn_jsonb_push_int64(&st, "outbox_id", outbox_id);
-	pn_jsonb_push_int64(&st, "amount", amount);
+	if (amount >= 0)
+		pn_jsonb_push_int64(&st, "amount", amount);
+	else
+		pn_jsonb_push_text(&st, "amount", NULL);
+	if (detail != NULL)
+		pn_jsonb_push_jsonb(&st, "detail", detail);
 	pn_jsonb_push_key(&st, "notice");
 	(void) pn_notice_push(&st, n);
 	return JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));

@@ -467,3 +467,16 @@ pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val)
 	v.val.numeric = int64_to_numeric(val);
 	(void) pushJsonbValue(st, WJB_VALUE, &v);
 }
+
+/* A key and a whole jsonb document as its value. */
+void
+pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val)
+{
+	JsonbValue	v;
+
+	pn_jsonb_push_key(st, key);
+	v.type = jbvBinary;
+	v.val.binary.data = &val->root;
+	v.val.binary.len = VARSIZE(val) - VARHDRSZ;
+	(void) pushJsonbValue(st, WJB_VALUE, &v);
+}

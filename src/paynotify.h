@@ -213,6 +213,10 @@ typedef struct PnGateway
 	const char *fail_body;
 } PnGateway;
 
+/* ---------- event.c: the events an outbox row, hook or endpoint may name ---------- */
+extern const char *const pn_event_names[];
+extern const int pn_nevent_names;
+
 /* ---------- gateway.c ---------- */
 extern const PnGateway *pn_gateway_lookup(const char *name);
 extern const char *pn_gateway_names(void);
@@ -258,6 +262,7 @@ extern void pn_jsonb_push_key(JsonbParseState **st, const char *key);
 extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
 							   const char *val);	/* NULL: null */
 extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val);
+extern void pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val);
 
 /* ---------- notice.c: a notice as stored (parked, anomalies, hooks) ---------- */
 extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);

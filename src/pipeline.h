@@ -36,6 +36,7 @@ typedef enum PnPlanId
 	PLAN_REFUND_FAIL,
 	PLAN_REFUND_FAILED_COUNT,
 	PLAN_OUTBOX_INSERT,
+	PLAN_OUTBOX_INSERT_DETAIL,
 	PLAN_ORDER_SEQ_NEXT,
 	PLAN_OUTBOX_INSERT_SEQ,
 	PLAN_ANOMALY_INSERT,
@@ -114,6 +115,7 @@ typedef struct PnConfig
 	uint32	   *type_hashes;
 
 	bool		distributed;	/* Citus: the outbox is a distributed table */
+	bool		outbox_detail;	/* the outbox has its detail column (1.3) */
 
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;
@@ -180,7 +182,7 @@ extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify
 
 /* event.c: the event of an applied notification (outbox, NOTIFY, hooks) */
 extern void pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch,
-					const PnNotice *n, int64 amount);
+					const PnNotice *n, int64 amount, Jsonb *detail);
 
 /* ledger.c: the records of a business step */
 typedef struct PnOrderRow

@@ -150,6 +150,12 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5) RETURNING id",
 		5, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID}
 	},
+	/* an event that carries more (notification, disputes: 1.3 schemas) */
+	[PLAN_OUTBOX_INSERT_DETAIL] = {
+		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq, detail)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, INT8OID, JSONBOID}
+	},
 	/*
 	 * Citus only: the order's next sequence value, on its shard, under its
 	 * lock (see paynotify_order_seq), and the outbox row that carries it

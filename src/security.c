@@ -727,7 +727,6 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 Datum
 paynotify_on(PG_FUNCTION_ARGS)
 {
-	static const char *const events[] = {"paid", "refunded", "refund_failed", "closed"};
 	Oid			caller = GetUserId();
 	char	   *event = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 	bool		known = false;
@@ -740,14 +739,14 @@ paynotify_on(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 
-	for (int i = 0; event != NULL && i < (int) lengthof(events); i++)
-		if (strcmp(event, events[i]) == 0)
+	for (int i = 0; event != NULL && i < pn_nevent_names; i++)
+		if (strcmp(event, pn_event_names[i]) == 0)
 			known = true;
 	if (!known)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown event \"%s\"", event ? event : "NULL"),
-				 errhint("Events are paid, refunded, refund_failed and closed.")));
+				 errhint("Events are paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost and notification.")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
