@@ -311,6 +311,62 @@ SELECT name, r.* FROM unnest(ARRAY['pi_17', 'refund_17_1', 'refund_17_2', 'refun
 SELECT refund_id, amount, status FROM pay.paynotify_refund WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY 1;
 SELECT kind FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY id;
 
+-- Disputes (STR-18..21): charge.dispute.created emits dispute_opened,
+-- charge.dispute.closed dispute_won (won, warning_closed) or dispute_lost,
+-- with the amount disputed, for the order whose payment recorded the
+-- trade (a dispute names its payment intent and charge, not the order).
+-- The order moves only where the transitions table says: to "disputed",
+-- back to the state it left for it when won, to "refunded" when lost.  A
+-- dispute of an unknown trade is the anomaly dispute_unmatched, its event
+-- naming no order.  Its other events are handed on as notifications.
+CREATE FUNCTION t.dispute(evt text, type text, dp text, pi text, amount int, status text)
+	RETURNS text LANGUAGE sql AS $$
+	SELECT t.evt(evt, type, jsonb_build_object('id', dp, 'object', 'dispute', 'amount', amount,
+		'currency', 'usd', 'charge', 'ch_' || pi, 'payment_intent', pi, 'reason', 'fraudulent',
+		'status', status, 'metadata', '{}'::jsonb, 'is_charge_refundable', false))
+$$;
+INSERT INTO public.orders VALUES ('STR-18', 'pending', 800), ('STR-19', 'pending', 900),
+	('STR-20', 'pending', 1000);
+SELECT name, r.outcome FROM (VALUES
+	('pay 18', t.evt('evt_st_60', 'payment_intent.succeeded',
+		'{"id": "pi_st_18", "amount_received": 800, "currency": "usd", "metadata": {"order_id": "STR-18"}}')),
+	('pay 19', t.evt('evt_st_61', 'payment_intent.succeeded',
+		'{"id": "pi_st_19", "amount_received": 900, "currency": "usd", "metadata": {"order_id": "STR-19"}}')),
+	('pay 20', t.evt('evt_st_62', 'payment_intent.succeeded',
+		'{"id": "pi_st_20", "amount_received": 1000, "currency": "usd", "metadata": {"order_id": "STR-20"}}'))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+-- without a transition to "disputed": the events, no move
+SELECT name, r.outcome FROM (VALUES
+	('opened 18', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
+	('opened 18 again', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
+	('updated 18', t.dispute('evt_st_64', 'charge.dispute.updated', 'dp_18', 'pi_st_18', 800, 'under_review')),
+	('won 18', t.dispute('evt_st_65', 'charge.dispute.closed', 'dp_18', 'pi_st_18', 800, 'won'))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+-- a DBA's map of disputes to order states
+INSERT INTO pay.paynotify_transition VALUES ('paid', 'disputed'), ('shipped', 'disputed'),
+	('disputed', 'paid'), ('disputed', 'shipped'), ('disputed', 'refunded');
+SELECT pay.paynotify_transit('STR-19', 'paid', 'shipped');
+SELECT name, r.outcome FROM (VALUES
+	('opened 19', 'STR-19', t.dispute('evt_st_66', 'charge.dispute.created', 'dp_19', 'pi_st_19', 900, 'warning_needs_response')),
+	('won 19 (inquiry closed)', 'STR-19', t.dispute('evt_st_67', 'charge.dispute.closed', 'dp_19', 'pi_st_19', 900, 'warning_closed')),
+	('opened 20', 'STR-20', t.dispute('evt_st_68', 'charge.dispute.created', 'dp_20', 'pi_st_20', 400, 'needs_response')),
+	('lost 20', 'STR-20', t.dispute('evt_st_69', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'lost')),
+	('closed, odd status', 'STR-20', t.dispute('evt_st_70', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'under_review')),
+	('unknown trade', NULL, t.dispute('evt_st_71', 'charge.dispute.created', 'dp_21', 'pi_st_21', 300, 'needs_response'))
+) e(name, o, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT o.event, o.order_no, o.notify_id, o.amount, o.detail - 'payload' AS detail,
+	o.detail->'payload'->>'type' AS payload_type
+FROM pay.paynotify_outbox o
+WHERE o.channel = 'st' AND o.notify_id BETWEEN 'evt_st_63' AND 'evt_st_71' ORDER BY o.id;
+SELECT order_no, from_state, to_state, notify_id FROM pay.paynotify_order_history
+WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') AND 'disputed' IN (from_state, to_state) ORDER BY id;
+SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') ORDER BY 1;
+SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly WHERE channel = 'st' AND notify_id = 'evt_st_71';
+-- no ledger record: a lost dispute is no refund
+SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no IN ('STR-18', 'STR-19', 'STR-20');
+DELETE FROM pay.paynotify_transition WHERE 'disputed' IN (from_state, to_state);
+DROP FUNCTION t.dispute(text, text, text, text, int, text);
+
 -- Authentic but not applied: no order reference (an anomaly), other types.
 SELECT name, r.* FROM unnest(ARRAY['no_order', 'customer']) name,
 	t.stripe('st', t.ev(name), ARRAY[t.secret(1)]) r;

@@ -34,6 +34,8 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static bool is_dispute(PnAction action);
+static void apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const PnOrderRow *row, PnApplied *res);
 static Jsonb *notification_detail(const PnChannel *ch, const PnNotice *n);
@@ -55,7 +57,7 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		anomaly_result(cfg, ch, n, res, n->anomaly);
 		return;
 	}
-	if (n->action != PN_ACT_NONE && n->order_no == NULL)
+	if (n->action != PN_ACT_NONE && n->order_no == NULL && !is_dispute(n->action))
 	{
 		anomaly_result(cfg, ch, n, res, "no_order_number");
 		return;
@@ -81,7 +83,72 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		case PN_ACT_PAY_COMBINE:
 			apply_combine(cfg, ch, n, res);
 			break;
+		case PN_ACT_DISPUTE_OPENED:
+		case PN_ACT_DISPUTE_WON:
+		case PN_ACT_DISPUTE_LOST:
+			apply_dispute(cfg, ch, n, res);
+			break;
 	}
+}
+
+static bool
+is_dispute(PnAction action)
+{
+	return action == PN_ACT_DISPUTE_OPENED || action == PN_ACT_DISPUTE_WON ||
+		action == PN_ACT_DISPUTE_LOST;
+}
+
+/*
+ * A dispute of a trade (docs/LEDGER.md, "Disputes"): its event, with the
+ * amount disputed, for the order the trade's payment record names; no
+ * record of the trade is the anomaly dispute_unmatched, and the event then
+ * names no order.  The order moves only where the state machine says so:
+ * an opened dispute to "disputed", a won one back to the state the order
+ * left for "disputed", a lost one to "refunded" (the money went back).
+ * Nothing of the ledger changes: a lost dispute is no refund record.
+ */
+static void
+apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	const char *event = n->action == PN_ACT_DISPUTE_OPENED ? "dispute_opened" :
+		n->action == PN_ACT_DISPUTE_WON ? "dispute_won" : "dispute_lost";
+	PnNotice	d = *n;
+	PnOrderRow	row;
+	char	   *recorded;
+	char	   *before;
+
+	if (n->trade_no == NULL)
+	{
+		anomaly_result(cfg, ch, n, res, "no_trade_number");
+		return;
+	}
+	recorded = pn_payment_order(cfg, ch->name, n->trade_no);
+	if (recorded == NULL)
+	{
+		pn_emit(cfg, event, ch, n, n->dispute_amount, n->detail);
+		anomaly_result(cfg, ch, n, res, "dispute_unmatched");
+		return;
+	}
+	if (n->order_no != NULL && strcmp(n->order_no, recorded) != 0)
+	{
+		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+		return;
+	}
+	d.order_no = recorded;
+	pn_order_get(cfg, d.order_no, &row);
+	if (n->action == PN_ACT_DISPUTE_OPENED)
+	{
+		if (pn_transition_allowed(cfg, row.status, "disputed"))
+			(void) pn_transit(cfg, d.order_no, row.status, "disputed");
+	}
+	else if (strcmp(row.status, "disputed") == 0)
+	{
+		before = n->action == PN_ACT_DISPUTE_LOST ? "refunded" :
+			pn_history_before(cfg, d.order_no, "disputed");
+		if (before != NULL && pn_transition_allowed(cfg, "disputed", before))
+			(void) pn_transit(cfg, d.order_no, "disputed", before);
+	}
+	pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
 }
 
 /*

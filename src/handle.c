@@ -113,6 +113,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	memset(&req, 0, sizeof(req));
 	memset(&notice, 0, sizeof(notice));
 	notice.order_amount = notice.refund_amount = notice.refunded_total = -1;
+	notice.dispute_amount = -1;
 	req.channel = ch;
 	req.headers = PG_ARGISNULL(1) ? NULL : PG_GETARG_JSONB_P(1);
 	req.body = VARDATA_ANY(body);

@@ -27,6 +27,9 @@ static const char *const action_names[] = {
 	[PN_ACT_REFUND_FAILED] = "refund_failed",
 	[PN_ACT_CLOSE] = "close",
 	[PN_ACT_PAY_COMBINE] = "pay_combine",
+	[PN_ACT_DISPUTE_OPENED] = "dispute_opened",
+	[PN_ACT_DISPUTE_WON] = "dispute_won",
+	[PN_ACT_DISPUTE_LOST] = "dispute_lost",
 };
 
 /*
@@ -82,6 +85,10 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 		}
 		(void) pushJsonbValue(st, WJB_END_ARRAY, NULL);
 	}
+	if (n->dispute_amount >= 0)
+		pn_jsonb_push_int64(st, "dispute_amount", n->dispute_amount);
+	if (n->detail != NULL)
+		pn_jsonb_push_jsonb(st, "detail", n->detail);
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
 }
 
@@ -129,7 +136,8 @@ pn_notice_fault(Jsonb *j)
 {
 	static const char *const texts[] = {"notify_id", "event_type", "order_no", "trade_no",
 	"currency", "refund_id"};
-	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total"};
+	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total",
+	"dispute_amount"};
 	PnAction	action;
 	int64		v;
 	char	   *str;
@@ -150,6 +158,14 @@ pn_notice_fault(Jsonb *j)
 	for (size_t i = 0; i < lengthof(amounts); i++)
 		if (pn_json_present(j, amounts[i]) && !pn_json_int64(j, amounts[i], &v))
 			return psprintf("its \"%s\" is not an integer", amounts[i]);
+	if (pn_json_present(j, "detail"))
+	{
+		JsonbValue	buf;
+		JsonbValue *jv = pn_json_value(j, "detail", &buf);
+
+		if (jv == NULL || jv->type != jbvBinary || !JsonContainerIsObject(jv->val.binary.data))
+			return "its \"detail\" is not a JSON object";
+	}
 	if (pn_json_present(j, "sub_orders") || action == PN_ACT_PAY_COMBINE)
 	{
 		Jsonb	  **subs;
@@ -198,6 +214,15 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 		n->refund_amount = -1;
 	if (!pn_json_int64(j, "refunded_total", &n->refunded_total))
 		n->refunded_total = -1;
+	if (!pn_json_int64(j, "dispute_amount", &n->dispute_amount))
+		n->dispute_amount = -1;
+	if (pn_json_present(j, "detail"))
+	{
+		JsonbValue	buf;
+		JsonbValue *jv = pn_json_value(j, "detail", &buf);
+
+		n->detail = JsonbValueToJsonb(jv);
+	}
 	if (pn_json_present(j, "sub_orders"))
 	{
 		Jsonb	  **subs;

@@ -80,8 +80,11 @@ typedef enum PnAction
 	PN_ACT_REFUND,				/* money went back to the payer */
 	PN_ACT_REFUND_FAILED,		/* a refund did not happen (abnormal, closed) */
 	PN_ACT_CLOSE,				/* the trade closed unpaid */
-	PN_ACT_PAY_COMBINE			/* each of the sub-orders was paid (WeChat
+	PN_ACT_PAY_COMBINE,			/* each of the sub-orders was paid (WeChat
 								 * combine payment) */
+	PN_ACT_DISPUTE_OPENED,		/* the payer disputed the trade's payment */
+	PN_ACT_DISPUTE_WON,			/* the dispute ended for the merchant */
+	PN_ACT_DISPUTE_LOST			/* the dispute ended for the payer */
 } PnAction;
 
 /* The most sub-orders one combine payment may name. */
@@ -118,6 +121,8 @@ typedef struct PnNotice
 								 * not applied */
 	int			nsubs;			/* PN_ACT_PAY_COMBINE: the sub-orders to pay, */
 	PnSubOrder *subs;			/* in order_no order (the order of their locks) */
+	int64		dispute_amount; /* PN_ACT_DISPUTE_*: the amount disputed, */
+	Jsonb	   *detail;			/* and what its event carries besides (an object) */
 } PnNotice;
 
 /* One key of a channel, parsed once per backend. */

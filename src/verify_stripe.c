@@ -54,6 +54,7 @@ static char *newest_refund(Jsonb *doc);
 static void fill_payment_intent(Jsonb *doc, PnNotice *n);
 static void fill_checkout_session(Jsonb *doc, PnNotice *n);
 static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
+static void fill_dispute(Jsonb *doc, PnNotice *n);
 static void fill_refund_failed(Jsonb *doc, PnNotice *n);
 static void fill_closed(Jsonb *doc, PnNotice *n);
 static PnReason fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n);
@@ -383,6 +384,45 @@ fill_closed(Jsonb *doc, PnNotice *n)
 }
 
 /*
+ * charge.dispute.created opens a dispute; charge.dispute.closed ends it,
+ * won (or an inquiry closed as warning_closed: no money moved) or lost.
+ * Other statuses on a close, and the dispute's other events (updated,
+ * funds_withdrawn, funds_reinstated), are handed on as notifications.  A
+ * dispute names its charge and payment intent, not the order: the trade
+ * (payment intent, else charge) finds the order its payment recorded.
+ */
+static void
+fill_dispute(Jsonb *doc, PnNotice *n)
+{
+	char	   *status = json_text(doc, "data.object.status");
+	char	   *id = json_text(doc, "data.object.id");
+	char	   *charge = json_text(doc, "data.object.charge");
+	char	   *reason = json_text(doc, "data.object.reason");
+	JsonbParseState *st = NULL;
+
+	if (strcmp(n->event_type, "charge.dispute.created") == 0)
+		n->action = PN_ACT_DISPUTE_OPENED;
+	else if (status != NULL && (strcmp(status, "won") == 0 || strcmp(status, "warning_closed") == 0))
+		n->action = PN_ACT_DISPUTE_WON;
+	else if (status != NULL && strcmp(status, "lost") == 0)
+		n->action = PN_ACT_DISPUTE_LOST;
+	else
+		return;
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = charge;
+	if (!pn_json_int64(doc, "data.object.amount", &n->dispute_amount) || n->dispute_amount < 0)
+		n->dispute_amount = -1;
+	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	pn_jsonb_push_text(&st, "dispute_id", id);
+	pn_jsonb_push_text(&st, "status", status);
+	pn_jsonb_push_text(&st, "reason", reason);
+	pn_jsonb_push_text(&st, "charge", charge);
+	pn_jsonb_push_text(&st, "currency", n->currency);
+	n->detail = JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
+}
+
+/*
  * Fill the notice by event type; every other type is recorded only.  A
  * payment or refund that names no order (nothing at order_ref_path) keeps
  * its action: the pipeline records it as the anomaly "no_order_number",
@@ -409,6 +449,8 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	n->refund_id = NULL;
 	n->refund_amount = -1;
 	n->refunded_total = -1;
+	n->dispute_amount = -1;
+	n->detail = NULL;
 	n->anomaly = NULL;
 	if (currency != NULL)
 	{
@@ -434,5 +476,8 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	else if (strcmp(type, "payment_intent.canceled") == 0 ||
 			 strcmp(type, "checkout.session.expired") == 0)
 		fill_closed(doc, n);
+	else if (strcmp(type, "charge.dispute.created") == 0 ||
+			 strcmp(type, "charge.dispute.closed") == 0)
+		fill_dispute(doc, n);
 	return PN_OK;
 }

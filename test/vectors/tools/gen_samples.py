@@ -273,11 +273,11 @@ CASES = [
                "usd; metadata.order_id added.",
          before=before("SD-CS-EXPIRE", "pending", 1099),
          expected=exp("processed", "cancelled", ["closed"])),
-    dict(case="doc_stripe_charge_dispute_created", gateway="stripe", implemented=False,
+    dict(case="doc_stripe_charge_dispute_created", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.dispute"),
          notes="Fixture dispute (status warning_needs_response) with payment_intent set; metadata.order_id added. "
-               "Expected: a dispute_opened event on the paid order (disputes are a later step); acknowledged 2xx "
-               "meanwhile.",
+               "A dispute_opened event on the paid order whose payment recorded the payment intent, with the "
+               "amount disputed; the order stays paid (no transition to \"disputed\" by default).",
          before=before("SD-DP-1000", "paid", 1000, "pi_1PgafyB7WZ01zgkWSjxsAJo3"),
          expected=exp("processed", "paid", ["dispute_opened"])),
     dict(case="doc_stripe_api_event_object", gateway="stripe",
