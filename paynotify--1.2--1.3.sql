@@ -1201,6 +1201,12 @@ ALTER TABLE @extschema@.paynotify_outbox ADD COLUMN detail jsonb;
 COMMENT ON COLUMN @extschema@.paynotify_outbox.detail IS
 	'what the event carries besides its columns: for notification the gateway, its event type and the verified payload; for a dispute its id, status and reason';
 
+-- A service provider's channel may serve all its sub-merchants (sp_mchid
+-- without sub_mchid): which one was paid is kept with the payment.
+ALTER TABLE @extschema@.payment_record ADD COLUMN sub_merchant text;
+COMMENT ON COLUMN @extschema@.payment_record.sub_merchant IS
+	'the sub-merchant paid, where the channel is a service provider''s (WeChat Pay partner mode: sub_mchid); NULL otherwise';
+
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_endpoint(url text, secret text, events text[],
 		channels text[])
 	RETURNS void

@@ -270,6 +270,10 @@ SELECT paynotify_add_key('lgd', '7E3F2A9C1B5D4E6F80912A3B4C5D6E7F8091A2B3',
 	t.vtext('keys/wechat_platform_1.pub.pem'));
 SELECT status, outcome FROM t.wx('lgd', 'pp_other_sub');
 SELECT status FROM public.orders WHERE order_no = 'LG-PP-2';
+-- the sub-merchant paid is kept with the payment (a direct merchant's:
+-- none), a combine's sub-order's too
+SELECT channel, order_no, trade_no, sub_merchant FROM payment_record
+WHERE order_no LIKE 'LG-PP-%' OR order_no = 'LG-CMB-1' ORDER BY 2;
 
 -- the per-order and per-trade reads have indexes (the business step runs
 -- with enable_seqscan = off; bitmap scans off too, so that the plan's shape

@@ -196,6 +196,7 @@ apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 		sub.trade_no = n->subs[i].trade_no;
 		sub.order_amount = n->subs[i].amount;
 		sub.currency = n->subs[i].currency;
+		sub.sub_merchant = n->subs[i].sub_merchant;
 		sub.nsubs = 0;
 		sub.subs = NULL;
 		set_result(&r, PN_PROCESSED, "succeeded", NULL);

@@ -59,7 +59,7 @@ static void load_hooks(PnConfig *cfg);
 static void load_table_authors(PnConfig *cfg);
 static void type_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
 static void load_distribution(PnConfig *cfg);
-static bool outbox_has_detail(Oid nsp);
+static bool schema_has_13_columns(Oid nsp);
 static void config_free(PnConfig *cfg);
 static char *spi_text(int row, int col);
 static void load_key(PnConfig *cfg, PnChannel *ch, PnKey *key,
@@ -227,7 +227,7 @@ config_load(Oid nsp)
 		load_transitions(cfg);
 		load_hooks(cfg);
 		load_distribution(cfg);
-		cfg->outbox_detail = outbox_has_detail(cfg->nsp);
+		cfg->schema_13 = schema_has_13_columns(cfg->nsp);
 	}
 	PG_CATCH();
 	{
@@ -298,16 +298,21 @@ load_config_tables(PnConfig *cfg)
 }
 
 /*
- * Whether the outbox has the column detail (1.3): a schema not yet updated
- * to 1.3 has no place for the events that carry one (notification,
- * disputes), which the pipeline then does not queue, as before.
+ * Whether the schema has the columns 1.3 added (the same update adds
+ * both): paynotify_outbox.detail and payment_record.sub_merchant.  A
+ * schema not yet updated to 1.3 has no place for the events that carry a
+ * detail (notification, disputes), which the pipeline then does not
+ * queue, nor for a payment's sub-merchant, which it then does not keep:
+ * as before.
  */
 static bool
-outbox_has_detail(Oid nsp)
+schema_has_13_columns(Oid nsp)
 {
 	Oid			outbox = get_relname_relid("paynotify_outbox", nsp);
+	Oid			payments = get_relname_relid("payment_record", nsp);
 
-	return OidIsValid(outbox) && get_attnum(outbox, "detail") != InvalidAttrNumber;
+	return OidIsValid(outbox) && get_attnum(outbox, "detail") != InvalidAttrNumber &&
+		OidIsValid(payments) && get_attnum(payments, "sub_merchant") != InvalidAttrNumber;
 }
 
 /*

@@ -112,7 +112,7 @@ pn_emit(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNotice *n
 {
 	int64		id;
 
-	if (detail != NULL && !cfg->outbox_detail)
+	if (detail != NULL && !cfg->schema_13)
 		return;
 	id = outbox_insert(cfg, event, ch, n, amount, detail);
 

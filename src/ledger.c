@@ -153,8 +153,9 @@ pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id, const c
 void
 pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
-	Datum		args[6];
-	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	bool		sub = n->sub_merchant != NULL && cfg->schema_13;
 
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->trade_no);
@@ -162,9 +163,11 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	args[3] = Int64GetDatum(Max(n->order_amount, 0));
 	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
 	args[5] = CStringGetTextDatum(n->notify_id);
+	args[6] = sub ? CStringGetTextDatum(n->sub_merchant) : (Datum) 0;
 	if (n->currency == NULL)
 		nulls[4] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_INSERT), args, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(pn_plan(cfg, sub ? PLAN_PAYMENT_INSERT_SUB : PLAN_PAYMENT_INSERT),
+						 args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
 	if (SPI_processed != 1)
 		ereport(ERROR,

@@ -66,6 +66,8 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 	pn_jsonb_push_text(st, "order_no", n->order_no);
 	pn_jsonb_push_text(st, "trade_no", n->trade_no);
 	pn_jsonb_push_text(st, "currency", n->currency);
+	if (n->sub_merchant != NULL)
+		pn_jsonb_push_text(st, "sub_merchant", n->sub_merchant);
 	pn_jsonb_push_text(st, "refund_id", n->refund_id);
 	pn_jsonb_push_int64(st, "order_amount", n->order_amount);
 	pn_jsonb_push_int64(st, "refund_amount", n->refund_amount);
@@ -81,6 +83,8 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 			pn_jsonb_push_text(st, "trade_no", n->subs[i].trade_no);
 			pn_jsonb_push_int64(st, "amount", n->subs[i].amount);
 			pn_jsonb_push_text(st, "currency", n->subs[i].currency);
+			if (n->subs[i].sub_merchant != NULL)
+				pn_jsonb_push_text(st, "sub_merchant", n->subs[i].sub_merchant);
 			(void) pushJsonbValue(st, WJB_END_OBJECT, NULL);
 		}
 		(void) pushJsonbValue(st, WJB_END_ARRAY, NULL);
@@ -135,7 +139,7 @@ const char *
 pn_notice_fault(Jsonb *j)
 {
 	static const char *const texts[] = {"notify_id", "event_type", "order_no", "trade_no",
-	"currency", "refund_id"};
+	"currency", "sub_merchant", "refund_id"};
 	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total",
 	"dispute_amount"};
 	PnAction	action;
@@ -178,7 +182,9 @@ pn_notice_fault(Jsonb *j)
 			if (!pn_json_string(subs[i], "order_no", &str) ||
 				!pn_json_string(subs[i], "trade_no", &str) ||
 				!pn_json_string(subs[i], "currency", &str) ||
-				!pn_json_int64(subs[i], "amount", &v))
+				!pn_json_int64(subs[i], "amount", &v) ||
+				(pn_json_present(subs[i], "sub_merchant") &&
+				 !pn_json_string(subs[i], "sub_merchant", &str)))
 				return "its \"sub_orders\" is not a list of sub-orders";
 	}
 	return NULL;
@@ -207,6 +213,7 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 	(void) pn_json_string(j, "order_no", &n->order_no);
 	(void) pn_json_string(j, "trade_no", &n->trade_no);
 	(void) pn_json_string(j, "currency", &n->currency);
+	(void) pn_json_string(j, "sub_merchant", &n->sub_merchant);
 	(void) pn_json_string(j, "refund_id", &n->refund_id);
 	if (!pn_json_int64(j, "order_amount", &n->order_amount))
 		n->order_amount = -1;
@@ -235,6 +242,7 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 			(void) pn_json_string(subs[i], "trade_no", &n->subs[i].trade_no);
 			(void) pn_json_string(subs[i], "currency", &n->subs[i].currency);
 			(void) pn_json_int64(subs[i], "amount", &n->subs[i].amount);
+			(void) pn_json_string(subs[i], "sub_merchant", &n->subs[i].sub_merchant);
 		}
 	}
 	return n;

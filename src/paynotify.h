@@ -97,6 +97,7 @@ typedef struct PnSubOrder
 	char	   *trade_no;
 	int64		amount;
 	char	   *currency;
+	char	   *sub_merchant;	/* WeChat partner: its sub_mchid, or NULL */
 } PnSubOrder;
 
 /*
@@ -113,6 +114,8 @@ typedef struct PnNotice
 	char	   *trade_no;		/* gateway's payment id */
 	int64		order_amount;	/* order total as the gateway states it */
 	char	   *currency;
+	char	   *sub_merchant;	/* the sub-merchant paid (WeChat partner
+								 * sub_mchid), kept with the payment; or NULL */
 	char	   *refund_id;		/* gateway's (or merchant's) refund id */
 	int64		refund_amount;	/* this refund alone */
 	int64		refunded_total; /* everything refunded so far, this one included */

@@ -27,6 +27,7 @@ typedef enum PnPlanId
 	PLAN_LOG_RETRY,
 	PLAN_PARKED_LIST,
 	PLAN_PAYMENT_INSERT,
+	PLAN_PAYMENT_INSERT_SUB,
 	PLAN_PAYMENT_GET,
 	PLAN_ORDER_TRADES,
 	PLAN_REFUND_INSERT,
@@ -115,7 +116,8 @@ typedef struct PnConfig
 	uint32	   *type_hashes;
 
 	bool		distributed;	/* Citus: the outbox is a distributed table */
-	bool		outbox_detail;	/* the outbox has its detail column (1.3) */
+	bool		schema_13;		/* the schema has 1.3's columns (outbox.detail,
+								 * payment_record.sub_merchant) */
 
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;

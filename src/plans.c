@@ -87,6 +87,13 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" ON CONFLICT DO NOTHING",
 		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
 	},
+	/* the same with the sub-merchant paid (1.3 schemas) */
+	[PLAN_PAYMENT_INSERT_SUB] = {
+		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
+		" currency, notify_id, sub_merchant) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+		" ON CONFLICT DO NOTHING",
+		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	/*
 	 * by trade, whatever its order: the one read of a notification that does
 	 * not name its order, because it is the check that a trade never pays

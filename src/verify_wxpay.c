@@ -370,6 +370,8 @@ extract_transaction(const WxConf *conf, PnNotice *n)
 		n->currency = "CNY";
 	if (n->anomaly == NULL && !app_ours(conf, n->payload, false))
 		n->anomaly = "app_mismatch";
+	if (pn_json_present(n->payload, "sp_mchid"))
+		(void) pn_json_string(n->payload, "sub_mchid", &n->sub_merchant);
 	n->action = strcmp(state, "SUCCESS") == 0 ? PN_ACT_PAY : PN_ACT_NONE;
 	return PN_OK;
 }
@@ -458,6 +460,8 @@ extract_combine(const WxConf *conf, PnNotice *n)
 			return PN_R_MALFORMED;
 		if (!pn_json_string(subs[i], "amount.currency", &s->currency))
 			s->currency = "CNY";
+		s->sub_merchant = NULL;
+		(void) pn_json_string(subs[i], "sub_mchid", &s->sub_merchant);
 		n->nsubs++;
 	}
 	qsort(n->subs, n->nsubs, sizeof(PnSubOrder), sub_order_cmp);
