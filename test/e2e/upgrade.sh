@@ -218,6 +218,11 @@ check "1.2 schema, 1.3 library: the application's domain on a superuser's table:
        q old "SELECT count(*) FROM pg_largeobject_metadata m WHERE convert_from(lo_get(m.oid), 'UTF8') LIKE 'ran as %'")"
 sql -d old -c "ALTER TABLE public.orders ALTER COLUMN status TYPE text" -c "DROP SCHEMA up_app CASCADE" \
     -c "DROP ROLE up_app" >/dev/null
+# a kind paynotify does not apply: 1.3 hands it on as a notification
+# event, which a 1.2 schema has no place for: recorded as before, no event
+check "1.2 schema, 1.3 library: a kind not applied is recorded, and queues no event" "ignored|0" \
+    "$(q old "SELECT t.st('evt_cust_12', 'U23', 'customer')" 2>/dev/null | tail -1)|$(
+       q old "SELECT count(*) FROM pay.paynotify_outbox WHERE notify_id = 'evt_cust_12'")"
 
 # 1.2 to 1.3 with a hook a superuser registered (1.2's library let it; the
 # row as it left it): 1.3 runs no hook as a superuser, so the update stops
@@ -239,6 +244,9 @@ op "SELECT pay.paynotify_on('paid', 'public.up_hook(jsonb)')" >/dev/null
 # grants of their own; the group roles lose every privilege
 columns
 update_step 1.3
+check "1.3: a kind not applied is handed on as one notification event" "ignored|notification|customer.created" \
+    "$(q old "SELECT t.st('evt_cust_13', 'U23', 'customer')" 2>/dev/null | tail -1)|$(
+       q old "SELECT string_agg(event || '|' || (detail->>'event_type'), ',') FROM pay.paynotify_outbox WHERE notify_id = 'evt_cust_13'")"
 check "1.3: the operator's hook, its registrant by name, registered on this cluster" "public.up_hook(jsonb)|upgrade_op|upgrade_op|true" \
     "$(q old "SELECT handler || '|' || registered_by || '|' || registrant || '|' ||
               (registered_on = (SELECT system_identifier FROM pg_control_system())) FROM pay.paynotify_hook")"
