@@ -63,3 +63,48 @@ SELECT t.stripe_ledger('nt_s', 'NT-3', 'evt_nt_6', 'pi_nt_3', 100);
 SELECT notify_id, status FROM payment_notify_log
 WHERE notify_id IN ('evt_nt_5', 'evt_nt_6') ORDER BY notify_id;
 SELECT status FROM public.orders WHERE order_no = 'NT-3';
+
+-- A dispute's notice keeps its amount and detail: a failed step (here a
+-- hook that raises) is retried whole and queues the same event.  A stored
+-- detail that is not an object is refused, never read as none.
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('NT-5', 'pending', 100);
+SELECT t.stripe_ledger('nt_s', 'NT-5', 'evt_nt_9', 'pi_nt_5', 100);
+CREATE TABLE t.nt_gate (open boolean);
+CREATE FUNCTION t.nt_gate_hook(ev jsonb) RETURNS void LANGUAGE plpgsql
+	SET search_path = pg_catalog AS $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM t.nt_gate WHERE open) THEN
+		RAISE EXCEPTION 'the gate is closed';
+	END IF;
+END
+$$;
+CREATE ROLE nt_op;
+SELECT paynotify_grant('nt_op', 'admin');
+GRANT USAGE ON SCHEMA t TO nt_op;
+GRANT SELECT ON t.nt_gate TO nt_op;
+ALTER FUNCTION t.nt_gate_hook(jsonb) OWNER TO nt_op;
+SET ROLE nt_op;
+SELECT paynotify_on('dispute_opened', 't.nt_gate_hook(jsonb)');
+RESET ROLE;
+SELECT outcome FROM t.stripe('nt_s', jsonb_build_object('id', 'evt_nt_10', 'object', 'event',
+	'created', 1767300000, 'type', 'charge.dispute.created', 'livemode', false,
+	'data', jsonb_build_object('object', jsonb_build_object('id', 'dp_nt_5', 'object', 'dispute',
+		'amount', 60, 'currency', 'usd', 'charge', 'ch_nt_5', 'payment_intent', 'pi_nt_5',
+		'reason', 'general', 'status', 'needs_response')))::text, ARRAY[t.secret(1)]);
+SELECT status, notice->'action' AS action, notice->'dispute_amount' AS amount,
+	notice->'detail'->>'dispute_id' AS dispute_id
+FROM payment_notify_log WHERE notify_id = 'evt_nt_10';
+INSERT INTO t.nt_gate VALUES (true);
+UPDATE payment_notify_log SET notice = jsonb_set(notice, '{detail}', '5')
+WHERE notify_id = 'evt_nt_10';
+SELECT status_before, outcome, status FROM paynotify_retry('nt_s', 'evt_nt_10');
+UPDATE payment_notify_log SET notice = jsonb_set(notice, '{detail}', '{"dispute_id": "dp_nt_5"}')
+WHERE notify_id = 'evt_nt_10';
+SELECT status_before, outcome, status FROM paynotify_retry('nt_s', 'evt_nt_10');
+SELECT event, order_no, amount, detail FROM paynotify_outbox WHERE notify_id = 'evt_nt_10';
+DELETE FROM paynotify_hook;
+SELECT paynotify_revoke('nt_op', 'admin');
+DROP FUNCTION t.nt_gate_hook(jsonb);
+DROP TABLE t.nt_gate;
+DROP OWNED BY nt_op;
+DROP ROLE nt_op;
