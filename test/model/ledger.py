@@ -6,8 +6,9 @@ Three parts:
                      the notifications the gateway will send for it, kept to
                      the scenarios whose ledger does not depend on the
                      arrival order (the spec's "What is order-independent");
-                     some Stripe refunds fail after they succeeded
-                     (refund.failed)
+                     some wxpay orders are paid together by a combine
+                     payment (合单支付), and some Stripe refunds fail after
+                     they succeeded (refund.failed)
   predict(order)     the end state those notifications must leave, whatever
                      their order and concurrency: the quantities the test
                      compares with the database; where the rules make the
@@ -21,6 +22,14 @@ Three parts:
                      predict() is what the rules give for every order, i.e.
                      that a discrepancy in the database test is a defect of
                      the code, not of the model
+
+A combine payment is one notification that pays several orders: each of its
+orders holds a view of it (kind "pay", with that order's sub-order's trade
+and amount; "combine" names the shared notification), and an order that one
+of its other sub-orders names (another merchant's, or unpaid: never applied)
+holds a view of kind "other_sub".  Per order a combine payment is a payment
+of that order's trade (docs/LEDGER.md, "Combine payment"), so the model stays
+one order at a time.
 """
 import itertools
 import random
@@ -29,6 +38,9 @@ GATEWAYS = ("wxpay", "alipay", "stripe")
 CUMULATIVE = ("alipay", "stripe")		# refund amounts may be totals per trade
 FAILURE_FINAL = ("stripe",)			# a failed refund stays failed (refund_failure_final)
 REFUNDED_TO_PAID = False			# the state machine has refunded -> paid (not by default)
+MCHID = "1900000109"				# the wxpay channel's merchant (run.sh)
+OTHER_MCHID = "1900000999"			# another merchant, in a combine payment
+COMBINE_SHARE = 0.05				# of new orders that start a combine group
 
 
 def cumulative(gw, listed=True):
@@ -53,32 +65,87 @@ class Gen:
     def __init__(self, seed):
         self.seed = seed
         self.n = 0
+        self.orders = []		# generated so far
+        self.closed = []		# of them, closed unpaid
 
     def next(self):
         self.n += 1
         return self.n
 
 
-def generate(rng, norders, seed=0):
-    """norders order scenarios (list of dicts), reproducible from rng."""
+def generate(rng, norders, seed=0, combine_share=COMBINE_SHARE):
+    """norders order scenarios (list of dicts), reproducible from rng;
+    combine_share of the new orders start a combine payment's group."""
     g = Gen(seed)
-    orders = []
-    for i in range(norders):
-        orders.append(_order(rng, g, i + 1))
-    return orders
+    while len(g.orders) < norders:
+        left = norders - len(g.orders)
+        if left >= 2 and rng.random() < combine_share:
+            _combine_group(rng, g, min(rng.choice((2, 2, 3)), left))
+        else:
+            o = _order(rng, g, len(g.orders) + 1)
+            g.orders.append(o)
+            if o["close"]:
+                g.closed.append(o)
+    return g.orders
 
 
-def _order(rng, g, i):
-    gw = rng.choice(GATEWAYS)
+def _combine_group(rng, g, k):
+    """k wxpay orders paid together by one combine payment (sometimes by a
+    second one too: each order's second trade, a double payment).  Each
+    combine may carry sub-orders that must not be applied, naming an order
+    generated before (half the time one closed unpaid): another merchant's,
+    or this merchant's but unpaid."""
+    combines = []
+    for _ in range(2 if rng.random() < 0.15 else 1):
+        combines.append({"nid": _nid(g, "wxpay"), "no": "MC%08d" % g.next(), "subs": [],
+                         "orders": []})
+    group = []
+    for j in range(k):
+        o = _order(rng, g, len(g.orders) + 1, gw="wxpay", combines=combines)
+        g.orders.append(o)
+        group.append(o)
+    for c in combines:
+        for _ in range(rng.choices((0, 1, 2), (45, 40, 15))[0]):
+            pool = g.closed if g.closed and rng.random() < 0.5 else g.orders[:-k]
+            if not pool:
+                break
+            target = rng.choice(pool)
+            mchid, state = rng.choice(((OTHER_MCHID, "SUCCESS"), (MCHID, "NOTPAY")))
+            c["subs"].append({"order": target["no"], "trade": _trade_id("wxpay", g),
+                              "amount": target["amount"], "mchid": mchid, "state": state})
+            view = _view(c, target, "other_sub")
+            target["notes"].append(view)
+            if target["no"] not in c["orders"]:
+                c["orders"].append(target["no"])
+        rng.shuffle(c["subs"])
+    return group
+
+
+def _view(c, o, kind, trade=None):
+    """Order o's view of combine payment c."""
+    return {"nid": c["nid"], "gw": "wxpay", "order": o["no"], "kind": kind,
+            "trade": trade["id"] if trade else None,
+            "trade_amount": trade["amount"] if trade else o["amount"],
+            "charge": None, "refund_id": None,
+            "amount": trade["amount"] if trade else None,
+            "cum": None, "event": None, "listed": True, "combine": c}
+
+
+def _order(rng, g, i, gw=None, combines=()):
+    gw = gw or rng.choice(GATEWAYS)
     o = {"no": "MO%08d" % i, "gw": gw, "amount": rng.randint(100, 99999),
          "currency": CURRENCY[gw], "app_paid": False, "close": False,
          "trades": [], "notes": []}
-    if gw == "alipay" and rng.random() < 0.10:
+    if not combines and gw == "alipay" and rng.random() < 0.10:
         # closed unpaid (only Alipay notifies a close); never paid
         o["close"] = True
         o["notes"].append(_note(g, o, "close"))
         return o
-    ntrades = rng.choices((1, 2, 3), (72, 22, 6))[0]
+    if combines:
+        # its combine payments' trades, sometimes one more of its own
+        ntrades = len(combines) + rng.choices((0, 1), (85, 15))[0]
+    else:
+        ntrades = rng.choices((1, 2, 3), (72, 22, 6))[0]
     o["app_paid"] = rng.random() < 0.07
     # with several trades, every trade ends fully refunded or none does
     plan = rng.choices(("none", "partial", "full"), (25, 35, 40))[0]
@@ -98,7 +165,14 @@ def _order(rng, g, i):
             tr["charge"] = "ch_M%09d" % g.next()
             tr["listed"] = rng.random() < 0.5
         o["trades"].append(tr)
-        o["notes"].append(_note(g, o, "pay", trade=tr))
+        if t < len(combines):
+            c = combines[t]
+            c["subs"].append({"order": o["no"], "trade": tr["id"], "amount": tr["amount"],
+                              "mchid": MCHID, "state": "SUCCESS"})
+            c["orders"].append(o["no"])
+            o["notes"].append(_view(c, o, "pay", trade=tr))
+        else:
+            o["notes"].append(_note(g, o, "pay", trade=tr))
         if fail_after:
             amt = tr["amount"] if plan == "full" else rng.randint(1, tr["amount"] - 1)
             rid = _refund_id(gw, g)
@@ -183,6 +257,10 @@ def features(o):
         f.add("double_payment")
     if o["app_paid"]:
         f.add("app_paid")
+    if any(n["kind"] == "pay" and n.get("combine") for n in o["notes"]):
+        f.add("combine")
+    if any(n["kind"] == "other_sub" for n in o["notes"]):
+        f.add("named_by_other_sub_order")
     kinds = {}
     for n in o["notes"]:
         kinds.setdefault(n["refund_id"], set()).add(n["kind"])
@@ -332,7 +410,11 @@ def simulate(o, arrivals):
     def apply(n):
         k = n["kind"]
         final = n["gw"] in FAILURE_FINAL
+        if k == "other_sub":
+            # a combine payment's sub-order of another merchant, or unpaid
+            return "ignored"
         if k == "pay":
+            # also one sub-order of a combine payment: a payment of its own
             t = n["trade"]
             if t in st["pay"]:
                 return "ignored"

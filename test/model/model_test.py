@@ -2,12 +2,13 @@
 """Model-based concurrency test of paynotify's ledger (issue 10).
 
 Generates random orders over WeChat Pay, Alipay and Stripe (payments,
-double payments, partial and full refunds, failed refunds and their
-later success, Stripe refunds that fail after they succeeded, closes,
-refunds before payments), signs every notification as its gateway does,
-and delivers them from several backends at once in random order with
-duplicates, redelivering every reply that is not an acknowledgement like
-a gateway would.  After
+double payments, WeChat combine payments (合单支付) over 2-3 orders with
+sub-orders of another merchant or unpaid that must not be applied, partial
+and full refunds, failed refunds and their later success, Stripe refunds
+that fail after they succeeded, closes, refunds before payments), signs
+every notification as its gateway does, and delivers them from several
+backends at once in random order with duplicates, redelivering every
+reply that is not an acknowledgement like a gateway would.  After
 quiescence every order is compared with the reference model (ledger.py):
 its payment records, refund rows and sums exactly; its status, anomalies
 and events as the one outcome the rules allow or, where a Stripe refund
@@ -50,7 +51,27 @@ def prepare(n, rng):
     gw, kind = n["gw"], n["kind"]
     if gw == "wxpay":
         nonce = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(12))
-        if kind == "pay":
+        if n.get("combine"):
+            # a combine payment: one notification, the same bytes for
+            # every order it names (each order's view of it)
+            c = n["combine"]
+            if "body" not in c:
+                plain = {"combine_appid": WX.appid, "combine_mchid": WX.mchid,
+                         "combine_out_trade_no": c["no"], "scene_info": {"device_id": "POS1:1"},
+                         "sub_orders": [{
+                             "mchid": sub["mchid"], "trade_type": "JSAPI",
+                             "trade_state": sub["state"], "bank_type": "OTHERS", "attach": "",
+                             "success_time": "2026-01-01T08:00:05+08:00",
+                             "transaction_id": sub["trade"], "out_trade_no": sub["order"],
+                             "amount": {"total_amount": sub["amount"],
+                                        "payer_amount": sub["amount"],
+                                        "currency": "CNY", "payer_currency": "CNY"}}
+                             for sub in c["subs"]],
+                         "combine_payer_info": {"openid": "oMODEL" + c["no"]}}
+                c["body"] = WX.envelope(c["nid"], "TRANSACTION.SUCCESS", plain, "transaction",
+                                        "支付成功", nonce)
+            n["body"] = c["body"]
+        elif kind == "pay":
             plain = {"mchid": WX.mchid, "appid": WX.appid, "out_trade_no": n["order"],
                      "transaction_id": n["trade"], "trade_type": "JSAPI",
                      "trade_state": "SUCCESS", "trade_state_desc": "支付成功",
@@ -173,14 +194,20 @@ def schedule(rng, orders, workers):
     about 6 per worker; an order's deliveries land in one burst (handed out
     back to back, so they run at the same moment), its payments first and
     then everything else in one burst, in one wave, or spread over several;
-    sometimes its payments come last (refunds first)."""
+    sometimes its payments come last (refunds first).  A combine payment
+    is in the burst of every order it names."""
     total = sum(len(o["notes"]) for o in orders) * 2
     nwaves = max(1, total // (6 * workers))
     waves = [[] for _ in range(nwaves + 12)]
     for o in orders:
         copies = []
         for n in o["notes"]:
-            copies += [n] * rng.choices((1, 2, 3), (55, 30, 15))[0]
+            if n.get("combine") and n["combine"]["orders"][0] != o["no"]:
+                # a combine payment's duplicates are its first order's;
+                # each other order it names has one copy in its own burst
+                copies.append(n)
+            else:
+                copies += [n] * rng.choices((1, 2, 3), (55, 30, 15))[0]
         w0 = rng.randrange(nwaves)
         late_pay = rng.random() < 0.25
         mode = rng.choices(("burst", "refund_burst", "wave", "spread"), (30, 25, 20, 25))[0]
@@ -214,8 +241,9 @@ class Deliverer:
     schedule; a reply that is not an acknowledgement is delivered again
     later (backing off), like a gateway, until acknowledged or max_attempts."""
 
-    def __init__(self, dsns, queue, workers, max_attempts, seed):
+    def __init__(self, dsns, queue, workers, max_attempts, seed, touches=None):
         self.dsns = dsns		# worker w connects to dsns[w % len(dsns)]
+        self.touches = touches or {}	# notify id -> the orders it names, if several
         self.queue = collections.deque(queue)
         self.retry = []			# heap of (due, seq, note, attempt)
         self.lock = threading.Lock()
@@ -300,7 +328,8 @@ class Deliverer:
             t.join()
         self.by_order = collections.defaultdict(list)
         for e in self.ledger:
-            self.by_order[e[1]].append(e)
+            for no in self.touches.get(e[0], (e[1],)):
+                self.by_order[no].append(e)
         self.features = {}
 
 
@@ -509,6 +538,16 @@ def compare(orders, db, deliv, tally=None):
             if c > 1:
                 out.append((no, "invariant: one event per refund notification", "%s x%d" % (k, c)))
 
+    # a combine payment's log row is its own (keyed by combine_out_trade_no):
+    # none left failed or parked
+    combines = {n["combine"]["no"]: n["combine"] for o in orders for n in o["notes"]
+                if n.get("combine")}
+    for no in combines:
+        left = [(r[1], r[3]) + ((r[5],) if r[5] else ()) for r in per[no]["log"]
+                if r[3] in ("failed", "parked")]
+        if left:
+            out.append((no, "failed or parked log rows", str(left)))
+
     # one payment record per trade, whatever the channel
     for t, c in collections.Counter(r[1] for r in db["payments"]).items():
         if c > 1:
@@ -554,6 +593,10 @@ def order_story(o, deliv):
     desc = {}
     for n in o["notes"]:
         s = n["kind"]
+        if n.get("combine"):
+            c = n["combine"]
+            s = "combine %s of %s%s" % (c["no"], "+".join(x["order"] for x in c["subs"]),
+                                        "" if n["kind"] == "pay" else ": a sub-order not applied")
         if n["trade"]:
             s += " trade " + n["trade"]
         if n["refund_id"]:
@@ -608,7 +651,9 @@ def self_check(seed, examples):
     @given(st.integers(0, 2 ** 32 - 1), st.data())
     def prop(oseed, data):
         rng = random.Random(oseed)
-        for o in ledger.generate(rng, 3, oseed):
+        # three orders, often a combine payment's (its sub-orders of
+        # another merchant or unpaid naming an order generated before)
+        for o in ledger.generate(rng, 3, oseed, combine_share=0.3):
             seq = []
             for n in o["notes"]:
                 seq += [n["nid"]] * data.draw(st.integers(1, 3))
@@ -669,8 +714,9 @@ def main():
             prepare(n, rng)
     queue = schedule(rng, orders, a.workers)
     has_currency = setup_orders(a.admin_dsn, orders, a.after_setup)
-    unique = {n["nid"]: "stripe_refund_fail" if n["kind"] == "refund_fail" and n["gw"] == "stripe"
-              else n["kind"] for o in orders for n in o["notes"]}
+    unique = {n["nid"]: "combine" if n.get("combine") else
+              "stripe_refund_fail" if n["kind"] == "refund_fail" and n["gw"] == "stripe" else
+              n["kind"] for o in orders for n in o["notes"]}
     kinds = collections.Counter(unique.values())
     feats = collections.Counter(f for o in orders for f in ledger.features(o))
     print("model: %d notifications (%s), %d scheduled deliveries; currency column %s"
@@ -679,7 +725,9 @@ def main():
     print("model: scenarios: " + ", ".join("%s %d" % kv for kv in sorted(feats.items())), flush=True)
 
     t = time.monotonic()
-    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed)
+    touches = {n["nid"]: n["combine"]["orders"] for o in orders for n in o["notes"]
+               if n.get("combine")}
+    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed, touches)
     deliv.run()
     took = time.monotonic() - t
     outcomes = collections.Counter(e[5] for e in deliv.ledger)
@@ -750,6 +798,8 @@ def main():
 CLASSES = (
     "the application marked it paid",
     "Stripe refund failed after it succeeded (refund.failed)",
+    "WeChat combine payment (合单支付) sub-order",
+    "named by a combine payment's sub-order not to apply",
     "double payment (several trades)",
     "WeChat refund failed, then succeeded (same refund_id)",
     "closed unpaid",
@@ -765,17 +815,21 @@ def scenario_class(o, deliv):
         return CLASSES[0]
     if "failed_after_success" in f or "failed_after_unlisted_success" in f:
         return CLASSES[1]
-    if "double_payment" in f:
+    if "combine" in f:
         return CLASSES[2]
-    if "fail_then_success" in f:
+    if "named_by_other_sub_order" in f:
         return CLASSES[3]
-    if "close" in f:
+    if "double_payment" in f:
         return CLASSES[4]
-    if "parked_refund" in f and "several_refunds_per_trade" in f:
+    if "fail_then_success" in f:
         return CLASSES[5]
-    if "concurrent" in f:
+    if "close" in f:
         return CLASSES[6]
-    return CLASSES[7]
+    if "parked_refund" in f and "several_refunds_per_trade" in f:
+        return CLASSES[7]
+    if "concurrent" in f:
+        return CLASSES[8]
+    return CLASSES[9]
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Model-based concurrency test of the ledger (see test/model/model_test.py):
-# random payments, double payments, partial and full refunds, failed refunds
-# completed later, Stripe refunds that fail after they succeeded
-# (refund.failed), closes and refunds before payments over WeChat Pay,
-# Alipay and Stripe, signed as each gateway signs, delivered from 8 backends
-# at once in random order with duplicates and redeliveries; afterwards every
-# order must equal the reference model (where the rules let the arrival
-# order decide an order's status, anomalies or events, one of exactly the
-# outcomes they allow) and the ledger's invariants must hold.
+# random payments, double payments, WeChat combine payments (合单支付: one
+# notice pays 2-3 orders; its sub-orders of another merchant or unpaid are
+# not applied), partial and full refunds, failed refunds completed later,
+# Stripe refunds that fail after they succeeded (refund.failed), closes and
+# refunds before payments over WeChat Pay, Alipay and Stripe, signed as each
+# gateway signs, delivered from 8 backends at once in random order with
+# duplicates and redeliveries; afterwards every order must equal the
+# reference model (where the rules let the arrival order decide an order's
+# status, anomalies or events, one of exactly the outcomes they allow) and
+# the ledger's invariants must hold.
 #
 #   test/model/run.sh [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid]
 #                     [--admin-dsn DSN --dsn DSN [--dsn DSN...] [--after-setup SQL]]
