@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Model-based concurrency test of the ledger (see test/model/model_test.py):
-# random payments, double payments, partial and full refunds, failed refunds
-# completed later, closes and refunds before payments over WeChat Pay, Alipay
-# and Stripe, signed as each gateway signs, delivered from 8 backends at once
-# in random order with duplicates and redeliveries; afterwards every order
-# must equal the reference model and the ledger's invariants must hold.
+# random payments, double payments, WeChat combine payments (合单支付: one
+# notice pays 2-3 orders; its sub-orders of another merchant or unpaid are
+# not applied), partial and full refunds, failed refunds completed later,
+# Stripe refunds that fail after they succeeded (refund.failed), closes and
+# refunds before payments over WeChat Pay, Alipay and Stripe, signed as each
+# gateway signs, delivered from 8 backends at once in random order with
+# duplicates and redeliveries; afterwards every order must equal the
+# reference model (where the rules let the arrival order decide an order's
+# status, anomalies or events, one of exactly the outcomes they allow) and
+# the ledger's invariants must hold.
 #
-#   test/model/run.sh [--full] [--seed N] [--orders N] [--workers N]
+#   test/model/run.sh [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid]
 #                     [--admin-dsn DSN --dsn DSN [--dsn DSN...] [--after-setup SQL]]
 #
 # 2,000 orders by default (the suite), 20,000 with --full.  The seed is
 # fixed unless given, and printed: a failure is reproduced with --seed.
+# --refunded-to-paid adds refunded -> paid to the state machine: a refund
+# that fails after it refunded the order then takes the order back to paid
+# (by default it stays refunded, with an anomaly).
 # By default it starts its own throwaway cluster.  With --admin-dsn it uses
 # an existing, empty database instead (the superuser's DSN; the extension,
 # installed on that server by the caller, is created there in schema pay,
@@ -35,12 +43,13 @@ dsns=()
 while [ $# -gt 0 ]; do
     case $1 in
         --full) orders=20000 ;;
+        --refunded-to-paid) args+=("$1") ;;
         --orders) orders=$2; shift ;;
         --seed|--workers|--max-attempts|--self-check|--show|--show-class|--ledger-out|--after-setup)
             args+=("$1" "$2"); shift ;;
         --admin-dsn) admin_dsn=$2; shift ;;
         --dsn) dsns+=(--dsn "$2"); shift ;;
-        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N] [--admin-dsn DSN --dsn DSN... [--after-setup SQL]]" >&2
+        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid] [--admin-dsn DSN --dsn DSN... [--after-setup SQL]]" >&2
            exit 2 ;;
     esac
     shift
