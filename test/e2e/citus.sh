@@ -50,6 +50,19 @@
 #              per refund applied) accepted exactly once at each endpoint,
 #              each order's paid before its refunded; the outbox empty and
 #              nothing pending at the end
+#   handed on  after the relays stopped, as the shim's role on the workers
+#              directly (paynotify-send --payload ... --dump-sql): a Stripe
+#              customer.created (no order), delivered twice on worker 1:
+#              ignored, then duplicate; one notification event, order_no ''
+#              and customer.created in its detail, one log row; on worker 2
+#              a charge.dispute.created for the payment intent of an order
+#              paid over Stripe above (one whose shard is on another node
+#              than the shard of '', where the dispute's log row goes):
+#              processed, one dispute_opened event for that order with the
+#              dispute's amount and id, no anomaly; no prepared transaction
+#              left on any node (the dispute's log row and event, on two
+#              nodes, take a two-phase commit: a figure, after the routing
+#              count so as not to disturb it)
 #   model      test/model/run.sh against the cluster (a database of its own,
 #              its backends spread over the three nodes): "all equal"
 # Throughput figures: test/bench/citus.sh.  Everything is started here on
@@ -430,6 +443,73 @@ grep '^#' "$STACK_DIR/relay-check.out"
 check "relay: every event accepted exactly once at each endpoint, each order's paid before its refunded (receiver's record)" \
     "0|" "$rc|$(grep -v '^#' "$STACK_DIR/relay-check.out" | head -5 | tr '\n' ' ')"
 for p in "${relays[@]}"; do stop_pid "$p"; done
+
+# ---- notifications handed on, a dispute ---------------------------------------------
+# After the routing count and after the relays stopped (they would deliver
+# these events).  A dispute names no order: its log row goes under '', its
+# event under the order its trade's payment recorded; when the two shards
+# are on two nodes that takes a two-phase commit (expected, a figure; the
+# routing count must not see it)
+tpc_h0=$(citus_2pc_count) t_h0=$SECONDS
+handle_on() {	# handle_on NODE FILE: each line's outcome from paynotify_handle on NODE, space-separated
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" \
+        -f "$2" 2>&1 | grep -v '^$' | head -3 | tr '\n' ' ' | sed 's/ $//'
+}
+now=$(date +%s)
+cat >"$STACK_DIR/customer.json" <<EOF
+{"id": "evt_citusCustomer0001", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
+ "data": {"object": {"id": "cus_citus0001", "object": "customer", "email": "c@example.com", "metadata": {}}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "customer.created"}
+EOF
+shim/paynotify-send --gateway stripe --payload "$STACK_DIR/customer.json" --mode storm -n 2 -c 1 --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/customer.sql" >/dev/null 2>&1
+check "handed on: a Stripe customer.created (no order) on worker 1, delivered twice: ignored, then a duplicate" \
+    "ignored duplicate" "$(handle_on 1 "$STACK_DIR/customer.sql")"
+check "handed on: one notification event for it, of no order ('' in the outbox), its event type in the detail; one log row" \
+    "1|1|stripe|customer.created|1" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM paynotify_outbox WHERE notify_id = 'evt_citusCustomer0001') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE notify_id = 'evt_citusCustomer0001' AND event = 'notification' AND order_no = '') || '|' ||
+                  (SELECT string_agg(detail->>'gateway' || '|' || (detail->>'event_type'), ',') FROM paynotify_outbox
+                   WHERE notify_id = 'evt_citusCustomer0001') || '|' ||
+                  (SELECT count(*) FROM payment_notify_log WHERE notify_id = 'evt_citusCustomer0001')" 2>&1)"
+# an order paid over Stripe (a direct call above, else one of the
+# restart's: with 4 shards PN00000001..3 hash to the shard of ''), on
+# another node than the shard of '', else on another shard, if one is
+dord=$(citus_q 0 "WITH c AS MATERIALIZED (SELECT order_no, trade_no FROM payment_record WHERE channel = 'stripe'
+                      AND (order_no BETWEEN 'PN00000001' AND 'PN00000003'
+                           OR order_no BETWEEN '$(printf 'PN%08d' $R0)' AND '$(printf 'PN%08d' $((R0 + M - 1)))')),
+                  s AS (SELECT order_no, trade_no, get_shard_id_for_distribution_column('paynotify_outbox', order_no) AS shard
+                        FROM c),
+                  e AS (SELECT get_shard_id_for_distribution_column('paynotify_outbox', '') AS shard)
+                  SELECT s.order_no || '|' || s.trade_no || '|' || (s.shard <> e.shard) || '|' || (ps.nodeport <> pe.nodeport)
+                  FROM s, e, pg_dist_shard_placement ps, pg_dist_shard_placement pe
+                  WHERE ps.shardid = s.shard AND pe.shardid = e.shard
+                  ORDER BY ps.nodeport <> pe.nodeport DESC, s.shard <> e.shard DESC, s.order_no LIMIT 1" 2>&1)
+IFS='|' read -r dorder dtrade dshard dnode <<<"$dord"
+echo "# dispute: order $dorder (trade $dtrade); on another shard than '': $dshard, on another node: $dnode"
+cat >"$STACK_DIR/dispute.json" <<EOF
+{"id": "evt_citusDispute0001", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
+ "data": {"object": {"id": "dp_citus0001", "object": "dispute", "amount": 1234, "currency": "usd",
+  "charge": "ch_citus0001", "payment_intent": "$dtrade", "reason": "fraudulent", "status": "needs_response",
+  "metadata": {}, "is_charge_refundable": false}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "charge.dispute.created"}
+EOF
+shim/paynotify-send --gateway stripe --payload "$STACK_DIR/dispute.json" --mode one --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/dispute.sql" >/dev/null 2>&1
+check "handed on: a charge.dispute.created for $dorder's payment intent on worker 2: processed" \
+    processed "$(handle_on 2 "$STACK_DIR/dispute.sql")"
+check "handed on: one event for it, dispute_opened for $dorder with the dispute's amount and id; no anomaly" \
+    "1|dispute_opened|$dorder|1234|dp_citus0001|0" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM paynotify_outbox WHERE notify_id = 'evt_citusDispute0001') || '|' ||
+                  (SELECT string_agg(event || '|' || order_no || '|' || amount || '|' || (detail->>'dispute_id'), ',')
+                   FROM paynotify_outbox WHERE notify_id = 'evt_citusDispute0001') || '|' ||
+                  (SELECT count(*) FROM paynotify_anomaly WHERE notify_id = 'evt_citusDispute0001')" 2>&1)"
+tpc_h1=$(citus_2pc_count)
+echo "# handed on: $((tpc_h1 - tpc_h0)) two-phase commit records from these three calls, $((SECONDS - t_h0)) s"
+check "handed on: no prepared transaction left on any node (pg_prepared_xacts on the coordinator, worker 1, worker 2)" \
+    "0 0 0" "$(for i in 0 1 2; do citus_q $i "SELECT count(*) FROM pg_prepared_xacts" 2>&1; done | tr '\n' ' ' | sed 's/ $//')"
 
 # ---- the model-based ledger test on the cluster --------------------------------------
 if citus_database model; then
