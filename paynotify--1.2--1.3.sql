@@ -1199,7 +1199,9 @@ COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
 -- (order_no '', null in the body) wait for no other event.
 ALTER TABLE @extschema@.paynotify_outbox ADD COLUMN detail jsonb;
 COMMENT ON COLUMN @extschema@.paynotify_outbox.detail IS
-	'what the event carries besides its columns: for notification the gateway, its event type and the verified payload; for a dispute its id, status and reason';
+	'what the event carries besides its columns: for notification the gateway, its event type and the verified payload; for a dispute its id, status, reason, charge and currency';
+COMMENT ON FUNCTION @extschema@.paynotify_add_endpoint(text, text, text[], text[], interval, integer) IS
+	'adds a webhook endpoint for paynotify-relay; events default to paid, refunded, refund_failed and closed, channels NULL or {} to every channel; returns its id';
 
 -- A service provider's channel may serve all its sub-merchants (sp_mchid
 -- without sub_mchid): which one was paid is kept with the payment.

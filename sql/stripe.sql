@@ -318,7 +318,9 @@ SELECT kind FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no = 'STR-
 -- The order moves only where the transitions table says: to "disputed",
 -- back to the state it left for it when won, to "refunded" when lost.  A
 -- dispute of an unknown trade is the anomaly dispute_unmatched, its event
--- naming no order.  Its other events are handed on as notifications.
+-- naming no order; one whose metadata names another order than the
+-- trade's is trade_of_another_order, its event for the trade's order, no
+-- move.  Its other events are handed on as notifications.
 CREATE FUNCTION t.dispute(evt text, type text, dp text, pi text, amount int, status text)
 	RETURNS text LANGUAGE sql AS $$
 	SELECT t.evt(evt, type, jsonb_build_object('id', dp, 'object', 'dispute', 'amount', amount,
@@ -352,16 +354,21 @@ SELECT name, r.outcome FROM (VALUES
 	('opened 20', 'STR-20', t.dispute('evt_st_68', 'charge.dispute.created', 'dp_20', 'pi_st_20', 400, 'needs_response')),
 	('lost 20', 'STR-20', t.dispute('evt_st_69', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'lost')),
 	('closed, odd status', 'STR-20', t.dispute('evt_st_70', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'under_review')),
-	('unknown trade', NULL, t.dispute('evt_st_71', 'charge.dispute.created', 'dp_21', 'pi_st_21', 300, 'needs_response'))
+	('unknown trade', NULL, t.dispute('evt_st_71', 'charge.dispute.created', 'dp_21', 'pi_st_21', 300, 'needs_response')),
+	('metadata of another order', NULL, t.evt('evt_st_72', 'charge.dispute.created',
+		'{"id": "dp_22", "object": "dispute", "amount": 100, "currency": "usd", "charge": "ch_pi_st_19",
+		  "payment_intent": "pi_st_19", "reason": "duplicate", "status": "needs_response",
+		  "metadata": {"order_id": "STR-18"}}'))
 ) e(name, o, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
 SELECT o.event, o.order_no, o.notify_id, o.amount, o.detail - 'payload' AS detail,
 	o.detail->'payload'->>'type' AS payload_type
 FROM pay.paynotify_outbox o
-WHERE o.channel = 'st' AND o.notify_id BETWEEN 'evt_st_63' AND 'evt_st_71' ORDER BY o.id;
+WHERE o.channel = 'st' AND o.notify_id BETWEEN 'evt_st_63' AND 'evt_st_72' ORDER BY o.id;
 SELECT order_no, from_state, to_state, notify_id FROM pay.paynotify_order_history
 WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') AND 'disputed' IN (from_state, to_state) ORDER BY id;
 SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') ORDER BY 1;
-SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly WHERE channel = 'st' AND notify_id = 'evt_st_71';
+SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly WHERE channel = 'st' AND notify_id IN ('evt_st_71', 'evt_st_72')
+ORDER BY id;
 -- no ledger record: a lost dispute is no refund
 SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no IN ('STR-18', 'STR-19', 'STR-20');
 DELETE FROM pay.paynotify_transition WHERE 'disputed' IN (from_state, to_state);

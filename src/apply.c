@@ -65,8 +65,10 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	switch (n->action)
 	{
 		case PN_ACT_NONE:
+			/* a schema not yet at 1.3 has no place for it: recorded only */
 			pn_emit(cfg, "notification", ch, n, -1, notification_detail(ch, n));
-			set_result(res, PN_IGNORED, "ignored", "not applied: handed on");
+			set_result(res, PN_IGNORED, "ignored",
+					   cfg->schema_13 ? "not applied: handed on" : "event not applied");
 			break;
 		case PN_ACT_PAY:
 			apply_pay(cfg, ch, n, res);
@@ -101,8 +103,10 @@ is_dispute(PnAction action)
 /*
  * A dispute of a trade (docs/LEDGER.md, "Disputes"): its event, with the
  * amount disputed, for the order the trade's payment record names; no
- * record of the trade is the anomaly dispute_unmatched, and the event then
- * names no order.  The order moves only where the state machine says so:
+ * trade or no record of it (no_trade_number, dispute_unmatched), or a
+ * record of another order than the event's metadata names
+ * (trade_of_another_order), is an anomaly, and the event is queued all
+ * the same, for the recorded order or none, without a move.  The order moves only where the state machine says so:
  * an opened dispute to "disputed", a won one back to the state the order
  * left for "disputed", a lost one to "refunded" (the money went back).
  * Nothing of the ledger changes: a lost dispute is no refund record.
@@ -117,21 +121,14 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 	char	   *recorded;
 	char	   *before;
 
-	if (n->trade_no == NULL)
+	recorded = n->trade_no ? pn_payment_order(cfg, ch->name, n->trade_no) : NULL;
+	if (recorded == NULL || (n->order_no != NULL && strcmp(n->order_no, recorded) != 0))
 	{
-		anomaly_result(cfg, ch, n, res, "no_trade_number");
-		return;
-	}
-	recorded = pn_payment_order(cfg, ch->name, n->trade_no);
-	if (recorded == NULL)
-	{
-		pn_emit(cfg, event, ch, n, n->dispute_amount, n->detail);
-		anomaly_result(cfg, ch, n, res, "dispute_unmatched");
-		return;
-	}
-	if (n->order_no != NULL && strcmp(n->order_no, recorded) != 0)
-	{
-		anomaly_result(cfg, ch, n, res, "trade_of_another_order");
+		/* the application hears of it all the same, for the order recorded */
+		d.order_no = recorded;
+		pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
+		anomaly_result(cfg, ch, n, res, n->trade_no == NULL ? "no_trade_number" :
+					   recorded == NULL ? "dispute_unmatched" : "trade_of_another_order");
 		return;
 	}
 	d.order_no = recorded;

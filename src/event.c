@@ -155,9 +155,13 @@ outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNot
 		args[6] = JsonbPGetDatum(detail);
 		nulls[6] = ' ';
 	}
-	if (pn_config_distributed(cfg))
+	if (n->order_no != NULL && pn_config_distributed(cfg))
 	{
-		/* Citus: the order's next sequence value (see paynotify_order_seq) */
+		/*
+		 * Citus: the order's next sequence value (see paynotify_order_seq).
+		 * Events of no order wait for no other (the claim), and take none:
+		 * one sequence row for all of them would serialize them.
+		 */
 		if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_SEQ_NEXT), &args[2], NULL, false, 1) != SPI_OK_INSERT_RETURNING ||
 			SPI_processed != 1)
 			elog(ERROR, "paynotify: order sequence update failed");

@@ -510,7 +510,7 @@ carries_refund(const AlipayForm *af, int64 refund_fee)
 /*
  * What the notification asks (§2.8): TRADE_SUCCESS / TRADE_FINISHED pay,
  * unless it carries a refund (partial: TRADE_SUCCESS, full: TRADE_CLOSED);
- * TRADE_CLOSED without one closes; anything else is recorded only.  A
+ * TRADE_CLOSED without one closes; anything else is handed on.  A
  * second "paid" (TRADE_FINISHED after TRADE_SUCCESS) is harmless: the state
  * machine and payment_record's unique trade_no absorb it.  A signed
  * notification without out_trade_no / trade_no is left to the pipeline,

@@ -423,7 +423,8 @@ fill_dispute(Jsonb *doc, PnNotice *n)
 }
 
 /*
- * Fill the notice by event type; every other type is recorded only.  A
+ * Fill the notice by event type; every other type is handed on (an event
+ * "notification", apply.c).  A
  * payment or refund that names no order (nothing at order_ref_path) keeps
  * its action: the pipeline records it as the anomaly "no_order_number",
  * acknowledged (a retry would carry the same event) but never applied.
@@ -461,7 +462,7 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	n->currency = currency;
 
 	if (pn_json_string(doc, "object", &object) && strcmp(object, "v2.core.event") == 0)
-		return PN_OK;			/* a thin event names, never carries: recorded only */
+		return PN_OK;			/* a thin event names, never carries: handed on */
 	if (strcmp(type, "payment_intent.succeeded") == 0)
 		fill_payment_intent(doc, n);
 	else if (strcmp(type, "checkout.session.completed") == 0 ||
