@@ -65,7 +65,8 @@ WHERE notify_id IN ('evt_nt_5', 'evt_nt_6') ORDER BY notify_id;
 SELECT status FROM public.orders WHERE order_no = 'NT-3';
 
 -- A dispute's notice keeps its amount and detail: a failed step (here a
--- hook that raises) is retried whole and queues the same event.  A stored
+-- hook that raises) is retried whole and queues the same event; a
+-- notification's retry carries the payload, read from its log row.  A stored
 -- detail that is not an object is refused, never read as none.
 INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('NT-5', 'pending', 100);
 SELECT t.stripe_ledger('nt_s', 'NT-5', 'evt_nt_9', 'pi_nt_5', 100);
@@ -85,7 +86,13 @@ GRANT SELECT ON t.nt_gate TO nt_op;
 ALTER FUNCTION t.nt_gate_hook(jsonb) OWNER TO nt_op;
 SET ROLE nt_op;
 SELECT paynotify_on('dispute_opened', 't.nt_gate_hook(jsonb)');
+SELECT paynotify_on('notification', 't.nt_gate_hook(jsonb)');
 RESET ROLE;
+-- (a notification, failed the same way, is retried with its payload)
+SELECT outcome FROM t.stripe('nt_s', jsonb_build_object('id', 'evt_nt_11', 'object', 'event',
+	'created', 1767300000, 'type', 'customer.created', 'livemode', false,
+	'data', jsonb_build_object('object', jsonb_build_object('id', 'cus_nt_11', 'object', 'customer')))::text,
+	ARRAY[t.secret(1)]);
 SELECT outcome FROM t.stripe('nt_s', jsonb_build_object('id', 'evt_nt_10', 'object', 'event',
 	'created', 1767300000, 'type', 'charge.dispute.created', 'livemode', false,
 	'data', jsonb_build_object('object', jsonb_build_object('id', 'dp_nt_5', 'object', 'dispute',
@@ -102,6 +109,11 @@ UPDATE payment_notify_log SET notice = jsonb_set(notice, '{detail}', '{"dispute_
 WHERE notify_id = 'evt_nt_10';
 SELECT status_before, outcome, status FROM paynotify_retry('nt_s', 'evt_nt_10');
 SELECT event, order_no, amount, detail FROM paynotify_outbox WHERE notify_id = 'evt_nt_10';
+SELECT status_before, outcome, status FROM paynotify_retry('nt_s', 'evt_nt_11');
+SELECT o.event, o.order_no, o.detail->'payload'->'data'->'object'->>'id' AS customer,
+	o.detail->'payload' = l.payload AS logged_payload
+FROM paynotify_outbox o JOIN payment_notify_log l USING (channel, notify_id)
+WHERE o.notify_id = 'evt_nt_11';
 DELETE FROM paynotify_hook;
 SELECT paynotify_revoke('nt_op', 'admin');
 DROP FUNCTION t.nt_gate_hook(jsonb);

@@ -102,14 +102,15 @@ is_dispute(PnAction action)
 
 /*
  * A dispute of a trade (docs/LEDGER.md, "Disputes"): its event, with the
- * amount disputed, for the order the trade's payment record names; no
+ * amount disputed, for the order the trade's payment record names.  No
  * trade or no record of it (no_trade_number, dispute_unmatched), or a
  * record of another order than the event's metadata names
  * (trade_of_another_order), is an anomaly, and the event is queued all
- * the same, for the recorded order or none, without a move.  The order moves only where the state machine says so:
- * an opened dispute to "disputed", a won one back to the state the order
- * left for "disputed", a lost one to "refunded" (the money went back).
- * Nothing of the ledger changes: a lost dispute is no refund record.
+ * the same, for the recorded order or none.  Nothing of the order or the
+ * ledger changes: Stripe sends a dispute's events in any order, and one
+ * order may have several disputes; the application acts on the events
+ * (their detail names the dispute).  A schema not yet at 1.3 has no place
+ * for the event: the notification is recorded only, as before.
  */
 static void
 apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
@@ -117,52 +118,41 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 	const char *event = n->action == PN_ACT_DISPUTE_OPENED ? "dispute_opened" :
 		n->action == PN_ACT_DISPUTE_WON ? "dispute_won" : "dispute_lost";
 	PnNotice	d = *n;
-	PnOrderRow	row;
 	char	   *recorded;
-	char	   *before;
 
-	recorded = n->trade_no ? pn_payment_order(cfg, ch->name, n->trade_no) : NULL;
-	if (recorded == NULL || (n->order_no != NULL && strcmp(n->order_no, recorded) != 0))
+	if (!cfg->schema_13)
 	{
-		/* the application hears of it all the same, for the order recorded */
-		d.order_no = recorded;
-		pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
-		anomaly_result(cfg, ch, n, res, n->trade_no == NULL ? "no_trade_number" :
-					   recorded == NULL ? "dispute_unmatched" : "trade_of_another_order");
+		set_result(res, PN_IGNORED, "ignored", "event not applied");
 		return;
 	}
+	recorded = n->trade_no ? pn_payment_order(cfg, ch->name, n->trade_no) : NULL;
 	d.order_no = recorded;
-	pn_order_get(cfg, d.order_no, &row);
-	if (n->action == PN_ACT_DISPUTE_OPENED)
-	{
-		if (pn_transition_allowed(cfg, row.status, "disputed"))
-			(void) pn_transit(cfg, d.order_no, row.status, "disputed");
-	}
-	else if (strcmp(row.status, "disputed") == 0)
-	{
-		before = n->action == PN_ACT_DISPUTE_LOST ? "refunded" :
-			pn_history_before(cfg, d.order_no, "disputed");
-		if (before != NULL && pn_transition_allowed(cfg, "disputed", before))
-			(void) pn_transit(cfg, d.order_no, "disputed", before);
-	}
 	pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
+	if (recorded == NULL || (n->order_no != NULL && strcmp(n->order_no, recorded) != 0))
+		anomaly_result(cfg, ch, n, res, n->trade_no == NULL ? "no_trade_number" :
+					   recorded == NULL ? "dispute_unmatched" : "trade_of_another_order");
 }
 
 /*
  * What a notification event carries: the gateway, its event type and the
  * verified payload (decrypted for WeChat Pay), for the application to act
- * on what paynotify does not apply itself.
+ * on what paynotify does not apply itself.  Without the bearer values the
+ * gateways say are never to be stored or passed on (Stripe's
+ * client_secret of a PaymentIntent or SetupIntent): the event leaves the
+ * database, to hooks and to endpoints.
  */
 static Jsonb *
 notification_detail(const PnChannel *ch, const PnNotice *n)
 {
+	static const char *const bearer[] = {"client_secret"};
 	JsonbParseState *st = NULL;
 
 	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
 	pn_jsonb_push_text(&st, "gateway", ch->gw->name);
 	pn_jsonb_push_text(&st, "event_type", n->event_type);
 	if (n->payload != NULL)
-		pn_jsonb_push_jsonb(&st, "payload", n->payload);
+		pn_jsonb_push_jsonb(&st, "payload",
+							pn_jsonb_without_keys(n->payload, bearer, lengthof(bearer)));
 	else
 		pn_jsonb_push_text(&st, "payload", NULL);
 	return JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));

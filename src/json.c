@@ -480,3 +480,46 @@ pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val)
 	v.val.binary.len = VARSIZE(val) - VARHDRSZ;
 	(void) pushJsonbValue(st, WJB_VALUE, &v);
 }
+
+/*
+ * doc without the keys listed, at any depth, and their values (a copy; doc
+ * itself when it is a scalar).
+ */
+Jsonb *
+pn_jsonb_without_keys(Jsonb *doc, const char *const *keys, int nkeys)
+{
+	JsonbIterator *it;
+	JsonbParseState *st = NULL;
+	JsonbValue	v;
+	JsonbValue *res = NULL;
+	JsonbIteratorToken tok;
+
+	if (JB_ROOT_IS_SCALAR(doc))
+		return doc;
+	it = JsonbIteratorInit(&doc->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		bool		listed = false;
+
+		for (int i = 0; tok == WJB_KEY && i < nkeys; i++)
+			listed |= (v.val.string.len == (int) strlen(keys[i]) &&
+					   memcmp(v.val.string.val, keys[i], v.val.string.len) == 0);
+		if (listed)
+		{
+			int			depth = 0;
+
+			/* the key's value: a scalar, or a container to its end */
+			do
+			{
+				tok = JsonbIteratorNext(&it, &v, false);
+				if (tok == WJB_BEGIN_OBJECT || tok == WJB_BEGIN_ARRAY)
+					depth++;
+				else if (tok == WJB_END_OBJECT || tok == WJB_END_ARRAY)
+					depth--;
+			} while (depth > 0);
+			continue;
+		}
+		res = pushJsonbValue(&st, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
+	}
+	return JsonbValueToJsonb(res);
+}

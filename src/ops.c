@@ -118,7 +118,7 @@ paynotify_retry(PG_FUNCTION_ARGS)
 		c.outcome = "busy";
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(notify_id);
-	if (SPI_execute_with_args(psprintf("SELECT status, notice FROM %s.payment_notify_log"
+	if (SPI_execute_with_args(psprintf("SELECT status, notice, payload FROM %s.payment_notify_log"
 									   " WHERE channel = $1 AND notify_id = $2",
 									   c.cfg->schema),
 							  2, argtypes, args, NULL, false, 1) != SPI_OK_SELECT)
@@ -154,6 +154,10 @@ paynotify_retry(PG_FUNCTION_ARGS)
 					 errdetail("The notice in payment_notify_log was changed: %s.", fault),
 					 errhint("Its next delivery by the gateway applies it; or resend it from the gateway's merchant console.")));
 		c.n = pn_notice_from_jsonb(c.notice, notify_id);
+		/* the verified payload, which a notification event carries */
+		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
+		if (!isnull)
+			c.n->payload = DatumGetJsonbPCopy(d);
 		if (c.dry_run)
 		{
 			ErrorData  *edata = pn_subxact_run(retry_step, &c);
