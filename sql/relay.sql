@@ -337,16 +337,21 @@ CREATE FUNCTION t.rl_note(evt text, type text, obj jsonb) RETURNS text LANGUAGE 
 		'data', jsonb_build_object('object', obj))::text, ARRAY[t.secret(1)])
 $$;
 -- no order; one that names an order (with client_secrets, which Stripe
--- says are never to be stored or passed on: left out at any depth); each
--- delivered twice; and a payment (its own event, not a notification)
+-- says are never to be passed on: the key left out at any depth, a string
+-- that holds one, as a redirect URL does, "redacted"); each delivered
+-- twice; and a payment (its own event, not a notification)
 SELECT t.rl_note('evt_rl_n1', 'customer.created', '{"id": "cus_1", "object": "customer", "email": "a@example.com"}'),
 	t.rl_note('evt_rl_n1', 'customer.created', '{"id": "cus_1", "object": "customer", "email": "a@example.com"}'),
 	t.rl_note('evt_rl_n2', 'payment_intent.processing',
 		'{"id": "pi_rl_n2", "object": "payment_intent", "amount": 100, "currency": "usd", "metadata": {"order_id": "RL-N"},
-		  "client_secret": "pi_rl_n2_secret_abc", "x": [{"client_secret": {"deep": 1}, "keep": 1}]}'),
+		  "client_secret": "pi_rl_n2_secret_abc", "x": [{"client_secret": {"deep": 1}, "keep": 1}],
+		  "next_action": {"redirect_to_url": {"return_url": "https://shop.example/r",
+			"url": "https://hooks.stripe.com/3d_secure_2/hosted?payment_intent_client_secret=pi_rl_n2_secret_abc"}}}'),
 	t.rl_note('evt_rl_n2', 'payment_intent.processing',
 		'{"id": "pi_rl_n2", "object": "payment_intent", "amount": 100, "currency": "usd", "metadata": {"order_id": "RL-N"},
-		  "client_secret": "pi_rl_n2_secret_abc", "x": [{"client_secret": {"deep": 1}, "keep": 1}]}');
+		  "client_secret": "pi_rl_n2_secret_abc", "x": [{"client_secret": {"deep": 1}, "keep": 1}],
+		  "next_action": {"redirect_to_url": {"return_url": "https://shop.example/r",
+			"url": "https://hooks.stripe.com/3d_secure_2/hosted?payment_intent_client_secret=pi_rl_n2_secret_abc"}}}');
 INSERT INTO public.orders VALUES ('RL-N', 'pending', 100);
 SELECT t.rl_pay('evt_rl_n3', 'RL-N');
 SELECT event, order_no, notify_id, amount, detail FROM paynotify_outbox ORDER BY id;

@@ -137,14 +137,17 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
  * What a notification event carries: the gateway, its event type and the
  * verified payload (decrypted for WeChat Pay), for the application to act
  * on what paynotify does not apply itself.  Without the bearer values the
- * gateways say are never to be stored or passed on (Stripe's
- * client_secret of a PaymentIntent or SetupIntent): the event leaves the
- * database, to hooks and to endpoints.
+ * gateways say are never to be passed on, as the event leaves the database
+ * to hooks and endpoints: Stripe's client_secret of a PaymentIntent,
+ * SetupIntent or Source (the key), and any string holding one (a
+ * next_action's redirect URL carries it as payment_intent_client_secret=
+ * pi_..._secret_...), replaced by "redacted".
  */
 static Jsonb *
 notification_detail(const PnChannel *ch, const PnNotice *n)
 {
 	static const char *const bearer[] = {"client_secret"};
+	static const char *const marks[] = {"_secret_"};
 	JsonbParseState *st = NULL;
 
 	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
@@ -152,7 +155,8 @@ notification_detail(const PnChannel *ch, const PnNotice *n)
 	pn_jsonb_push_text(&st, "event_type", n->event_type);
 	if (n->payload != NULL)
 		pn_jsonb_push_jsonb(&st, "payload",
-							pn_jsonb_without_keys(n->payload, bearer, lengthof(bearer)));
+							pn_jsonb_redacted(n->payload, bearer, lengthof(bearer),
+											  marks, lengthof(marks)));
 	else
 		pn_jsonb_push_text(&st, "payload", NULL);
 	return JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));

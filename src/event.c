@@ -155,7 +155,7 @@ outbox_insert(PnConfig *cfg, const char *event, const PnChannel *ch, const PnNot
 		args[6] = JsonbPGetDatum(detail);
 		nulls[6] = ' ';
 	}
-	if (n->order_no != NULL && pn_config_distributed(cfg))
+	if (pn_order_key(n)[0] != '\0' && pn_config_distributed(cfg))
 	{
 		/*
 		 * Citus: the order's next sequence value (see paynotify_order_seq).

@@ -481,12 +481,26 @@ pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val)
 	(void) pushJsonbValue(st, WJB_VALUE, &v);
 }
 
+/* Whether the len bytes at s (not NUL-terminated) contain mark. */
+static bool
+contains(const char *s, int len, const char *mark)
+{
+	int			m = strlen(mark);
+
+	for (int i = 0; i + m <= len; i++)
+		if (memcmp(s + i, mark, m) == 0)
+			return true;
+	return false;
+}
+
 /*
- * doc without the keys listed, at any depth, and their values (a copy; doc
- * itself when it is a scalar).
+ * doc without the keys listed, at any depth, and their values, and with
+ * every string that contains one of the marks (at any depth) replaced by
+ * "redacted": a copy; doc itself when it is a scalar.
  */
 Jsonb *
-pn_jsonb_without_keys(Jsonb *doc, const char *const *keys, int nkeys)
+pn_jsonb_redacted(Jsonb *doc, const char *const *keys, int nkeys,
+				  const char *const *marks, int nmarks)
 {
 	JsonbIterator *it;
 	JsonbParseState *st = NULL;
@@ -518,6 +532,16 @@ pn_jsonb_without_keys(Jsonb *doc, const char *const *keys, int nkeys)
 					depth--;
 			} while (depth > 0);
 			continue;
+		}
+		if ((tok == WJB_VALUE || tok == WJB_ELEM) && v.type == jbvString)
+		{
+			for (int i = 0; i < nmarks; i++)
+				if (contains(v.val.string.val, v.val.string.len, marks[i]))
+				{
+					v.val.string.val = "redacted";
+					v.val.string.len = strlen("redacted");
+					break;
+				}
 		}
 		res = pushJsonbValue(&st, tok, tok < WJB_BEGIN_ARRAY ? &v : NULL);
 	}

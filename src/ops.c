@@ -88,6 +88,7 @@ paynotify_retry(PG_FUNCTION_ARGS)
 	Oid			argtypes[2] = {TEXTOID, TEXTOID};
 	Datum		args[2];
 	char	   *status_before;
+	char	   *order_key;
 	bool		isnull;
 	Datum		d;
 	const char *fault;
@@ -180,9 +181,11 @@ paynotify_retry(PG_FUNCTION_ARGS)
 			retry_step(&c);
 		}
 	}
+	/* the notice lives in SPI's memory, which SPI_finish frees */
+	order_key = c.n != NULL ? MemoryContextStrdup(c.result_cxt, pn_order_key(c.n)) : NULL;
 	SPI_finish();
-	if (!c.dry_run && c.n != NULL)
-		pn_shard_commit_level(c.cfg, channel, notify_id, pn_order_key(c.n), NULL);
+	if (!c.dry_run && order_key != NULL)
+		pn_shard_commit_level(c.cfg, channel, notify_id, order_key, NULL);
 
 	values[0] = CStringGetTextDatum(channel);
 	values[1] = CStringGetTextDatum(notify_id);

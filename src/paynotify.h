@@ -271,7 +271,8 @@ extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
 							   const char *val);	/* NULL: null */
 extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val);
 extern void pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val);
-extern Jsonb *pn_jsonb_without_keys(Jsonb *doc, const char *const *keys, int nkeys);
+extern Jsonb *pn_jsonb_redacted(Jsonb *doc, const char *const *keys, int nkeys,
+							   const char *const *marks, int nmarks);
 
 /* ---------- notice.c: a notice as stored (parked, anomalies, hooks) ---------- */
 extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
