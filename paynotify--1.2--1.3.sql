@@ -1551,3 +1551,52 @@ BEGIN
 	RETURN NEW;
 END
 $$;
+
+-- ===== Disputes: one record each, and the order's state from all of them =====
+--
+-- Stripe sends a dispute's events in any order, and an order may have
+-- several disputes: no state of the order follows from one event.  Each
+-- dispute is kept here once (open, then won or lost; a close that arrives
+-- first is recorded as closed, and its open moves nothing when it comes),
+-- and the order's state follows from all its disputes, where the state
+-- machine has a state "disputed" (docs/LEDGER.md, "Disputes"): an open
+-- dispute makes the order disputed; when none is open any more, the order
+-- goes back to the state it left for "disputed", or to "refunded" when
+-- disputes lost took back what the order kept of its payments.
+CREATE TABLE @extschema@.paynotify_dispute (
+	channel		text NOT NULL,
+	dispute_id	text NOT NULL,
+	order_no	text NOT NULL,
+	trade_no	text,
+	amount		bigint,
+	currency	text,
+	status		text NOT NULL
+				CHECK (status OPERATOR(pg_catalog.=) ANY ('{open,won,lost}'::text[])),
+	opened_notify_id text,
+	closed_notify_id text,
+	opened_at	timestamptz,
+	closed_at	timestamptz,
+	PRIMARY KEY (channel, dispute_id, order_no)
+);
+-- the per-order tally of the business step
+CREATE INDEX paynotify_dispute_order ON @extschema@.paynotify_dispute (order_no);
+COMMENT ON TABLE @extschema@.paynotify_dispute IS
+	'paynotify: one row per gateway dispute (chargeback) of a recorded payment: open, won or lost; amount in minor units';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_dispute', '');
+REVOKE ALL ON @extschema@.paynotify_dispute FROM PUBLIC;
+-- operators read it, like the other records; those who are operators
+-- already (found before the capacity grows) get it now
+DO $$
+DECLARE
+	admins name[] := ARRAY(SELECT o.role FROM @extschema@.paynotify_role o
+						   WHERE o.capacity OPERATOR(pg_catalog.=) 'admin'
+							 AND @extschema@.paynotify_capacity_held(o.role, o.capacity));
+	admin name;
+BEGIN
+	INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, rel)
+		VALUES ('admin', 'SELECT', '@extschema@.paynotify_dispute'::regclass);
+	FOREACH admin IN ARRAY admins LOOP
+		EXECUTE pg_catalog.format('GRANT SELECT ON %s TO %I', '@extschema@.paynotify_dispute'::regclass, admin);
+	END LOOP;
+END
+$$;

@@ -311,16 +311,19 @@ SELECT name, r.* FROM unnest(ARRAY['pi_17', 'refund_17_1', 'refund_17_2', 'refun
 SELECT refund_id, amount, status FROM pay.paynotify_refund WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY 1;
 SELECT kind FROM pay.paynotify_anomaly WHERE channel = 'st' AND order_no = 'STR-17' ORDER BY id;
 
--- Disputes (STR-18..21): charge.dispute.created emits dispute_opened,
+-- Disputes (STR-18..26): charge.dispute.created emits dispute_opened,
 -- charge.dispute.closed dispute_won (won, warning_closed) or dispute_lost,
 -- with the amount disputed, for the order whose payment recorded the
 -- trade (a dispute names its payment intent and charge, not the order).
--- Nothing of the order or the ledger changes, whatever the transitions
--- (Stripe sends a dispute's events in any order; an order may have
--- several).  A dispute of an unknown trade is the anomaly
--- dispute_unmatched, its event naming no order; one whose metadata names
--- another order than the trade's is trade_of_another_order, its event for
--- the trade's order.  Its other events are handed on as notifications.
+-- Each dispute is recorded once in paynotify_dispute; an open or close of
+-- a dispute recorded already moves nothing and is handed on as a
+-- notification.  The order moves only where the transitions table has a
+-- "disputed" state, from all the order's disputes: disputed while one is
+-- open; then back, or refunded when the disputes lost took what the order
+-- kept.  A dispute of an unknown trade is the anomaly dispute_unmatched,
+-- its event naming no order; one whose metadata names another order than
+-- the trade's is trade_of_another_order, its event for the trade's order.
+-- Its other events are handed on as notifications.
 CREATE FUNCTION t.dispute(evt text, type text, dp text, pi text, amount int, status text)
 	RETURNS text LANGUAGE sql AS $$
 	SELECT t.evt(evt, type, jsonb_build_object('id', dp, 'object', 'dispute', 'amount', amount,
@@ -328,22 +331,35 @@ CREATE FUNCTION t.dispute(evt text, type text, dp text, pi text, amount int, sta
 		'status', status, 'metadata', '{}'::jsonb, 'is_charge_refundable', false))
 $$;
 INSERT INTO public.orders VALUES ('STR-18', 'pending', 800), ('STR-19', 'pending', 900),
-	('STR-20', 'pending', 1000);
+	('STR-20', 'pending', 1000), ('STR-23', 'pending', 500), ('STR-24', 'pending', 600),
+	('STR-25', 'pending', 700), ('STR-26', 'pending', 600);
 SELECT name, r.outcome FROM (VALUES
 	('pay 18', t.evt('evt_st_60', 'payment_intent.succeeded',
 		'{"id": "pi_st_18", "amount_received": 800, "currency": "usd", "metadata": {"order_id": "STR-18"}}')),
 	('pay 19', t.evt('evt_st_61', 'payment_intent.succeeded',
 		'{"id": "pi_st_19", "amount_received": 900, "currency": "usd", "metadata": {"order_id": "STR-19"}}')),
 	('pay 20', t.evt('evt_st_62', 'payment_intent.succeeded',
-		'{"id": "pi_st_20", "amount_received": 1000, "currency": "usd", "metadata": {"order_id": "STR-20"}}'))
+		'{"id": "pi_st_20", "amount_received": 1000, "currency": "usd", "metadata": {"order_id": "STR-20"}}')),
+	('pay 23', t.evt('evt_st_80', 'payment_intent.succeeded',
+		'{"id": "pi_st_23", "amount_received": 500, "currency": "usd", "metadata": {"order_id": "STR-23"}}')),
+	('pay 24', t.evt('evt_st_81', 'payment_intent.succeeded',
+		'{"id": "pi_st_24", "amount_received": 600, "currency": "usd", "metadata": {"order_id": "STR-24"}}')),
+	('pay 25', t.evt('evt_st_82', 'payment_intent.succeeded',
+		'{"id": "pi_st_25", "amount_received": 700, "currency": "usd", "metadata": {"order_id": "STR-25"}}')),
+	('pay 26', t.evt('evt_st_83', 'payment_intent.succeeded',
+		'{"id": "pi_st_26", "amount_received": 600, "currency": "usd", "metadata": {"order_id": "STR-26"}}'))
 ) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+-- without a "disputed" state (the default), nothing moves; a loss of all
+-- the order kept is an anomaly (the order reads paid)
 SELECT name, r.outcome FROM (VALUES
 	('opened 18', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
 	('opened 18 again', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
 	('updated 18', t.dispute('evt_st_64', 'charge.dispute.updated', 'dp_18', 'pi_st_18', 800, 'under_review')),
-	('won 18', t.dispute('evt_st_65', 'charge.dispute.closed', 'dp_18', 'pi_st_18', 800, 'won'))
+	('won 18', t.dispute('evt_st_65', 'charge.dispute.closed', 'dp_18', 'pi_st_18', 800, 'won')),
+	('lost 18 after won', t.dispute('evt_st_84', 'charge.dispute.closed', 'dp_18', 'pi_st_18', 800, 'lost')),
+	('lost 25', t.dispute('evt_st_85', 'charge.dispute.closed', 'dp_25', 'pi_st_25', 700, 'lost'))
 ) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
--- even where the transitions table has a "disputed" state, nothing moves
+-- with a "disputed" state, the order follows its disputes
 INSERT INTO pay.paynotify_transition VALUES ('paid', 'disputed'), ('shipped', 'disputed'),
 	('disputed', 'paid'), ('disputed', 'shipped'), ('disputed', 'refunded');
 SELECT pay.paynotify_transit('STR-19', 'paid', 'shipped');
@@ -351,25 +367,48 @@ SELECT name, r.outcome FROM (VALUES
 	('opened 19', 'STR-19', t.dispute('evt_st_66', 'charge.dispute.created', 'dp_19', 'pi_st_19', 900, 'warning_needs_response')),
 	('won 19 (inquiry closed)', 'STR-19', t.dispute('evt_st_67', 'charge.dispute.closed', 'dp_19', 'pi_st_19', 900, 'warning_closed')),
 	('opened 20', 'STR-20', t.dispute('evt_st_68', 'charge.dispute.created', 'dp_20', 'pi_st_20', 400, 'needs_response')),
-	('lost 20', 'STR-20', t.dispute('evt_st_69', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'lost')),
+	('lost 20, in part', 'STR-20', t.dispute('evt_st_69', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'lost')),
 	('closed, odd status', 'STR-20', t.dispute('evt_st_70', 'charge.dispute.closed', 'dp_20', 'pi_st_20', 400, 'under_review')),
+	('lost 23 before its open', 'STR-23', t.dispute('evt_st_86', 'charge.dispute.closed', 'dp_23', 'pi_st_23', 500, 'lost')),
+	('opened 23 after its close', 'STR-23', t.dispute('evt_st_87', 'charge.dispute.created', 'dp_23', 'pi_st_23', 500, 'needs_response')),
+	('opened 24a', 'STR-24', t.dispute('evt_st_88', 'charge.dispute.created', 'dp_24a', 'pi_st_24', 600, 'needs_response')),
+	('opened 24b', 'STR-24', t.dispute('evt_st_89', 'charge.dispute.created', 'dp_24b', 'pi_st_24', 600, 'needs_response')),
+	('lost 24a, 24b open', 'STR-24', t.dispute('evt_st_90', 'charge.dispute.closed', 'dp_24a', 'pi_st_24', 600, 'lost')),
+	('won 24b', 'STR-24', t.dispute('evt_st_91', 'charge.dispute.closed', 'dp_24b', 'pi_st_24', 600, 'won')),
+	-- STR-26: the same four events as STR-24, in the reverse order
+	('won 26b', 'STR-26', t.dispute('evt_st_92', 'charge.dispute.closed', 'dp_26b', 'pi_st_26', 600, 'won')),
+	('lost 26a', 'STR-26', t.dispute('evt_st_93', 'charge.dispute.closed', 'dp_26a', 'pi_st_26', 600, 'lost')),
+	('opened 26b', 'STR-26', t.dispute('evt_st_94', 'charge.dispute.created', 'dp_26b', 'pi_st_26', 600, 'needs_response')),
+	('opened 26a', 'STR-26', t.dispute('evt_st_95', 'charge.dispute.created', 'dp_26a', 'pi_st_26', 600, 'needs_response')),
 	('unknown trade', NULL, t.dispute('evt_st_71', 'charge.dispute.created', 'dp_21', 'pi_st_21', 300, 'needs_response')),
 	('metadata of another order', NULL, t.evt('evt_st_72', 'charge.dispute.created',
 		'{"id": "dp_22", "object": "dispute", "amount": 100, "currency": "usd", "charge": "ch_pi_st_19",
 		  "payment_intent": "pi_st_19", "reason": "duplicate", "status": "needs_response",
-		  "metadata": {"order_id": "STR-18"}}'))
+		  "metadata": {"order_id": "STR-18"}}')),
+	('no dispute id', NULL, t.evt('evt_st_96', 'charge.dispute.created',
+		'{"object": "dispute", "amount": 100, "currency": "usd", "payment_intent": "pi_st_19",
+		  "status": "needs_response"}'))
 ) e(name, o, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
 SELECT o.event, o.order_no, o.notify_id, o.amount, o.detail - 'payload' AS detail,
 	o.detail->'payload'->>'type' AS payload_type
 FROM pay.paynotify_outbox o
-WHERE o.channel = 'st' AND o.notify_id BETWEEN 'evt_st_63' AND 'evt_st_72' ORDER BY o.id;
-SELECT count(*) AS dispute_moves FROM pay.paynotify_order_history
-WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') AND 'disputed' IN (from_state, to_state);
-SELECT order_no, status FROM public.orders WHERE order_no IN ('STR-18', 'STR-19', 'STR-20') ORDER BY 1;
-SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly WHERE channel = 'st' AND notify_id IN ('evt_st_71', 'evt_st_72')
+WHERE o.channel = 'st' AND (o.notify_id BETWEEN 'evt_st_63' AND 'evt_st_72'
+	OR o.notify_id BETWEEN 'evt_st_84' AND 'evt_st_96') ORDER BY o.id;
+SELECT notify_id, status, note FROM pay.payment_notify_log
+WHERE channel = 'st' AND notify_id IN ('evt_st_84', 'evt_st_87', 'evt_st_94', 'evt_st_95', 'evt_st_96')
+ORDER BY notify_id;
+SELECT dispute_id, order_no, trade_no, amount, currency, status, opened_notify_id, closed_notify_id,
+	(opened_at IS NOT NULL) AS opened, (closed_at IS NOT NULL) AS closed
+FROM pay.paynotify_dispute WHERE channel = 'st' ORDER BY dispute_id;
+SELECT order_no, from_state, to_state, notify_id FROM pay.paynotify_order_history
+WHERE order_no LIKE 'STR-%' AND 'disputed' IN (from_state, to_state) ORDER BY id;
+SELECT order_no, status FROM public.orders
+WHERE order_no IN ('STR-18', 'STR-19', 'STR-20', 'STR-23', 'STR-24', 'STR-25', 'STR-26') ORDER BY 1;
+SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly
+WHERE channel = 'st' AND (notify_id BETWEEN 'evt_st_63' AND 'evt_st_72' OR notify_id BETWEEN 'evt_st_84' AND 'evt_st_96')
 ORDER BY id;
 -- no ledger record: a lost dispute is no refund
-SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no IN ('STR-18', 'STR-19', 'STR-20');
+SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no LIKE 'STR-2_' OR order_no IN ('STR-18', 'STR-19');
 DELETE FROM pay.paynotify_transition WHERE 'disputed' IN (from_state, to_state);
 DROP FUNCTION t.dispute(text, text, text, text, int, text);
 

@@ -36,6 +36,8 @@ static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, P
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool is_dispute(PnAction action);
 static void apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+						 const PnOrderRow *row);
 static bool payment_mismatch(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const PnOrderRow *row, PnApplied *res);
 static Jsonb *notification_detail(const PnChannel *ch, const PnNotice *n);
@@ -103,14 +105,18 @@ is_dispute(PnAction action)
 /*
  * A dispute of a trade (docs/LEDGER.md, "Disputes"): its event, with the
  * amount disputed, for the order the trade's payment record names.  No
- * trade or no record of it (no_trade_number, dispute_unmatched), or a
- * record of another order than the event's metadata names
- * (trade_of_another_order), is an anomaly, and the event is queued all
- * the same, for the recorded order or none.  Nothing of the order or the
- * ledger changes: Stripe sends a dispute's events in any order, and one
- * order may have several disputes; the application acts on the events
- * (their detail names the dispute).  A schema not yet at 1.3 has no place
- * for the event: the notification is recorded only, as before.
+ * trade or no record of it (no_trade_number, dispute_unmatched), a record
+ * of another order than the event's metadata names
+ * (trade_of_another_order), or no dispute id (no_dispute_id), is an
+ * anomaly, and the event is queued all the same, for the recorded order
+ * or none, with nothing recorded.  Otherwise the dispute is recorded once
+ * (paynotify_dispute), and the order's state follows from all its
+ * disputes (dispute_move).  Stripe sends a dispute's events in any order:
+ * an open or a close of a dispute recorded already (a close that came
+ * first, a second close) moves nothing and is handed on as a
+ * notification.  Nothing of the ledger changes: a lost dispute is no
+ * refund record.  A schema not yet at 1.3 has no place for the event: the
+ * notification is recorded only, as before.
  */
 static void
 apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
@@ -119,6 +125,9 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 		n->action == PN_ACT_DISPUTE_WON ? "dispute_won" : "dispute_lost";
 	PnNotice	d = *n;
 	char	   *recorded;
+	char	   *dispute_id = NULL;
+	PnOrderRow	row;
+	bool		recorded_now;
 
 	if (!cfg->schema_13)
 	{
@@ -127,10 +136,82 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 	}
 	recorded = n->trade_no ? pn_payment_order(cfg, ch->name, n->trade_no) : NULL;
 	d.order_no = recorded;
-	pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
-	if (recorded == NULL || (n->order_no != NULL && strcmp(n->order_no, recorded) != 0))
+	if (!pn_json_string(n->detail, "dispute_id", &dispute_id) || dispute_id[0] == '\0')
+		dispute_id = NULL;
+	if (recorded == NULL || (n->order_no != NULL && strcmp(n->order_no, recorded) != 0) ||
+		dispute_id == NULL)
+	{
+		pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
 		anomaly_result(cfg, ch, n, res, n->trade_no == NULL ? "no_trade_number" :
-					   recorded == NULL ? "dispute_unmatched" : "trade_of_another_order");
+					   recorded == NULL ? "dispute_unmatched" :
+					   dispute_id == NULL ? "no_dispute_id" : "trade_of_another_order");
+		return;
+	}
+	pn_order_get(cfg, recorded, &row);
+	recorded_now = n->action == PN_ACT_DISPUTE_OPENED ?
+		pn_dispute_open(cfg, ch, &d, dispute_id) :
+		pn_dispute_close(cfg, ch, &d, dispute_id,
+						 n->action == PN_ACT_DISPUTE_WON ? "won" : "lost");
+	if (!recorded_now)
+	{
+		pn_emit(cfg, "notification", ch, &d, -1, notification_detail(ch, n));
+		set_result(res, PN_IGNORED, "ignored", "dispute already recorded: handed on");
+		return;
+	}
+	dispute_move(cfg, ch, &d, &row);
+	pn_emit(cfg, event, ch, &d, n->dispute_amount, n->detail);
+}
+
+/*
+ * The order's state from all its disputes, where the state machine has
+ * "disputed" (none by default: then nothing moves).  While one is open,
+ * the order is disputed.  When none is open any more: if none was lost,
+ * back to the state it left for "disputed"; if the disputes lost took at
+ * least what the order kept of its payments (paid less refunded), to
+ * "refunded" (through "disputed"), else back, and an anomaly
+ * (dispute_lost_in_part) says the order kept less than it reads.  A loss
+ * that cannot take the order to "refunded" is an anomaly
+ * (dispute_lost_not_refunded).  Each step is decided from the records
+ * alone, so the end state does not depend on the order the events came in.
+ */
+static void
+dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrderRow *row)
+{
+	const char *status = row->status;
+	int64		open;
+	int64		lost;
+	int64		lost_amount;
+	bool		disputed = strcmp(status, "disputed") == 0;
+
+	pn_dispute_tally(cfg, n->order_no, &open, &lost, &lost_amount);
+	if (open > 0)
+	{
+		if (!disputed && pn_transition_allowed(cfg, status, "disputed"))
+			(void) pn_transit(cfg, n->order_no, status, "disputed");
+		return;
+	}
+	if (lost > 0 && lost_amount >= pn_order_kept(cfg, n->order_no))
+	{
+		if (strcmp(status, "refunded") == 0)
+			return;
+		if (!disputed && pn_transition_allowed(cfg, status, "disputed") &&
+			pn_transition_allowed(cfg, "disputed", "refunded"))
+			disputed = pn_transit(cfg, n->order_no, status, "disputed");
+		if (disputed && pn_transition_allowed(cfg, "disputed", "refunded"))
+			(void) pn_transit(cfg, n->order_no, "disputed", "refunded");
+		else
+			pn_anomaly(cfg, ch->name, n, "dispute_lost_not_refunded");
+		return;
+	}
+	if (lost > 0)
+		pn_anomaly(cfg, ch->name, n, "dispute_lost_in_part");
+	if (disputed)
+	{
+		char	   *before = pn_history_before(cfg, n->order_no, "disputed");
+
+		if (before != NULL && pn_transition_allowed(cfg, "disputed", before))
+			(void) pn_transit(cfg, n->order_no, "disputed", before);
+	}
 }
 
 /*

@@ -298,12 +298,12 @@ load_config_tables(PnConfig *cfg)
 }
 
 /*
- * Whether the schema has the columns 1.3 added (the same update adds
- * both): paynotify_outbox.detail and payment_record.sub_merchant.  A
- * schema not yet updated to 1.3 has no place for the events that carry a
- * detail (notification, disputes), which the pipeline then does not
- * queue, nor for a payment's sub-merchant, which it then does not keep:
- * as before.
+ * Whether the schema has what 1.3 added (the same update adds it all):
+ * paynotify_outbox.detail, payment_record.sub_merchant and the table
+ * paynotify_dispute.  A schema not yet updated to 1.3 has no place for
+ * the events that carry a detail (notification, disputes), which the
+ * pipeline then does not queue, nor for a dispute's record or a payment's
+ * sub-merchant, which it then does not keep: as before.
  */
 static bool
 schema_has_13_columns(Oid nsp)
@@ -312,7 +312,8 @@ schema_has_13_columns(Oid nsp)
 	Oid			payments = get_relname_relid("payment_record", nsp);
 
 	return OidIsValid(outbox) && get_attnum(outbox, "detail") != InvalidAttrNumber &&
-		OidIsValid(payments) && get_attnum(payments, "sub_merchant") != InvalidAttrNumber;
+		OidIsValid(payments) && get_attnum(payments, "sub_merchant") != InvalidAttrNumber &&
+		OidIsValid(get_relname_relid("paynotify_dispute", nsp));
 }
 
 /*

@@ -183,6 +183,34 @@ pn_history_move(PnConfig *cfg, const char *order_no, const char *from, const cha
 	history_insert(cfg->nsp, order_no, from, to, "paynotify", cause_channel, cause_notify_id);
 }
 
+/*
+ * The state the order was in before its last move to state, or NULL when
+ * its history has none.  SPI connected, as the extension's owner.
+ */
+char *
+pn_history_before(PnConfig *cfg, const char *order_no, const char *state)
+{
+	static SPIPlanPtr before_plan = NULL;
+	static Oid	before_nsp = InvalidOid;
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	SPIPlanPtr	plan;
+
+	if (!OidIsValid(get_relname_relid("paynotify_order_history", cfg->nsp)))
+		return NULL;
+	plan = saved_plan(&before_plan, &before_nsp, cfg->nsp,
+					  "SELECT from_state FROM %s.paynotify_order_history"
+					  " WHERE order_no = $1 AND to_state = $2 ORDER BY at DESC, id DESC LIMIT 1",
+					  2, argtypes);
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = CStringGetTextDatum(state);
+	if (SPI_execute_plan(plan, args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "order history lookup failed");
+	if (SPI_processed != 1)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
 typedef struct GuardRecord
 {
 	Oid			nsp;

@@ -15,6 +15,7 @@ extern void pn_history_own_move(bool on);
 extern void pn_history_cause(const char *channel, const char *notify_id);
 extern void pn_history_move(PnConfig *cfg, const char *order_no, const char *from,
 							const char *to);
+extern char *pn_history_before(PnConfig *cfg, const char *order_no, const char *state);
 extern void pn_history_guard(Oid fn_oid, const char *order_no, const char *from,
 							 const char *to);
 extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,

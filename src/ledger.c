@@ -289,3 +289,109 @@ pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n, const char *ki
 			(errmsg("paynotify: anomaly \"%s\" on channel \"%s\", notification \"%s\"",
 					kind, channel, n->notify_id)));
 }
+
+/*
+ * Dispute records (paynotify_dispute, 1.3 schemas): one row per dispute of
+ * the order n->order_no (the order its trade's payment recorded), whose
+ * row the step has locked.  The amount is NULL when the notice had none.
+ */
+static void
+dispute_args(const PnChannel *ch, const PnNotice *n, const char *dispute_id,
+			 Datum *args, char *nulls)
+{
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(dispute_id);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = n->trade_no ? CStringGetTextDatum(n->trade_no) : (Datum) 0;
+	nulls[3] = n->trade_no ? ' ' : 'n';
+	args[4] = Int64GetDatum(Max(n->dispute_amount, 0));
+	nulls[4] = n->dispute_amount >= 0 ? ' ' : 'n';
+	args[5] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
+	nulls[5] = n->currency ? ' ' : 'n';
+}
+
+/* A dispute opened; false when it is recorded already (open or closed). */
+bool
+pn_dispute_open(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *dispute_id)
+{
+	Datum		args[7];
+	char		nulls[7];
+
+	dispute_args(ch, n, dispute_id, args, nulls);
+	args[6] = CStringGetTextDatum(n->notify_id);
+	nulls[6] = ' ';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_DISPUTE_OPEN), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: dispute insert failed");
+	return SPI_processed == 1;
+}
+
+/*
+ * A dispute closed ("won" or "lost"): an open one is closed, an unknown one
+ * recorded closed (its open, when it comes, finds it); false when it is
+ * closed already.
+ */
+bool
+pn_dispute_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *dispute_id,
+				 const char *status)
+{
+	Datum		args[8];
+	char		nulls[8];
+	Datum		upd[6];
+	char		updnulls[6];
+
+	dispute_args(ch, n, dispute_id, args, nulls);
+	memcpy(upd, args, 3 * sizeof(Datum));
+	memset(updnulls, ' ', sizeof(updnulls));
+	upd[3] = CStringGetTextDatum(status);
+	upd[4] = args[4];
+	updnulls[4] = nulls[4];
+	upd[5] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_DISPUTE_CLOSE), upd, updnulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: dispute update failed");
+	if (SPI_processed == 1)
+		return true;
+	args[6] = CStringGetTextDatum(status);
+	args[7] = CStringGetTextDatum(n->notify_id);
+	nulls[6] = nulls[7] = ' ';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_DISPUTE_CLOSE_FIRST), args, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: dispute insert failed");
+	return SPI_processed == 1;
+}
+
+/* The order's disputes: how many are open, how many lost, the sum lost. */
+void
+pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open, int64 *lost,
+				 int64 *lost_amount)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	bool		isnull;
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_DISPUTE_TALLY), &arg, NULL, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: dispute lookup failed");
+	*open = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	*lost = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	*lost_amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+}
+
+/* What the order kept of its payments: paid less refunded, over its trades. */
+int64
+pn_order_kept(PnConfig *cfg, const char *order_no)
+{
+	bool		all_refunded;
+	int64		kept = 0;
+	int			n = pn_order_trades(cfg, order_no, &all_refunded);
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+		int64		paid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+													   SPI_tuptable->tupdesc, 3, &isnull));
+		int64		refunded = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i],
+														   SPI_tuptable->tupdesc, 4, &isnull));
+
+		if (refunded < paid)
+			kept += paid - refunded;
+	}
+	return kept;
+}

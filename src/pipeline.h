@@ -36,6 +36,10 @@ typedef enum PnPlanId
 	PLAN_REFUND_SUCCEED,
 	PLAN_REFUND_FAIL,
 	PLAN_REFUND_FAILED_COUNT,
+	PLAN_DISPUTE_OPEN,
+	PLAN_DISPUTE_CLOSE,
+	PLAN_DISPUTE_CLOSE_FIRST,
+	PLAN_DISPUTE_TALLY,
 	PLAN_OUTBOX_INSERT,
 	PLAN_OUTBOX_INSERT_DETAIL,
 	PLAN_ORDER_SEQ_NEXT,
@@ -209,6 +213,13 @@ extern int64 pn_refund_failed_count(PnConfig *cfg, const char *channel, const ch
 									 const char *order_no);
 extern bool pn_refund_fail(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						   const char *refund_id, int64 *amount);
+extern bool pn_dispute_open(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							const char *dispute_id);
+extern bool pn_dispute_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							 const char *dispute_id, const char *status);
+extern void pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open,
+							 int64 *lost, int64 *lost_amount);
+extern int64 pn_order_kept(PnConfig *cfg, const char *order_no);
 extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							  const char *trade_no, int64 amount);
 extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,

@@ -152,6 +152,35 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" AND status = 'succeeded' RETURNING amount",
 		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 	},
+	/* a dispute opened: recorded once (1.3 schemas) */
+	[PLAN_DISPUTE_OPEN] = {
+		"INSERT INTO @s.paynotify_dispute (channel, dispute_id, order_no, trade_no, amount,"
+		" currency, status, opened_notify_id, opened_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, pg_catalog.now()) ON CONFLICT DO NOTHING",
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+	},
+	/* an open dispute closed (won or lost); never a closed one again */
+	[PLAN_DISPUTE_CLOSE] = {
+		"UPDATE @s.paynotify_dispute SET status = $4, amount = COALESCE($5, amount),"
+		" closed_notify_id = $6, closed_at = pg_catalog.now()"
+		" WHERE channel = $1 AND dispute_id = $2 AND order_no = $3 AND status = 'open'",
+		6, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}
+	},
+	/* a dispute whose close came before its open: recorded closed, once */
+	[PLAN_DISPUTE_CLOSE_FIRST] = {
+		"INSERT INTO @s.paynotify_dispute (channel, dispute_id, order_no, trade_no, amount,"
+		" currency, status, closed_notify_id, closed_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now()) ON CONFLICT DO NOTHING",
+		8, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	/* the order's disputes: how many are open, how many lost and their sum */
+	[PLAN_DISPUTE_TALLY] = {
+		"SELECT pg_catalog.count(*) FILTER (WHERE status = 'open'),"
+		" pg_catalog.count(*) FILTER (WHERE status = 'lost'),"
+		" COALESCE(pg_catalog.sum(amount) FILTER (WHERE status = 'lost'), 0)::bigint"
+		" FROM @s.paynotify_dispute WHERE order_no = $1",
+		1, {TEXTOID}
+	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
 		" VALUES ($1, $2, $3, $4, $5) RETURNING id",

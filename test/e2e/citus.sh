@@ -59,7 +59,8 @@
 #              paid over Stripe above (one whose shard is on another node
 #              than the shard of '', where the dispute's log row goes):
 #              processed, one dispute_opened event for that order with the
-#              dispute's amount and id, no anomaly; no prepared transaction
+#              dispute's amount and id, no anomaly, the dispute recorded
+#              once, open, under that order; no prepared transaction
 #              left on any node (the dispute's log row and event, on two
 #              nodes, take a two-phase commit: a figure, after the routing
 #              count so as not to disturb it)
@@ -506,6 +507,10 @@ check "handed on: one event for it, dispute_opened for $dorder with the dispute'
                   (SELECT string_agg(event || '|' || order_no || '|' || amount || '|' || (detail->>'dispute_id'), ',')
                    FROM paynotify_outbox WHERE notify_id = 'evt_citusDispute0001') || '|' ||
                   (SELECT count(*) FROM paynotify_anomaly WHERE notify_id = 'evt_citusDispute0001')" 2>&1)"
+check "handed on: the dispute recorded once, open, under $dorder (paynotify_dispute, on its order's shard)" \
+    "dp_citus0001|$dorder|open|1234|evt_citusDispute0001" \
+    "$(citus_q 0 "SELECT string_agg(dispute_id || '|' || order_no || '|' || status || '|' || amount || '|' || opened_notify_id, ',')
+                  FROM paynotify_dispute WHERE order_no = '$dorder'" 2>&1)"
 tpc_h1=$(citus_2pc_count)
 echo "# handed on: $((tpc_h1 - tpc_h0)) two-phase commit records from these three calls, $((SECONDS - t_h0)) s"
 check "handed on: no prepared transaction left on any node (pg_prepared_xacts on the coordinator, worker 1, worker 2)" \
