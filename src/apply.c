@@ -34,6 +34,7 @@ static void apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, 
 static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool is_dispute(PnAction action);
 static void apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -67,10 +68,7 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	switch (n->action)
 	{
 		case PN_ACT_NONE:
-			/* a schema not yet at 1.3 has no place for it: recorded only */
-			pn_emit(cfg, "notification", ch, n, -1, notification_detail(ch, n));
-			set_result(res, PN_IGNORED, "ignored",
-					   cfg->schema_13 ? "not applied: handed on" : "event not applied");
+			apply_none(cfg, ch, n, res);
 			break;
 		case PN_ACT_PAY:
 			apply_pay(cfg, ch, n, res);
@@ -93,6 +91,35 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 			apply_dispute(cfg, ch, n, res);
 			break;
 	}
+}
+
+/*
+ * A notification not applied: handed on (docs/LEDGER.md, "Not applied"),
+ * for the order it names, else for the order whose payment recorded the
+ * trade it names (a Stripe dispute's other events), locked like any order
+ * an event is queued for, else for none.  A schema not yet at 1.3 has no
+ * place for the event: recorded only.
+ */
+static void
+apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	PnNotice	d = *n;
+
+	if (!cfg->schema_13)
+	{
+		set_result(res, PN_IGNORED, "ignored", "event not applied");
+		return;
+	}
+	if (d.order_no == NULL && d.trade_no != NULL)
+	{
+		PnOrderRow	row;
+
+		d.order_no = pn_payment_order(cfg, ch->name, d.trade_no);
+		if (d.order_no != NULL)
+			pn_order_get(cfg, d.order_no, &row);
+	}
+	pn_emit(cfg, "notification", ch, &d, -1, notification_detail(ch, n));
+	set_result(res, PN_IGNORED, "ignored", "not applied: handed on");
 }
 
 static bool

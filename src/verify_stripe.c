@@ -387,9 +387,10 @@ fill_closed(Jsonb *doc, PnNotice *n)
  * charge.dispute.created opens a dispute; charge.dispute.closed ends it,
  * won (or an inquiry closed as warning_closed: no money moved) or lost.
  * Other statuses on a close, and the dispute's other events (updated,
- * funds_withdrawn, funds_reinstated), are handed on as notifications.  A
- * dispute names its charge and payment intent, not the order: the trade
- * (payment intent, else charge) finds the order its payment recorded.
+ * funds_withdrawn, funds_reinstated), are handed on as notifications, of
+ * the order of the trade too.  A dispute names its charge and payment
+ * intent, not the order: the trade (payment intent, else charge) finds
+ * the order its payment recorded.
  */
 static void
 fill_dispute(Jsonb *doc, PnNotice *n)
@@ -400,17 +401,20 @@ fill_dispute(Jsonb *doc, PnNotice *n)
 	char	   *reason = json_text(doc, "data.object.reason");
 	JsonbParseState *st = NULL;
 
+	/* the trade, for the other events too: handed on for its order */
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = charge;
 	if (strcmp(n->event_type, "charge.dispute.created") == 0)
 		n->action = PN_ACT_DISPUTE_OPENED;
+	else if (strcmp(n->event_type, "charge.dispute.closed") != 0)
+		return;
 	else if (status != NULL && (strcmp(status, "won") == 0 || strcmp(status, "warning_closed") == 0))
 		n->action = PN_ACT_DISPUTE_WON;
 	else if (status != NULL && strcmp(status, "lost") == 0)
 		n->action = PN_ACT_DISPUTE_LOST;
 	else
 		return;
-	n->trade_no = json_text(doc, "data.object.payment_intent");
-	if (n->trade_no == NULL)
-		n->trade_no = charge;
 	if (!pn_json_int64(doc, "data.object.amount", &n->dispute_amount) || n->dispute_amount < 0)
 		n->dispute_amount = -1;
 	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
@@ -477,8 +481,7 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	else if (strcmp(type, "payment_intent.canceled") == 0 ||
 			 strcmp(type, "checkout.session.expired") == 0)
 		fill_closed(doc, n);
-	else if (strcmp(type, "charge.dispute.created") == 0 ||
-			 strcmp(type, "charge.dispute.closed") == 0)
+	else if (strncmp(type, "charge.dispute.", strlen("charge.dispute.")) == 0)
 		fill_dispute(doc, n);
 	return PN_OK;
 }
