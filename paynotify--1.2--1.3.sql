@@ -1600,3 +1600,106 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- The traces show a dispute's opening and close.  An order's trace also
+-- shows the notifications that queued events for it while their log rows
+-- are keyed otherwise: a dispute's (keyed by the order its notice named,
+-- or none: the notice names its trade, not the order) and a WeChat Pay
+-- combine payment's (keyed by its combine_out_trade_no).
+CREATE FUNCTION @extschema@.paynotify_trace_disputes(p_channel text, p_notify_id text, p_order_no text)
+	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT e.at, 'dispute', e.channel, e.notify_id,
+	pg_catalog.jsonb_build_object('dispute_id', e.dispute_id, 'order_no', e.order_no,
+		'trade_no', e.trade_no, 'amount', e.amount, 'currency', e.currency, 'status', e.status)
+FROM (SELECT d.opened_at AS at, d.channel, d.opened_notify_id AS notify_id, d.dispute_id,
+			 d.order_no, d.trade_no, d.amount, d.currency, 'open' AS status
+	  FROM @extschema@.paynotify_dispute d
+	  WHERE d.opened_notify_id IS NOT NULL
+		AND ((p_order_no IS NULL AND d.channel OPERATOR(pg_catalog.=) p_channel
+			  AND d.opened_notify_id OPERATOR(pg_catalog.=) p_notify_id)
+			 OR d.order_no OPERATOR(pg_catalog.=) p_order_no)
+	  UNION ALL
+	  SELECT d.closed_at, d.channel, d.closed_notify_id, d.dispute_id,
+			 d.order_no, d.trade_no, d.amount, d.currency, d.status
+	  FROM @extschema@.paynotify_dispute d
+	  WHERE d.closed_notify_id IS NOT NULL
+		AND ((p_order_no IS NULL AND d.channel OPERATOR(pg_catalog.=) p_channel
+			  AND d.closed_notify_id OPERATOR(pg_catalog.=) p_notify_id)
+			 OR d.order_no OPERATOR(pg_catalog.=) p_order_no)) e
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_trace_disputes(text, text, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_trace(channel text, notify_id text)
+	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT t.at, t.kind, t.channel, t.notify_id, t.detail
+FROM (SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 0 AS src, r.n
+	  FROM @extschema@.paynotify_trace_rows($1, $2, NULL, false)
+		   WITH ORDINALITY r(at, kind, channel, notify_id, detail, n)
+	  UNION ALL
+	  SELECT d.at, d.kind, d.channel, d.notify_id, d.detail, 1, 0
+	  FROM @extschema@.paynotify_trace_disputes($1, $2, NULL) d) t
+ORDER BY t.at, t.src, t.n, t.channel, t.notify_id, t.detail::text
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_trace_order(order_no text)
+	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_order_no text := $1;
+	keyed_elsewhere text[];
+BEGIN
+	IF p_order_no IS NULL THEN
+		RAISE EXCEPTION 'order_no must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	-- the notifications of the order's events, disputes and deliveries whose
+	-- log rows are keyed by another order (or none); one query per table,
+	-- each on the order's shard on Citus
+	SELECT pg_catalog.array_agg(k.key) INTO keyed_elsewhere
+	FROM (SELECT o.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) o.notify_id AS key
+		  FROM @extschema@.paynotify_outbox o WHERE o.order_no OPERATOR(pg_catalog.=) p_order_no
+		  UNION
+		  SELECT d.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) (d.body::jsonb OPERATOR(pg_catalog.->>) 'notify_id')
+		  FROM @extschema@.paynotify_delivery d WHERE d.order_no OPERATOR(pg_catalog.=) p_order_no
+		  UNION
+		  SELECT x.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) x.notify_id
+		  FROM @extschema@.paynotify_trace_disputes(NULL, NULL, p_order_no) x) k
+	WHERE k.key IS NOT NULL;
+	IF keyed_elsewhere IS NOT NULL THEN
+		keyed_elsewhere := ARRAY(
+			SELECT l.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) l.notify_id
+			FROM @extschema@.payment_notify_log l
+			WHERE l.notify_id OPERATOR(pg_catalog.=) ANY (
+					  ARRAY(SELECT pg_catalog.substr(e, pg_catalog.strpos(e, ' ') OPERATOR(pg_catalog.+) 1)
+							FROM pg_catalog.unnest(keyed_elsewhere) e))
+			  AND l.order_no OPERATOR(pg_catalog.<>) p_order_no
+			  AND (l.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) l.notify_id)
+				  OPERATOR(pg_catalog.=) ANY (keyed_elsewhere));
+	END IF;
+	RETURN QUERY
+	SELECT t.at, t.kind, t.channel, t.notify_id, t.detail
+	FROM (SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 0 AS src, r.n
+		  FROM @extschema@.paynotify_trace_rows(NULL, NULL, p_order_no, true)
+			   WITH ORDINALITY r(at, kind, channel, notify_id, detail, n)
+		  UNION ALL
+		  SELECT d.at, d.kind, d.channel, d.notify_id, d.detail, 1, 0
+		  FROM @extschema@.paynotify_trace_disputes(NULL, NULL, p_order_no) d
+		  UNION ALL
+		  SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 1, r.n
+		  FROM pg_catalog.unnest(keyed_elsewhere) e,
+			   LATERAL @extschema@.paynotify_trace_rows(pg_catalog.split_part(e, ' ', 1),
+					pg_catalog.substr(e, pg_catalog.strpos(e, ' ') OPERATOR(pg_catalog.+) 1), NULL, false)
+					WITH ORDINALITY r(at, kind, channel, notify_id, detail, n)
+		  WHERE r.kind OPERATOR(pg_catalog.=) ANY ('{notification,delivery,last_delivery}'::text[])) t
+	ORDER BY t.at, t.src, t.n, t.channel, t.notify_id, t.detail::text;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_trace_order(text) IS
+	'everything that happened to one order (notifications, also those keyed otherwise that queued its events, deliveries, payments, refunds, disputes, anomalies, status changes, outbox), in time order';

@@ -407,6 +407,14 @@ WHERE order_no IN ('STR-18', 'STR-19', 'STR-20', 'STR-23', 'STR-24', 'STR-25', '
 SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly
 WHERE channel = 'st' AND (notify_id BETWEEN 'evt_st_63' AND 'evt_st_72' OR notify_id BETWEEN 'evt_st_84' AND 'evt_st_96')
 ORDER BY id;
+-- the traces: STR-24's two disputes opened and closed, and the dispute
+-- notifications (their log rows keyed by '', the order they named: none);
+-- one notification's trace shows its dispute row
+SELECT kind, notify_id, detail->>'dispute_id' AS dispute, detail->>'status' AS status,
+	detail->>'order_no' AS order_no, detail->>'event_type' AS event_type
+FROM pay.paynotify_trace_order('STR-24') WHERE kind IN ('dispute', 'notification');
+SELECT kind, notify_id, detail->>'dispute_id' AS dispute, detail->>'status' AS status
+FROM pay.paynotify_trace('st', 'evt_st_90') WHERE kind IN ('dispute', 'notification');
 -- no ledger record: a lost dispute is no refund
 SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no LIKE 'STR-2_' OR order_no IN ('STR-18', 'STR-19');
 DELETE FROM pay.paynotify_transition WHERE 'disputed' IN (from_state, to_state);
