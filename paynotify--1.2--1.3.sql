@@ -1608,10 +1608,14 @@ $$;
 -- combine payment's (keyed by its combine_out_trade_no).
 CREATE FUNCTION @extschema@.paynotify_trace_disputes(p_channel text, p_notify_id text, p_order_no text)
 	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
-	LANGUAGE sql STABLE
+	LANGUAGE plpgsql STABLE
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-SELECT e.at, 'dispute', e.channel, e.notify_id,
+#variable_conflict use_column
+BEGIN
+	-- PL/pgSQL: Citus plans no SQL function's parameters
+	RETURN QUERY
+SELECT e.at, 'dispute'::text, e.channel, e.notify_id,
 	pg_catalog.jsonb_build_object('dispute_id', e.dispute_id, 'order_no', e.order_no,
 		'trade_no', e.trade_no, 'amount', e.amount, 'currency', e.currency, 'status', e.status)
 FROM (SELECT d.opened_at AS at, d.channel, d.opened_notify_id AS notify_id, d.dispute_id,
@@ -1628,7 +1632,8 @@ FROM (SELECT d.opened_at AS at, d.channel, d.opened_notify_id AS notify_id, d.di
 	  WHERE d.closed_notify_id IS NOT NULL
 		AND ((p_order_no IS NULL AND d.channel OPERATOR(pg_catalog.=) p_channel
 			  AND d.closed_notify_id OPERATOR(pg_catalog.=) p_notify_id)
-			 OR d.order_no OPERATOR(pg_catalog.=) p_order_no)) e
+			 OR d.order_no OPERATOR(pg_catalog.=) p_order_no)) e;
+END
 $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_trace_disputes(text, text, text) FROM PUBLIC;
 
@@ -1669,8 +1674,11 @@ BEGIN
 		  SELECT d.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) (d.body::jsonb OPERATOR(pg_catalog.->>) 'notify_id')
 		  FROM @extschema@.paynotify_delivery d WHERE d.order_no OPERATOR(pg_catalog.=) p_order_no
 		  UNION
-		  SELECT x.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) x.notify_id
-		  FROM @extschema@.paynotify_trace_disputes(NULL, NULL, p_order_no) x) k
+		  SELECT x.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) x.opened_notify_id
+		  FROM @extschema@.paynotify_dispute x WHERE x.order_no OPERATOR(pg_catalog.=) p_order_no
+		  UNION
+		  SELECT x.channel OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) x.closed_notify_id
+		  FROM @extschema@.paynotify_dispute x WHERE x.order_no OPERATOR(pg_catalog.=) p_order_no) k
 	WHERE k.key IS NOT NULL;
 	IF keyed_elsewhere IS NOT NULL THEN
 		keyed_elsewhere := ARRAY(

@@ -407,6 +407,63 @@ WHERE order_no IN ('STR-18', 'STR-19', 'STR-20', 'STR-23', 'STR-24', 'STR-25', '
 SELECT kind, order_no, notify_id FROM pay.paynotify_anomaly
 WHERE channel = 'st' AND (notify_id BETWEEN 'evt_st_63' AND 'evt_st_72' OR notify_id BETWEEN 'evt_st_84' AND 'evt_st_96')
 ORDER BY id;
+-- Refunds and disputes of one order, each set in two opposite orders (a,
+-- b): the same end.  DX-1: a refund of half, and a lost dispute of the
+-- other half.  DX-2: a full refund while a dispute is open, then won.
+-- DX-3: a lost close without its amount, and its open with it.  DX-4: a
+-- state the order may leave for disputed but not come back to: it stays.
+-- Anomalies may differ: a partial loss is flagged when it is decided,
+-- though a later refund or amount makes it whole.
+CREATE FUNCTION t.refund(evt text, pi text, o text, total int, refunded int, re text, amt int)
+	RETURNS text LANGUAGE sql AS $$
+	SELECT t.evt(evt, 'charge.refunded', jsonb_build_object('id', 'ch_' || pi, 'object', 'charge',
+		'amount', total, 'amount_refunded', refunded, 'payment_intent', pi,
+		'refunded', refunded = total, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', o),
+		'refunds', jsonb_build_object('object', 'list', 'data',
+			jsonb_build_array(jsonb_build_object('id', re, 'amount', amt)))))
+$$;
+INSERT INTO public.orders SELECT 'DX-' || n || v, 'pending', 1000
+	FROM generate_series(1, 4) n, unnest(ARRAY['a', 'b']) v;
+SELECT count(*) FILTER (WHERE r.outcome = 'processed') AS paid FROM
+	(SELECT 'DX-' || n || v AS o, 'evt_dx_p' || n || v AS e FROM generate_series(1, 4) n,
+	 unnest(ARRAY['a', 'b']) v) x,
+	t.stripe('st', t.evt(x.e, 'payment_intent.succeeded', jsonb_build_object('id', 'pi_' || x.o,
+		'amount_received', 1000, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', x.o))),
+		ARRAY[t.secret(1)]) r;
+INSERT INTO pay.paynotify_transition VALUES ('received', 'disputed');
+SELECT pay.paynotify_transit(o, 'paid', 'shipped'), pay.paynotify_transit(o, 'shipped', 'received')
+FROM unnest(ARRAY['DX-4a', 'DX-4b']) o;
+SELECT name, r.outcome FROM (VALUES
+	('1a refund half', t.refund('evt_dx_1a1', 'pi_DX-1a', 'DX-1a', 1000, 500, 're_dx_1a', 500)),
+	('1a open other half', t.dispute('evt_dx_1a2', 'charge.dispute.created', 'dp_dx_1a', 'pi_DX-1a', 500, 'needs_response')),
+	('1a lost', t.dispute('evt_dx_1a3', 'charge.dispute.closed', 'dp_dx_1a', 'pi_DX-1a', 500, 'lost')),
+	('1b open other half', t.dispute('evt_dx_1b2', 'charge.dispute.created', 'dp_dx_1b', 'pi_DX-1b', 500, 'needs_response')),
+	('1b lost', t.dispute('evt_dx_1b3', 'charge.dispute.closed', 'dp_dx_1b', 'pi_DX-1b', 500, 'lost')),
+	('1b refund half', t.refund('evt_dx_1b1', 'pi_DX-1b', 'DX-1b', 1000, 500, 're_dx_1b', 500)),
+	('2a open', t.dispute('evt_dx_2a1', 'charge.dispute.created', 'dp_dx_2a', 'pi_DX-2a', 1000, 'needs_response')),
+	('2a refund all', t.refund('evt_dx_2a2', 'pi_DX-2a', 'DX-2a', 1000, 1000, 're_dx_2a', 1000)),
+	('2a won', t.dispute('evt_dx_2a3', 'charge.dispute.closed', 'dp_dx_2a', 'pi_DX-2a', 1000, 'won')),
+	('2b open', t.dispute('evt_dx_2b1', 'charge.dispute.created', 'dp_dx_2b', 'pi_DX-2b', 1000, 'needs_response')),
+	('2b won', t.dispute('evt_dx_2b3', 'charge.dispute.closed', 'dp_dx_2b', 'pi_DX-2b', 1000, 'won')),
+	('2b refund all', t.refund('evt_dx_2b2', 'pi_DX-2b', 'DX-2b', 1000, 1000, 're_dx_2b', 1000)),
+	('3a open', t.dispute('evt_dx_3a1', 'charge.dispute.created', 'dp_dx_3a', 'pi_DX-3a', 1000, 'needs_response')),
+	('3a lost, no amount', t.dispute('evt_dx_3a2', 'charge.dispute.closed', 'dp_dx_3a', 'pi_DX-3a', NULL, 'lost')),
+	('3b lost, no amount', t.dispute('evt_dx_3b2', 'charge.dispute.closed', 'dp_dx_3b', 'pi_DX-3b', NULL, 'lost')),
+	('3b open', t.dispute('evt_dx_3b1', 'charge.dispute.created', 'dp_dx_3b', 'pi_DX-3b', 1000, 'needs_response')),
+	('4a open', t.dispute('evt_dx_4a1', 'charge.dispute.created', 'dp_dx_4a', 'pi_DX-4a', 1000, 'needs_response')),
+	('4a won', t.dispute('evt_dx_4a2', 'charge.dispute.closed', 'dp_dx_4a', 'pi_DX-4a', 1000, 'won')),
+	('4b won', t.dispute('evt_dx_4b2', 'charge.dispute.closed', 'dp_dx_4b', 'pi_DX-4b', 1000, 'won')),
+	('4b open', t.dispute('evt_dx_4b1', 'charge.dispute.created', 'dp_dx_4b', 'pi_DX-4b', 1000, 'needs_response'))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT o.order_no, o.status,
+	(SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER BY h.id) FROM pay.paynotify_order_history h
+	 WHERE h.order_no = o.order_no AND h.source = 'paynotify' AND h.from_state <> 'pending') AS moves,
+	(SELECT string_agg(a.kind, ' ' ORDER BY a.id) FROM pay.paynotify_anomaly a WHERE a.order_no = o.order_no) AS anomalies,
+	(SELECT string_agg(d.status || ' ' || coalesce(d.amount::text, 'null'), ',') FROM pay.paynotify_dispute d
+	 WHERE d.order_no = o.order_no) AS dispute
+FROM public.orders o WHERE o.order_no LIKE 'DX-%' ORDER BY 1;
+DELETE FROM pay.paynotify_transition WHERE from_state = 'received' AND to_state = 'disputed';
+
 -- the traces: STR-24's two disputes opened and closed, and the dispute
 -- notifications (their log rows keyed by '', the order they named: none);
 -- one notification's trace shows its dispute row
@@ -418,6 +475,21 @@ FROM pay.paynotify_trace('st', 'evt_st_90') WHERE kind IN ('dispute', 'notificat
 -- no ledger record: a lost dispute is no refund
 SELECT count(*) AS refunds FROM pay.paynotify_refund WHERE order_no LIKE 'STR-2_' OR order_no IN ('STR-18', 'STR-19');
 DELETE FROM pay.paynotify_transition WHERE 'disputed' IN (from_state, to_state);
+-- DX-5, without a disputed state: a dispute won, then a full refund takes
+-- the refunds' way (paid > refunding > refunded), as without disputes
+INSERT INTO public.orders VALUES ('DX-5', 'pending', 1000);
+SELECT name, r.outcome FROM (VALUES
+	('5 pay', t.evt('evt_dx_p5', 'payment_intent.succeeded',
+		'{"id": "pi_DX-5", "amount_received": 1000, "currency": "usd", "metadata": {"order_id": "DX-5"}}')),
+	('5 open', t.dispute('evt_dx_51', 'charge.dispute.created', 'dp_dx_5', 'pi_DX-5', 1000, 'needs_response')),
+	('5 won', t.dispute('evt_dx_52', 'charge.dispute.closed', 'dp_dx_5', 'pi_DX-5', 1000, 'won')),
+	('5 refund all', t.refund('evt_dx_53', 'pi_DX-5', 'DX-5', 1000, 1000, 're_dx_5', 1000))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT status, (SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER BY h.id)
+	FROM pay.paynotify_order_history h WHERE h.order_no = 'DX-5') AS moves,
+	(SELECT count(*) FROM pay.paynotify_anomaly a WHERE a.order_no = 'DX-5') AS anomalies
+FROM public.orders WHERE order_no = 'DX-5';
+DROP FUNCTION t.refund(text, text, text, int, int, text, int);
 DROP FUNCTION t.dispute(text, text, text, text, int, text);
 
 -- Authentic but not applied: no order reference (an anomaly), other types.

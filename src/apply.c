@@ -35,6 +35,7 @@ static void apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNoti
 static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static bool order_has_disputes(PnConfig *cfg, const char *order_no);
 static bool is_dispute(PnAction action);
 static void apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -122,6 +123,17 @@ apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res
 	set_result(res, PN_IGNORED, "ignored", "not applied: handed on");
 }
 
+/* Whether the order has disputes recorded (never on a schema before 1.3). */
+static bool
+order_has_disputes(PnConfig *cfg, const char *order_no)
+{
+	int64		open;
+	int64		lost;
+	int64		lost_amount;
+
+	return cfg->schema_13 && pn_dispute_tally(cfg, order_no, &open, &lost, &lost_amount) > 0;
+}
+
 static bool
 is_dispute(PnAction action)
 {
@@ -181,6 +193,9 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 						 n->action == PN_ACT_DISPUTE_WON ? "won" : "lost");
 	if (!recorded_now)
 	{
+		/* what it says of the amount counts, if the record had none */
+		if (pn_dispute_fill_amount(cfg, ch, &d, dispute_id))
+			dispute_move(cfg, ch, &d, &row);
 		pn_emit(cfg, "notification", ch, &d, -1, notification_detail(ch, n));
 		set_result(res, PN_IGNORED, "ignored", "dispute already recorded: handed on");
 		return;
@@ -192,14 +207,18 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 /*
  * The order's state from all its disputes, where the state machine has
  * "disputed" (none by default: then nothing moves).  While one is open,
- * the order is disputed.  When none is open any more: if none was lost,
- * back to the state it left for "disputed"; if the disputes lost took at
- * least what the order kept of its payments (paid less refunded), to
- * "refunded" (through "disputed"), else back, and an anomaly
- * (dispute_lost_in_part) says the order kept less than it reads.  A loss
- * that cannot take the order to "refunded" is an anomaly
- * (dispute_lost_not_refunded).  Each step is decided from the records
- * alone, so the end state does not depend on the order the events came in.
+ * the order is disputed, where it may go there and come back.  When none
+ * is open any more: if the disputes
+ * lost took all the order kept of its payments (paid less refunded; all
+ * of it refunded counts too), to "refunded": through "refunding" where
+ * refunds alone took it (as a refund does), else through "disputed" where
+ * the order is not there yet; else, or where it cannot get there, back to the
+ * state it left for "disputed".  A loss that cannot take the order to
+ * "refunded" is an anomaly (dispute_lost_not_refunded), and so is a loss
+ * of part of what it kept (dispute_lost_in_part: it reads paid, and kept
+ * less), and a disputed order with no way back
+ * (disputed_order_not_restored: moved there by hand).  Each step is decided from the records alone, so the end state
+ * does not depend on the order the events came in.
  */
 static void
 dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrderRow *row)
@@ -210,27 +229,41 @@ dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrde
 	int64		lost_amount;
 	bool		disputed = strcmp(status, "disputed") == 0;
 
-	pn_dispute_tally(cfg, n->order_no, &open, &lost, &lost_amount);
+	(void) pn_dispute_tally(cfg, n->order_no, &open, &lost, &lost_amount);
 	if (open > 0)
 	{
-		if (!disputed && pn_transition_allowed(cfg, status, "disputed"))
+		/* only where it can come back: else a close first would differ */
+		if (!disputed && pn_transition_allowed(cfg, status, "disputed") &&
+			pn_transition_allowed(cfg, "disputed", status))
 			(void) pn_transit(cfg, n->order_no, status, "disputed");
 		return;
 	}
-	if (lost > 0 && lost_amount >= pn_order_kept(cfg, n->order_no))
+	if (strcmp(status, "refunded") == 0)
+		return;
+	if (lost_amount >= pn_order_kept(cfg, n->order_no))
 	{
-		if (strcmp(status, "refunded") == 0)
+		/* refunds alone took it all: the refunds' way, as apply_refund's */
+		if (!disputed && lost == 0 &&
+			(strcmp(status, "refunding") == 0 ||
+			 (pn_transition_allowed(cfg, status, "refunding") &&
+			  pn_transition_allowed(cfg, "refunding", "refunded") &&
+			  pn_transit(cfg, n->order_no, status, "refunding"))))
+		{
+			(void) pn_transit(cfg, n->order_no, "refunding", "refunded");
 			return;
+		}
 		if (!disputed && pn_transition_allowed(cfg, status, "disputed") &&
 			pn_transition_allowed(cfg, "disputed", "refunded"))
 			disputed = pn_transit(cfg, n->order_no, status, "disputed");
 		if (disputed && pn_transition_allowed(cfg, "disputed", "refunded"))
+		{
 			(void) pn_transit(cfg, n->order_no, "disputed", "refunded");
-		else
-			pn_anomaly(cfg, ch->name, n, "dispute_lost_not_refunded");
-		return;
+			return;
+		}
+		pn_anomaly(cfg, ch->name, n, lost > 0 ? "dispute_lost_not_refunded" :
+				   "refund_in_unrefundable_state");
 	}
-	if (lost > 0)
+	else if (lost > 0)
 		pn_anomaly(cfg, ch->name, n, "dispute_lost_in_part");
 	if (disputed)
 	{
@@ -238,6 +271,8 @@ dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrde
 
 		if (before != NULL && pn_transition_allowed(cfg, "disputed", before))
 			(void) pn_transit(cfg, n->order_no, "disputed", before);
+		else
+			pn_anomaly(cfg, ch->name, n, "disputed_order_not_restored");
 	}
 }
 
@@ -494,8 +529,14 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		doubtful = true;
 	}
 
-	/* The order's status follows from all its trades. */
-	if (!doubtful &&
+	/*
+	 * The order's status follows from all its trades, and from its
+	 * disputes where it has any (1.3 schemas): what lost disputes took and
+	 * what was refunded together, and no move while one is open.
+	 */
+	if (!doubtful && order_has_disputes(cfg, n->order_no))
+		dispute_move(cfg, ch, n, &row);
+	else if (!doubtful &&
 		pn_order_trades(cfg, n->order_no, &all_refunded) > 0 && all_refunded &&
 		strcmp(row.status, "refunded") != 0 && strcmp(row.status, "cancelled") != 0)
 	{

@@ -299,6 +299,7 @@ static void
 dispute_args(const PnChannel *ch, const PnNotice *n, const char *dispute_id,
 			 Datum *args, char *nulls)
 {
+	nulls[0] = nulls[1] = nulls[2] = ' ';
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(dispute_id);
 	args[2] = CStringGetTextDatum(n->order_no);
@@ -358,8 +359,11 @@ pn_dispute_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const ch
 	return SPI_processed == 1;
 }
 
-/* The order's disputes: how many are open, how many lost, the sum lost. */
-void
+/*
+ * The order's disputes: how many are open, how many lost, the sum lost;
+ * returns how many it has.
+ */
+int64
 pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open, int64 *lost,
 				 int64 *lost_amount)
 {
@@ -372,6 +376,28 @@ pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open, int64 *lost,
 	*open = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	*lost = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 	*lost_amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+}
+
+/*
+ * A dispute recorded without its amount gets the one this notice carries;
+ * false when it had one (or this notice has none).
+ */
+bool
+pn_dispute_fill_amount(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+					   const char *dispute_id)
+{
+	Datum		args[4];
+
+	if (n->dispute_amount < 0)
+		return false;
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(dispute_id);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = Int64GetDatum(n->dispute_amount);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_DISPUTE_FILL_AMOUNT), args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: dispute update failed");
+	return SPI_processed == 1;
 }
 
 /* What the order kept of its payments: paid less refunded, over its trades. */

@@ -40,6 +40,7 @@ typedef enum PnPlanId
 	PLAN_DISPUTE_CLOSE,
 	PLAN_DISPUTE_CLOSE_FIRST,
 	PLAN_DISPUTE_TALLY,
+	PLAN_DISPUTE_FILL_AMOUNT,
 	PLAN_OUTBOX_INSERT,
 	PLAN_OUTBOX_INSERT_DETAIL,
 	PLAN_ORDER_SEQ_NEXT,
@@ -217,8 +218,10 @@ extern bool pn_dispute_open(PnConfig *cfg, const PnChannel *ch, const PnNotice *
 							const char *dispute_id);
 extern bool pn_dispute_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const char *dispute_id, const char *status);
-extern void pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open,
-							 int64 *lost, int64 *lost_amount);
+extern int64 pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open,
+							  int64 *lost, int64 *lost_amount);
+extern bool pn_dispute_fill_amount(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								   const char *dispute_id);
 extern int64 pn_order_kept(PnConfig *cfg, const char *order_no);
 extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							  const char *trade_no, int64 amount);

@@ -173,13 +173,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_catalog.now()) ON CONFLICT DO NOTHING",
 		8, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
 	},
-	/* the order's disputes: how many are open, how many lost and their sum */
+	/* the order's disputes: how many are open, how many lost and their sum, all */
 	[PLAN_DISPUTE_TALLY] = {
 		"SELECT pg_catalog.count(*) FILTER (WHERE status = 'open'),"
 		" pg_catalog.count(*) FILTER (WHERE status = 'lost'),"
-		" COALESCE(pg_catalog.sum(amount) FILTER (WHERE status = 'lost'), 0)::bigint"
+		" COALESCE(pg_catalog.sum(amount) FILTER (WHERE status = 'lost'), 0)::bigint,"
+		" pg_catalog.count(*)"
 		" FROM @s.paynotify_dispute WHERE order_no = $1",
 		1, {TEXTOID}
+	},
+	/* a dispute recorded without its amount (its close came first, without one) */
+	[PLAN_DISPUTE_FILL_AMOUNT] = {
+		"UPDATE @s.paynotify_dispute SET amount = $4"
+		" WHERE channel = $1 AND dispute_id = $2 AND order_no = $3 AND amount IS NULL",
+		4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}
 	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"

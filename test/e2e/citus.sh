@@ -511,6 +511,12 @@ check "handed on: the dispute recorded once, open, under $dorder (paynotify_disp
     "dp_citus0001|$dorder|open|1234|evt_citusDispute0001" \
     "$(citus_q 0 "SELECT string_agg(dispute_id || '|' || order_no || '|' || status || '|' || amount || '|' || opened_notify_id, ',')
                   FROM paynotify_dispute WHERE order_no = '$dorder'" 2>&1)"
+check "handed on: paynotify_trace_order($dorder) on the coordinator shows the dispute and its notification (keyed '')" \
+    "dispute|evt_citusDispute0001|open,notification|evt_citusDispute0001|succeeded" \
+    "$(citus_q 0 "SELECT string_agg(kind || '|' || notify_id || '|' || coalesce(detail->>'status', '') ||
+                  CASE WHEN kind = 'notification' THEN coalesce(detail->>'order_no', '') ELSE '' END, ',' ORDER BY kind)
+                  FROM paynotify_trace_order('$dorder') WHERE notify_id = 'evt_citusDispute0001'
+                  AND kind IN ('dispute', 'notification')" 2>&1)"
 tpc_h1=$(citus_2pc_count)
 echo "# handed on: $((tpc_h1 - tpc_h0)) two-phase commit records from these three calls, $((SECONDS - t_h0)) s"
 check "handed on: no prepared transaction left on any node (pg_prepared_xacts on the coordinator, worker 1, worker 2)" \
