@@ -7,18 +7,28 @@ Three parts:
                      the scenarios whose ledger does not depend on the
                      arrival order (the spec's "What is order-independent");
                      some wxpay orders are paid together by a combine
-                     payment (合单支付), and some Stripe refunds fail after
-                     they succeeded (refund.failed)
+                     payment (合单支付), some Stripe refunds fail after
+                     they succeeded (refund.failed), and some Stripe orders
+                     are disputed (charge.dispute.created / .closed: 1 or 2
+                     disputes, won or lost, of all or part of the payment),
+                     only on orders of one trade without refunds, each
+                     dispute delivered after its order's payment (as
+                     Stripe does: a dispute comes days after the payment;
+                     before it, it is dispute_unmatched and recorded
+                     nowhere)
   predict(order)     the end state those notifications must leave, whatever
                      their order and concurrency: the quantities the test
                      compares with the database; where the rules make the
                      order's status, anomalies or events depend on the
                      arrival order (a Stripe refund that fails after it
-                     succeeded), the exact set of outcomes they allow
+                     succeeded; whether a partly lost dispute was decided
+                     alone; whether a dispute's open came before its
+                     close), the exact set of outcomes they allow
   simulate(order, arrivals)
                      the spec's rules applied step by step to one arrival
                      order (each notification's first arrival; later ones
-                     are duplicates): used by the self-check to show that
+                     are duplicates; a dispute after its order's payment:
+                     pay_first()): used by the self-check to show that
                      predict() is what the rules give for every order, i.e.
                      that a discrepancy in the database test is a defect of
                      the code, not of the model
@@ -41,6 +51,11 @@ REFUNDED_TO_PAID = False			# the state machine has refunded -> paid (not by defa
 MCHID = "1900000109"				# the wxpay channel's merchant (run.sh)
 OTHER_MCHID = "1900000999"			# another merchant, in a combine payment
 COMBINE_SHARE = 0.05				# of new orders that start a combine group
+DISPUTE_SHARE = 0.25				# of Stripe orders of one trade, disputed
+# the moves the model run adds to the state machine (model_test.py's
+# setup_orders): an order follows its disputes (docs/LEDGER.md, "Disputes")
+DISPUTE_MOVES = {("paid", "disputed"), ("disputed", "paid"), ("disputed", "refunded")}
+WON = ("won", "warning_closed")			# a close's statuses that mean won
 
 
 def cumulative(gw, listed=True):
@@ -135,7 +150,7 @@ def _order(rng, g, i, gw=None, combines=()):
     gw = gw or rng.choice(GATEWAYS)
     o = {"no": "MO%08d" % i, "gw": gw, "amount": rng.randint(100, 99999),
          "currency": CURRENCY[gw], "app_paid": False, "close": False,
-         "trades": [], "notes": []}
+         "trades": [], "notes": [], "disputes": []}
     if not combines and gw == "alipay" and rng.random() < 0.10:
         # closed unpaid (only Alipay notifies a close); never paid
         o["close"] = True
@@ -159,6 +174,16 @@ def _order(rng, g, i, gw=None, combines=()):
     # model knows exactly how (predict()).
     fail_after = (gw == "stripe" and ntrades == 1 and plan != "none"
                   and rng.random() < 0.3)
+    # Stripe disputes (charge.dispute.created, .closed): only on an order
+    # of one trade with no refunds (a refund would change what the order
+    # kept, which a lost dispute is measured against, at a moment that
+    # depends on the arrival order), and each delivered after the order's
+    # payment was acknowledged (model_test.py's Deliverer, pay_first()):
+    # before it a dispute is dispute_unmatched and recorded nowhere.
+    disputes = 0
+    if gw == "stripe" and ntrades == 1 and not fail_after and rng.random() < DISPUTE_SHARE:
+        plan = "none"
+        disputes = rng.choice((1, 1, 2))
     for t in range(ntrades):
         tr = {"id": _trade_id(gw, g), "amount": o["amount"], "refunds": [], "listed": True}
         if gw == "stripe":
@@ -173,6 +198,8 @@ def _order(rng, g, i, gw=None, combines=()):
             o["notes"].append(_view(c, o, "pay", trade=tr))
         else:
             o["notes"].append(_note(g, o, "pay", trade=tr))
+        for _ in range(disputes):
+            _dispute(rng, g, o, tr)
         if fail_after:
             amt = tr["amount"] if plan == "full" else rng.randint(1, tr["amount"] - 1)
             rid = _refund_id(gw, g)
@@ -214,6 +241,23 @@ def _order(rng, g, i, gw=None, combines=()):
                                     amount=rng.randint(1, tr["amount"]),
                                     event=rng.choice(("REFUND.ABNORMAL", "REFUND.CLOSED"))))
     return o
+
+
+def _dispute(rng, g, o, tr):
+    """A dispute of trade tr: its created and closed notes.  Its amount is
+    the trade's most of the time, sometimes a part of it; closed won,
+    warning_closed (an inquiry closed: won) or lost."""
+    amt = tr["amount"] if rng.random() < 0.7 else rng.randint(1, tr["amount"] - 1)
+    did = "dp_M%09d" % g.next()
+    status = rng.choice(("won", "warning_closed", "lost", "lost"))
+    d = {"id": did, "amount": amt, "status": status,
+         "outcome": "won" if status in WON else "lost"}
+    o["disputes"].append(d)
+    for kind, st in (("dispute_open", "warning_needs_response" if status == "warning_closed"
+                      else "needs_response"), ("dispute_close", status)):
+        n = _note(g, o, kind, trade=tr, amount=amt, event=st)
+        n["dispute"] = did
+        o["notes"].append(n)
 
 
 def _trade_id(gw, g):
@@ -277,6 +321,14 @@ def features(o):
         f.add("several_refunds_per_trade")
     if any(t["refunds"] for t in o["trades"]):
         f.add("refunded_some")
+    if o["disputes"]:
+        f.add("dispute")
+        if len(o["disputes"]) > 1:
+            f.add("two_disputes")
+        if any(d["outcome"] == "lost" for d in o["disputes"]):
+            f.add("dispute_lost")
+        if any(d["amount"] < o["trades"][0]["amount"] for d in o["disputes"]):
+            f.add("dispute_of_part")
     return f
 
 
@@ -364,6 +416,35 @@ def predict(o):
                     {"status": "paid",
                      "anomalies": dict(anomalies, refund_total_after_failure=1),
                      "refunded_events": {t: a}}]
+    # Stripe disputes (on an order of one trade with no refunds, each
+    # after the payment): every dispute ends closed as its close says.
+    # With none open, the lost ones either took what the order kept (then
+    # refunded) or not (then back to paid, and dispute_lost_in_part).  That
+    # anomaly is recorded at each decision that finds none open and some
+    # but not all kept lost: when the end is refunded it is there exactly
+    # when a dispute lost in part was decided alone first, which the
+    # arrival order decides (both are allowed, if such a dispute exists).
+    disputes = {}
+    dispute_events = {}
+    if o["disputes"]:
+        assert alts == [base]
+        kept = sum(max(t["amount"] - refunded[t["id"]], 0) for t in o["trades"])
+        lost = [d["amount"] for d in o["disputes"] if d["outcome"] == "lost"]
+        if lost and sum(lost) >= kept:
+            base["status"] = "refunded"
+            in_part = [False] + ([True] if any(a < kept for a in lost) else [])
+        else:
+            in_part = [bool(lost)]
+        alts = [dict(base, anomalies=dict(anomalies, dispute_lost_in_part=1) if x
+                     else dict(anomalies)) for x in in_part]
+        for d in o["disputes"]:
+            opened, closed = [n["nid"] for n in o["notes"] if n.get("dispute") == d["id"]]
+            disputes[d["id"]] = (d["outcome"], d["amount"], opened, closed)
+            # exactly one event per note: a close is applied (closing the
+            # open dispute, or recording it closed when it came first); an
+            # open after its close is handed on as a notification
+            dispute_events[closed] = {("dispute_" + d["outcome"], d["amount"])}
+            dispute_events[opened] = {("dispute_opened", d["amount"]), ("notification", None)}
     return {
         "payments": {t["id"]: t["amount"] for t in o["trades"]},
         "refunded": refunded,
@@ -373,7 +454,43 @@ def predict(o):
         "rows": rows,
         "known_ids": set(success) | {n["refund_id"] for n in fails},
         "failed_events": failed_events,
+        "disputes": disputes,
+        "dispute_events": dispute_events,
     }
+
+
+def norm_anomalies(counts):
+    """Anomaly counts as the model compares them: dispute_lost_in_part is
+    recorded at each decision that finds no dispute open and some lost,
+    how many depends on the arrival order: only its presence counts.  Used
+    alike for simulate()'s counts and the database's."""
+    a = dict(counts)
+    if a.get("dispute_lost_in_part"):
+        a["dispute_lost_in_part"] = 1
+    return a
+
+
+def pay_first(o, arrivals):
+    """arrivals with every dispute note (first arrival) moved after the
+    first arrival of its order's payment: a dispute comes after the payment
+    it disputes (the model test delivers it once the payment was
+    acknowledged)."""
+    pay = {n["trade"]: n["nid"] for n in o["notes"] if n["kind"] == "pay"}
+    dnotes = {n["nid"]: pay[n["trade"]] for n in o["notes"] if n.get("dispute")}
+    seq = list(arrivals)
+    for i in range(len(seq)):
+        # a dispute note before its payment's first arrival goes right after it
+        nid = seq[i]
+        if nid in dnotes and dnotes[nid] in seq[i:]:
+            j = seq.index(dnotes[nid], i)
+            seq[i:j + 1] = seq[i + 1:j + 1] + [nid]
+            return pay_first(o, seq)
+    return seq
+
+
+def paid_first(o, arrivals):
+    """Whether every dispute note of arrivals comes after its payment."""
+    return pay_first(o, arrivals) == list(arrivals)
 
 
 def alt_key(x):
@@ -393,7 +510,7 @@ def simulate(o, arrivals):
     return the same quantities as predict()."""
     by_id = {n["nid"]: n for n in o["notes"]}
     st = {"status": "paid" if o["app_paid"] else "pending", "pay": {}, "ref": {},
-          "parked": [], "outbox": [], "anom": [], "log": {}}
+          "parked": [], "outbox": [], "anom": [], "log": {}, "disp": {}, "history": []}
 
     def trade_refunded(t):
         return sum(r["amount"] for r in st["ref"].values()
@@ -491,6 +608,8 @@ def simulate(o, arrivals):
                 st["status"] = "paid"
             st["outbox"].append(("refund_failed", n["nid"], amount))
             return "processed"
+        if k in ("dispute_open", "dispute_close"):
+            return dispute(n)
         if k == "close":
             if st["status"] != "pending":
                 return "ignored"
@@ -498,6 +617,69 @@ def simulate(o, arrivals):
             st["outbox"].append(("closed", n["nid"], 0))
             return "processed"
         raise ValueError(k)
+
+    def allowed(a, b):
+        return (a, b) in DISPUTE_MOVES
+
+    def move(to):
+        st["history"].append((st["status"], to))
+        st["status"] = to
+
+    def dispute(n):
+        # docs/LEDGER.md, "Disputes": the order of the trade's payment record
+        t = n["trade"]
+        if t not in st["pay"]:
+            st["anom"].append("dispute_unmatched")
+            return "anomaly"
+        d = st["disp"].get(n["dispute"])
+        if n["kind"] == "dispute_open":
+            if d is not None:
+                st["outbox"].append(("notification", n["nid"], None))
+                return "ignored"	# recorded already: handed on
+            st["disp"][n["dispute"]] = {"status": "open", "amount": n["amount"],
+                                        "opened": n["nid"], "closed": None}
+            event = "dispute_opened"
+        else:
+            outcome = "won" if n["event"] in WON else "lost"
+            if d is not None and d["status"] != "open":
+                st["outbox"].append(("notification", n["nid"], None))
+                return "ignored"
+            if d is None:
+                d = st["disp"][n["dispute"]] = {"opened": None}
+            d.update(status=outcome, amount=n["amount"], closed=n["nid"])
+            event = "dispute_" + outcome
+        dispute_move(n)
+        st["outbox"].append((event, n["nid"], n["amount"]))
+        return "processed"
+
+    def dispute_move(n):
+        # the order's state from all its disputes (apply.c dispute_move)
+        status = st["status"]
+        disputed = status == "disputed"
+        ds = st["disp"].values()
+        if any(d["status"] == "open" for d in ds):
+            if not disputed and allowed(status, "disputed"):
+                move("disputed")
+            return
+        lost = [d["amount"] for d in ds if d["status"] == "lost"]
+        kept = sum(max(a - trade_refunded(t), 0) for t, a in st["pay"].items())
+        if lost and sum(lost) >= kept:
+            if status == "refunded":
+                return
+            if not disputed and allowed(status, "disputed") and allowed("disputed", "refunded"):
+                move("disputed")
+                disputed = True
+            if disputed and allowed("disputed", "refunded"):
+                move("refunded")
+            else:
+                st["anom"].append("dispute_lost_not_refunded")
+            return
+        if lost:
+            st["anom"].append("dispute_lost_in_part")
+        if disputed:
+            before = [a for a, b in st["history"] if b == "disputed"]
+            if before and allowed("disputed", before[-1]):
+                move(before[-1])
 
     for nid in arrivals:
         if nid in st["log"]:
@@ -512,14 +694,18 @@ def simulate(o, arrivals):
     anomalies = {}
     for a in st["anom"]:
         anomalies[a] = anomalies.get(a, 0) + 1
+    anomalies = norm_anomalies(anomalies)
     ref_events = {t: 0 for t in st["pay"]}
     failed_events = {}
+    dispute_events = {}
     for e, nid, amt in st["outbox"]:
         if e == "refunded":
             t = by_id[nid]["trade"]
             ref_events[t] = ref_events.get(t, 0) + amt
         elif e == "refund_failed":
             failed_events.setdefault(nid, []).append(amt)
+        elif e.startswith("dispute_") or e == "notification":
+            dispute_events.setdefault(nid, []).append((e, amt))
     return {
         "status": st["status"],
         "payments": dict(st["pay"]),
@@ -530,6 +716,9 @@ def simulate(o, arrivals):
         "anomalies": anomalies,
         "refund_rows": {rid: (r["status"], r["amount"]) for rid, r in st["ref"].items()},
         "failed_events": failed_events,
+        "disputes": {i: (d["status"], d["amount"], d["opened"], d["closed"])
+                     for i, d in st["disp"].items()},
+        "dispute_events": dispute_events,
         "log": dict(st["log"]),
         "parked": list(st["parked"]),
     }
@@ -563,16 +752,60 @@ def agrees(o, sim, pred=None):
         d.append(("refund_failed events", sorted(p["failed_events"]), sorted(sim["failed_events"])))
     if sim["parked"]:
         d.append(("parked", [], sim["parked"]))
+    d += dispute_diffs(p, sim["disputes"], sim["dispute_events"])
+    return d
+
+
+def dispute_diffs(p, rows, events):
+    """Differences of an order's dispute records and events from the
+    prediction p ([(what, model, got)]): rows {dispute id: (status, amount,
+    opened notify id, closed notify id)}, events {notify id: [(event,
+    amount)]} of the dispute and notification events of the order.  Each
+    dispute recorded once, closed as its close said, with its amount, closed
+    by its close; opened by its open exactly when that open came first
+    (then its event is dispute_opened, else the open is handed on as a
+    notification); exactly one event per dispute note."""
+    d = []
+    for did in sorted(set(p["disputes"]) | set(rows)):
+        want, got = p["disputes"].get(did), rows.get(did)
+        if want is None or got is None:
+            d.append(("dispute row " + did, want and want[:2], got and got[:2]))
+            continue
+        status, amount, opened, closed = want
+        if got[:2] != (status, amount):
+            d.append(("dispute row " + did, (status, amount), got[:2]))
+        if got[3] != closed:
+            d.append(("dispute row %s closed by" % did, closed, got[3]))
+        ev = events.get(opened, [])
+        first = [("dispute_opened", amount)] == ev
+        if got[2] != (opened if first else None):
+            d.append(("dispute row %s opened by" % did, "%s (its open's event %s)" % (
+                opened if first else None, ev), got[2]))
+    for nid, allowed in sorted(p["dispute_events"].items()):
+        got = events.get(nid, [])
+        if len(got) != 1 or got[0] not in allowed:
+            d.append(("dispute events " + nid, "one of %s" % sorted(allowed, key=str), got))
+    for nid in sorted(set(events) - set(p["dispute_events"])):
+        d.append(("dispute events " + nid, None, events[nid]))
     return d
 
 
 def random_arrivals(rng, o):
-    """A random arrival order of o's notifications, with duplicates."""
+    """A random arrival order of o's notifications, with duplicates (a
+    dispute after its payment)."""
     seq = []
     for n in o["notes"]:
         seq += [n["nid"]] * rng.choice((1, 1, 2, 3))
     rng.shuffle(seq)
-    return seq
+    return pay_first(o, seq)
+
+
+def several(o, p=None):
+    """Whether the order's outcome is not one fixed end: several allowed
+    outcomes, or dispute events that the arrival order chooses between
+    (the self-checks then try every arrival order: exhaustive())."""
+    p = p or predict(o)
+    return len(p["alts"]) > 1 or bool(p["dispute_events"])
 
 
 def exhaustive(o, limit=7):
@@ -585,13 +818,19 @@ def exhaustive(o, limit=7):
         return None
     p = predict(o)
     reached = set()
+    events = set()
     for perm in itertools.permutations(nids):
+        if not paid_first(o, perm):
+            continue		# a dispute comes after its payment
         sim = simulate(o, perm)
         d = agrees(o, sim, p)
         if d:
             return [("arrivals", list(perm))] + d
         reached.add(alt_key(sim))
+        events |= {(nid, e[0]) for nid, e in sim["dispute_events"].items()}
     unreached = [x for x in p["alts"] if alt_key(x) not in reached]
+    unreached += [(nid, e) for nid, allowed in p["dispute_events"].items()
+                  for e in allowed if (nid, e) not in events]
     return [("never reached", unreached)] if unreached else []
 
 
@@ -602,9 +841,10 @@ if __name__ == "__main__":
         for _ in range(20):
             d = agrees(o, simulate(o, random_arrivals(rng, o)))
             assert not d, (o, d)
-        if len(predict(o)["alts"]) > 1:
+        if several(o):
             d = exhaustive(o)
+            assert d is not None, ("too many notifications to try all", o)
             assert not d, (o, d)
     print("ledger: 2000 orders x 20 arrival orders agree with the prediction;"
-          " %d orders' allowed outcomes all reached" %
-          sum(1 for o in orders if len(predict(o)["alts"]) > 1))
+          " %d orders' allowed outcomes all reached (%d disputed)" % (
+              sum(1 for o in orders if several(o)), sum(1 for o in orders if o["disputes"])))

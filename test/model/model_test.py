@@ -5,15 +5,20 @@ Generates random orders over WeChat Pay, Alipay and Stripe (payments,
 double payments, WeChat combine payments (合单支付) over 2-3 orders with
 sub-orders of another merchant or unpaid that must not be applied, partial
 and full refunds, failed refunds and their later success, Stripe refunds
-that fail after they succeeded, closes, refunds before payments), signs
-every notification as its gateway does, and delivers them from several
-backends at once in random order with duplicates, redelivering every
-reply that is not an acknowledgement like a gateway would.  After
-quiescence every order is compared with the reference model (ledger.py):
-its payment records, refund rows and sums exactly; its status, anomalies
-and events as the one outcome the rules allow or, where a Stripe refund
-failed after it succeeded, as one of the two they allow; and the ledger's
-invariants are checked.  Exit status 0 only when nothing differs.
+that fail after they succeeded, Stripe disputes won or lost, closes,
+refunds before payments), signs every notification as its gateway does,
+and delivers them from several backends at once in random order with
+duplicates, redelivering every reply that is not an acknowledgement like a
+gateway would; a dispute is sent only once its order's payment was
+acknowledged (held back until then).  After quiescence every order is
+compared with the reference model (ledger.py): its payment records,
+refund rows, dispute rows and sums exactly; its status, anomalies and
+events as the one outcome the rules allow or, where the arrival order
+decides (a Stripe refund failed after it succeeded, a dispute lost in part
+decided alone before the rest took all, a dispute's open after its close),
+as one of those they allow; and the ledger's invariants are checked.  The
+state machine gets the moves of a "disputed" state.  Exit status 0 only
+when nothing differs.
 
 Run by test/model/run.sh, which starts the database; see --help.
 """
@@ -155,6 +160,18 @@ def prepare(n, rng):
                    "status": "failed"}
             data = {"object": obj}
             typ = "refund.failed"
+        elif kind in ("dispute_open", "dispute_close"):
+            # the dispute: it names the payment intent and charge, not the
+            # order (its metadata is its own, empty)
+            obj = {"id": n["dispute"], "object": "dispute", "amount": n["amount"],
+                   "balance_transactions": [], "charge": n["charge"], "currency": "usd",
+                   "evidence_details": {"has_evidence": False, "submission_count": 0},
+                   "is_charge_refundable": False, "livemode": False, "metadata": {},
+                   "payment_intent": n["trade"], "reason": "fraudulent", "status": n["event"]}
+            data = {"object": obj}
+            if kind == "dispute_close":
+                data["previous_attributes"] = {"status": "under_review"}
+            typ = "charge.dispute.created" if kind == "dispute_open" else "charge.dispute.closed"
         else:
             raise ValueError(kind)
         n["event_doc"] = {"id": n["nid"], "object": "event", "api_version": "2025-03-31.basil",
@@ -241,9 +258,16 @@ class Deliverer:
     schedule; a reply that is not an acknowledgement is delivered again
     later (backing off), like a gateway, until acknowledged or max_attempts."""
 
-    def __init__(self, dsns, queue, workers, max_attempts, seed, touches=None):
+    def __init__(self, dsns, queue, workers, max_attempts, seed, touches=None, after=None):
         self.dsns = dsns		# worker w connects to dsns[w % len(dsns)]
         self.touches = touches or {}	# notify id -> the orders it names, if several
+        # notify id -> (gateway, notify id) it is sent after: a dispute is
+        # sent only once its order's payment was acknowledged (Stripe
+        # disputes a payment days after it; before it a dispute is
+        # dispute_unmatched), held back until then
+        self.after = after or {}
+        self.held = 0			# times a delivery was held back so
+        self.given_up = set()
         self.queue = collections.deque(queue)
         self.retry = []			# heap of (due, seq, note, attempt)
         self.lock = threading.Lock()
@@ -257,17 +281,36 @@ class Deliverer:
         self.seq = 0
         self.rng = random.Random(seed ^ 0x5EED)
 
+    def waits(self, n):
+        """Whether n must wait (its payment not yet acknowledged nor given
+        up); the caller holds the lock."""
+        first = self.after.get(n["nid"])
+        return first is not None and first not in self.acked and first not in self.given_up
+
+    def hold(self, n, attempt, now):
+        """Send n again a little later, as the same attempt."""
+        self.held += 1
+        self.seq += 1
+        heapq.heappush(self.retry, (now + 0.01 + 0.02 * self.rng.random(), self.seq, n, attempt))
+
     def take(self):
         while True:
             with self.lock:
                 now = time.monotonic()
                 if self.retry and self.retry[0][0] <= now:
                     _, _, n, attempt = heapq.heappop(self.retry)
+                    if self.waits(n):
+                        self.hold(n, attempt, now)
+                        continue
                     self.inflight += 1
                     return n, attempt
                 if self.queue:
+                    n = self.queue.popleft()
+                    if self.waits(n):
+                        self.hold(n, 0, now)
+                        continue
                     self.inflight += 1
-                    return self.queue.popleft(), 0
+                    return n, 0
                 if not self.retry and self.inflight == 0:
                     return None, None
                 wait = (self.retry[0][0] - now) if self.retry else 0.01
@@ -283,6 +326,7 @@ class Deliverer:
                 return
             if attempt + 1 >= self.max_attempts:
                 self.gave_up.append(n)
+                self.given_up.add((n["gw"], n["nid"]))
                 return
             if (n["gw"], n["nid"]) in self.acked:
                 return			# a gateway stops once one delivery was acknowledged
@@ -342,6 +386,11 @@ def setup_orders(admin_dsn, orders, after_setup=None):
     if ledger.REFUNDED_TO_PAID:
         # a failed refund takes a refunded order back to paid
         cur.execute("INSERT INTO pay.paynotify_transition VALUES ('refunded', 'paid')")
+    # a "disputed" state: an order follows its Stripe disputes (disputed
+    # while one is open, then back, or refunded when the lost ones took
+    # what it kept)
+    psycopg2.extras.execute_values(cur, "INSERT INTO pay.paynotify_transition VALUES %s",
+                                   sorted(ledger.DISPUTE_MOVES))
     cur.execute("""
         CREATE TABLE public.orders (
             order_no	text PRIMARY KEY,
@@ -364,7 +413,8 @@ def setup_orders(admin_dsn, orders, after_setup=None):
         SELECT pay.paynotify_grant('model_hooks', 'admin');
         GRANT INSERT ON public.hook_calls TO model_hooks;
         SET ROLE model_hooks;""")
-    for ev in ("paid", "refunded", "refund_failed", "closed"):
+    for ev in ("paid", "refunded", "refund_failed", "closed", "dispute_opened", "dispute_won",
+               "dispute_lost", "notification"):
         cur.execute("SELECT pay.paynotify_on(%s, 'public.record_hook(jsonb)')", (ev,))
     cur.execute("RESET ROLE")
     # an application that moved an order to paid itself (its own UPDATE,
@@ -402,6 +452,8 @@ def snapshot(admin_dsn):
         "anomalies": "SELECT channel, notify_id, order_no, kind FROM pay.paynotify_anomaly",
         "log": "SELECT channel, notify_id, order_no, status, note, error_msg FROM pay.payment_notify_log",
         "hooks": "SELECT event, channel, order_no, notify_id, amount FROM public.hook_calls",
+        "disputes": "SELECT channel, dispute_id, order_no, trade_no, amount, currency, status,"
+                    " opened_notify_id, closed_notify_id FROM pay.paynotify_dispute",
     }.items():
         cur.execute(sql)
         q[name] = cur.fetchall()
@@ -431,7 +483,14 @@ def compare(orders, db, deliv, tally=None):
         per[r[2]]["anomalies"].append(r)
     for r in db["log"]:
         per[r[2]]["log"].append(r)
+    for r in db["disputes"]:
+        per[r[2]]["disputes"].append(r)
     status = dict(db["orders"])
+    known = {o["no"] for o in orders}
+    for r in db["disputes"]:
+        if r[2] not in known:
+            out.append(("-", "dispute rows", "dispute %s recorded for %r, no order of the run"
+                        % (r[1], r[2])))
 
     for o in orders:
         p = ledger.predict(o)
@@ -464,11 +523,12 @@ def compare(orders, db, deliv, tally=None):
                 n = notes.get((r[1], r[3]))
                 t = n["trade"] if n else "?" + r[3]
                 ref_ev[t] = ref_ev.get(t, 0) + (r[4] or 0)
-        anom = dict(collections.Counter(r[3] for r in d["anomalies"]))
+        anom = ledger.norm_anomalies(collections.Counter(r[3] for r in d["anomalies"]))
         got = {"status": status.get(no), "anomalies": anom, "refunded_events": ref_ev}
         keys = [ledger.alt_key(x) for x in p["alts"]]
         if tally is not None and len(keys) > 1 and ledger.alt_key(got) in keys:
-            tally[keys.index(ledger.alt_key(got))] += 1
+            tally[("dispute" if o["disputes"] else "refund_fail",
+                   keys.index(ledger.alt_key(got)))] += 1
         if ledger.alt_key(got) not in keys:
             # say what differs from the nearest allowed outcome
             near = min(p["alts"], key=lambda x: sum(x[k] != got[k] for k in got))
@@ -506,6 +566,27 @@ def compare(orders, db, deliv, tally=None):
         left = [(r[1], r[3]) + ((r[5],) if r[5] else ()) for r in d["log"] if r[3] in ("failed", "parked")]
         if left:
             out.append((no, "failed or parked log rows", str(left)))
+        # Stripe disputes: one row per dispute, closed as its close said,
+        # with its amount, of the order's trade; exactly one event per
+        # dispute note (its close's dispute_won / dispute_lost with the
+        # amount; its open's dispute_opened, or a notification when the
+        # close came first); no dispute row or event for other orders
+        drows = {}
+        for r in d["disputes"]:
+            if r[1] in drows:
+                out.append((no, "dispute rows", "%s recorded twice" % r[1]))
+            drows[r[1]] = (r[6], r[4], r[7], r[8])
+            if (r[0], r[3], (r[5] or "").upper()) != ("stripe",) + tuple(
+                    (o["trades"][0]["id"], o["currency"]) if o["disputes"] else ("?", "?")):
+                out.append((no, "dispute rows", "%s: channel %s trade %s currency %s" % (
+                    r[1], r[0], r[3], r[5])))
+        devents = collections.defaultdict(list)
+        for r in d["outbox"]:
+            if r[0].startswith("dispute_") or r[0] == "notification":
+                devents[r[3]].append((r[0], r[4]))
+        for what, want, got in ledger.dispute_diffs(p, drows, devents):
+            out.append((no, "dispute rows" if what.startswith("dispute row") else "dispute events",
+                        "%s: model %s, database %s" % (what, want, got)))
 
         # invariants, from the database alone
         paid = {r[1]: r[3] for r in d["payments"]}
@@ -522,6 +603,10 @@ def compare(orders, db, deliv, tally=None):
                     out.append((no, "invariant: refunded <= paid per trade",
                                 "trade %s paid %d refunded %d" % (t, a, refunded[t])))
         all_full = bool(paid) and all(refunded[t] >= a for t, a in paid.items())
+        # or its lost disputes took what it kept (paid less refunded)
+        lost = sum(r[4] or 0 for r in d["disputes"] if r[6] == "lost")
+        kept = sum(max(a - refunded[t], 0) for t, a in paid.items())
+        all_full = all_full or (bool(paid) and lost > 0 and lost >= kept)
         # except where the ledger says why: a refunded order whose refund
         # failed stays refunded without refunded -> paid; a Stripe total on
         # a trade with a failed refund does not move the order
@@ -529,7 +614,8 @@ def compare(orders, db, deliv, tally=None):
                 "refund_failed_after_refunded" in anom if not all_full
                 else "refund_total_after_failure" in anom):
             out.append((no, "invariant: refunded exactly when every trade is",
-                        "status %s, trades %s, refunded %s" % (status.get(no), paid, dict(refunded))))
+                        "status %s, trades %s, refunded %s, disputes lost %d" % (
+                            status.get(no), paid, dict(refunded), lost)))
         if (ev["paid"] == 1) != bool(paid) or ev["paid"] > 1:
             out.append((no, "invariant: one paid event per order with a payment",
                         "%d paid events, %d payment records" % (ev["paid"], len(paid))))
@@ -577,10 +663,13 @@ def compare(orders, db, deliv, tally=None):
     # may fail: every order exists, every hook succeeds)
     for msg, c in sorted(deliv.errors.items()):
         out.append(("-", "invariant: no call fails with an SQL error", "%dx %s" % (c, msg)))
+    errmsg = {r[1]: r[5] for r in db["log"] if r[5]}
     for e in deliv.ledger:
         if e[5] == "failed":
             out.append((e[1], "invariant: no business step fails",
-                        "%s (%s, attempt %d) answered failed" % (e[0], e[2], e[3])))
+                        "%s (%s, attempt %d) answered failed%s" % (
+                            e[0], e[2], e[3], " (the log's last error: %s)" % errmsg[e[0]]
+                            if e[0] in errmsg else "")))
     return out
 
 
@@ -605,6 +694,8 @@ def order_story(o, deliv):
             s += " amount %d" % n["amount"]
             if o["gw"] in ledger.CUMULATIVE and n["kind"] == "refund":
                 s += " (cumulative %d)" % n["cum"]
+        if n.get("dispute"):
+            s += " dispute %s amount %d" % (n["dispute"], n["amount"])
         if n["event"]:
             s += " " + n["event"]
         desc[n["nid"]] = s
@@ -657,10 +748,11 @@ def self_check(seed, examples):
             seq = []
             for n in o["notes"]:
                 seq += [n["nid"]] * data.draw(st.integers(1, 3))
-            arrivals = data.draw(st.permutations(seq))
+            # a dispute after its payment
+            arrivals = ledger.pay_first(o, data.draw(st.permutations(seq)))
             d = ledger.agrees(o, ledger.simulate(o, arrivals))
             assert not d, d
-            if len(ledger.predict(o)["alts"]) > 1:
+            if ledger.several(o):
                 d = ledger.exhaustive(o)
                 assert not d, d
 
@@ -727,13 +819,16 @@ def main():
     t = time.monotonic()
     touches = {n["nid"]: n["combine"]["orders"] for o in orders for n in o["notes"]
                if n.get("combine")}
-    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed, touches)
+    after = {n["nid"]: ("stripe", p["nid"]) for o in orders for n in o["notes"]
+             if n.get("dispute") for p in o["notes"] if p["kind"] == "pay"}
+    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed, touches, after)
     deliv.run()
     took = time.monotonic() - t
     outcomes = collections.Counter(e[5] for e in deliv.ledger)
-    print("model: %d deliveries in %.1fs (%.0f/s): %s" % (
-        len(deliv.ledger), took, len(deliv.ledger) / max(took, 1e-9),
-        ", ".join("%s %d" % kv for kv in sorted(outcomes.items()))), flush=True)
+    print("model: %d deliveries in %.1fs (%.0f/s): %s; %d held back until their payment"
+          " was acknowledged" % (
+              len(deliv.ledger), took, len(deliv.ledger) / max(took, 1e-9),
+              ", ".join("%s %d" % kv for kv in sorted(outcomes.items())), deliv.held), flush=True)
     for msg, c in deliv.errors.most_common(5):
         print("model:   call failed %dx: %s" % (c, msg))
 
@@ -746,9 +841,22 @@ def main():
     db = snapshot(a.admin_dsn)
     tally = collections.Counter()
     bad = compare(orders, db, deliv, tally)
-    if tally:
+    if tally[("refund_fail", 0)] + tally[("refund_fail", 1)]:
         print("model: Stripe refunds failed after they succeeded: %d orders ended as the"
-              " success applied first, %d as the failure first" % (tally[0], tally[1]), flush=True)
+              " success applied first, %d as the failure first"
+              % (tally[("refund_fail", 0)], tally[("refund_fail", 1)]), flush=True)
+    dis = [o for o in orders if o["disputes"]]
+    if dis:
+        opened = collections.Counter(r[0] for r in db["outbox"] if r[0] in (
+            "dispute_opened", "dispute_won", "dispute_lost"))
+        handed = sum(1 for r in db["outbox"] if r[0] == "notification" and r[3] in after)
+        print("model: Stripe disputes: %d orders, %d disputes; events %s, %d opens handed on"
+              " (their close came first); %d orders lost in part first and then in whole:"
+              " %d ended with dispute_lost_in_part, %d without" % (
+                  len(dis), sum(len(o["disputes"]) for o in dis),
+                  ", ".join("%s %d" % kv for kv in sorted(opened.items())), handed,
+                  tally[("dispute", 0)] + tally[("dispute", 1)], tally[("dispute", 1)],
+                  tally[("dispute", 0)]), flush=True)
     by_order = collections.OrderedDict()
     for no, cat, detail in bad:
         by_order.setdefault(no, []).append((cat, detail))
@@ -798,6 +906,7 @@ def main():
 CLASSES = (
     "the application marked it paid",
     "Stripe refund failed after it succeeded (refund.failed)",
+    "Stripe dispute (charge.dispute.created / .closed)",
     "WeChat combine payment (合单支付) sub-order",
     "named by a combine payment's sub-order not to apply",
     "double payment (several trades)",
@@ -815,21 +924,23 @@ def scenario_class(o, deliv):
         return CLASSES[0]
     if "failed_after_success" in f or "failed_after_unlisted_success" in f:
         return CLASSES[1]
-    if "combine" in f:
+    if "dispute" in f:
         return CLASSES[2]
-    if "named_by_other_sub_order" in f:
+    if "combine" in f:
         return CLASSES[3]
-    if "double_payment" in f:
+    if "named_by_other_sub_order" in f:
         return CLASSES[4]
-    if "fail_then_success" in f:
+    if "double_payment" in f:
         return CLASSES[5]
-    if "close" in f:
+    if "fail_then_success" in f:
         return CLASSES[6]
-    if "parked_refund" in f and "several_refunds_per_trade" in f:
+    if "close" in f:
         return CLASSES[7]
-    if "concurrent" in f:
+    if "parked_refund" in f and "several_refunds_per_trade" in f:
         return CLASSES[8]
-    return CLASSES[9]
+    if "concurrent" in f:
+        return CLASSES[9]
+    return CLASSES[10]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@
 # random payments, double payments, WeChat combine payments (合单支付: one
 # notice pays 2-3 orders; its sub-orders of another merchant or unpaid are
 # not applied), partial and full refunds, failed refunds completed later,
-# Stripe refunds that fail after they succeeded (refund.failed), closes and
+# Stripe refunds that fail after they succeeded (refund.failed), Stripe
+# disputes won or lost (charge.dispute.created / .closed, 1 or 2 per order,
+# only on orders of one trade without refunds, each sent once its order's
+# payment was acknowledged), closes and
 # refunds before payments over WeChat Pay, Alipay and Stripe, signed as each
 # gateway signs, delivered from 8 backends at once in random order with
 # duplicates and redeliveries; afterwards every order must equal the
