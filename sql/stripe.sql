@@ -349,8 +349,8 @@ SELECT name, r.outcome FROM (VALUES
 	('pay 26', t.evt('evt_st_83', 'payment_intent.succeeded',
 		'{"id": "pi_st_26", "amount_received": 600, "currency": "usd", "metadata": {"order_id": "STR-26"}}'))
 ) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
--- without a "disputed" state (the default), nothing moves; a loss of all
--- the order kept is an anomaly (the order reads paid)
+-- without a "disputed" state (the default), an open dispute holds nothing;
+-- a loss of all the order kept refunds it the refunds' way (STR-25)
 SELECT name, r.outcome FROM (VALUES
 	('opened 18', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
 	('opened 18 again', t.dispute('evt_st_63', 'charge.dispute.created', 'dp_18', 'pi_st_18', 800, 'needs_response')),
@@ -489,6 +489,71 @@ SELECT status, (SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER B
 	FROM pay.paynotify_order_history h WHERE h.order_no = 'DX-5') AS moves,
 	(SELECT count(*) FROM pay.paynotify_anomaly a WHERE a.order_no = 'DX-5') AS anomalies
 FROM public.orders WHERE order_no = 'DX-5';
+-- and the same without a disputed state (the default): refunds and lost
+-- disputes that took all of it make the order refunded by the refunds'
+-- way, in any order (DX-6: a full refund and a full loss; DX-7: a full
+-- refund and a partial loss); an open dispute holds nothing (DX-8: a full
+-- refund while it is open refunds the order); a cancelled order stays so
+-- with no new anomaly (DX-9)
+INSERT INTO public.orders SELECT 'DX-' || x, 'pending', 1000
+	FROM unnest(ARRAY['6a', '6b', '7a', '7b', '8', '9']) x;
+SELECT name, r.outcome FROM (VALUES
+	('9 canceled', t.evt('evt_dx_90', 'payment_intent.canceled',
+		'{"id": "pi_DX-9", "object": "payment_intent", "cancellation_reason": "abandoned", "metadata": {"order_id": "DX-9"}}'))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT count(*) FILTER (WHERE r.outcome = 'processed') AS paid FROM
+	unnest(ARRAY['6a', '6b', '7a', '7b', '8', '9']) x,
+	t.stripe('st', t.evt('evt_dx_p' || x, 'payment_intent.succeeded', jsonb_build_object('id', 'pi_DX-' || x,
+		'amount_received', 1000, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'DX-' || x))),
+		ARRAY[t.secret(1)]) r;
+SELECT name, r.outcome FROM (VALUES
+	('6a refund all', t.refund('evt_dx_6a1', 'pi_DX-6a', 'DX-6a', 1000, 1000, 're_dx_6a', 1000)),
+	('6a open', t.dispute('evt_dx_6a2', 'charge.dispute.created', 'dp_dx_6a', 'pi_DX-6a', 1000, 'needs_response')),
+	('6a lost', t.dispute('evt_dx_6a3', 'charge.dispute.closed', 'dp_dx_6a', 'pi_DX-6a', 1000, 'lost')),
+	('6b open', t.dispute('evt_dx_6b2', 'charge.dispute.created', 'dp_dx_6b', 'pi_DX-6b', 1000, 'needs_response')),
+	('6b lost', t.dispute('evt_dx_6b3', 'charge.dispute.closed', 'dp_dx_6b', 'pi_DX-6b', 1000, 'lost')),
+	('6b refund all', t.refund('evt_dx_6b1', 'pi_DX-6b', 'DX-6b', 1000, 1000, 're_dx_6b', 1000)),
+	('7a lost part', t.dispute('evt_dx_7a2', 'charge.dispute.closed', 'dp_dx_7a', 'pi_DX-7a', 300, 'lost')),
+	('7a refund all', t.refund('evt_dx_7a1', 'pi_DX-7a', 'DX-7a', 1000, 1000, 're_dx_7a', 1000)),
+	('7b refund all', t.refund('evt_dx_7b1', 'pi_DX-7b', 'DX-7b', 1000, 1000, 're_dx_7b', 1000)),
+	('7b lost part', t.dispute('evt_dx_7b2', 'charge.dispute.closed', 'dp_dx_7b', 'pi_DX-7b', 300, 'lost')),
+	('8 open', t.dispute('evt_dx_81', 'charge.dispute.created', 'dp_dx_8', 'pi_DX-8', 1000, 'needs_response')),
+	('8 refund all', t.refund('evt_dx_82', 'pi_DX-8', 'DX-8', 1000, 1000, 're_dx_8', 1000)),
+	('9 open', t.dispute('evt_dx_91', 'charge.dispute.created', 'dp_dx_9', 'pi_DX-9', 1000, 'needs_response')),
+	('9 won', t.dispute('evt_dx_92', 'charge.dispute.closed', 'dp_dx_9', 'pi_DX-9', 1000, 'won')),
+	('9 refund all', t.refund('evt_dx_93', 'pi_DX-9', 'DX-9', 1000, 1000, 're_dx_9', 1000))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT o.order_no, o.status,
+	(SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER BY h.id) FROM pay.paynotify_order_history h
+	 WHERE h.order_no = o.order_no AND h.from_state <> 'pending') AS moves,
+	(SELECT string_agg(a.kind, ' ' ORDER BY a.id) FROM pay.paynotify_anomaly a WHERE a.order_no = o.order_no) AS anomalies
+FROM public.orders o WHERE o.order_no IN ('DX-6a', 'DX-6b', 'DX-7a', 'DX-7b', 'DX-8', 'DX-9') ORDER BY 1;
+-- DX-10: a dispute's other event for an order gone from the table (its
+-- payment kept): handed on of no order, not failed.  DX-11, where
+-- refunded -> paid is allowed: a refund that fails after a loss took all
+-- the rest leaves the order refunded.
+INSERT INTO public.orders VALUES ('DX-10', 'pending', 1000), ('DX-11', 'pending', 1000);
+INSERT INTO pay.paynotify_transition VALUES ('refunded', 'paid');
+SELECT count(*) FILTER (WHERE r.outcome = 'processed') AS paid FROM
+	unnest(ARRAY['10', '11']) x,
+	t.stripe('st', t.evt('evt_dx_p' || x, 'payment_intent.succeeded', jsonb_build_object('id', 'pi_DX-' || x,
+		'amount_received', 1000, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'DX-' || x))),
+		ARRAY[t.secret(1)]) r;
+DELETE FROM public.orders WHERE order_no = 'DX-10';
+SELECT name, r.outcome FROM (VALUES
+	('10 updated', t.dispute('evt_dx_101', 'charge.dispute.updated', 'dp_dx_10', 'pi_DX-10', 1000, 'under_review')),
+	('11 refund part', t.refund('evt_dx_111', 'pi_DX-11', 'DX-11', 1000, 300, 're_dx_11', 300)),
+	('11 lost the rest', t.dispute('evt_dx_112', 'charge.dispute.closed', 'dp_dx_11', 'pi_DX-11', 1000, 'lost')),
+	('11 refund failed', t.evt('evt_dx_113', 'refund.failed', '{"id": "re_dx_11", "object": "refund",
+		"amount": 300, "charge": "ch_pi_DX-11", "payment_intent": "pi_DX-11", "currency": "usd",
+		"status": "failed", "metadata": {"order_id": "DX-11"}}'))
+) e(name, body), t.stripe('st', body, ARRAY[t.secret(1)]) r;
+SELECT event, order_no FROM pay.paynotify_outbox WHERE notify_id = 'evt_dx_101';
+SELECT status, (SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER BY h.id)
+	FROM pay.paynotify_order_history h WHERE h.order_no = 'DX-11' AND h.from_state <> 'pending') AS moves,
+	(SELECT string_agg(a.kind, ' ' ORDER BY a.id) FROM pay.paynotify_anomaly a WHERE a.order_no = 'DX-11') AS anomalies
+FROM public.orders WHERE order_no = 'DX-11';
+DELETE FROM pay.paynotify_transition WHERE from_state = 'refunded' AND to_state = 'paid';
 DROP FUNCTION t.refund(text, text, text, int, int, text, int);
 DROP FUNCTION t.dispute(text, text, text, text, int, text);
 

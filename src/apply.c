@@ -36,6 +36,7 @@ static void apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, P
 static void apply_combine(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static bool order_has_disputes(PnConfig *cfg, const char *order_no);
+static bool disputes_took_all(PnConfig *cfg, const char *order_no);
 static bool is_dispute(PnAction action);
 static void apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
 static void dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
@@ -113,14 +114,25 @@ apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res
 	}
 	if (d.order_no == NULL && d.trade_no != NULL)
 	{
-		PnOrderRow	row;
-
 		d.order_no = pn_payment_order(cfg, ch->name, d.trade_no);
-		if (d.order_no != NULL)
-			pn_order_get(cfg, d.order_no, &row);
+		/* an order gone from the table (its payment kept): of no order */
+		if (d.order_no != NULL && !pn_order_lock(cfg, d.order_no))
+			d.order_no = NULL;
 	}
 	pn_emit(cfg, "notification", ch, &d, -1, notification_detail(ch, n));
 	set_result(res, PN_IGNORED, "ignored", "not applied: handed on");
+}
+
+/* Whether lost disputes took all the order kept of its payments. */
+static bool
+disputes_took_all(PnConfig *cfg, const char *order_no)
+{
+	int64		open;
+	int64		lost;
+	int64		lost_amount;
+
+	return cfg->schema_13 && pn_dispute_tally(cfg, order_no, &open, &lost, &lost_amount) > 0 &&
+		lost > 0 && lost_amount >= pn_order_kept(cfg, order_no);
 }
 
 /* Whether the order has disputes recorded (never on a schema before 1.3). */
@@ -205,20 +217,21 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
 }
 
 /*
- * The order's state from all its disputes, where the state machine has
- * "disputed" (none by default: then nothing moves).  While one is open,
- * the order is disputed, where it may go there and come back.  When none
- * is open any more: if the disputes
- * lost took all the order kept of its payments (paid less refunded; all
- * of it refunded counts too), to "refunded": through "refunding" where
- * refunds alone took it (as a refund does), else through "disputed" where
- * the order is not there yet; else, or where it cannot get there, back to the
- * state it left for "disputed".  A loss that cannot take the order to
- * "refunded" is an anomaly (dispute_lost_not_refunded), and so is a loss
- * of part of what it kept (dispute_lost_in_part: it reads paid, and kept
- * less), and a disputed order with no way back
- * (disputed_order_not_restored: moved there by hand).  Each step is decided from the records alone, so the end state
- * does not depend on the order the events came in.
+ * The order's state from all its disputes and refunds (docs/LEDGER.md,
+ * "Disputes"), after a dispute notification, and after a refund of an
+ * order with disputes.  A refunded or cancelled order stays.  While a
+ * dispute is open the order is "disputed", where it may go there and come
+ * back (none by default: then an open dispute holds nothing).  Else: if
+ * refunds and lost disputes together took all it was paid, "refunded":
+ * from "disputed"; else through "disputed" when a dispute was lost and
+ * the state machine has the way, else the refunds' way (refunding), as a
+ * refund does.  Where it cannot get there, an anomaly
+ * (dispute_lost_not_refunded; refund_in_unrefundable_state for a refund
+ * with no dispute lost).  Else back to the state it left for "disputed"
+ * (disputed_order_not_restored where it cannot: moved there by hand),
+ * and dispute_lost_in_part where a loss took part of it.  Each step is
+ * decided from the records alone, so the end state does not depend on the
+ * order the notifications came in.
  */
 static void
 dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrderRow *row)
@@ -229,39 +242,44 @@ dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrde
 	int64		lost_amount;
 	bool		disputed = strcmp(status, "disputed") == 0;
 
+	if (strcmp(status, "refunded") == 0 || strcmp(status, "cancelled") == 0)
+		return;
 	(void) pn_dispute_tally(cfg, n->order_no, &open, &lost, &lost_amount);
-	if (open > 0)
+	if (open > 0 && (disputed || (pn_transition_allowed(cfg, status, "disputed") &&
+								  pn_transition_allowed(cfg, "disputed", status))))
 	{
-		/* only where it can come back: else a close first would differ */
-		if (!disputed && pn_transition_allowed(cfg, status, "disputed") &&
-			pn_transition_allowed(cfg, "disputed", status))
+		if (!disputed)
 			(void) pn_transit(cfg, n->order_no, status, "disputed");
 		return;
 	}
-	if (strcmp(status, "refunded") == 0)
-		return;
 	if (lost_amount >= pn_order_kept(cfg, n->order_no))
 	{
-		/* refunds alone took it all: the refunds' way, as apply_refund's */
-		if (!disputed && lost == 0 &&
+		bool		via_disputed = !disputed &&
+			pn_transition_allowed(cfg, status, "disputed") &&
+			pn_transition_allowed(cfg, "disputed", "refunded");
+		bool		via_refunding = !disputed &&
 			(strcmp(status, "refunding") == 0 ||
 			 (pn_transition_allowed(cfg, status, "refunding") &&
-			  pn_transition_allowed(cfg, "refunding", "refunded") &&
-			  pn_transit(cfg, n->order_no, status, "refunding"))))
+			  pn_transition_allowed(cfg, "refunding", "refunded")));
+
+		if (via_disputed && (lost > 0 || !via_refunding))
+			disputed = pn_transit(cfg, n->order_no, status, "disputed");
+		else if (via_refunding)
 		{
+			if (strcmp(status, "refunding") != 0)
+				(void) pn_transit(cfg, n->order_no, status, "refunding");
 			(void) pn_transit(cfg, n->order_no, "refunding", "refunded");
 			return;
 		}
-		if (!disputed && pn_transition_allowed(cfg, status, "disputed") &&
-			pn_transition_allowed(cfg, "disputed", "refunded"))
-			disputed = pn_transit(cfg, n->order_no, status, "disputed");
 		if (disputed && pn_transition_allowed(cfg, "disputed", "refunded"))
 		{
 			(void) pn_transit(cfg, n->order_no, "disputed", "refunded");
 			return;
 		}
-		pn_anomaly(cfg, ch->name, n, lost > 0 ? "dispute_lost_not_refunded" :
-				   "refund_in_unrefundable_state");
+		if (lost > 0)
+			pn_anomaly(cfg, ch->name, n, "dispute_lost_not_refunded");
+		else if (n->action == PN_ACT_REFUND)
+			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
 	else if (lost > 0)
 		pn_anomaly(cfg, ch->name, n, "dispute_lost_in_part");
@@ -594,7 +612,8 @@ apply_refund_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApp
 		 * absorbed an older one).  Undone as recorded; someone must look.
 		 */
 		pn_anomaly(cfg, ch->name, n, "refund_failed_after_total");
-		if (strcmp(row.status, "refunded") == 0)
+		/* lost disputes may have taken what the refund gave back */
+		if (strcmp(row.status, "refunded") == 0 && !disputes_took_all(cfg, n->order_no))
 		{
 			if (pn_transition_allowed(cfg, "refunded", "paid"))
 				(void) pn_transit(cfg, n->order_no, "refunded", "paid");

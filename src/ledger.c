@@ -69,6 +69,17 @@ pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row)
 	row->currency = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
 }
 
+/* Lock the order's row, if there is one: whether there is. */
+bool
+pn_order_lock(PnConfig *cfg, const char *order_no)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+
+	if (pn_orders_execute(cfg, PLAN_ORDER_GET, &arg, NULL, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: order lookup failed");
+	return SPI_processed > 0;
+}
+
 /* The order a trade was recorded for, or NULL. */
 char *
 pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)

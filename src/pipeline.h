@@ -201,6 +201,7 @@ typedef struct PnOrderRow
 } PnOrderRow;
 
 extern void pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row);
+extern bool pn_order_lock(PnConfig *cfg, const char *order_no);
 extern char *pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 extern bool pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no,
 						   int64 *amount);
