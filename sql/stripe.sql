@@ -554,6 +554,34 @@ SELECT status, (SELECT string_agg(h.from_state || '>' || h.to_state, ' ' ORDER B
 	(SELECT string_agg(a.kind, ' ' ORDER BY a.id) FROM pay.paynotify_anomaly a WHERE a.order_no = 'DX-11') AS anomalies
 FROM public.orders WHERE order_no = 'DX-11';
 DELETE FROM pay.paynotify_transition WHERE from_state = 'refunded' AND to_state = 'paid';
+-- DX-12: refunds whose total is in doubt (a total after a failed refund:
+-- refund_total_after_failure, the order not moved) stay unmoved by a won
+-- dispute, before or after them (a, b)
+INSERT INTO public.orders VALUES ('DX-12a', 'pending', 1000), ('DX-12b', 'pending', 1000);
+CREATE FUNCTION t.doubtful(x text) RETURNS TABLE (evt text, body text) LANGUAGE sql AS $$
+	VALUES ('evt_dx_' || x || '1', t.refund('evt_dx_' || x || '1', 'pi_DX-' || x, 'DX-' || x, 1000, 300, 're_dx_' || x, 300)),
+		('evt_dx_' || x || '2', t.evt('evt_dx_' || x || '2', 'refund.failed', jsonb_build_object('id', 're_dx_' || x,
+			'object', 'refund', 'amount', 300, 'charge', 'ch_pi_DX-' || x, 'payment_intent', 'pi_DX-' || x,
+			'currency', 'usd', 'status', 'failed', 'metadata', jsonb_build_object('order_id', 'DX-' || x)))),
+		('evt_dx_' || x || '3', t.evt('evt_dx_' || x || '3', 'charge.refunded', jsonb_build_object('id', 'ch_pi_DX-' || x,
+			'object', 'charge', 'amount', 1000, 'amount_refunded', 1000, 'payment_intent', 'pi_DX-' || x,
+			'refunded', true, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'DX-' || x))))
+$$;
+SELECT e.x, r.outcome FROM (
+	SELECT 0 AS k, 0 AS j, x, t.evt('evt_dx_p' || x, 'payment_intent.succeeded', jsonb_build_object('id', 'pi_DX-' || x,
+		'amount_received', 1000, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'DX-' || x))) AS body
+	FROM unnest(ARRAY['12a', '12b']) x
+	UNION ALL SELECT 1, 0, '12a', d.body FROM t.doubtful('12a') d
+	UNION ALL SELECT 2, 0, '12a', t.dispute('evt_dx_12a4', 'charge.dispute.created', 'dp_dx_12a', 'pi_DX-12a', 1000, 'needs_response')
+	UNION ALL SELECT 3, 0, '12a', t.dispute('evt_dx_12a5', 'charge.dispute.closed', 'dp_dx_12a', 'pi_DX-12a', 1000, 'won')
+	UNION ALL SELECT 4, 0, '12b', t.dispute('evt_dx_12b4', 'charge.dispute.created', 'dp_dx_12b', 'pi_DX-12b', 1000, 'needs_response')
+	UNION ALL SELECT 5, 0, '12b', t.dispute('evt_dx_12b5', 'charge.dispute.closed', 'dp_dx_12b', 'pi_DX-12b', 1000, 'won')
+	UNION ALL SELECT 6, 0, '12b', d.body FROM t.doubtful('12b') d
+) e, LATERAL t.stripe('st', e.body, ARRAY[t.secret(1)]) r;
+SELECT o.order_no, o.status,
+	(SELECT string_agg(a.kind, ' ' ORDER BY a.id) FROM pay.paynotify_anomaly a WHERE a.order_no = o.order_no) AS anomalies
+FROM public.orders o WHERE o.order_no IN ('DX-12a', 'DX-12b') ORDER BY 1;
+DROP FUNCTION t.doubtful(text);
 DROP FUNCTION t.refund(text, text, text, int, int, text, int);
 DROP FUNCTION t.dispute(text, text, text, text, int, text);
 

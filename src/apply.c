@@ -225,11 +225,14 @@ apply_dispute(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *
  * refunds and lost disputes together took all it was paid, "refunded":
  * from "disputed"; else through "disputed" when a dispute was lost and
  * the state machine has the way, else the refunds' way (refunding), as a
- * refund does.  Where it cannot get there, an anomaly
+ * refund does; refunds alone whose total is in doubt (the refund rule moved
+ * nothing on them: refund_total_after_failure) do not.  Where it cannot
+ * get there, an anomaly
  * (dispute_lost_not_refunded; refund_in_unrefundable_state for a refund
  * with no dispute lost).  Else back to the state it left for "disputed"
  * (disputed_order_not_restored where it cannot: moved there by hand),
- * and dispute_lost_in_part where a loss took part of it.  Each step is
+ * and dispute_lost_in_part where a loss took part of it (not again for
+ * an open: it changes no loss).  Each step is
  * decided from the records alone, so the end state does not depend on the
  * order the notifications came in.
  */
@@ -252,7 +255,8 @@ dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrde
 			(void) pn_transit(cfg, n->order_no, status, "disputed");
 		return;
 	}
-	if (lost_amount >= pn_order_kept(cfg, n->order_no))
+	if (lost_amount >= pn_order_kept(cfg, n->order_no) &&
+		(lost > 0 || !pn_order_refunds_doubtful(cfg, n->order_no)))
 	{
 		bool		via_disputed = !disputed &&
 			pn_transition_allowed(cfg, status, "disputed") &&
@@ -281,7 +285,7 @@ dispute_move(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnOrde
 		else if (n->action == PN_ACT_REFUND)
 			pn_anomaly(cfg, ch->name, n, "refund_in_unrefundable_state");
 	}
-	else if (lost > 0)
+	else if (lost > 0 && n->action != PN_ACT_DISPUTE_OPENED)
 		pn_anomaly(cfg, ch->name, n, "dispute_lost_in_part");
 	if (disputed)
 	{

@@ -411,6 +411,23 @@ pn_dispute_fill_amount(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	return SPI_processed == 1;
 }
 
+/*
+ * Whether the order's refunds are in doubt: a total recorded on a trade
+ * with a failed refund (refund_total_after_failure), on which the refund
+ * rule moved nothing.
+ */
+bool
+pn_order_refunds_doubtful(PnConfig *cfg, const char *order_no)
+{
+	Datum		arg = CStringGetTextDatum(order_no);
+	bool		isnull;
+
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_ORDER_REFUNDS_DOUBTFUL), &arg, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: anomaly lookup failed");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
 /* What the order kept of its payments: paid less refunded, over its trades. */
 int64
 pn_order_kept(PnConfig *cfg, const char *order_no)

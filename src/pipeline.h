@@ -41,6 +41,7 @@ typedef enum PnPlanId
 	PLAN_DISPUTE_CLOSE_FIRST,
 	PLAN_DISPUTE_TALLY,
 	PLAN_DISPUTE_FILL_AMOUNT,
+	PLAN_ORDER_REFUNDS_DOUBTFUL,
 	PLAN_OUTBOX_INSERT,
 	PLAN_OUTBOX_INSERT_DETAIL,
 	PLAN_ORDER_SEQ_NEXT,
@@ -224,6 +225,7 @@ extern int64 pn_dispute_tally(PnConfig *cfg, const char *order_no, int64 *open,
 extern bool pn_dispute_fill_amount(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								   const char *dispute_id);
 extern int64 pn_order_kept(PnConfig *cfg, const char *order_no);
+extern bool pn_order_refunds_doubtful(PnConfig *cfg, const char *order_no);
 extern bool pn_refund_succeed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							  const char *trade_no, int64 amount);
 extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *trade_no,

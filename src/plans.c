@@ -182,6 +182,15 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" FROM @s.paynotify_dispute WHERE order_no = $1",
 		1, {TEXTOID}
 	},
+	/*
+	 * whether the refunds of the order are in doubt (a total on a trade with a
+	 * failed refund: apply_refund moved nothing on it); rarely read
+	 */
+	[PLAN_ORDER_REFUNDS_DOUBTFUL] = {
+		"SELECT EXISTS (SELECT FROM @s.paynotify_anomaly"
+		" WHERE order_no = $1 AND kind = 'refund_total_after_failure')",
+		1, {TEXTOID}
+	},
 	/* a dispute recorded without its amount (its close came first, without one) */
 	[PLAN_DISPUTE_FILL_AMOUNT] = {
 		"UPDATE @s.paynotify_dispute SET amount = $4"
