@@ -37,14 +37,14 @@ OBJS = \
 	src/history.o \
 	src/ops.o
 
-DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql
-DATA_built = paynotify--1.1.sql paynotify--1.2.sql paynotify--1.3.sql
+DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql paynotify--1.3--1.4.sql
+DATA_built = paynotify--1.1.sql paynotify--1.2.sql paynotify--1.3.sql paynotify--1.4.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
 PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
 SHLIB_LINK = $(shell pkg-config --libs openssl)
 
-REGRESS = setup config crypto state vectors samples pipeline hooks alipay stripe security states txn secrets privileges attacks types order_ref retry_commit table_code table_authors accounts catalog roles keys ledger relay ops notice distribute
+REGRESS = setup config crypto state vectors samples pipeline hooks alipay stripe security states txn secrets privileges attacks types order_ref retry_commit table_code table_authors accounts catalog roles keys ledger relay ops notice distribute expect
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout row_lock two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim purge_concurrent log_taken owner_race
@@ -63,6 +63,9 @@ paynotify--1.2.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1
 	cat $^ > $@
 
 paynotify--1.3.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql
+	cat $^ > $@
+
+paynotify--1.4.sql: paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynotify--1.2--1.3.sql paynotify--1.3--1.4.sql
 	cat $^ > $@
 
 # `make install` over the files of the Debian package postgresql-15-paynotify

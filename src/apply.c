@@ -655,6 +655,8 @@ apply_close(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *re
 	PnOrderRow	row;
 
 	pn_order_get(cfg, n->order_no, &row);
+	/* nothing more comes of the trade on this channel */
+	pn_expectation_settle(cfg, n->order_no, "close", ch->name, n->notify_id);
 	if (strcmp(row.status, "pending") != 0)
 	{
 		set_result(res, PN_IGNORED, "ignored", "order is not pending");

@@ -228,6 +228,8 @@ config_load(Oid nsp)
 		load_hooks(cfg);
 		load_distribution(cfg);
 		cfg->schema_13 = schema_has_13_columns(cfg->nsp);
+		cfg->schema_14 = cfg->schema_13 &&
+			OidIsValid(get_relname_relid("paynotify_expectation", cfg->nsp));
 	}
 	PG_CATCH();
 	{

@@ -185,6 +185,31 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("trade \"%s\" was recorded for another order at the same time",
 						n->trade_no)));
+	pn_expectation_settle(cfg, n->order_no, "payment", NULL, n->notify_id);
+}
+
+/*
+ * What the application expected of the order is settled (1.4 schemas): a
+ * payment settles its expectations on every channel (channel NULL), a close
+ * those on its channel.
+ */
+void
+pn_expectation_settle(PnConfig *cfg, const char *order_no, const char *how,
+					  const char *channel, const char *notify_id)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	if (!cfg->schema_14)
+		return;
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = CStringGetTextDatum(how);
+	args[2] = channel ? CStringGetTextDatum(channel) : (Datum) 0;
+	args[3] = CStringGetTextDatum(notify_id);
+	if (channel == NULL)
+		nulls[2] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_EXPECTATION_SETTLE), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: expectation update failed");
 }
 
 /* Record a refund; false when this refund id was recorded before. */

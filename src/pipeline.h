@@ -41,6 +41,7 @@ typedef enum PnPlanId
 	PLAN_DISPUTE_CLOSE_FIRST,
 	PLAN_DISPUTE_TALLY,
 	PLAN_DISPUTE_FILL_AMOUNT,
+	PLAN_EXPECTATION_SETTLE,
 	PLAN_ORDER_REFUNDS_DOUBTFUL,
 	PLAN_OUTBOX_INSERT,
 	PLAN_OUTBOX_INSERT_DETAIL,
@@ -124,6 +125,7 @@ typedef struct PnConfig
 	bool		distributed;	/* Citus: the outbox is a distributed table */
 	bool		schema_13;		/* the schema has 1.3's columns (outbox.detail,
 								 * payment_record.sub_merchant) */
+	bool		schema_14;		/* the schema has 1.4's paynotify_expectation */
 
 	SPIPlanPtr	plans[PN_NPLANS];
 } PnConfig;
@@ -210,6 +212,8 @@ extern int	pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refund
 extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
 						   const char *order_no);
 extern void pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern void pn_expectation_settle(PnConfig *cfg, const char *order_no, const char *how,
+								  const char *channel, const char *notify_id);
 extern bool pn_refund_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							 const char *trade_no, int64 amount, const char *status);
 extern int64 pn_refund_failed_count(PnConfig *cfg, const char *channel, const char *trade_no,

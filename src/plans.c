@@ -197,6 +197,16 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" WHERE channel = $1 AND dispute_id = $2 AND order_no = $3 AND amount IS NULL",
 		4, {TEXTOID, TEXTOID, TEXTOID, INT8OID}
 	},
+	/*
+	 * an expectation settled: by a payment of the order (on any channel: it
+	 * is paid) or the close of its trade on this channel (1.4 schemas)
+	 */
+	[PLAN_EXPECTATION_SETTLE] = {
+		"UPDATE @s.paynotify_expectation SET settled_at = pg_catalog.now(), settled_by = $2,"
+		" settled_notify_id = $4"
+		" WHERE order_no = $1 AND settled_at IS NULL AND ($3 IS NULL OR channel = $3)",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_OUTBOX_INSERT] = {
 		"INSERT INTO @s.paynotify_outbox (event, channel, order_no, notify_id, amount)"
 		" VALUES ($1, $2, $3, $4, $5) RETURNING id",

@@ -98,10 +98,11 @@ const PnGateway pn_gateway_alipay = {
 static void *
 alipay_load_settings(Jsonb *settings)
 {
-	static const char *const allowed[] = {"app_id", "seller_id", NULL};
+	static const char *const allowed[] = {"app_id", "seller_id", "query_after_s", NULL};
 	AlipayConf *conf = palloc0(sizeof(AlipayConf));
 
 	pn_settings_only(settings, "alipay", allowed);
+	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
 	return conf;

@@ -85,12 +85,13 @@ static void *
 wx_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s",
-	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", NULL};
+	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", "query_after_s", NULL};
 	WxConf	   *conf = palloc0(sizeof(WxConf));
 	char	   *key;
 	size_t		keylen;
 
 	pn_settings_only(settings, "wxpay", allowed);
+	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
 	key = pn_setting_text(settings, "apiv3_key", true);
 	keylen = strlen(key);
 	if (keylen == APIV3_KEY_LEN)
