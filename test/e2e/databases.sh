@@ -140,8 +140,8 @@ su postgres -q -c "CREATE DATABASE f"
 su f -q -c 'CREATE SCHEMA "Pay Ments"' -c "CREATE EXTENSION paynotify SCHEMA \"Pay Ments\" VERSION '1.2'"
 su postgres -q -c "GRANT paynotify_handler TO old_shim" 2>/dev/null
 out=$(PGOPTIONS="-c paynotify_install.fresh=on" su f -c "ALTER EXTENSION paynotify UPDATE" 2>&1)
-check "an extension in schema \"Pay Ments\" updates to 1.3, with paynotify_install.fresh set outside" \
-    "1.3|1" "$(su f -Atc "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")|$(grep -c 'old_shim (handler)' <<<"$out")"
+check "an extension in schema \"Pay Ments\" updates to 1.4, with paynotify_install.fresh set outside" \
+    "1.4|1" "$(su f -Atc "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")|$(grep -c 'old_shim (handler)' <<<"$out")"
 check "... and the member keeps its capacity there, by a grant of f" ok \
     "$(as old_shim f "SELECT outcome FROM \"Pay Ments\".paynotify_handle('none', '{}', '\\x7b7d'::bytea)")"
 su f -q -c "CREATE ROLE f_relay LOGIN" -c "SELECT \"Pay Ments\".paynotify_grant('f_relay', 'relay')" >/dev/null

@@ -9,14 +9,14 @@
 # every combination of common argument types where pg_catalog has no exact
 # match of its own; each counts its calls in the sequence planted_calls,
 # which no rollback undoes).  Two databases:
-#   shop     CREATE EXTENSION paynotify (1.3) into public;
+#   shop     CREATE EXTENSION paynotify (1.4) into public;
 #   shop_up  CREATE EXTENSION paynotify VERSION '1.0' into public, then
-#            ALTER EXTENSION UPDATE TO 1.1, 1.2 and 1.3, one step at a time,
+#            ALTER EXTENSION UPDATE TO 1.1, 1.2, 1.3 and 1.4, one step at a time,
 #            with the shadows there before each step.
 # Checked:
 #   (a) the catalog (test/e2e/planted/catalog.sql): after the install and
 #       after each step, every function and operator the extension's objects
-#       depend on is in pg_catalog or the extension's own; at 1.3 every
+#       depend on is in pg_catalog or the extension's own; from 1.3 every
 #       function also pins search_path;
 #   (b) no shadow ever ran: during the installs and updates, while a
 #       superuser replays every signed test vector through paynotify_handle
@@ -105,7 +105,7 @@ su shop -q -c "DO \$\$ DECLARE f regprocedure; BEGIN
 check_calls shop "CREATE EXTENSION paynotify"
 check_catalog shop "fresh install" all
 check_public_grant shop app_lookup "after CREATE EXTENSION"
-check "installed at 1.3" 1.3 "$(suq shop "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "installed at 1.4" 1.4 "$(suq shop "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 
 # a superuser replays every signed test vector (all three gateways:
 # payments, refunds, parked refunds, anomalies, rejections), each twice
@@ -187,6 +187,9 @@ check "the shim's deliveries (each twice)" " processed duplicate processed dupli
 check "the shim's text form: an empty body refused" malformed \
     "$(as pl_shim shop -Atc "SELECT outcome FROM public.paynotify_handle('sh_wx_transaction_success_valid', '{}'::jsonb, '{}'::text)" 2>&1)"
 check_calls shop "the shim calling paynotify_handle"
+check "the application registers an expectation (1.4)" "PL-EXP|300" \
+    "$(as pl_shim shop -Atc "SELECT order_no || '|' || extract(epoch FROM next_query_at - expected_at)::int FROM public.paynotify_expect('sh_wx_transaction_success_valid', 'PL-EXP', now() + interval '2 hours')" 2>&1)"
+check_calls shop "the application calling paynotify_expect"
 
 # the relay: fan out, claim, report
 check_rc "the relay fans out, claims and reports" 0 as pl_relay shop <<'SQL'
@@ -214,13 +217,13 @@ su shop_up -q -c "CREATE EXTENSION paynotify SCHEMA public VERSION '1.0'"
 check_calls shop_up "CREATE EXTENSION paynotify VERSION '1.0'"
 check_catalog shop_up "1.0"
 check_public_grant shop_up app_lookup "after CREATE EXTENSION VERSION '1.0'"
-for v in 1.1 1.2 1.3; do
+for v in 1.1 1.2 1.3 1.4; do
     t=app_lookup_${v/./_}
     su shop_up -q -c "CREATE TABLE public.$t (k text); GRANT SELECT ON public.$t TO PUBLIC"
     su shop_up -q -c "ALTER EXTENSION paynotify UPDATE TO '$v'" 2>&1 | grep -v '^WARNING\|^HINT' || true
     check "updated to $v" "$v" "$(suq shop_up "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
     check_calls shop_up "ALTER EXTENSION paynotify UPDATE TO '$v'"
-    [ "$v" = 1.3 ] && check_catalog shop_up "$v" all || check_catalog shop_up "$v"
+    [ "$v" = 1.3 ] || [ "$v" = 1.4 ] && check_catalog shop_up "$v" all || check_catalog shop_up "$v"
     check_public_grant shop_up "$t" "after the update to $v"
 done
 check_public_grant shop_up app_lookup "after every update"
