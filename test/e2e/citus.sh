@@ -168,6 +168,10 @@ for i in 0 1 2; do
 done
 
 # ---- storm and distinct over three shims ----------------------------------------
+# the application expects each distinct order on the coordinator (1.4): the
+# payments settle them, each on its order's shard
+citus_q 0 "SELECT count(*) FROM generate_series($D0, $D0 + $N - 1) i,
+           LATERAL paynotify_expect('wxpay', pg_catalog.format('PN%s', pg_catalog.lpad(i::text, 8, '0'))) e" >/dev/null
 citus_shims 4 PAYNOTIFY_RECONNECT_MAX=1000 || exit 1
 ledger=$STACK_DIR/ledger.tsv
 stack_send wxpay --mode retry -n "$N" -c 8 --start $D0 --seed 14 --schedule 0.2,0.3,0.5,1,1,1,1,1,1,1 \
@@ -208,6 +212,9 @@ check "distinct: $N orders paid, one payment, one paid event and one hook call e
                   (SELECT count(*) FROM payment_record WHERE channel = 'wxpay') || '|' ||
                   (SELECT count(*) FROM paynotify_outbox WHERE channel = 'wxpay' AND event = 'paid') || '|' ||
                   (SELECT count(DISTINCT order_no) || '' FROM erp_calls WHERE event = 'paid' AND order_no BETWEEN '$(printf 'PN%08d' $D0)' AND '$(printf 'PN%08d' $((D0 + N - 1)))')")"
+check "distinct: the $N expectations registered on the coordinator settled by their payments" "$N|$N" \
+    "$(citus_q 0 "SELECT count(*) || '|' || count(*) FILTER (WHERE settled_by = 'payment' AND settled_notify_id IS NOT NULL)
+                  FROM paynotify_expectation")"
 sleep 1.2	# the shims' backends report their function calls when idle
 calls=()
 for i in 0 1 2; do
