@@ -125,8 +125,8 @@ UPDATE pay.paynotify_expectation SET expires_at = CASE order_no WHEN 'QY-2' THEN
 -- refused answers change nothing but last_result: the amount changed after
 -- signing, another key under the serial, an unknown serial, another body's
 -- signature, an authentic answer about another order
-SELECT a AS answer, (t.qapply('qy_wx', a)).*
-FROM unnest('{wx_paid_tampered,wx_paid_wrong_key,wx_paid_wrong_serial,wx_paid_other_body,wx_paid_other_order}'::text[]) a;
+SELECT a AS answer, r.*
+FROM unnest('{wx_paid_tampered,wx_paid_wrong_key,wx_paid_wrong_serial,wx_paid_other_body,wx_paid_other_order}'::text[]) a, LATERAL t.qapply('qy_wx', a) r;
 SELECT status FROM public.orders WHERE order_no = 'QY-1';
 SELECT * FROM t.qtrace('QY-1');
 SELECT count(*) FROM pay.payment_record WHERE order_no = 'QY-1';
@@ -193,6 +193,100 @@ FROM pay.paynotify_expectation WHERE order_no = 'QY-4' AND channel = 'qy_wx';
 UPDATE pay.paynotify_expectation SET next_query_at = now() - interval '1 second' WHERE channel = 'qy_wx';
 SELECT * FROM pay.paynotify_query_due() ORDER BY 2;
 
+-- ===== Alipay =====
+-- the channel of the vectors, with the application's private key
+SELECT t.configure('ali_trade_success_valid', 'qy_ali');
+SELECT pay.paynotify_alter_channel('qy_ali', jsonb_build_object(
+	'app_private_key', t.vtext('keys/merchant_1.key.pem')));
+SELECT t.set_order(o, 'pending') FROM unnest('{QA-1,QA-2,QA-3}'::text[]) o;
+SELECT (pay.paynotify_expect('qy_ali', o)).order_no FROM unnest('{QA-1,QA-2,QA-3}'::text[]) o;
+UPDATE pay.paynotify_expectation SET expires_at = CASE order_no WHEN 'QA-2' THEN t.qnow(3600)
+	ELSE t.qnow(-60) END WHERE order_no IN ('QA-2', 'QA-3') AND channel = 'qy_ali';
+
+-- the request: alipay.trade.query signed RSA2, which is deterministic at a
+-- fixed clock: the same, byte for byte, as the generator's
+SET paynotify.now = 1767300000;
+SELECT r.method, r.url = q.e->>'url' AS same_url, r.body = q.e->>'body' AS same_body,
+	   r.body, r.headers
+FROM pay.paynotify_query_request('qy_ali', 'QA-1') r, t.qy q WHERE q.name = 'ali_request';
+RESET paynotify.now;
+SELECT q.e->>'sign_content' AS signed FROM t.qy q WHERE q.name = 'ali_request';
+
+-- refused, nothing changed: the amount changed after signing, another
+-- key, an authentic answer about another order, an unsigned gateway error
+SELECT a AS answer, r.*
+FROM unnest('{ali_paid_tampered,ali_paid_wrong_key,ali_paid_other_order,ali_gateway_error}'::text[]) a, LATERAL t.qapply('qy_ali', a) r;
+SELECT status FROM public.orders WHERE order_no = 'QA-1';
+SELECT * FROM t.qtrace('QA-1');
+SELECT last_result FROM pay.paynotify_expectation WHERE order_no = 'QA-1' AND channel = 'qy_ali';
+
+-- a payment found: applied once; again, and its notification later: duplicates
+SELECT * FROM t.qapply('qy_ali', 'ali_paid');
+SELECT * FROM t.qapply('qy_ali', 'ali_paid');
+SELECT status, body, outcome FROM pay.paynotify_handle('qy_ali',
+	(SELECT e->'headers' FROM t.qy WHERE name = 'ali_paid_notification'),
+	convert_to((SELECT e->>'body' FROM t.qy WHERE name = 'ali_paid_notification'), 'UTF8'));
+SELECT status FROM public.orders WHERE order_no = 'QA-1';
+SELECT channel, trade_no, amount, notify_id FROM pay.payment_record WHERE order_no = 'QA-1';
+SELECT * FROM t.qtrace('QA-1');
+SELECT event, amount FROM pay.paynotify_outbox WHERE order_no = 'QA-1' ORDER BY id;
+SELECT last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QA-1' AND channel = 'qy_ali';
+
+-- WAIT_BUYER_PAY before expires_at: nothing; after it: closed
+SELECT * FROM t.qapply('qy_ali', 'ali_wait');
+SELECT status FROM public.orders WHERE order_no = 'QA-2';
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QA-2' AND channel = 'qy_ali';
+SELECT * FROM t.qapply('qy_ali', 'ali_wait');
+-- ACQ.TRADE_NOT_EXIST after expires_at: closed
+SELECT * FROM t.qapply('qy_ali', 'ali_not_exist');
+SELECT order_no, status FROM public.orders WHERE order_no IN ('QA-2', 'QA-3') ORDER BY 1;
+SELECT order_no, last_result, settled_by, settled_notify_id FROM pay.paynotify_expectation
+WHERE order_no IN ('QA-2', 'QA-3') AND channel = 'qy_ali' ORDER BY 1;
+
+-- ===== Stripe =====
+-- answers are not signed: applied on a channel that trusts them
+-- (query_trusted), a payment found is an anomaly for a human elsewhere
+SELECT t.configure('stripe_payment_intent_succeeded_valid', 'qy_st');
+SELECT t.configure('stripe_payment_intent_succeeded_valid', 'qy_st_u');
+SELECT pay.paynotify_alter_channel(c, jsonb_build_object('secret_key', 'rk_test_TESTONLY0000000000000000',
+	'query_trusted', c = 'qy_st')) FROM unnest('{qy_st,qy_st_u}'::text[]) c;
+SELECT t.set_order(o, 'pending') FROM unnest('{QS-1,QS-2,QS-3,QS-4}'::text[]) o;
+SELECT (pay.paynotify_expect(c, o)).order_no
+FROM unnest('{qy_st,qy_st_u}'::text[]) c, unnest('{QS-1,QS-2,QS-3,QS-4}'::text[]) o;
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-60) WHERE channel IN ('qy_st', 'qy_st_u');
+-- the request: a search of the PaymentIntents by the order's metadata key
+-- (order_ref_path), with the API key as the bearer
+SELECT * FROM pay.paynotify_query_request('qy_st', 'QS-1');
+SELECT url FROM pay.paynotify_query_request('qy_st', E'QS''1\\');
+
+-- untrusted: the payment found is recorded as an anomaly, nothing moves;
+-- canceled closes nothing
+SELECT * FROM t.qapply('qy_st_u', 'st_paid');
+SELECT * FROM t.qapply('qy_st_u', 'st_canceled');
+SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-1', 'QS-2') ORDER BY 1;
+SELECT * FROM t.qtrace('QS-1');
+SELECT kind FROM pay.paynotify_anomaly WHERE order_no = 'QS-1';
+SELECT channel, order_no, last_result FROM pay.paynotify_expectation
+WHERE channel = 'qy_st_u' AND order_no IN ('QS-1', 'QS-2') ORDER BY 2;
+
+-- trusted: another order's intent refused; paid once, then its
+-- notification is a duplicate
+SELECT * FROM t.qapply('qy_st', 'st_other_order');
+SELECT * FROM t.qapply('qy_st', 'st_paid');
+SELECT * FROM t.qapply('qy_st', 'st_paid');
+SELECT t.stripe_ledger('qy_st', 'QS-1', 'evt_qs_1', 'pi_qs_1', 8888);
+SELECT status FROM public.orders WHERE order_no = 'QS-1';
+SELECT channel, trade_no, amount, currency, notify_id FROM pay.payment_record WHERE order_no = 'QS-1';
+SELECT * FROM t.qtrace('QS-1');
+-- canceled, and no intent at all, after expires_at: closed; processing and
+-- an error: nothing
+SELECT a AS answer, r.*
+FROM unnest('{st_canceled,st_none,st_processing,st_error}'::text[]) a, LATERAL t.qapply('qy_st', a) r;
+SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-2', 'QS-3', 'QS-4') ORDER BY 1;
+SELECT * FROM t.qtrace('QS-2') UNION ALL SELECT * FROM t.qtrace('QS-3');
+SELECT order_no, last_result, settled_by FROM pay.paynotify_expectation
+WHERE channel = 'qy_st' ORDER BY 1;
+
 -- bad calls: precise SQLSTATEs
 \set VERBOSITY sqlstate
 SELECT * FROM pay.paynotify_query_request('no_such', 'QY-1');
@@ -206,6 +300,12 @@ SELECT pay.paynotify_alter_channel('qy_wx', '{"merchant_private_key": "-----BEGI
 SELECT pay.paynotify_alter_channel('qy_wx', '{"api_base": "http://pay.example"}');
 SELECT pay.paynotify_alter_channel('qy_wx', '{"api_base": "https://a.example/?x=1"}');
 SELECT pay.paynotify_alter_channel('qy_wx', '{"merchant_serial": {"file": "x"}}');
+SELECT pay.paynotify_alter_channel('qy_ali', '{"app_private_key": "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu"}');
+SELECT pay.paynotify_alter_channel('qy_ali', jsonb_build_object('app_private_key', t.vtext('keys/alipay_1.pub.pem')));
+SELECT pay.paynotify_alter_channel('qy_st', '{"secret_key": "whsec_notanapikey"}');
+SELECT pay.paynotify_alter_channel('qy_st', '{"query_trusted": "yes"}');
+SELECT pay.paynotify_alter_channel('qy_st', '{"order_ref_path": "data.object.client_reference_id"}');
+SELECT * FROM pay.paynotify_query_request('qy_st', 'QS-1');
 \set VERBOSITY default
 -- the message of a bad key never quotes it
 SELECT pay.paynotify_alter_channel('qy_wx', '{"merchant_private_key": "-----BEGIN PRIVATE KEY-----\nMIIsecretsecret\n-----END PRIVATE KEY-----"}');
