@@ -447,7 +447,18 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	}
 	if (pn_payment_get(cfg, ch->name, n->trade_no, &amount))
 	{
-		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
+		/*
+		 * The same payment, found by a query (docs/RECONCILIATION.md) before
+		 * its notification came, or found again by one: the gateway's word
+		 * once more, a duplicate.  Otherwise another notification of a
+		 * recorded payment (TRADE_FINISHED after TRADE_SUCCESS): ignored.
+		 */
+		if (pn_notice_from_query(n))
+			set_result(res, PN_DUPLICATE, "ignored", "payment already recorded");
+		else if (pn_payment_by_query(cfg, ch->name, n->trade_no))
+			set_result(res, PN_DUPLICATE, "ignored", "payment recorded by a query");
+		else
+			set_result(res, PN_IGNORED, "ignored", "payment already recorded");
 		return;
 	}
 	if (pn_order_trades(cfg, n->order_no, &all_refunded) == 0 &&

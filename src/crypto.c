@@ -100,6 +100,7 @@ pn_pem_cert_serial(const char *pem, size_t len)
 
 #ifndef PN_PEM_ONLY
 
+#include "common/base64.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 
@@ -396,6 +397,133 @@ sha256(const unsigned char *msg, size_t len, unsigned char out[32])
 
 	if (EVP_Digest(msg, len, out, &outlen, md_sha256, NULL) != 1 || outlen != 32)
 		elog(ERROR, "paynotify: SHA-256 failed");
+}
+
+/* ---------------------------------------------------------------------
+ * Signing: the requests of queries to a gateway (query.c)
+ * ---------------------------------------------------------------------
+ */
+
+/* An encrypted PEM is never decrypted: no passphrase, and never a prompt. */
+static int
+no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	return -1;
+}
+
+/*
+ * An RSA private key (at least 2048 bits) from PEM (PKCS#8 "PRIVATE KEY" or
+ * PKCS#1 "RSA PRIVATE KEY"), or from bare base64 of PKCS#8 or PKCS#1 DER, as
+ * the gateways' consoles and tools hand it out.  NULL and *err (a fixed
+ * message that never quotes the material) when it is none of them.  The
+ * caller frees the key with EVP_PKEY_free.
+ */
+static EVP_PKEY *
+private_key_load(const char *material, size_t len, const char **err)
+{
+	EVP_PKEY   *pkey = NULL;
+
+	*err = "not an RSA private key in PEM or base64";
+	while (len > 0 && strchr(" \t\r\n", *material) != NULL)
+		material++, len--;
+	if (len == 0 || len > INT_MAX / 2)
+		return NULL;
+	if (len >= 10 && strncmp(material, "-----BEGIN", 10) == 0)
+	{
+		BIO		   *bio = BIO_new_mem_buf(material, (int) len);
+
+		if (bio != NULL)
+			pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL);
+		BIO_free(bio);
+	}
+	else
+	{
+		/* bare base64 of DER: decoded by OpenSSL, never by palloc */
+		BIO		   *b64 = BIO_new(BIO_f_base64());
+		BIO		   *mem = BIO_new_mem_buf(material, (int) len);
+		unsigned char *der = OPENSSL_malloc(len);
+		int			derlen = 0;
+
+		if (b64 != NULL && mem != NULL && der != NULL)
+		{
+			const unsigned char *p = der;
+
+			BIO_set_flags(b64, BIO_FLAGS_BASE64_NO_NL);
+			/* line breaks in the text: let OpenSSL read it line by line */
+			if (memchr(material, '\n', len) != NULL)
+				BIO_clear_flags(b64, BIO_FLAGS_BASE64_NO_NL);
+			BIO_push(b64, mem);
+			mem = NULL;			/* owned by the chain now */
+			derlen = BIO_read(b64, der, (int) len);
+			if (derlen > 0)
+				pkey = d2i_AutoPrivateKey(NULL, &p, derlen);
+		}
+		if (der != NULL)
+			OPENSSL_clear_free(der, len);
+		BIO_free_all(b64);
+		BIO_free(mem);
+	}
+	ERR_clear_error();
+	if (pkey != NULL && EVP_PKEY_get_base_id(pkey) != EVP_PKEY_RSA)
+		*err = "not an RSA key";
+	else if (pkey != NULL && EVP_PKEY_get_bits(pkey) < PN_MIN_RSA_BITS)
+		*err = "RSA key shorter than 2048 bits";
+	else if (pkey != NULL)
+	{
+		*err = NULL;
+		return pkey;
+	}
+	EVP_PKEY_free(pkey);
+	return NULL;
+}
+
+/* NULL when material is a usable RSA private key, else why not (fixed text). */
+const char *
+pn_private_key_check(const char *material)
+{
+	const char *err;
+	EVP_PKEY   *pkey = private_key_load(material, strlen(material), &err);
+
+	EVP_PKEY_free(pkey);
+	return err;
+}
+
+/*
+ * RSASSA-PKCS1-v1_5 with SHA-256 of msg by the private key in material:
+ * the signature in padded standard base64 (palloc'd), or NULL with *err
+ * set.  Every OpenSSL object is freed before anything is palloc'd.
+ */
+char *
+pn_rsa_sign(const char *material, const unsigned char *msg, size_t msglen, const char **err)
+{
+	EVP_PKEY   *pkey = private_key_load(material, strlen(material), err);
+	EVP_MD_CTX *ctx;
+	unsigned char sig[1024];	/* RSA up to 8192 bits */
+	size_t		siglen = sizeof(sig);
+	bool		ok;
+	char	   *out;
+	int			outlen;
+
+	if (pkey == NULL)
+		return NULL;
+	ctx = EVP_MD_CTX_new();
+	ok = ctx != NULL && EVP_PKEY_get_size(pkey) <= (int) sizeof(sig) &&
+		EVP_DigestSignInit(ctx, NULL, md_sha256, NULL, pkey) == 1 &&
+		EVP_DigestSign(ctx, sig, &siglen, msg, msglen) == 1;
+	EVP_MD_CTX_free(ctx);
+	EVP_PKEY_free(pkey);
+	ERR_clear_error();
+	if (!ok)
+	{
+		*err = "RSA signing failed";
+		return NULL;
+	}
+	out = palloc(pg_b64_enc_len(siglen) + 1);
+	outlen = pg_b64_encode((const char *) sig, (int) siglen, out, pg_b64_enc_len(siglen));
+	if (outlen < 0)
+		elog(ERROR, "paynotify: base64 encoding failed");
+	out[outlen] = '\0';
+	return out;
 }
 
 /* ---------------------------------------------------------------------

@@ -49,8 +49,6 @@ static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNoti
 static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								 const PnLogRow *ex);
 static PnOutcome taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
-static Datum reply_row(FunctionCallInfo fcinfo, const PnGateway *gw,
-					   PnOutcome outcome, PnReason reason);
 static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no);
 
 /*
@@ -84,7 +82,6 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	PnReason	reason;
 	PnOutcome	outcome;
 	bytea	   *body;
-	XLogRecPtr	call_start;
 
 	pn_require_read_committed("paynotify_handle");
 	/*
@@ -102,13 +99,13 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(0))
 		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));
 	if (ch == NULL)
-		return reply_row(fcinfo, NULL, PN_REJECTED, PN_R_NO_CHANNEL);
+		return pn_reply_row(fcinfo, NULL, PN_REJECTED, PN_R_NO_CHANNEL);
 	if (PG_ARGISNULL(2))
-		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
 	body = PG_GETARG_BYTEA_PP(2);
 	if (VARSIZE_ANY_EXHDR(body) > (Size) paynotify_max_body)
-		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_TOO_LARGE);
+		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_TOO_LARGE);
 
 	memset(&req, 0, sizeof(req));
 	memset(&notice, 0, sizeof(notice));
@@ -127,21 +124,40 @@ paynotify_handle(PG_FUNCTION_ARGS)
 		ereport(DEBUG1,
 				(errmsg("paynotify: channel \"%s\" refused a notification: %s",
 						ch->name, pn_reason_message(reason))));
-		return reply_row(fcinfo, ch->gw,
+		return pn_reply_row(fcinfo, ch->gw,
 						 (reason == PN_R_MALFORMED || reason == PN_R_TOO_LARGE)
 						 ? PN_MALFORMED : PN_REJECTED, reason);
 	}
 	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
-		return reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
 
-	call_start = XactLastRecEnd;
+	/* the prefix of the notices queries make (query.c): never a gateway's */
+	if (pn_notice_from_query(&notice))
+		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+
+	outcome = pn_handle_notice(cfg, ch, &notice, req.headers);
+	return pn_reply_row(fcinfo, ch->gw, outcome, PN_OK);
+}
+
+/*
+ * Layers 2 to 4 for an authentic notice, and the delivery's history: what
+ * paynotify_handle does after authentication, and paynotify_query_apply
+ * (query.c) after verifying a gateway's answer.  The notice is applied by
+ * the same rules whichever way it came.
+ */
+PnOutcome
+pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *headers)
+{
+	XLogRecPtr	call_start = XactLastRecEnd;
+	PnOutcome	outcome;
+
 	call_cxt = CurrentMemoryContext;
 	other_order = NULL;
-	outcome = dedup_and_apply(cfg, ch, &notice);
-	pn_delivery_record(cfg, ch, &notice, outcome, req.headers);
-	pn_shard_commit_level(cfg, ch->name, notice.notify_id, pn_order_key(&notice), other_order);
+	outcome = dedup_and_apply(cfg, ch, notice);
+	pn_delivery_record(cfg, ch, notice, outcome, headers);
+	pn_shard_commit_level(cfg, ch->name, notice->notify_id, pn_order_key(notice), other_order);
 	pn_relaxed_call_ended(call_start);
-	return reply_row(fcinfo, ch->gw, outcome, PN_OK);
+	return outcome;
 }
 
 /*
@@ -329,14 +345,15 @@ log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *orde
 }
 
 /*
- * The reply row: the gateway's HTTP reply plus the outcome.  Its row type
+ * The reply row: the gateway's HTTP reply plus the outcome (of
+ * paynotify_handle, and of paynotify_query_apply: one reply builder).  Its row type
  * (the function's OUT parameters, which no CREATE OR REPLACE can change) is
  * built from the catalog once per backend and function, not per call: each
  * execution of the calling statement gets a fresh FmgrInfo, so fn_extra
  * would not keep it.
  */
-static Datum
-reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
+Datum
+pn_reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome, PnReason reason)
 {
 	static Oid	desc_fn = InvalidOid;
 	static TupleDesc desc = NULL;

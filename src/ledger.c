@@ -113,6 +113,28 @@ pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *
 }
 
 /*
+ * Whether the payment record of a trade was made by a query (its notify_id
+ * is a query's, PN_QUERY_ID_PREFIX): the gateway's own notification of it
+ * came later, or never.
+ */
+bool
+pn_payment_by_query(PnConfig *cfg, const char *channel, const char *trade_no)
+{
+	Datum		args[2];
+	char	   *notify_id;
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: payment lookup failed");
+	if (SPI_processed == 0)
+		return false;
+	notify_id = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+	return notify_id != NULL &&
+		strncmp(notify_id, PN_QUERY_ID_PREFIX, strlen(PN_QUERY_ID_PREFIX)) == 0;
+}
+
+/*
  * How many trades (payment records, any channel) the order has; all_refunded
  * says whether each of them is refunded in full.  The rows stay in
  * SPI_tuptable (channel, trade_no, paid, refunded) until the next query.

@@ -142,6 +142,44 @@ typedef struct PnKey
 
 struct PnGateway;
 
+/*
+ * A query's request as the daemon sends it: method, URL, headers, body
+ * (NULL: none).  Built and signed in the database (query.c).
+ */
+#define PN_QUERY_MAX_HEADERS 6
+typedef struct PnQueryRequest
+{
+	const char *method;
+	char	   *url;
+	int			nheaders;
+	const char *header_names[PN_QUERY_MAX_HEADERS];
+	char	   *header_values[PN_QUERY_MAX_HEADERS];
+	char	   *body;
+} PnQueryRequest;
+
+/* What a verified answer of the gateway says of the order. */
+typedef enum PnQueryVerdict
+{
+	PN_Q_PAID,					/* paid: the notice pays (PN_ACT_PAY) */
+	PN_Q_UNPAID,				/* never paid (unpaid, closed, unknown): the
+								 * order closes once expired (PN_ACT_CLOSE) */
+	PN_Q_PENDING				/* nothing settled yet, or nothing to act on */
+} PnQueryVerdict;
+
+typedef struct PnQueryAnswer
+{
+	PnQueryVerdict verdict;
+	const char *state;			/* the gateway's word (SUCCESS, NOTPAY, ...) */
+} PnQueryAnswer;
+
+/*
+ * Every notice a query makes is keyed by a notify_id with this prefix
+ * (query:<trade or order>:<state>), which no gateway's own id has.
+ */
+#define PN_QUERY_ID_PREFIX "query:"
+#define pn_notice_from_query(n) \
+	(strncmp((n)->notify_id, PN_QUERY_ID_PREFIX, strlen(PN_QUERY_ID_PREFIX)) == 0)
+
 /* A configured channel, cached per backend (config.c). */
 typedef struct PnChannel
 {
@@ -161,6 +199,14 @@ typedef struct PnRequest
 	int			body_len;
 	int64		now;			/* unix seconds (paynotify.now or the clock) */
 } PnRequest;
+
+/* A gateway's response to a query, as the daemon handed it back. */
+typedef struct PnQueryResponse
+{
+	PnRequest	req;			/* its headers and body, the channel, now */
+	int			status;			/* HTTP status: never signed, a hint only */
+	const char *order_no;		/* the order asked about */
+} PnQueryResponse;
 
 /* The HTTP part of the reply row. */
 typedef struct PnReply
@@ -219,6 +265,18 @@ typedef struct PnGateway
 	const char *content_type;
 	const char *ack_body;
 	const char *fail_body;
+
+	/*
+	 * Queries (1.4, query.c): build and sign the request that asks the
+	 * gateway about one order (ereport on a channel that cannot ask: no
+	 * key, no merchant), and verify a response to it and say what it
+	 * found (a PnReason as authenticate does, never raising for anything a
+	 * response contains).  NULL: the gateway cannot be asked.
+	 */
+	void		(*query_request) (const PnChannel *ch, const char *order_no, int64 now,
+								  PnQueryRequest *out);
+	PnReason	(*query_response) (const PnQueryResponse *resp, PnNotice *notice,
+								   PnQueryAnswer *answer);
 } PnGateway;
 
 /* ---------- event.c: the events an outbox row, hook or endpoint may name ---------- */
@@ -320,6 +378,11 @@ extern bool pn_hmac_sha256(const unsigned char *key, int keylen,
 						   const unsigned char *msg2, size_t len2,
 						   unsigned char out[32]);
 extern void pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32]);
+/* RSA private keys (query requests): NULL when usable, else why not. */
+extern const char *pn_private_key_check(const char *material);
+/* RSA-SHA256 (PKCS#1 v1.5) signature in base64, or NULL and *err. */
+extern char *pn_rsa_sign(const char *material, const unsigned char *msg, size_t msglen,
+						 const char **err);
 extern bool pn_ct_equal(const void *a, const void *b, size_t len);
 extern void pn_crypto_init(void);
 
@@ -394,5 +457,14 @@ extern void pn_state_init(void);
 
 /* ---------- handle.c ---------- */
 extern int64 pn_now(void);
+
+/* ---------- query.c: what the gateways' queries share ---------- */
+extern char *pn_url_encode(const char *s);
+extern char *pn_setting_base_url(Jsonb *settings, const char *key, const char *dflt);
+extern char *pn_setting_private_key(Jsonb *settings, const char *key);
+extern void pn_wipe_string(char *s);
+extern char *pn_query_nonce(void);
+extern void pn_query_header(PnQueryRequest *out, const char *name, char *value);
+extern char *pn_query_notify_id(const char *key, const char *state);
 
 #endif							/* PAYNOTIFY_H */

@@ -14,6 +14,7 @@
 
 #include "access/xlogdefs.h"
 #include "executor/spi.h"
+#include "fmgr.h"
 #include "nodes/pg_list.h"
 
 #include "paynotify.h"
@@ -23,6 +24,7 @@ typedef enum PnPlanId
 	PLAN_LOG_GET,
 	PLAN_LOG_ANY,
 	PLAN_LOG_INSERT,
+	PLAN_LOG_INSERT_QUERY,
 	PLAN_LOG_SEEN,
 	PLAN_LOG_RETRY,
 	PLAN_PARKED_LIST,
@@ -208,6 +210,7 @@ extern bool pn_order_lock(PnConfig *cfg, const char *order_no);
 extern char *pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 extern bool pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no,
 						   int64 *amount);
+extern bool pn_payment_by_query(PnConfig *cfg, const char *channel, const char *trade_no);
 extern int	pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
 						   const char *order_no);
@@ -263,5 +266,11 @@ extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNo
 								  PnStepLog how, PnApplied *res, char **error);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
+
+/* handle.c: layers 2 to 4 of an authentic notice, and the reply row */
+extern PnOutcome pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice,
+								  Jsonb *headers);
+extern Datum pn_reply_row(FunctionCallInfo fcinfo, const PnGateway *gw, PnOutcome outcome,
+						  PnReason reason);
 
 #endif							/* PAYNOTIFY_PIPELINE_H */

@@ -59,6 +59,15 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 		TIMESTAMPTZOID}
 	},
+	/* the same for a notice a query made (1.4 schemas: the source column) */
+	[PLAN_LOG_INSERT_QUERY] = {
+		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
+		" event_type, payload, status, note, error_msg, notice, processed_at, source)"
+		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'query')"
+		" ON CONFLICT DO NOTHING",
+		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
+		TIMESTAMPTZOID}
+	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
 		" last_seen = pg_catalog.now()"
@@ -101,7 +110,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * (a read: still no two-phase commit).
 	 */
 	[PLAN_PAYMENT_GET] = {
-		"SELECT order_no, amount FROM @s.payment_record"
+		"SELECT order_no, amount, notify_id FROM @s.payment_record"
 		" WHERE channel = $1 AND trade_no = $2",
 		2, {TEXTOID, TEXTOID}
 	},

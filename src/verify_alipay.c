@@ -25,7 +25,10 @@
  */
 #include "postgres.h"
 
+#include <time.h>
+
 #include "catalog/namespace.h"
+#include "utils/json.h"
 #include "mb/pg_wchar.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -40,6 +43,8 @@ typedef struct AlipayConf
 {
 	char	   *app_id;
 	char	   *seller_id;		/* NULL: not checked */
+	char	   *app_private_key;	/* queries: the application's key (PEM) */
+	char	   *api_base;		/* https://openapi.alipay.com */
 } AlipayConf;
 
 /* A decoded notification, its values in the database encoding. */
@@ -53,6 +58,11 @@ typedef struct AlipayForm
 } AlipayForm;
 
 static void *alipay_load_settings(Jsonb *settings);
+static void alipay_free_settings(void *conf);
+static void alipay_query_request(const PnChannel *ch, const char *order_no, int64 now,
+								 PnQueryRequest *out);
+static PnReason alipay_query_response(const PnQueryResponse *resp, PnNotice *notice,
+									  PnQueryAnswer *answer);
 static PnReason alipay_authenticate(const PnRequest *req, PnNotice *notice);
 
 static char *trim(char *s);
@@ -81,12 +91,15 @@ const PnGateway pn_gateway_alipay = {
 	.name = "alipay",
 	.public_keys = true,
 	.load_settings = alipay_load_settings,
+	.free_settings = alipay_free_settings,
 	.check_key = NULL,			/* the core's PEM and RSA >= 2048 checks suffice */
 	.authenticate = alipay_authenticate,
 	/* only the exact body "success" stops Alipay's retries (§2.9) */
 	.content_type = "text/plain",
 	.ack_body = "success",
 	.fail_body = "fail",
+	.query_request = alipay_query_request,
+	.query_response = alipay_query_response,
 };
 
 /* ---------------------------------------------------------------------
@@ -98,14 +111,25 @@ const PnGateway pn_gateway_alipay = {
 static void *
 alipay_load_settings(Jsonb *settings)
 {
-	static const char *const allowed[] = {"app_id", "seller_id", "query_after_s", NULL};
+	static const char *const allowed[] = {"app_id", "seller_id", "query_after_s",
+	"app_private_key", "api_base", NULL};
 	AlipayConf *conf = palloc0(sizeof(AlipayConf));
 
 	pn_settings_only(settings, "alipay", allowed);
 	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
+	conf->api_base = pn_setting_base_url(settings, "api_base", "https://openapi.alipay.com");
+	conf->app_private_key = pn_setting_private_key(settings, "app_private_key");
 	return conf;
+}
+
+/* Wipe the application's private key with the configuration generation. */
+static void
+alipay_free_settings(void *conf)
+{
+	if (conf != NULL)
+		pn_wipe_string(((AlipayConf *) conf)->app_private_key);
 }
 
 /* ---------------------------------------------------------------------
@@ -573,5 +597,255 @@ fill_notice(const AlipayForm *af, PnNotice *n)
 		return r;
 	choose_action(af, n);
 	n->payload = form_payload(af);
+	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Queries (1.4): alipay.trade.query
+ * ---------------------------------------------------------------------
+ */
+
+#define QUERY_METHOD "alipay.trade.query"
+#define RESPONSE_KEY "alipay_trade_query_response"
+
+/*
+ * POST {api_base}/gateway.do with the common parameters in the URL and
+ * biz_content {"out_trade_no": ...} in the form body, as Alipay's SDKs
+ * send it; signed RSA2 with the application's private key over every
+ * parameter but sign, sorted by name, "k=v" joined by '&' (sign_type
+ * included: the request rule, not the notifications'); timestamp in
+ * Beijing time (UTC+8, no daylight saving).
+ */
+static void
+alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	const AlipayConf *conf = ch->conf;
+	StringInfoData biz;
+	StringInfoData content;
+	char		timestamp[32];
+	time_t		beijing = (time_t) (now + 8 * 3600);
+	struct tm	tm;
+	char	   *sig;
+	const char *err;
+
+	if (conf->app_private_key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot query Alipay: it has no app_private_key", ch->name),
+				 errhint("Set app_private_key (from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
+	if (gmtime_r(&beijing, &tm) == NULL ||
+		strftime(timestamp, sizeof(timestamp), "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		elog(ERROR, "paynotify: could not format the time");
+	initStringInfo(&biz);
+	appendStringInfoString(&biz, "{\"out_trade_no\":");
+	escape_json(&biz, order_no);
+	appendStringInfoChar(&biz, '}');
+	initStringInfo(&content);
+	appendStringInfo(&content, "app_id=%s&biz_content=%s&charset=utf-8&format=JSON&method=" QUERY_METHOD
+					 "&sign_type=RSA2&timestamp=%s&version=1.0", conf->app_id, biz.data, timestamp);
+	sig = pn_rsa_sign(conf->app_private_key, (unsigned char *) content.data, content.len, &err);
+	if (sig == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("channel \"%s\": signing the query failed: %s", ch->name, err)));
+	out->method = "POST";
+	out->url = psprintf("%s/gateway.do?app_id=%s&charset=utf-8&format=JSON&method=" QUERY_METHOD
+						"&sign=%s&sign_type=RSA2&timestamp=%s&version=1.0",
+						conf->api_base, pn_url_encode(conf->app_id), pn_url_encode(sig),
+						pn_url_encode(timestamp));
+	out->body = psprintf("biz_content=%s", pn_url_encode(biz.data));
+	pn_query_header(out, "Content-Type", pstrdup("application/x-www-form-urlencoded;charset=utf-8"));
+	pn_query_header(out, "Accept", pstrdup("application/json"));
+}
+
+/* Past white space. */
+static const char *
+skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Past a JSON string starting at its quote; NULL when unterminated. */
+static const char *
+skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++)
+	{
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* Past one JSON value (of text already parsed as JSON); NULL when cut short. */
+static const char *
+skip_value(const char *p, const char *end)
+{
+	int			depth = 0;
+
+	if (p >= end)
+		return NULL;
+	if (*p == '"')
+		return skip_string(p, end);
+	if (*p != '{' && *p != '[')
+	{
+		while (p < end && *p != ',' && *p != '}' && *p != ']' &&
+			   *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			p++;
+		return p;
+	}
+	while (p < end)
+	{
+		if (*p == '"')
+		{
+			if ((p = skip_string(p, end)) == NULL)
+				return NULL;
+			continue;
+		}
+		if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0)
+			return p + 1;
+		p++;
+	}
+	return NULL;
+}
+
+/*
+ * The exact text of the value of the top-level member name in a JSON
+ * object (text pn_parse_json accepted), as Alipay signs it: false when it
+ * is absent, or there more than once, or its name is written with escapes
+ * (never by Alipay: refused rather than matched).
+ */
+static bool
+member_text(const char *text, int len, const char *name, const char **value, int *vlen)
+{
+	const char *p = text;
+	const char *end = text + len;
+	size_t		namelen = strlen(name);
+	int			found = 0;
+
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return false;
+	p = skip_ws(p + 1, end);
+	while (p < end && *p != '}')
+	{
+		const char *key = p;
+		const char *keyend = skip_string(p, end);
+		const char *v;
+
+		if (*p != '"' || keyend == NULL)
+			return false;
+		p = skip_ws(keyend, end);
+		if (p >= end || *p != ':')
+			return false;
+		v = skip_ws(p + 1, end);
+		p = skip_value(v, end);
+		if (p == NULL)
+			return false;
+		if ((size_t) (keyend - key - 2) == namelen && memcmp(key + 1, name, namelen) == 0)
+		{
+			*value = v;
+			*vlen = (int) (p - v);
+			found++;
+		}
+		else if (memchr(key + 1, '\\', keyend - key - 2) != NULL &&
+				 (size_t) (keyend - key - 2) >= namelen)
+			return false;		/* an escaped name that might read as ours */
+		p = skip_ws(p, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+	}
+	return found == 1;
+}
+
+/*
+ * An answer to alipay.trade.query: {"alipay_trade_query_response": {...},
+ * "sign": "..."} (and alipay_cert_sn in certificate mode), the sign RSA2
+ * over the exact text of the response object, by any active key of the
+ * channel (the Alipay public key its notifications are verified with).
+ * Its fields are read from that same signed text.  Code 10000 with
+ * TRADE_SUCCESS or TRADE_FINISHED was paid; WAIT_BUYER_PAY, TRADE_CLOSED
+ * and 40004 ACQ.TRADE_NOT_EXIST were not; anything else settles nothing.
+ * An answer about another order is refused: Alipay's answers carry no
+ * time, so only out_trade_no ties one to the query.  An unsigned answer (a
+ * gateway error: error_response) is refused as malformed.
+ */
+static PnReason
+alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answer)
+{
+	const PnRequest *req = &resp->req;
+	Jsonb	   *doc = pn_parse_json(req->body, req->body_len);
+	Jsonb	   *obj;
+	const char *text;
+	int			textlen;
+	char	   *sign;
+	char	   *code = NULL;
+	char	   *sub_code = NULL;
+	char	   *status = NULL;
+	char	   *order_no = NULL;
+	char	   *trade_no = NULL;
+	char	   *amount = NULL;
+	unsigned char *sig;
+	int			siglen;
+	PnReason	r;
+
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
+		!member_text(req->body, req->body_len, RESPONSE_KEY, &text, &textlen) ||
+		!pn_json_string(doc, "sign", &sign) ||
+		!pn_base64_decode(sign, strlen(sign), &sig, &siglen))
+		return PN_R_MALFORMED;
+	if ((r = verify_content(req, text, textlen, sig, siglen)) != PN_OK)
+		return r;
+	obj = pn_parse_json(text, textlen);
+	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || !pn_json_string(obj, "code", &code))
+		return PN_R_MALFORMED;
+	(void) pn_json_string(obj, "sub_code", &sub_code);
+	(void) pn_json_string(obj, "trade_status", &status);
+	(void) pn_json_string(obj, "out_trade_no", &order_no);
+	(void) pn_json_string(obj, "trade_no", &trade_no);
+	(void) pn_json_string(obj, "total_amount", &amount);
+
+	n->payload = obj;
+	n->order_no = pstrdup(resp->order_no);
+	n->currency = pstrdup("CNY");
+	n->action = PN_ACT_NONE;
+	answer->verdict = PN_Q_PENDING;
+	if (strcmp(code, "10000") == 0 && status != NULL)
+	{
+		answer->state = status;
+		if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
+			answer->verdict = PN_Q_PAID;
+		else if (strcmp(status, "WAIT_BUYER_PAY") == 0 || strcmp(status, "TRADE_CLOSED") == 0)
+			answer->verdict = PN_Q_UNPAID;
+	}
+	else if (sub_code != NULL && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0)
+	{
+		answer->state = sub_code;
+		answer->verdict = PN_Q_UNPAID;
+	}
+	else
+		answer->state = sub_code ? sub_code : code;
+	n->event_type = psprintf("query.%s", answer->state);
+	if (answer->verdict != PN_Q_PENDING &&
+		(order_no == NULL || strcmp(order_no, resp->order_no) != 0))
+		return PN_R_MISMATCH;
+	if (trade_no != NULL && trade_no[0] != '\0')
+		n->trade_no = trade_no;
+	if (answer->verdict == PN_Q_PAID)
+	{
+		if (n->trade_no == NULL || amount == NULL ||
+			!pn_parse_decimal(amount, strlen(amount), 2, &n->order_amount))
+			return PN_R_MALFORMED;
+		n->action = PN_ACT_PAY;
+		n->notify_id = pn_query_notify_id(n->trade_no, answer->state);
+	}
+	else
+		n->notify_id = pn_query_notify_id(resp->order_no, answer->state);
 	return PN_OK;
 }

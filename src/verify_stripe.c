@@ -39,9 +39,17 @@ typedef struct StripeConf
 	int			tolerance_s;
 	char	   *order_ref_path;
 	int			livemode;		/* 1 live, 0 test, -1 not checked */
+	char	   *secret_key;		/* queries: the API key (sk_ or rk_) */
+	char	   *api_base;		/* https://api.stripe.com */
+	bool		query_trusted;	/* apply what a query's answer says */
 } StripeConf;
 
 static void *stripe_load_settings(Jsonb *settings);
+static void stripe_free_settings(void *conf);
+static void stripe_query_request(const PnChannel *ch, const char *order_no, int64 now,
+								 PnQueryRequest *out);
+static PnReason stripe_query_response(const PnQueryResponse *resp, PnNotice *notice,
+									  PnQueryAnswer *answer);
 static void stripe_check_key(const char *key_id, const char *material);
 static PnReason stripe_authenticate(const PnRequest *req, PnNotice *notice);
 
@@ -65,12 +73,15 @@ const PnGateway pn_gateway_stripe = {
 	/* a refund that failed after it succeeded has failed (refund.failed) */
 	.refund_failure_final = true,
 	.load_settings = stripe_load_settings,
+	.free_settings = stripe_free_settings,
 	.check_key = stripe_check_key,
 	.authenticate = stripe_authenticate,
 	/* any 2xx acknowledges; anything else is retried (§3.7) */
 	.content_type = "application/json",
 	.ack_body = "{\"received\":true}",
 	.fail_body = "{\"error\":\"%s\"}",
+	.query_request = stripe_query_request,
+	.query_response = stripe_query_response,
 };
 
 /* ---------------------------------------------------------------------
@@ -99,7 +110,8 @@ check_path(const char *path)
 static void *
 stripe_load_settings(Jsonb *settings)
 {
-	static const char *const allowed[] = {"tolerance_s", "order_ref_path", "livemode", "query_after_s", NULL};
+	static const char *const allowed[] = {"tolerance_s", "order_ref_path", "livemode", "query_after_s",
+	"secret_key", "api_base", "query_trusted", NULL};
 	StripeConf *conf = palloc0(sizeof(StripeConf));
 
 	pn_settings_only(settings, "stripe", allowed);
@@ -110,7 +122,35 @@ stripe_load_settings(Jsonb *settings)
 		conf->order_ref_path = pstrdup(DEFAULT_ORDER_REF_PATH);
 	check_path(conf->order_ref_path);
 	conf->livemode = pn_setting_bool(settings, "livemode");
+	conf->api_base = pn_setting_base_url(settings, "api_base", "https://api.stripe.com");
+	conf->query_trusted = pn_setting_bool(settings, "query_trusted") == 1;
+	conf->secret_key = pn_setting_text(settings, "secret_key", false);
+	if (conf->secret_key != NULL)
+	{
+		bool		ok = strncmp(conf->secret_key, "sk_", 3) == 0 ||
+			strncmp(conf->secret_key, "rk_", 3) == 0;
+
+		for (const char *c = conf->secret_key; ok && *c; c++)
+			ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
+				(*c >= '0' && *c <= '9') || *c == '_';
+		if (!ok)
+		{
+			pn_wipe_string(conf->secret_key);
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("setting \"secret_key\" must be a Stripe API key (rk_... or sk_...)"),
+					 errhint("Give a restricted key (rk_) that may only read PaymentIntents, from a file: {\"file\": \"<name>\"}.")));
+		}
+	}
 	return conf;
+}
+
+/* Wipe the API key with the configuration generation. */
+static void
+stripe_free_settings(void *conf)
+{
+	if (conf != NULL)
+		pn_wipe_string(((StripeConf *) conf)->secret_key);
 }
 
 /*
@@ -484,5 +524,173 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 		fill_closed(doc, n);
 	else if (strncmp(type, "charge.dispute.", strlen("charge.dispute.")) == 0)
 		fill_dispute(doc, n);
+	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Queries (1.4): the PaymentIntents of the order
+ * ---------------------------------------------------------------------
+ */
+
+#define METADATA_PREFIX "data.object.metadata."
+#define MAX_INTENTS 100
+
+/*
+ * The metadata key the channel's notifications name their order by
+ * (order_ref_path data.object.metadata.<key>), which the search looks the
+ * order up by; an error when the order is found otherwise.
+ */
+static const char *
+metadata_key(const PnChannel *ch)
+{
+	const StripeConf *conf = ch->conf;
+	const char *key = conf->order_ref_path + strlen(METADATA_PREFIX);
+
+	if (strncmp(conf->order_ref_path, METADATA_PREFIX, strlen(METADATA_PREFIX)) != 0 ||
+		strspn(key, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(key))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot query Stripe: its order_ref_path is not a PaymentIntent's metadata key", ch->name),
+				 errhint("Queries search PaymentIntents by metadata: order_ref_path must be data.object.metadata.<key>.")));
+	return key;
+}
+
+/*
+ * GET {api_base}/v1/payment_intents/search?query=metadata['<key>']:'<order>'
+ * with the API key as the bearer: Stripe's requests are not signed, the key
+ * itself goes to the daemon (docs/SECURITY.md: give a restricted key that
+ * may only read PaymentIntents).  In the search query a quote or backslash
+ * of the order number is escaped with a backslash.
+ */
+static void
+stripe_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	const StripeConf *conf = ch->conf;
+	const char *key = metadata_key(ch);
+	StringInfoData q;
+
+	if (conf->secret_key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot query Stripe: it has no secret_key", ch->name),
+				 errhint("Set secret_key (a restricted rk_ key, from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
+	initStringInfo(&q);
+	appendStringInfo(&q, "metadata['%s']:'", key);
+	for (const char *c = order_no; *c; c++)
+	{
+		if (*c == '\'' || *c == '\\')
+			appendStringInfoChar(&q, '\\');
+		appendStringInfoChar(&q, *c);
+	}
+	appendStringInfoChar(&q, '\'');
+	out->method = "GET";
+	out->url = psprintf("%s/v1/payment_intents/search?query=%s&limit=%d",
+						conf->api_base, pn_url_encode(q.data), MAX_INTENTS);
+	out->body = NULL;
+	pn_query_header(out, "Authorization", psprintf("Bearer %s", conf->secret_key));
+}
+
+/*
+ * An answer to the search: {"object": "search_result", "data": [...]}, each
+ * a PaymentIntent of the order (its metadata names it; livemode as
+ * configured).  Unsigned: Stripe signs no API response, only TLS and the
+ * daemon vouch for it.  So it is applied only on a channel that says
+ * query_trusted; elsewhere a payment it finds is recorded as the anomaly
+ * query_unverified for someone to look at, and a never-paid answer closes
+ * nothing.  One succeeded intent was paid (the first listed); else one
+ * processing or waiting for its customer or capture settles nothing; else
+ * (canceled, requires_payment_method, or none at all) never paid.  An
+ * error answer settles nothing.
+ */
+static PnReason
+stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answer)
+{
+	const PnRequest *req = &resp->req;
+	const StripeConf *conf = req->channel->conf;
+	char		path[MAX_PATH_LEN + 16];
+	Jsonb	   *doc = pn_parse_json(req->body, req->body_len);
+	Jsonb	  **intents;
+	int			nintents;
+	char	   *object;
+	Jsonb	   *paid = NULL;
+	bool		pending = false;
+	const char *unpaid = "not_found";
+
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
+		return PN_R_MALFORMED;
+	n->payload = doc;
+	n->order_no = pstrdup(resp->order_no);
+	n->action = PN_ACT_NONE;
+	answer->verdict = PN_Q_PENDING;
+	if (pn_json_present(doc, "error"))
+	{
+		char	   *code;
+
+		answer->state = pn_json_string(doc, "error.code", &code) && code[0] != '\0' ?
+			psprintf("error %s", code) : "error";
+		n->notify_id = pn_query_notify_id(resp->order_no, "error");
+		return PN_OK;
+	}
+	if (!pn_json_string(doc, "object", &object) || strcmp(object, "search_result") != 0 ||
+		!pn_json_objects(doc, "data", MAX_INTENTS, &intents, &nintents))
+		return PN_R_MALFORMED;
+	snprintf(path, sizeof(path), "metadata.%s", conf->order_ref_path + strlen(METADATA_PREFIX));
+	for (int i = 0; i < nintents; i++)
+	{
+		char	   *order_no;
+		char	   *status;
+		bool		livemode;
+
+		if (!pn_json_string(intents[i], "object", &object) ||
+			strcmp(object, "payment_intent") != 0 ||
+			!pn_json_string(intents[i], "status", &status))
+			return PN_R_MALFORMED;
+		if (!pn_json_string(intents[i], path, &order_no) || strcmp(order_no, resp->order_no) != 0)
+			return PN_R_MISMATCH;
+		if (conf->livemode >= 0 &&
+			(!pn_json_bool(intents[i], "livemode", &livemode) || livemode != (conf->livemode == 1)))
+			return PN_R_MISMATCH;
+		if (strcmp(status, "succeeded") == 0)
+		{
+			if (paid == NULL)
+				paid = intents[i];
+		}
+		else if (strcmp(status, "canceled") == 0 || strcmp(status, "requires_payment_method") == 0)
+			unpaid = status;
+		else
+			pending = true;
+	}
+	if (paid != NULL)
+	{
+		char	   *currency;
+
+		if (!pn_json_string(paid, "id", &n->trade_no) || n->trade_no[0] == '\0')
+			return PN_R_MALFORMED;
+		if (!pn_json_int64(paid, "amount_received", &n->order_amount) &&
+			!pn_json_int64(paid, "amount", &n->order_amount))
+			n->order_amount = -1;
+		if (pn_json_string(paid, "currency", &currency))
+		{
+			for (char *c = currency; *c; c++)
+				*c = pg_ascii_toupper((unsigned char) *c);
+			n->currency = currency;
+		}
+		n->payload = paid;
+		n->action = PN_ACT_PAY;
+		n->event_type = "query.succeeded";
+		n->notify_id = pn_query_notify_id(n->trade_no, "succeeded");
+		answer->state = "succeeded";
+		answer->verdict = PN_Q_PAID;
+		if (!conf->query_trusted)
+			n->anomaly = "query_unverified";
+		return PN_OK;
+	}
+	answer->state = pending ? "processing" : unpaid;
+	n->event_type = psprintf("query.%s", answer->state);
+	n->notify_id = pn_query_notify_id(resp->order_no, answer->state);
+	if (!pending)
+		answer->verdict = conf->query_trusted ? PN_Q_UNPAID : PN_Q_PENDING;
+	if (!pending && !conf->query_trusted)
+		answer->state = psprintf("%s, unverified", unpaid);
 	return PN_OK;
 }

@@ -33,6 +33,9 @@ typedef struct WxConf
 	char	   *sp_appid;		/* NULL: not checked */
 	char	   *sub_appid;		/* NULL: not checked */
 	int			tolerance_s;
+	char	   *merchant_private_key;	/* queries: the merchant's API key (PEM) */
+	char	   *merchant_serial;	/* its certificate's serial */
+	char	   *api_base;		/* https://api.mch.weixin.qq.com */
 } WxConf;
 
 /* The signed part of a request. */
@@ -62,6 +65,10 @@ static int	sub_order_cmp(const void *a, const void *b);
 static bool partner_ours(const WxConf *conf, Jsonb *payload);
 static bool app_ours(const WxConf *conf, Jsonb *payload, bool combine);
 static bool is_original_type(Jsonb *envelope, const char *type);
+static void wx_query_request(const PnChannel *ch, const char *order_no, int64 now,
+							 PnQueryRequest *out);
+static PnReason wx_query_response(const PnQueryResponse *resp, PnNotice *notice,
+								  PnQueryAnswer *answer);
 
 const PnGateway pn_gateway_wxpay = {
 	.name = "wxpay",
@@ -74,6 +81,8 @@ const PnGateway pn_gateway_wxpay = {
 	.content_type = "application/json",
 	.ack_body = "{\"code\":\"SUCCESS\",\"message\":\"OK\"}",
 	.fail_body = "{\"code\":\"FAIL\",\"message\":\"%s\"}",
+	.query_request = wx_query_request,
+	.query_response = wx_query_response,
 };
 
 /*
@@ -85,7 +94,8 @@ static void *
 wx_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s",
-	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", "query_after_s", NULL};
+	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", "query_after_s",
+	"merchant_private_key", "merchant_serial", "api_base", NULL};
 	WxConf	   *conf = palloc0(sizeof(WxConf));
 	char	   *key;
 	size_t		keylen;
@@ -123,6 +133,23 @@ wx_load_settings(Jsonb *settings)
 				 errmsg("setting \"sp_mchid\" is required with \"sub_mchid\", \"sp_appid\" or \"sub_appid\""),
 				 errhint("Set sp_mchid to the service provider's merchant id.")));
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
+	conf->api_base = pn_setting_base_url(settings, "api_base", "https://api.mch.weixin.qq.com");
+	conf->merchant_serial = pn_setting_text(settings, "merchant_serial", false);
+	if (conf->merchant_serial != NULL &&
+		(strlen(conf->merchant_serial) > 64 || strspn(conf->merchant_serial,
+													 "0123456789ABCDEFabcdef") != strlen(conf->merchant_serial)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"merchant_serial\" must be the hexadecimal serial number of the merchant's API certificate")));
+	conf->merchant_private_key = pn_setting_private_key(settings, "merchant_private_key");
+	if ((conf->merchant_private_key == NULL) != (conf->merchant_serial == NULL))
+	{
+		pn_wipe_string(conf->merchant_private_key);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("settings \"merchant_private_key\" and \"merchant_serial\" go together"),
+				 errhint("A query is signed with the merchant's API private key and names its certificate's serial.")));
+	}
 	return conf;
 }
 
@@ -131,7 +158,10 @@ static void
 wx_free_settings(void *conf)
 {
 	if (conf != NULL)
+	{
 		explicit_bzero(((WxConf *) conf)->apiv3_key, APIV3_KEY_LEN);
+		pn_wipe_string(((WxConf *) conf)->merchant_private_key);
+	}
 }
 
 /*
@@ -491,5 +521,145 @@ extract_refund(PnNotice *n)
 		n->action = PN_ACT_REFUND_FAILED;
 	else
 		n->action = PN_ACT_NONE;
+	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Queries (1.4): 查询订单 by out_trade_no
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * GET /v3/pay/transactions/out-trade-no/{no}?mchid= (a service provider's
+ * channel: /v3/pay/partner/transactions/out-trade-no/{no}?sp_mchid=&sub_mchid=),
+ * signed as WeChat Pay's API v3 asks: RSA-SHA256 with the merchant's API
+ * private key over "method\nurl\ntimestamp\nnonce\nbody\n" (the URL's path
+ * and query; the body empty for a GET), in the header
+ * Authorization: WECHATPAY2-SHA256-RSA2048 mchid="",nonce_str="",
+ * signature="",timestamp="",serial_no="".
+ */
+static void
+wx_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	const WxConf *conf = ch->conf;
+	char	   *path;
+	char	   *nonce = pn_query_nonce();
+	const char *mchid;
+	StringInfoData msg;
+	char	   *sig;
+	const char *err;
+
+	if (conf->merchant_private_key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot query WeChat Pay: it has no merchant_private_key", ch->name),
+				 errhint("Set merchant_private_key (from a file: {\"file\": \"<name>\"}) and merchant_serial with paynotify_alter_channel.")));
+	if (conf->sp_mchid != NULL)
+	{
+		if (conf->sub_mchid == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("channel \"%s\" cannot query WeChat Pay: a service provider's query names its sub_mchid", ch->name)));
+		path = psprintf("/v3/pay/partner/transactions/out-trade-no/%s?sp_mchid=%s&sub_mchid=%s",
+						pn_url_encode(order_no), pn_url_encode(conf->sp_mchid),
+						pn_url_encode(conf->sub_mchid));
+		mchid = conf->sp_mchid;
+	}
+	else
+	{
+		if (conf->mchid == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("channel \"%s\" cannot query WeChat Pay: it has no mchid", ch->name)));
+		path = psprintf("/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+						pn_url_encode(order_no), pn_url_encode(conf->mchid));
+		mchid = conf->mchid;
+	}
+	initStringInfo(&msg);
+	appendStringInfo(&msg, "GET\n%s\n" INT64_FORMAT "\n%s\n\n", path, now, nonce);
+	sig = pn_rsa_sign(conf->merchant_private_key, (unsigned char *) msg.data, msg.len, &err);
+	if (sig == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+				 errmsg("channel \"%s\": signing the query failed: %s", ch->name, err)));
+	out->method = "GET";
+	out->url = psprintf("%s%s", conf->api_base, path);
+	out->body = NULL;
+	pn_query_header(out, "Accept", pstrdup("application/json"));
+	pn_query_header(out, "Authorization",
+					psprintf(SIGNATURE_TYPE " mchid=\"%s\",nonce_str=\"%s\",signature=\"%s\","
+							 "timestamp=\"" INT64_FORMAT "\",serial_no=\"%s\"",
+							 mchid, nonce, sig, now, conf->merchant_serial));
+}
+
+/*
+ * A response to the query: signed by WeChat Pay as its notifications are
+ * (Wechatpay-Timestamp, -Nonce, -Signature, -Serial over
+ * "timestamp\nnonce\nbody\n", the same key store and window,
+ * check_signature), its 4xx answers too.  The body is a transaction
+ * (trade_state) of the order asked about, or an error (code): ORDER_NOT_EXIST
+ * says the order never reached WeChat Pay.  SUCCESS and REFUND were paid
+ * (REFUND: paid, then refunded); NOTPAY, CLOSED, REVOKED, PAYERROR never
+ * paid; USERPAYING and any other error settle nothing.
+ */
+static PnReason
+wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answer)
+{
+	const PnRequest *req = &resp->req;
+	const WxConf *conf = req->channel->conf;
+	WxHeaders	h;
+	Jsonb	   *doc;
+	char	   *state;
+	char	   *order_no;
+	PnReason	r;
+
+	if ((r = read_headers(req->headers, &h)) != PN_OK)
+		return r;
+	if ((r = check_signature(req, conf, &h)) != PN_OK)
+		return r;
+	doc = pn_parse_json(req->body, req->body_len);
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
+		return PN_R_MALFORMED;
+	n->payload = doc;
+	n->order_no = pstrdup(resp->order_no);
+	n->action = PN_ACT_NONE;
+	answer->verdict = PN_Q_PENDING;
+	if (!pn_json_string(doc, "trade_state", &state))
+	{
+		/* an error: which one is in the signed body, not the status */
+		if (!pn_json_string(doc, "code", &state) || state[0] == '\0')
+			return PN_R_MALFORMED;
+		answer->state = state;
+		if (strcmp(state, "ORDER_NOT_EXIST") == 0)
+			answer->verdict = PN_Q_UNPAID;
+		n->event_type = psprintf("query.%s", state);
+		n->notify_id = pn_query_notify_id(resp->order_no, state);
+		return PN_OK;
+	}
+	answer->state = state;
+	n->event_type = psprintf("query.%s", state);
+	/* the merchant's, of the order asked about: else never applied */
+	if (!pn_json_string(doc, "out_trade_no", &order_no) || strcmp(order_no, resp->order_no) != 0)
+		return PN_R_MISMATCH;
+	if ((conf->mchid != NULL || conf->sp_mchid != NULL) &&
+		(conf->sp_mchid != NULL ? !partner_ours(conf, doc) :
+		 !(pn_json_string(doc, "mchid", &order_no) && strcmp(order_no, conf->mchid) == 0)))
+		return PN_R_MISMATCH;
+	if (strcmp(state, "SUCCESS") == 0 || strcmp(state, "REFUND") == 0)
+	{
+		if ((r = extract_transaction(conf, n)) != PN_OK)
+			return r;
+		if (n->trade_no[0] == '\0')
+			return PN_R_MALFORMED;
+		n->action = PN_ACT_PAY;
+		n->notify_id = pn_query_notify_id(n->trade_no, state);
+		answer->verdict = PN_Q_PAID;
+		return PN_OK;
+	}
+	if (strcmp(state, "NOTPAY") == 0 || strcmp(state, "CLOSED") == 0 ||
+		strcmp(state, "REVOKED") == 0 || strcmp(state, "PAYERROR") == 0)
+		answer->verdict = PN_Q_UNPAID;
+	(void) pn_json_string(doc, "transaction_id", &n->trade_no);
+	n->notify_id = pn_query_notify_id(resp->order_no, state);
 	return PN_OK;
 }
