@@ -303,6 +303,9 @@ SELECT pay.paynotify_alter_channel('qy_wx', '{"merchant_serial": {"file": "x"}}'
 SELECT pay.paynotify_alter_channel('qy_ali', '{"app_private_key": "MIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu"}');
 SELECT pay.paynotify_alter_channel('qy_ali', jsonb_build_object('app_private_key', t.vtext('keys/alipay_1.pub.pem')));
 SELECT pay.paynotify_alter_channel('qy_st', '{"secret_key": "whsec_notanapikey"}');
+-- the account's secret key may refund: the relay capacity, which reads
+-- the key in each request, never gets it
+SELECT pay.paynotify_alter_channel('qy_st', '{"secret_key": "sk_test_TESTONLY0000000000000000"}');
 SELECT pay.paynotify_alter_channel('qy_st', '{"query_trusted": "yes"}');
 SELECT pay.paynotify_alter_channel('qy_st', '{"order_ref_path": "data.object.client_reference_id"}');
 SELECT * FROM pay.paynotify_query_request('qy_st', 'QS-1');

@@ -39,7 +39,7 @@ typedef struct StripeConf
 	int			tolerance_s;
 	char	   *order_ref_path;
 	int			livemode;		/* 1 live, 0 test, -1 not checked */
-	char	   *secret_key;		/* queries: the API key (sk_ or rk_) */
+	char	   *secret_key;		/* queries: the restricted API key (rk_) */
 	char	   *api_base;		/* https://api.stripe.com */
 	bool		query_trusted;	/* apply what a query's answer says */
 } StripeConf;
@@ -127,8 +127,12 @@ stripe_load_settings(Jsonb *settings)
 	conf->secret_key = pn_setting_text(settings, "secret_key", false);
 	if (conf->secret_key != NULL)
 	{
-		bool		ok = strncmp(conf->secret_key, "sk_", 3) == 0 ||
-			strncmp(conf->secret_key, "rk_", 3) == 0;
+		/*
+		 * a restricted key only: the relay capacity reads it in each
+		 * request; the account's secret key (sk_) would give that role
+		 * every right on the Stripe account, refunds included
+		 */
+		bool		ok = strncmp(conf->secret_key, "rk_", 3) == 0;
 
 		for (const char *c = conf->secret_key; ok && *c; c++)
 			ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') ||
@@ -138,8 +142,8 @@ stripe_load_settings(Jsonb *settings)
 			pn_wipe_string(conf->secret_key);
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("setting \"secret_key\" must be a Stripe API key (rk_... or sk_...)"),
-					 errhint("Give a restricted key (rk_) that may only read PaymentIntents, from a file: {\"file\": \"<name>\"}.")));
+					 errmsg("setting \"secret_key\" must be a restricted Stripe API key (rk_...)"),
+					 errhint("The daemon's role reads the key in each request: create a restricted key that may only read PaymentIntents and give it from a file: {\"file\": \"<name>\"}.")));
 		}
 	}
 	return conf;
