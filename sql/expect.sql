@@ -49,7 +49,7 @@ SELECT pay.paynotify_expect('no_such', 'EX-5');
 SELECT pay.paynotify_expect('ex_st', '');
 SELECT pay.paynotify_expect(NULL, 'EX-5');
 SELECT pay.paynotify_expect('ex_st', NULL);
-SELECT pay.paynotify_alter_channel('ex_st2', '{"query_after_s": 5}');
+SELECT pay.paynotify_alter_channel('ex_st2', '{"query_after_s": 4}');
 SELECT pay.paynotify_alter_channel('ex_st2', '{"query_after_s": "x"}');
 \set VERBOSITY default
 SELECT count(*) FROM pay.paynotify_expectation WHERE order_no = 'EX-5';

@@ -116,7 +116,7 @@ alipay_load_settings(Jsonb *settings)
 	AlipayConf *conf = palloc0(sizeof(AlipayConf));
 
 	pn_settings_only(settings, "alipay", allowed);
-	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
+	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
 	conf->api_base = pn_setting_base_url(settings, "api_base", "https://openapi.alipay.com");

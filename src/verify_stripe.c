@@ -115,7 +115,7 @@ stripe_load_settings(Jsonb *settings)
 	StripeConf *conf = palloc0(sizeof(StripeConf));
 
 	pn_settings_only(settings, "stripe", allowed);
-	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
+	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
 	conf->order_ref_path = pn_setting_text(settings, "order_ref_path", false);
 	if (conf->order_ref_path == NULL)

@@ -101,7 +101,7 @@ wx_load_settings(Jsonb *settings)
 	size_t		keylen;
 
 	pn_settings_only(settings, "wxpay", allowed);
-	(void) pn_setting_int(settings, "query_after_s", 300, 30, 86400);
+	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
 	key = pn_setting_text(settings, "apiv3_key", true);
 	keylen = strlen(key);
 	if (keylen == APIV3_KEY_LEN)
