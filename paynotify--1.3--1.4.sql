@@ -346,15 +346,15 @@ SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_imp
 -- bill has and we do not is reported on the bill's day.  What we have and
 -- no imported bill of the channel has is reported on the gateway day of
 -- the time we recorded it, when that day's bill is imported, and, within
--- the channel's bill_tolerance_s (default 3600) of the day's start, only
--- once the previous day's bill is imported too (a payment made just
--- before midnight is recorded here just after).  A refund counts at the
+-- an hour of the day's start, only once the previous day's bill is
+-- imported too (a payment made just before midnight is recorded here just
+-- after, and is in the previous day's bill).  A refund counts at the
 -- gateway unless WeChat's bill says its 退款状态 is not SUCCESS.
 CREATE VIEW @extschema@.paynotify_reconciliation AS
 WITH ch AS (
 	SELECT c.name AS channel, c.gateway,
 		   CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END AS tz,
-		   pg_catalog.make_interval(secs => COALESCE((c.settings OPERATOR(pg_catalog.->>) 'bill_tolerance_s')::integer, 3600)) AS tolerance
+		   '1 hour'::interval AS tolerance
 	FROM @extschema@.paynotify_channel c
 	WHERE EXISTS (SELECT FROM @extschema@.paynotify_bill b WHERE b.channel OPERATOR(pg_catalog.=) c.name)),
 refunded AS (

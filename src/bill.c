@@ -1174,7 +1174,7 @@ paynotify_bill_parse(PG_FUNCTION_ARGS)
 	if (strcmp(fgw, gateway) != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the bill is a %s bill, and the channel's gateway is %s", fgw, gateway)));
+				 errmsg("the bill is gateway %s's, and the channel's gateway is %s", fgw, gateway)));
 
 	switch (fmt)
 	{
