@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The upgrades from 1.0 to 1.1 to 1.2 to 1.3: a database created with
+# The upgrades from 1.0 to 1.1 to 1.2 to 1.3 to 1.4: a database created with
 # CREATE EXTENSION paynotify VERSION '1.0' and filled with traffic on all
 # three gateways (every signed test vector replayed, Stripe payments and
 # refunds, failures, parked refunds, anomalies, notifications without an
 # order) is upgraded with ALTER EXTENSION paynotify UPDATE TO '1.1', gets
 # more traffic (with paynotify.delivery_history), and is upgraded again to
-# 1.2 and then to 1.3.  Every row of every table must survive each step
+# 1.2, then to 1.3 and to 1.4.  Every row of every table must survive each step
 # (count and a hash of the sorted rows, over the columns it had before the
 # step; order_no read as 1.2 writes it: '' for none), the new functions
 # must work on the old rows (trace, retry of an old failure, stats, purge)
@@ -13,7 +13,7 @@
 # paynotify_admin), who keeps the admin capacity in this database after the
 # update to 1.3 (paynotify_role, a WARNING naming it) while the group roles
 # lose every privilege, and the upgraded extension must have exactly the
-# catalog objects of a fresh CREATE EXTENSION paynotify (1.3) given the same
+# catalog objects of a fresh CREATE EXTENSION paynotify (1.4) given the same
 # capacity holder: \dx+ listings, definitions of functions, tables, views,
 # triggers, indexes, constraints, privileges and pg_extension_config_dump
 # registrations.
@@ -38,7 +38,7 @@ pn_fixture_cluster "$dir" "$port"
 sql() { pn_psql "$dir" "$port" "$@"; }
 q() { local db=$1; shift; sql -d "$db" -Atc "$@"; }
 
-# the fixture, with the extension at 1.0 in "old" and at 1.3 in "fresh"
+# the fixture, with the extension at 1.0 in "old" and at 1.4 in "fresh"
 sed "s/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA pay VERSION '1.0';/" \
     test/fixture.sql >"$dir/fixture10.sql"
 grep -q "VERSION '1.0'" "$dir/fixture10.sql" || { not_ok "fixture creates version 1.0"; finish; }
@@ -46,7 +46,7 @@ sql -d postgres -c "CREATE DATABASE old" -c "CREATE DATABASE fresh" >/dev/null
 pn_fixture_load "$dir" "$port" old "$dir/fixture10.sql"
 pn_fixture_load "$dir" "$port" fresh
 check "old database is at 1.0" 1.0 "$(q old "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
-check "fresh database is at 1.3" 1.3 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
+check "fresh database is at 1.4" 1.4 "$(q fresh "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
 
 PGOPTIONS="-c client_min_messages=error" sql -d old >/dev/null <<'SQL'
 -- failures: a WeChat and an Alipay payment for orders that do not exist yet
@@ -272,6 +272,11 @@ check "1.3: the operator, no longer a member of paynotify_admin, still traces an
 check "1.3: the operator still cannot read key material" "permission denied" \
     "$(op "SELECT count(*) FROM pay.paynotify_key" | grep -o 'permission denied' | head -1)"
 
+# 1.3 to 1.4: the operator holding the admin capacity gets what 1.4 adds
+# to it (paynotify_capacity_extend)
+update_step 1.4
+check "1.4: the operator reads the imported bills" "0" "$(op "SELECT count(*) FROM pay.paynotify_bill_line")"
+
 # 1.1 to 1.2 with the relay's rows: a delivery made at 1.1 keeps its
 # webhook-id (evt_<outbox id>: its receiver may have it already), a new one
 # gets the installation's id
@@ -333,9 +338,9 @@ sql -d fresh -c "SELECT pay.paynotify_grant('upgrade_op', 'admin')" >/dev/null
 catalog old >"$dir/catalog.old"
 catalog fresh >"$dir/catalog.fresh"
 if diff "$dir/catalog.old" "$dir/catalog.fresh" >"$dir/catalog.diff"; then
-    ok "upgraded 1.0 and fresh 1.3 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
+    ok "upgraded 1.0 and fresh 1.4 have the same objects ($(grep -c '^function ' "$dir/catalog.old") functions, $(grep -c '^relation ' "$dir/catalog.old") relations, $(grep -c '^config_dump ' "$dir/catalog.old") dump registrations; \\dx+ $(grep -c '^ ' "$dir/catalog.old") lines)"
 else
-    not_ok "upgraded 1.0 and fresh 1.3 have the same objects" "$(head -30 "$dir/catalog.diff")"
+    not_ok "upgraded 1.0 and fresh 1.4 have the same objects" "$(head -30 "$dir/catalog.diff")"
 fi
 
 finish
