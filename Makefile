@@ -35,6 +35,8 @@ OBJS = \
 	src/parse/form.o \
 	src/parse/stripe_sig.o \
 	src/parse/scan.o \
+	src/parse/bill.o \
+	src/bill.o \
 	src/history.o \
 	src/ops.o
 
@@ -42,10 +44,10 @@ DATA = paynotify--1.0.sql paynotify--1.0--1.1.sql paynotify--1.1--1.2.sql paynot
 DATA_built = paynotify--1.1.sql paynotify--1.2.sql paynotify--1.3.sql paynotify--1.4.sql
 PGFILEDESC = "paynotify - exactly-once payment notifications"
 
-PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
-SHLIB_LINK = $(shell pkg-config --libs openssl)
+PG_CPPFLAGS = -Isrc -Isrc/parse $(shell pkg-config --cflags openssl libarchive) -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers
+SHLIB_LINK = $(shell pkg-config --libs openssl libarchive)
 
-REGRESS = setup config crypto state vectors samples pipeline hooks alipay stripe security states txn secrets privileges attacks types order_ref retry_commit table_code table_authors accounts catalog roles keys ledger relay ops notice distribute expect query
+REGRESS = setup config crypto state vectors samples pipeline hooks alipay stripe security states txn secrets privileges attacks types order_ref retry_commit table_code table_authors accounts catalog roles keys ledger relay ops notice distribute expect query bills
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
 ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout row_lock two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim purge_concurrent log_taken owner_race

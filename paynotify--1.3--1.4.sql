@@ -289,3 +289,386 @@ FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
 	 pg_catalog.unnest(ARRAY['@extschema@.paynotify_query_due(integer)',
 	 '@extschema@.paynotify_query_request(text, text)',
 	 '@extschema@.paynotify_query_apply(text, text, integer, jsonb, bytea)']) f;
+
+-- ===== Bills: the gateway's own ledger =====
+--
+-- Each gateway gives, for every day, a file of what it did for the
+-- merchant account: WeChat Pay's trade bill, Alipay's zip of CSV files,
+-- Stripe's balance transactions.  paynotify_import_bill reads one such
+-- file into paynotify_bill (the day, and the totals the file states of
+-- itself) and paynotify_bill_line (its lines); paynotify_reconciliation
+-- lists where the gateway's ledger and ours differ (docs/RECONCILIATION.md,
+-- "Daily bills").  On Citus paynotify_bill (no order_no) is a reference
+-- table and paynotify_bill_line is distributed by order_no, with the
+-- payments and refunds it is compared with.
+
+-- One row per channel and day: the bill's own summary as the file states
+-- it (NULL where the file states none: Stripe's exports have no summary).
+CREATE TABLE @extschema@.paynotify_bill (
+	channel		text NOT NULL,
+	bill_date	date NOT NULL,
+	format		text NOT NULL
+				CHECK (format OPERATOR(pg_catalog.=) ANY ('{wxpay,wxpay_gzip,alipay,stripe_csv,stripe_json}'::text[])),
+	imported_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	imported_by	name NOT NULL DEFAULT SESSION_USER,
+	line_count	integer NOT NULL,
+	row_count	bigint,				-- WeChat 总交易单数 (payments and refunds)
+	payment_count bigint,			-- Alipay #交易合计
+	refund_count bigint,			-- Alipay #退款合计
+	paid_total	bigint,				-- WeChat 应结订单总金额, Alipay 商家实收 of trades
+	refund_total bigint,			-- WeChat 退款总金额, Alipay 商家实收退款 (positive)
+	fee_total	bigint,				-- WeChat 手续费总金额, Alipay 服务费 (positive: charged)
+	summary		jsonb NOT NULL,
+	PRIMARY KEY (channel, bill_date)
+);
+COMMENT ON TABLE @extschema@.paynotify_bill IS
+	'paynotify: one imported gateway bill per channel and day, with the totals the bill states of itself';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill', '');
+REVOKE ALL ON @extschema@.paynotify_bill FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill'::regclass);
+
+-- The bill's lines, in the file's order.  Amounts in minor units; a
+-- refund's amount is positive; fee positive when the gateway charged it.
+-- order_no is the bill's (WeChat 商户订单号, Alipay 商户订单号); Stripe's
+-- lines name no order: it is the order whose payment or refund is recorded
+-- here for the line's trade or refund, '' when none is.
+CREATE TABLE @extschema@.paynotify_bill_line (
+	channel		text NOT NULL,
+	bill_date	date NOT NULL,
+	line_no		integer NOT NULL CHECK (line_no OPERATOR(pg_catalog.>) 0),
+	kind		text NOT NULL
+				CHECK (kind OPERATOR(pg_catalog.=) ANY ('{payment,refund,revoked,dispute,adjustment,fee,payout,other}'::text[])),
+	trade_no	text,
+	order_no	text NOT NULL DEFAULT '',
+	refund_id	text,
+	amount		bigint NOT NULL,
+	settled		bigint,
+	fee			bigint,
+	currency	text,
+	at			timestamptz NOT NULL,
+	status		text,
+	raw			jsonb NOT NULL,
+	PRIMARY KEY (channel, bill_date, line_no, order_no)
+);
+CREATE INDEX paynotify_bill_line_trade ON @extschema@.paynotify_bill_line (channel, trade_no);
+CREATE INDEX paynotify_bill_line_refund ON @extschema@.paynotify_bill_line (channel, refund_id)
+	WHERE refund_id IS NOT NULL;
+COMMENT ON TABLE @extschema@.paynotify_bill_line IS
+	'paynotify: the lines of the imported gateway bills (amounts in minor units)';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill_line', '');
+REVOKE ALL ON @extschema@.paynotify_bill_line FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill_line'::regclass);
+
+-- The reader of the files (src/bill.c): the lines from 1, and line 0, kind
+-- 'summary', whose raw is what the file states of itself.  Only
+-- paynotify_import_bill calls it.
+CREATE FUNCTION @extschema@.paynotify_bill_parse(gateway text, bill bytea,
+		OUT line_no integer, OUT kind text, OUT trade_no text, OUT order_no text,
+		OUT refund_id text, OUT amount bigint, OUT settled bigint, OUT fee bigint,
+		OUT currency text, OUT at timestamptz, OUT status text, OUT raw jsonb)
+	RETURNS SETOF record
+	LANGUAGE C STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS 'MODULE_PATHNAME', 'paynotify_bill_parse';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_parse(text, bytea) FROM PUBLIC;
+
+-- Import one day's bill of a channel: the day's lines are replaced whole,
+-- in the caller's transaction (an error leaves the day as it was).  The
+-- day is bill_date when given, else Alipay's own (#起始日期), else the
+-- latest day of the lines (in the gateway's zone: Asia/Shanghai, Stripe
+-- UTC).  Security definer: it writes tables its caller may only read;
+-- it runs no code of the caller's and reads only the channel named.
+CREATE FUNCTION @extschema@.paynotify_import_bill(channel text, bill bytea, bill_date date DEFAULT NULL)
+	RETURNS @extschema@.paynotify_bill
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_channel text := $1;
+	p_bill bytea := $2;
+	p_day date := $3;
+	gw text;
+	tz text;
+	day date;
+	s jsonb;
+	n integer;
+	first_at timestamptz;
+	last_at timestamptz;
+	r @extschema@.paynotify_bill;
+BEGIN
+	IF p_channel IS NULL OR p_bill IS NULL THEN
+		RAISE EXCEPTION 'channel and bill must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT c.gateway INTO gw FROM @extschema@.paynotify_channel c
+	WHERE c.name OPERATOR(pg_catalog.=) p_channel;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no channel "%"', p_channel USING ERRCODE = 'undefined_object';
+	END IF;
+	tz := CASE WHEN gw OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END;
+	day := p_day;
+	IF day IS NULL THEN
+		SELECT COALESCE((pg_catalog.max(l.raw OPERATOR(pg_catalog.->>) 'day')
+							FILTER (WHERE l.line_no OPERATOR(pg_catalog.=) 0))::date,
+						pg_catalog.max(pg_catalog.timezone(tz, l.at)::date))
+			INTO day
+			FROM @extschema@.paynotify_bill_parse(gw, p_bill) l;
+		IF day IS NULL THEN
+			RAISE EXCEPTION 'the bill names no day' USING ERRCODE = 'invalid_parameter_value',
+				HINT = 'Pass its day: paynotify_import_bill(channel, bill, bill_date).';
+		END IF;
+	END IF;
+
+	-- one import of a channel's day at a time: the bill's row, locked
+	INSERT INTO @extschema@.paynotify_bill AS b (channel, bill_date, format, line_count, summary)
+		VALUES (p_channel, day, 'wxpay', 0, '{}')
+	ON CONFLICT ON CONSTRAINT paynotify_bill_pkey DO UPDATE SET imported_at = pg_catalog.now();
+	DELETE FROM @extschema@.paynotify_bill_line l
+	WHERE l.channel OPERATOR(pg_catalog.=) p_channel AND l.bill_date OPERATOR(pg_catalog.=) day;
+
+	-- Stripe's lines name a charge where a payment may be recorded by its
+	-- payment intent: the intent whose notification named the charge
+	WITH p AS (SELECT * FROM @extschema@.paynotify_bill_parse(gw, p_bill)),
+	intent AS (
+		SELECT DISTINCT ON (ch.charge) ch.charge, rec.trade_no, rec.order_no
+		FROM @extschema@.payment_record rec
+		JOIN @extschema@.payment_notify_log nl
+			ON nl.channel OPERATOR(pg_catalog.=) rec.channel
+			AND nl.notify_id OPERATOR(pg_catalog.=) rec.notify_id
+			AND nl.order_no OPERATOR(pg_catalog.=) rec.order_no
+		CROSS JOIN LATERAL (SELECT COALESCE(nl.payload OPERATOR(pg_catalog.#>>) '{data,object,latest_charge}',
+										   nl.payload OPERATOR(pg_catalog.#>>) '{data,object,charges,data,0,id}') AS charge) ch
+		WHERE gw OPERATOR(pg_catalog.=) 'stripe' AND rec.channel OPERATOR(pg_catalog.=) p_channel
+		  AND ch.charge IS NOT NULL
+		ORDER BY ch.charge, rec.created_at),
+	ins AS (
+		INSERT INTO @extschema@.paynotify_bill_line
+			(channel, bill_date, line_no, kind, trade_no, order_no, refund_id, amount, settled, fee,
+			 currency, at, status, raw)
+		SELECT p_channel, day, p.line_no, p.kind, COALESCE(i.trade_no, p.trade_no),
+			   COALESCE(p.order_no,
+						i.order_no,
+						(SELECT rec.order_no FROM @extschema@.payment_record rec
+						 WHERE rec.channel OPERATOR(pg_catalog.=) p_channel
+						   AND rec.trade_no OPERATOR(pg_catalog.=) p.trade_no),
+						(SELECT f.order_no FROM @extschema@.paynotify_refund f
+						 WHERE f.channel OPERATOR(pg_catalog.=) p_channel
+						   AND f.refund_id OPERATOR(pg_catalog.=) p.refund_id
+						 ORDER BY f.created_at LIMIT 1),
+						''),
+			   p.refund_id, p.amount, p.settled, p.fee, p.currency, p.at, p.status, p.raw
+		FROM p LEFT JOIN intent i ON i.charge OPERATOR(pg_catalog.=) p.trade_no
+		WHERE p.line_no OPERATOR(pg_catalog.>) 0
+		RETURNING paynotify_bill_line.at)
+	SELECT (SELECT p.raw FROM p WHERE p.line_no OPERATOR(pg_catalog.=) 0),
+		   (SELECT pg_catalog.count(*) FROM ins),
+		   (SELECT pg_catalog.min(ins.at) FROM ins),
+		   (SELECT pg_catalog.max(ins.at) FROM ins)
+		INTO s, n, first_at, last_at;
+
+	-- a line after the day is no line of the day's bill; nor, for Stripe
+	-- (whose file is any range of transactions), one before it.  WeChat
+	-- dates a refund when it was asked for, Alipay a refund's trade when it
+	-- was created: those may be earlier.
+	IF pg_catalog.timezone(tz, last_at)::date OPERATOR(pg_catalog.>) day
+	   OR (gw OPERATOR(pg_catalog.=) 'stripe' AND pg_catalog.timezone(tz, first_at)::date OPERATOR(pg_catalog.<) day) THEN
+		RAISE EXCEPTION 'the bill has lines of other days than %', day
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = pg_catalog.format('Its lines are from %s to %s (%s).', pg_catalog.timezone(tz, first_at),
+											 pg_catalog.timezone(tz, last_at), tz),
+				  HINT = 'Import one day''s bill at a time.';
+	END IF;
+
+	UPDATE @extschema@.paynotify_bill b
+	SET format = s OPERATOR(pg_catalog.->>) 'format',
+		imported_at = pg_catalog.now(),
+		imported_by = SESSION_USER,
+		line_count = n,
+		row_count = (s OPERATOR(pg_catalog.->>) 'row_count')::bigint,
+		payment_count = (s OPERATOR(pg_catalog.->>) 'payment_count')::bigint,
+		refund_count = (s OPERATOR(pg_catalog.->>) 'refund_count')::bigint,
+		paid_total = (s OPERATOR(pg_catalog.->>) 'paid_total')::bigint,
+		refund_total = (s OPERATOR(pg_catalog.->>) 'refund_total')::bigint,
+		fee_total = (s OPERATOR(pg_catalog.->>) 'fee_total')::bigint,
+		summary = s
+	WHERE b.channel OPERATOR(pg_catalog.=) p_channel AND b.bill_date OPERATOR(pg_catalog.=) day
+	RETURNING * INTO r;
+	RETURN r;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_import_bill(text, bytea, date) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_import_bill(text, bytea, date) IS
+	'read a gateway''s daily bill (WeChat Pay trade bill, Alipay zip, Stripe balance transactions) into paynotify_bill and paynotify_bill_line, replacing that day''s';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_import_bill(text, bytea, date)'::regprocedure, NULL);
+
+-- Every difference between the imported bills and our ledger
+-- (payment_record, paynotify_refund), by channel and the gateway's day.
+-- Payments match by (channel, trade_no), refunds by (channel, refund_id),
+-- each with its order, whatever the day they were recorded here.  What the
+-- bill has and we do not is reported on the bill's day.  What we have and
+-- no imported bill of the channel has is reported on the gateway day of
+-- the time we recorded it, when that day's bill is imported, and, within
+-- an hour of the day's start, only once the previous day's bill is
+-- imported too (a payment made just before midnight is recorded here just
+-- after, and is in the previous day's bill).  A refund counts at the
+-- gateway unless WeChat's bill says its 退款状态 is not SUCCESS.
+CREATE VIEW @extschema@.paynotify_reconciliation AS
+WITH ch AS (
+	SELECT c.name AS channel, c.gateway,
+		   CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END AS tz,
+		   '1 hour'::interval AS tolerance
+	FROM @extschema@.paynotify_channel c
+	WHERE EXISTS (SELECT FROM @extschema@.paynotify_bill b WHERE b.channel OPERATOR(pg_catalog.=) c.name)),
+refunded AS (
+	SELECT l.* FROM @extschema@.paynotify_bill_line l JOIN ch ON ch.channel OPERATOR(pg_catalog.=) l.channel
+	WHERE l.kind OPERATOR(pg_catalog.=) 'refund'
+	  AND (ch.gateway OPERATOR(pg_catalog.<>) 'wxpay' OR l.status OPERATOR(pg_catalog.=) 'SUCCESS')),
+-- our records, on the gateway day they were recorded, if it is reported
+ours AS (
+	SELECT o.*, ch.tz,
+		   pg_catalog.timezone(ch.tz, o.created_at)::date AS day,
+		   ch.tolerance
+	FROM (SELECT 'payment' AS what, p.channel, p.order_no, p.trade_no, NULL::text AS refund_id,
+				 p.amount, p.currency, p.created_at
+		  FROM @extschema@.payment_record p
+		  UNION ALL
+		  SELECT 'refund', f.channel, f.order_no, f.trade_no, f.refund_id, f.amount, NULL, f.created_at
+		  FROM @extschema@.paynotify_refund f
+		  WHERE f.status OPERATOR(pg_catalog.=) 'succeeded') o
+	JOIN ch ON ch.channel OPERATOR(pg_catalog.=) o.channel),
+ours_reported AS (
+	SELECT o.* FROM ours o
+	WHERE EXISTS (SELECT FROM @extschema@.paynotify_bill b
+				  WHERE b.channel OPERATOR(pg_catalog.=) o.channel AND b.bill_date OPERATOR(pg_catalog.=) o.day)
+	  AND (o.created_at OPERATOR(pg_catalog.>=)
+			 (pg_catalog.timezone(o.tz, o.day::timestamp) OPERATOR(pg_catalog.+) o.tolerance)
+		   OR EXISTS (SELECT FROM @extschema@.paynotify_bill b
+					  WHERE b.channel OPERATOR(pg_catalog.=) o.channel
+						AND b.bill_date OPERATOR(pg_catalog.=) (o.day OPERATOR(pg_catalog.-) 1))))
+SELECT l.channel, l.bill_date AS day, 'gateway_only'::text AS discrepancy, l.order_no, l.trade_no,
+	   NULL::text AS refund_id, l.amount AS bill_amount, NULL::bigint AS our_amount, l.currency,
+	   l.line_no, l.at
+FROM @extschema@.paynotify_bill_line l JOIN ch ON ch.channel OPERATOR(pg_catalog.=) l.channel
+WHERE l.kind OPERATOR(pg_catalog.=) 'payment'
+  AND NOT EXISTS (SELECT FROM @extschema@.payment_record p
+				  WHERE p.channel OPERATOR(pg_catalog.=) l.channel AND p.trade_no OPERATOR(pg_catalog.=) l.trade_no
+					AND p.order_no OPERATOR(pg_catalog.=) l.order_no)
+UNION ALL
+SELECT l.channel, l.bill_date, 'amount_differs', l.order_no, l.trade_no, NULL, l.amount, p.amount,
+	   l.currency, l.line_no, l.at
+FROM @extschema@.paynotify_bill_line l
+JOIN ch ON ch.channel OPERATOR(pg_catalog.=) l.channel
+JOIN @extschema@.payment_record p
+	ON p.channel OPERATOR(pg_catalog.=) l.channel AND p.trade_no OPERATOR(pg_catalog.=) l.trade_no
+	AND p.order_no OPERATOR(pg_catalog.=) l.order_no
+WHERE l.kind OPERATOR(pg_catalog.=) 'payment'
+  AND (p.amount OPERATOR(pg_catalog.<>) l.amount
+	   OR pg_catalog.upper(p.currency) OPERATOR(pg_catalog.<>) pg_catalog.upper(l.currency))
+UNION ALL
+SELECT o.channel, o.day, 'ours_only', o.order_no, o.trade_no, NULL, NULL, o.amount, o.currency,
+	   NULL, o.created_at
+FROM ours_reported o
+WHERE o.what OPERATOR(pg_catalog.=) 'payment'
+  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_bill_line l
+				  WHERE l.channel OPERATOR(pg_catalog.=) o.channel AND l.trade_no OPERATOR(pg_catalog.=) o.trade_no
+					AND l.order_no OPERATOR(pg_catalog.=) o.order_no AND l.kind OPERATOR(pg_catalog.=) 'payment')
+UNION ALL
+SELECT l.channel, l.bill_date, 'refund_gateway_only', l.order_no, l.trade_no, l.refund_id, l.amount, NULL,
+	   l.currency, l.line_no, l.at
+FROM refunded l
+WHERE NOT EXISTS (SELECT FROM @extschema@.paynotify_refund f
+				  WHERE f.channel OPERATOR(pg_catalog.=) l.channel AND f.refund_id OPERATOR(pg_catalog.=) l.refund_id
+					AND f.order_no OPERATOR(pg_catalog.=) l.order_no AND f.status OPERATOR(pg_catalog.=) 'succeeded')
+UNION ALL
+SELECT l.channel, l.bill_date, 'refund_amount_differs', l.order_no, l.trade_no, l.refund_id, l.amount, f.amount,
+	   l.currency, l.line_no, l.at
+FROM refunded l
+JOIN @extschema@.paynotify_refund f
+	ON f.channel OPERATOR(pg_catalog.=) l.channel AND f.refund_id OPERATOR(pg_catalog.=) l.refund_id
+	AND f.order_no OPERATOR(pg_catalog.=) l.order_no AND f.status OPERATOR(pg_catalog.=) 'succeeded'
+WHERE f.amount OPERATOR(pg_catalog.<>) l.amount
+UNION ALL
+SELECT o.channel, o.day, 'refund_ours_only', o.order_no, o.trade_no, o.refund_id, NULL, o.amount, NULL,
+	   NULL, o.created_at
+FROM ours_reported o
+WHERE o.what OPERATOR(pg_catalog.=) 'refund'
+  AND NOT EXISTS (SELECT FROM refunded l
+				  WHERE l.channel OPERATOR(pg_catalog.=) o.channel AND l.refund_id OPERATOR(pg_catalog.=) o.refund_id
+					AND l.order_no OPERATOR(pg_catalog.=) o.order_no);
+COMMENT ON VIEW @extschema@.paynotify_reconciliation IS
+	'paynotify: every difference between the imported gateway bills and the payments and refunds recorded here, by channel and gateway day';
+REVOKE ALL ON @extschema@.paynotify_reconciliation FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_reconciliation'::regclass);
+
+-- A day's bill in figures: what the bill states of itself (bill_summary),
+-- what its lines add up to (bill_lines) and what our ledger has for the
+-- same trades and refunds and the day's ours-only records (ours).
+-- difference is ours - bill_lines where we have the figure, else
+-- bill_summary - bill_lines: zero everywhere when all agree.
+CREATE FUNCTION @extschema@.paynotify_reconcile_summary(channel text, day date)
+	RETURNS TABLE (item text, bill_summary bigint, bill_lines bigint, ours bigint, difference bigint)
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	p_channel text := $1;
+	p_day date := $2;
+	b @extschema@.paynotify_bill;
+BEGIN
+	SELECT * INTO b FROM @extschema@.paynotify_bill x
+	WHERE x.channel OPERATOR(pg_catalog.=) p_channel AND x.bill_date OPERATOR(pg_catalog.=) p_day;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no bill of channel "%" for %', p_channel, p_day USING ERRCODE = 'no_data_found';
+	END IF;
+	RETURN QUERY
+	WITH l AS (
+		SELECT x.* FROM @extschema@.paynotify_bill_line x
+		WHERE x.channel OPERATOR(pg_catalog.=) p_channel AND x.bill_date OPERATOR(pg_catalog.=) p_day),
+	pay AS (
+		SELECT l.amount, l.settled, p.amount AS our_amount FROM l
+		LEFT JOIN @extschema@.payment_record p
+			ON p.channel OPERATOR(pg_catalog.=) l.channel AND p.trade_no OPERATOR(pg_catalog.=) l.trade_no
+			AND p.order_no OPERATOR(pg_catalog.=) l.order_no
+		WHERE l.kind OPERATOR(pg_catalog.=) 'payment'),
+	ref AS (
+		SELECT l.amount, l.settled, f.amount AS our_amount FROM l
+		LEFT JOIN @extschema@.paynotify_refund f
+			ON f.channel OPERATOR(pg_catalog.=) l.channel AND f.refund_id OPERATOR(pg_catalog.=) l.refund_id
+			AND f.order_no OPERATOR(pg_catalog.=) l.order_no AND f.status OPERATOR(pg_catalog.=) 'succeeded'
+		WHERE l.kind OPERATOR(pg_catalog.=) 'refund'),
+	extra AS (
+		SELECT pg_catalog.count(*) FILTER (WHERE r.discrepancy OPERATOR(pg_catalog.=) 'ours_only') AS pays,
+			   COALESCE(pg_catalog.sum(r.our_amount) FILTER (WHERE r.discrepancy OPERATOR(pg_catalog.=) 'ours_only'), 0) AS paid,
+			   pg_catalog.count(*) FILTER (WHERE r.discrepancy OPERATOR(pg_catalog.=) 'refund_ours_only') AS refs,
+			   COALESCE(pg_catalog.sum(r.our_amount) FILTER (WHERE r.discrepancy OPERATOR(pg_catalog.=) 'refund_ours_only'), 0) AS refunded
+		FROM @extschema@.paynotify_reconciliation r
+		WHERE r.channel OPERATOR(pg_catalog.=) p_channel AND r.day OPERATOR(pg_catalog.=) p_day),
+	items (n, item, bill_summary, bill_lines, ours) AS (
+		SELECT 1, 'rows', b.row_count, (SELECT pg_catalog.count(*) FROM l), NULL::bigint
+		UNION ALL
+		SELECT 2, 'payments', b.payment_count, (SELECT pg_catalog.count(*) FROM pay),
+			   (SELECT pg_catalog.count(pay.our_amount) FROM pay) OPERATOR(pg_catalog.+) (SELECT extra.pays FROM extra)
+		UNION ALL
+		SELECT 3, 'refunds', b.refund_count, (SELECT pg_catalog.count(*) FROM ref),
+			   (SELECT pg_catalog.count(ref.our_amount) FROM ref) OPERATOR(pg_catalog.+) (SELECT extra.refs FROM extra)
+		UNION ALL
+		SELECT 4, 'paid', b.paid_total, (SELECT COALESCE(pg_catalog.sum(pay.settled), 0)::bigint FROM pay), NULL
+		UNION ALL
+		SELECT 5, 'refunded', b.refund_total, (SELECT COALESCE(pg_catalog.sum(ref.settled), 0)::bigint FROM ref), NULL
+		UNION ALL
+		SELECT 6, 'fees', b.fee_total, (SELECT COALESCE(pg_catalog.sum(l.fee), 0)::bigint FROM l), NULL
+		UNION ALL
+		SELECT 7, 'payment_amount', NULL, (SELECT COALESCE(pg_catalog.sum(pay.amount), 0)::bigint FROM pay),
+			   ((SELECT COALESCE(pg_catalog.sum(pay.our_amount), 0) FROM pay) OPERATOR(pg_catalog.+) (SELECT extra.paid FROM extra))::bigint
+		UNION ALL
+		SELECT 8, 'refund_amount', NULL, (SELECT COALESCE(pg_catalog.sum(ref.amount), 0)::bigint FROM ref),
+			   ((SELECT COALESCE(pg_catalog.sum(ref.our_amount), 0) FROM ref) OPERATOR(pg_catalog.+) (SELECT extra.refunded FROM extra))::bigint)
+	SELECT i.item, i.bill_summary, i.bill_lines, i.ours,
+		   COALESCE(i.ours, i.bill_summary) OPERATOR(pg_catalog.-) i.bill_lines
+	FROM items i ORDER BY i.n;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) IS
+	'a day''s bill in figures: its own summary, the sum of its lines and our ledger';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_reconcile_summary(text, date)'::regprocedure, NULL);

@@ -16,7 +16,8 @@
 # The three sets:
 #   build  a compiler, pkg-config, PostgreSQL 15's server headers (with the
 #          clang and llvm that PGXS uses for the JIT bitcode), the libraries
-#          of the shim's programs (libpq, OpenSSL, libfcgi, libcurl), and for
+#          of the extension (OpenSSL, libarchive) and of the shim's programs
+#          (libpq, OpenSSL, libfcgi, libcurl), and for
 #          the packages debhelper, dpkg-dev, postgresql-server-dev-all
 #   run    what the demo runs: PostgreSQL 15, nginx, fcgiwrap, spawn-fcgi,
 #          curl, systemd (socket activation), python3
@@ -26,7 +27,7 @@
 set -euo pipefail
 
 build=(build-essential pkg-config postgresql-server-dev-15
-       libssl-dev libpq-dev libfcgi-dev libcurl4-openssl-dev
+       libssl-dev libarchive-dev libpq-dev libfcgi-dev libcurl4-openssl-dev
        debhelper dpkg-dev postgresql-server-dev-all)
 run=(postgresql-15 nginx-light fcgiwrap spawn-fcgi curl systemd python3)
 test=(valgrind clang libclang-rt-14-dev lintian libfcgi-bin

@@ -18,6 +18,9 @@
 #                    empty record), of STDIN headers and of the peer's
 #                    address (shim/cgi/cgi_fcgi_check.c), against a reference
 #                    decoder and encoder
+#   fuzz_bill        the daily bills' text: lines, WeChat's backtick fields,
+#                    CSV records, amounts, times, Alipay's comment lines
+#                    (src/parse/bill.c), against their own re-printing
 #   fuzz_payload     paynotify-send --payload: the JSON reader (validity,
 #                    nesting, compact copy, member lookup) against a
 #                    reference, and WeChat Pay, Alipay and Stripe payloads
@@ -43,7 +46,7 @@ if [ $# -gt 0 ]; then
     targets=("$@")
 else
     targets=(fuzz_form fuzz_stripe_sig fuzz_base64 fuzz_json fuzz_number fuzz_pem fuzz_fcgi
-             fuzz_payload)
+             fuzz_payload fuzz_bill)
 fi
 mkdir -p "$bin" "$out"
 
@@ -161,6 +164,17 @@ seed_payload() {
     printf 'a=1&a=2&%%73ign=x&' >"$1/seed-form-bad"
 }
 
+# the bills of test/bills/ (the gzip and zip ones as their text), and edges
+seed_bill() {
+    local f
+    for f in "$root"/test/bills/*.csv "$root"/test/bills/*.json; do
+        [ -e "$f" ] && cp "$f" "$1/seed-$(basename "$f")"
+    done
+    printf '`1.2.3,`-0.60000,`0.601,`2026-02-29 00:00:00,`2024-02-29 23:59:59,`\r\n' >"$1/seed-values"
+    printf 'id,"a ""b""\nc",d\r\n"open\n' >"$1/seed-quotes"
+    printf '#交易合计：2笔，商家实收共125.50元\n#起始日期：[2026年09月16日 00:00:00]\n' >"$1/seed-alipay"
+}
+
 # ---- build: build TARGET ----------------------------------------------------
 
 # shellcheck disable=SC2054
@@ -182,6 +196,8 @@ build() {
             "$cc" "${cflags[@]}" -std=c11 -D_GNU_SOURCE -I"$root/shim/send" -I"$root/shim/common" \
                 -o "$bin/$t" "$here/$t.c" "$root/shim/send/send_payload.c" "$root/shim/send/send_util.c" \
                 "$root/shim/common/pn_buf.c" "$root/shim/common/pn_json.c" -lm ;;
+        fuzz_bill)
+            "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/bill.c" ;;
         fuzz_number)
             "$cc" "${cflags[@]}" -std=c99 -o "$bin/$t" "$here/$t.c" "$parse/scan.c" ;;
         fuzz_base64)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build and run the PostgreSQL-free unit test of src/parse/ (form.c,
-# stripe_sig.c), with ASan and
+# Build and run the PostgreSQL-free unit tests of src/parse/ (form.c,
+# stripe_sig.c; bill.c), with ASan and
 # UBSan when the compiler has them.  usage: test/unit/run.sh [VECTORS_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,3 +21,5 @@ else
     echo "form_test: no vectors at $vectors, vector checks skipped" >&2
     "$out/form_test"
 fi
+"$cc" "${flags[@]}" -o "$out/bill_test" "$here/bill_test.c" "$root/src/parse/bill.c"
+"$out/bill_test"
