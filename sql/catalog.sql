@@ -120,7 +120,7 @@ FROM unnest(ARRAY[
 	'paynotify_relay_report(bigint[],integer[],text[])',
 	'paynotify_check_endpoint(text,text,text[],text[])',
 	'paynotify_trace_rows(text,text,text,boolean)']) f;
--- relay: its three calls, and no table, view or sequence of its own.
+-- relay: its calls (deliveries, 1.4 queries), and no table, view or sequence of its own.
 SELECT fn FROM t.ext_functions WHERE has_function_privilege('cat_relay', oid, 'EXECUTE')
 ORDER BY fn::text;
 SELECT c.relname FROM pg_class c
