@@ -30,6 +30,7 @@ quick_tests=(
     test/e2e/dump.sh
     test/model/run.sh
     test/e2e/relay.sh
+    test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
     test/e2e/databases.sh

@@ -2,8 +2,10 @@
  * pn_common.h
  *	  What the shim's programs (cgi/, send/, relay/) share: a growable byte
  *	  buffer, UTF-8 checking and JSON string escaping, one-line logging
- *	  to stderr, the monotonic clock and the stop signals.  Plain C11 and
- *	  libc only, so every program can link it.
+ *	  to stderr, the monotonic clock, the stop signals and the daemons'
+ *	  settings tables.  Plain C11 and libc only, so every program can link
+ *	  it; what needs libpq is in common/pq/, what needs libcurl in
+ *	  common/curl/.
  *
  * Allocation failure is reported, never fatal: a buffer that failed to grow
  * stays failed (its contents are then incomplete) and every later append
@@ -12,9 +14,11 @@
 #ifndef PAYNOTIFY_SHIM_COMMON_H
 #define PAYNOTIFY_SHIM_COMMON_H
 
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* A growable byte buffer, NUL-terminated once anything was appended. */
 typedef struct pn_buf
@@ -54,5 +58,33 @@ extern const char *pn_connect_hint(const char *msg);
 
 /* pn_signal.c */
 extern void pn_on_stop_signals(void (*handler) (int));
+
+/* pn_settings.c: a daemon's settings, each an environment variable and a flag */
+typedef enum pn_setting_kind
+{
+	PN_SETTING_STRING,			/* a const char * in the config struct */
+	PN_SETTING_NUMBER			/* a long long, from min to max */
+} pn_setting_kind;
+
+typedef struct pn_setting
+{
+	const char *env;
+	const char *flag;
+	const char *default_value;
+	pn_setting_kind kind;
+	long long	min;
+	long long	max;
+	size_t		offset;			/* offsetof(the config struct, field) */
+	const char *help;
+} pn_setting;
+
+#define PN_SETTING_OPTION 1000	/* getopt_long's val of setting i: this + i */
+
+extern bool pn_identifier_valid(const char *s);
+extern bool pn_setting_set(const pn_setting *s, void *cfg, const char *value, bool from_flag);
+extern bool pn_settings_load_env(const pn_setting *settings, size_t n, void *cfg,
+								 struct option *longopts);
+extern void pn_settings_usage_options(FILE *out, const pn_setting *settings, size_t n);
+extern void pn_settings_usage_env(FILE *out, const pn_setting *settings, size_t n);
 
 #endif							/* PAYNOTIFY_SHIM_COMMON_H */

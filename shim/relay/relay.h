@@ -17,6 +17,8 @@
 #include <libpq-fe.h>
 
 #include "pn_common.h"
+#include "pn_curl.h"
+#include "pn_pq.h"
 
 #define PN_PROGRAM "paynotify-relay"
 #ifndef PAYNOTIFY_VERSION

@@ -10,92 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/crypto.h>
 
-/*
- * The connection's last error as one line (libpq's messages end in a
- * newline, some have several).
- */
-static const char *
-db_message(PGconn *conn)
-{
-	static char line[512];
-
-	pn_log_text(line, sizeof(line), PQerrorMessage(conn));
-	return line;
-}
-
-static bool
-command_ok(PGconn *conn, const char *sql)
-{
-	PGresult   *res = PQexec(conn, sql);
-	bool		ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-
-	if (!ok)
-		pn_log("\"%s\" failed: %s", sql, db_message(conn));
-	PQclear(res);
-	return ok;
-}
-
-/*
- * The password file libpq looked in (PGPASSFILE, else ~/.pgpass), and what
- * is wrong with it, for the log line of a connection that needed a password
- * and found none.
- */
-static void
-explain_no_password(PGconn *conn)
-{
-	PQconninfoOption *opts = PQconninfo(conn);
-	const char *file = NULL;
-	const char *state;
-	struct stat st;
-
-	for (PQconninfoOption *o = opts; o != NULL && o->keyword != NULL; o++)
-		if (strcmp(o->keyword, "passfile") == 0 && o->val != NULL && o->val[0] != '\0')
-			file = o->val;
-	if (file == NULL)
-		state = "and there is no home directory to find it in";
-	else if (stat(file, &st) != 0)
-		state = errno == ENOENT ? "which does not exist" : "which cannot be read";
-	else if (!S_ISREG(st.st_mode))
-		state = "which is not a plain file (libpq ignores it)";
-	else if (access(file, R_OK) != 0)
-		state = "which this user cannot read";
-	else if (st.st_mode & (S_IRWXG | S_IRWXO))
-		state = "which has group or world access (libpq ignores it: chmod 0600)";
-	else
-		state = "which has no line for this host, port, database and user";
-	pn_log("the server asks user \"%s\" for a password and none was found: libpq reads it"
-		   " from the file PGPASSFILE names (%s%s, %s), one line"
-		   " host:port:database:user:password, mode 0600, owned by the user the relay runs as",
-		   PQuser(conn), getenv("PGPASSFILE") ? "PGPASSFILE=" : "PGPASSFILE is unset, so ~/.pgpass: ",
-		   file ? file : "~/.pgpass", state);
-	PQconninfoFree(opts);
-}
+/* The words of the log lines that say what to do about the setup. */
+static const pn_pq_who relay_who = {PN_PROGRAM, NULL, "PAYNOTIFY_RELAY_SCHEMA", "relay", PAYNOTIFY_VERSION};
 
 PGconn *
 connect_db(void)
 {
-	const char *keys[] = {"application_name", "connect_timeout", "dbname", NULL};
-	const char *vals[] = {PN_PROGRAM, "5", cfg.dsn, NULL};
-	PGconn	   *conn = PQconnectdbParams(keys, vals, 1);
+	pn_pq_who	who = relay_who;
+	PGconn	   *conn;
 	char		sql[128];
 
-	if (PQstatus(conn) != CONNECTION_OK)
-	{
-		const char *hint;
-
-		pn_log("cannot connect to the database: %s", db_message(conn));
-		if (conn != NULL && PQconnectionNeedsPassword(conn))
-			explain_no_password(conn);
-		else if ((hint = pn_connect_hint(db_message(conn))) != NULL)
-			pn_log("%s", hint);
-		PQfinish(conn);
+	who.schema = cfg.schema;
+	if ((conn = pn_pq_connect(cfg.dsn, &who)) == NULL)
 		return NULL;
-	}
 	/* a relay that hangs inside a batch gives its claims back */
 	snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %lld",
 			 3 * cfg.timeout_ms + 30000);
@@ -105,9 +35,9 @@ connect_db(void)
 	 * whole and the outbox rows come back; a lost result means a delivery
 	 * made again.  Either way at least once, and the round is shorter.
 	 */
-	if (!command_ok(conn, sql) ||
-		!command_ok(conn, "SET synchronous_commit = off") ||
-		(cfg.listen && !command_ok(conn, "LISTEN paynotify")))
+	if (!pn_pq_command_ok(conn, sql) ||
+		!pn_pq_command_ok(conn, "SET synchronous_commit = off") ||
+		(cfg.listen && !pn_pq_command_ok(conn, "LISTEN paynotify")))
 	{
 		PQfinish(conn);
 		return NULL;
@@ -182,7 +112,7 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			if (log_failure)
-				pn_log("report failed: %s", db_message(conn));
+				pn_log("report failed: %s", pn_pq_message(conn));
 			ok = false;
 		}
 		PQclear(res);
@@ -246,24 +176,24 @@ report(PGconn *conn, job *jobs, int n, int *lost)
 	}
 	if (done > 0)
 	{
-		ok = command_ok(conn, "SAVEPOINT report");
+		ok = pn_pq_command_ok(conn, "SAVEPOINT report");
 		if (ok && !report_rows(conn, jobs, idx, done, true))
 		{
-			ok = command_ok(conn, "ROLLBACK TO SAVEPOINT report");
+			ok = pn_pq_command_ok(conn, "ROLLBACK TO SAVEPOINT report");
 			for (int c = 0; ok && c < done; c++)
 			{
 				job		   *j = &jobs[idx[c]];
 
-				if (!command_ok(conn, "SAVEPOINT one"))
+				if (!pn_pq_command_ok(conn, "SAVEPOINT one"))
 					ok = false;
 				else if (report_rows(conn, jobs, &idx[c], 1, false))
-					ok = command_ok(conn, "RELEASE SAVEPOINT one");
+					ok = pn_pq_command_ok(conn, "RELEASE SAVEPOINT one");
 				else
 				{
 					pn_log("could not record the result of delivery %s to endpoint %s: %s",
-						   j->delivery_id, j->endpoint_id, db_message(conn));
+						   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
 					(*lost)++;
-					ok = command_ok(conn, "ROLLBACK TO SAVEPOINT one");
+					ok = pn_pq_command_ok(conn, "ROLLBACK TO SAVEPOINT one");
 				}
 			}
 		}
@@ -272,47 +202,14 @@ report(PGconn *conn, job *jobs, int n, int *lost)
 	return ok;
 }
 
-/*
- * What to do about an error of a paynotify function, when the cause is the
- * setup: no such function or schema (PAYNOTIFY_RELAY_SCHEMA does not name
- * the extension's schema in this database, or the extension is missing or
- * too old there: pg_extension says which), or no permission (the role
- * lacks the relay capacity).  Only outside a transaction block, where the
- * lookup can run.
- */
+/* What to do about an error whose cause is the setup (see pn_pq_explain_error). */
 static void
 explain_error(PGconn *conn, const char *sqlstate)
 {
-	PGresult   *res;
+	pn_pq_who	who = relay_who;
 
-	if (PQtransactionStatus(conn) != PQTRANS_IDLE)
-		return;
-	if (strcmp(sqlstate, "42501") == 0)
-	{
-		pn_log("the role \"%s\" needs the relay capacity in database \"%s\": there, as the"
-			   " extension's owner, SELECT %s.paynotify_grant('%s', 'relay')",
-			   PQuser(conn), PQdb(conn), cfg.schema, PQuser(conn));
-		return;
-	}
-	if (strcmp(sqlstate, "42883") != 0 && strcmp(sqlstate, "3F000") != 0)
-		return;
-	res = PQexec(conn, "SELECT e.extnamespace::pg_catalog.regnamespace::text, e.extversion"
-				 " FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify'");
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		pn_log("PAYNOTIFY_RELAY_SCHEMA is \"%s\": set it to the schema of the paynotify extension",
-			   cfg.schema);
-	else if (PQntuples(res) == 0)
-		pn_log("database \"%s\" has no paynotify extension (PAYNOTIFY_RELAY_SCHEMA is \"%s\"):"
-			   " connect PAYNOTIFY_DSN to the database that has it", PQdb(conn), cfg.schema);
-	else if (strcmp(PQgetvalue(res, 0, 0), cfg.schema) != 0)
-		pn_log("PAYNOTIFY_RELAY_SCHEMA is \"%s\", but the paynotify extension of database \"%s\""
-			   " is in schema \"%s\": set PAYNOTIFY_RELAY_SCHEMA=%s",
-			   cfg.schema, PQdb(conn), PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 0));
-	else
-		pn_log("the paynotify extension of database \"%s\" (schema \"%s\") is version %s,"
-			   " older than this relay (%s): ALTER EXTENSION paynotify UPDATE",
-			   PQdb(conn), cfg.schema, PQgetvalue(res, 0, 1), PAYNOTIFY_VERSION);
-	PQclear(res);
+	who.schema = cfg.schema;
+	pn_pq_explain_error(conn, sqlstate, &who);
 }
 
 /*
@@ -337,7 +234,7 @@ call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long l
 
 		if (state != NULL)
 			snprintf(sqlstate, sizeof(sqlstate), "%s", state);
-		pn_log("%s failed: %s", what, db_message(conn));
+		pn_log("%s failed: %s", what, pn_pq_message(conn));
 		PQclear(res);
 		explain_error(conn, sqlstate);
 		return NULL;
@@ -425,7 +322,7 @@ deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, relay_tally *tally, i
 		job_from_row(res, i, jobs, counts);
 	run_jobs(multi, jobs, n);
 	count_jobs(jobs, n, tally);
-	ok = report(conn, jobs, n, lost) && command_ok(conn, "COMMIT");
+	ok = report(conn, jobs, n, lost) && pn_pq_command_ok(conn, "COMMIT");
 	cleanse_secrets(res, jobs, n);
 	free(jobs);
 	free(counts);
@@ -444,7 +341,7 @@ drain_notifies(PGconn *conn)
 
 	if (!PQconsumeInput(conn))
 	{
-		pn_log("database connection lost: %s", db_message(conn));
+		pn_log("database connection lost: %s", pn_pq_message(conn));
 		return false;
 	}
 	while ((note = PQnotifies(conn)) != NULL)
@@ -469,7 +366,7 @@ round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost)
 	if (!drain_notifies(conn))
 		return -1;
 	taken = fanout(conn);
-	if (taken < 0 || !command_ok(conn, "BEGIN"))
+	if (taken < 0 || !pn_pq_command_ok(conn, "BEGIN"))
 		return -1;
 	/*
 	 * No more than can be in flight at once: the claim gives each endpoint
@@ -485,7 +382,7 @@ round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost)
 	if (PQntuples(res) == 0)
 	{
 		PQclear(res);
-		return command_ok(conn, "COMMIT") ? taken : -1;
+		return pn_pq_command_ok(conn, "COMMIT") ? taken : -1;
 	}
 	n = deliver_claimed(conn, multi, res, tally, lost);
 	PQclear(res);

@@ -1,0 +1,146 @@
+/*
+ * reconcile_opts.c
+ *	  paynotify-reconcile's settings: one table gives each its variable,
+ *	  flag, default and help (read by shim/common's pn_settings.c); the
+ *	  environment is read first, then the options.
+ */
+#include "reconcile.h"
+
+#include <getopt.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+reconcile_config cfg;
+bool		once;
+
+static const pn_setting settings[] = {
+	{"PAYNOTIFY_DSN", "dsn", "", PN_SETTING_STRING, 0, 0, offsetof(reconcile_config, dsn),
+	"libpq connection string or URI (empty: libpq defaults and PG* variables); --dsn refuses a password"},
+	{"PAYNOTIFY_RECONCILE_SCHEMA", "schema", "public", PN_SETTING_STRING, 0, 0,
+		offsetof(reconcile_config, schema),
+	"schema of the paynotify extension (a plain identifier)"},
+	{"PAYNOTIFY_RECONCILE_BATCH", "batch", "10", PN_SETTING_NUMBER, 1, 1000,
+		offsetof(reconcile_config, batch),
+	"due queries claimed per round (paynotify_query_due's max_rows)"},
+	{"PAYNOTIFY_RECONCILE_RATE", "rate", "5", PN_SETTING_NUMBER, 1, 1000,
+		offsetof(reconcile_config, rate),
+	"requests per second at most, per channel"},
+	{"PAYNOTIFY_RECONCILE_INTERVAL", "interval", "10000", PN_SETTING_NUMBER, 100, 3600000,
+		offsetof(reconcile_config, interval_ms),
+	"milliseconds between rounds when nothing was due"},
+	{"PAYNOTIFY_RECONCILE_TIMEOUT", "timeout", "10000", PN_SETTING_NUMBER, 100, 600000,
+		offsetof(reconcile_config, timeout_ms),
+	"whole-request timeout in milliseconds"},
+	{"PAYNOTIFY_RECONCILE_CONNECT_TIMEOUT", "connect-timeout", "3000", PN_SETTING_NUMBER, 100, 600000,
+		offsetof(reconcile_config, connect_timeout_ms),
+	"TCP/TLS connect timeout in milliseconds"},
+	{"PAYNOTIFY_RECONCILE_BACKOFF_MAX", "backoff-max", "60000", PN_SETTING_NUMBER, 1000, 3600000,
+		offsetof(reconcile_config, backoff_max_ms),
+	"cap in milliseconds on a channel's back-off after no response, 5xx or 429 (starts at 1000, doubles; Retry-After within it)"},
+	{"PAYNOTIFY_RECONCILE_RECONNECT_MAX", "reconnect-max", "5000", PN_SETTING_NUMBER, 100, 600000,
+		offsetof(reconcile_config, reconnect_max_ms),
+	"cap in milliseconds on the database reconnect back-off (starts at 100)"},
+	{"PAYNOTIFY_RECONCILE_MAX_RESPONSE", "max-response", "1048576", PN_SETTING_NUMBER, 1024, 67108864,
+		offsetof(reconcile_config, max_response),
+	"largest response body in bytes (a larger one is no response)"},
+	{"PAYNOTIFY_RECONCILE_ALLOW_PRIVATE", "allow-private", "0", PN_SETTING_NUMBER, 0, 1,
+		offsetof(reconcile_config, allow_private),
+	"1: also connect to loopback, private, link-local, own and other non-public addresses (0: refused, checked on every connection)"},
+};
+
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+
+static void
+usage(FILE *out)
+{
+	fprintf(out,
+			"Usage: %s [options]\n"
+			"Asks the payment gateways for the orders paynotify expected a notification of\n"
+			"and did not get: claims the due queries (paynotify_query_due), sends each\n"
+			"request as the database built and signed it (paynotify_query_request) and\n"
+			"hands the response back (paynotify_query_apply).  Holds no gateway key.\n"
+			"Runs until SIGTERM.\n\n"
+			"Options (each overrides its environment variable):\n", PN_PROGRAM);
+	pn_settings_usage_options(out, settings, NSETTINGS);
+	fprintf(out,
+			"  --once            one round, then exit; prints \"claimed N, applied N, failed N\";\n"
+			"                    exit status 0 when every claimed query was answered and applied\n"
+			"                    (or none was due)\n"
+			"  -h, --help        this text\n"
+			"  -V, --version     the version\n\n"
+			"Environment (default in parentheses):\n");
+	pn_settings_usage_env(out, settings, NSETTINGS);
+	fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT (or --once: all applied);\n"
+			"1 --once: a query failed, or a database error; 2 a bad option or setting.\n"
+			"\nThe database role needs the relay capacity in the database it connects to:\n"
+			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n"
+			"Its password goes in the file PGPASSFILE names (default ~/.pgpass; mode 0600),\n"
+			"one line host:port:database:user:password, never in --dsn.\n"
+			"Each query is logged (channel, order, HTTP status, outcome); the requests'\n"
+			"headers never are.\n");
+}
+
+/* -1: go on; else the exit status. */
+int
+load_config(int argc, char **argv)
+{
+	struct option longopts[NSETTINGS + 4];
+	int			c,
+				idx;
+
+	memset(&cfg, 0, sizeof(cfg));
+	if (!pn_settings_load_env(settings, NSETTINGS, &cfg, longopts))
+		return 2;
+	longopts[NSETTINGS] = (struct option) {"once", no_argument, NULL, 'o'};
+	longopts[NSETTINGS + 1] = (struct option) {"help", no_argument, NULL, 'h'};
+	longopts[NSETTINGS + 2] = (struct option) {"version", no_argument, NULL, 'V'};
+	longopts[NSETTINGS + 3] = (struct option) {NULL, 0, NULL, 0};
+
+	while ((c = getopt_long(argc, argv, "hV", longopts, &idx)) != -1)
+	{
+		if (c >= PN_SETTING_OPTION && c < PN_SETTING_OPTION + (int) NSETTINGS)
+		{
+			const pn_setting *s = &settings[c - PN_SETTING_OPTION];
+
+			if (!pn_setting_set(s, &cfg, optarg, true))
+				return 2;
+			if (s->offset == offsetof(reconcile_config, dsn) && !pn_pq_dsn_without_password(optarg))
+			{
+				pn_log("--dsn must not contain a password: every local user can read the command line;"
+					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
+				return 2;
+			}
+			continue;
+		}
+		switch (c)
+		{
+			case 'o':
+				once = true;
+				break;
+			case 'h':
+				usage(stdout);
+				return 0;
+			case 'V':
+				printf("%s %s\n", PN_PROGRAM, PAYNOTIFY_VERSION);
+				return 0;
+			default:
+				fprintf(stderr, "Try '%s --help'.\n", PN_PROGRAM);
+				return 2;
+		}
+	}
+	if (optind < argc)
+	{
+		fprintf(stderr, "%s: unexpected argument \"%s\"\nTry '%s --help'.\n",
+				PN_PROGRAM, argv[optind], PN_PROGRAM);
+		return 2;
+	}
+	if (cfg.schema[0] == '\0')
+		cfg.schema = "public";
+	if (!pn_identifier_valid(cfg.schema))
+	{
+		pn_log("PAYNOTIFY_RECONCILE_SCHEMA must be a plain lower-case identifier");
+		return 2;
+	}
+	return -1;
+}
