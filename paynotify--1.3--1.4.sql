@@ -672,3 +672,42 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) FROM 
 COMMENT ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) IS
 	'a day''s bill in figures: its own summary, the sum of its lines and our ledger';
 SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_reconcile_summary(text, date)'::regprocedure, NULL);
+
+-- ===== Asking now: one order, by an operator =====
+--
+-- A payment the bill shows and the ledger lacks (gateway_only in
+-- paynotify_reconciliation), or an order a customer calls about: the
+-- operator has the daemon ask the gateway at its next round.  The order's
+-- expectation on the channel is made due now (registered if there was
+-- none); one settled by a close is opened again (the gateway may have been
+-- paid after all); one settled by a payment is returned as it is (nothing
+-- is left to ask).  The three days of queries count from now; an
+-- expires_at already past is dropped, so that what the gateway answers now
+-- pays the order or leaves it alone, and never closes it.
+CREATE FUNCTION @extschema@.paynotify_query_order(channel text, order_no text)
+	RETURNS @extschema@.paynotify_expectation
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_channel text := $1;
+	p_order_no text := $2;
+	r @extschema@.paynotify_expectation;
+BEGIN
+	SELECT * INTO r FROM @extschema@.paynotify_expect(p_channel, p_order_no);
+	IF r.settled_by OPERATOR(pg_catalog.=) 'payment' THEN
+		RETURN r;
+	END IF;
+	UPDATE @extschema@.paynotify_expectation e
+		SET next_query_at = pg_catalog.now(), expected_at = pg_catalog.now(),
+			expires_at = CASE WHEN e.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN e.expires_at END,
+			settled_at = NULL, settled_by = NULL, settled_notify_id = NULL
+		WHERE e.order_no OPERATOR(pg_catalog.=) p_order_no AND e.channel OPERATOR(pg_catalog.=) p_channel
+		RETURNING * INTO r;
+	RETURN r;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_query_order(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_query_order(text, text) IS
+	'has the daemon ask the channel''s gateway about the order at its next round (a payment only the bill shows, a customer''s call)';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_query_order(text, text)'::regprocedure, NULL);

@@ -67,3 +67,29 @@ SELECT pay.paynotify_expect('ex_st', 'EX-7');
 RESET ROLE;
 SELECT pay.paynotify_revoke('ex_shim', 'handler');
 DROP ROLE ex_shim, ex_nobody;
+
+-- paynotify_query_order: an operator has the order asked about now
+SELECT t.set_order('EX-8', 'pending', 500);
+SELECT (pay.paynotify_expect('ex_st', 'EX-8', now() - interval '1 day')).order_no;
+SELECT order_no, channel, next_query_at <= now() AS due_now, expires_at, settled_by
+FROM pay.paynotify_query_order('ex_st', 'EX-8');
+-- settled by a close: opened again, due now
+SELECT order_no, channel, next_query_at <= now() AS due_now, settled_by
+FROM pay.paynotify_query_order('ex_st2', 'EX-3');
+-- settled by a payment: nothing to ask, returned as it is
+SELECT order_no, settled_by, settled_notify_id, next_query_at <= now() AS due_now
+FROM pay.paynotify_query_order('ex_st', 'EX-1');
+-- none registered: registered, due now
+SELECT order_no, channel, next_query_at <= now() AS due_now FROM pay.paynotify_query_order('ex_st', 'EX-9');
+\set VERBOSITY sqlstate
+SELECT pay.paynotify_query_order('no_such', 'EX-9');
+SELECT pay.paynotify_query_order('ex_st', '');
+\set VERBOSITY default
+-- operators only: the handler may not
+CREATE ROLE ex_shim2 LOGIN;
+SELECT pay.paynotify_grant('ex_shim2', 'handler');
+SET ROLE ex_shim2;
+SELECT pay.paynotify_query_order('ex_st', 'EX-9');
+RESET ROLE;
+SELECT pay.paynotify_revoke('ex_shim2', 'handler');
+DROP ROLE ex_shim2;
