@@ -102,7 +102,7 @@ struct params
 	char	   *v[MAX_PARAMS];
 };
 
-/* ------------------------------------------------------------ helpers */
+/* ------------------------------------------------------------ parsing */
 
 static time_t
 srv_now(const struct srv *s)
