@@ -28,6 +28,7 @@ set -euo pipefail
 
 build=(build-essential pkg-config postgresql-server-dev-15
        libssl-dev libarchive-dev libpq-dev libfcgi-dev libcurl4-openssl-dev
+       libmicrohttpd-dev zlib1g-dev
        debhelper dpkg-dev postgresql-server-dev-all)
 run=(postgresql-15 nginx-light fcgiwrap spawn-fcgi curl systemd python3)
 test=(valgrind clang libclang-rt-14-dev lintian libfcgi-bin

@@ -27,6 +27,7 @@ quick_tests=(
     test/unit/crypto-fault.sh
     shim/tests/cgi-test.sh
     shim/tests/send-test.sh
+    shim/tests/serve-test.sh
     test/e2e/dump.sh
     test/model/run.sh
     test/e2e/relay.sh

@@ -8,7 +8,10 @@
  *		It can also write the signed requests out instead of sending them
  *		(--dump-dir, --dump-sql) for replay by other tools, and keep a
  *		ledger of every delivery and its reply (--ledger).  With --payload
- *		the notification is a file's instead of a generated one.
+ *		the notification is a file's instead of a generated one.  It keeps
+ *		a record of what it sold (--sales), can lose a fraction of the
+ *		notifications (--drop), and answers the gateways' query and bill
+ *		APIs from that record (--mode serve, send_serve.c).
  *
  *		Structure: signing threads (send_gen.c) build requests ahead into a
  *		bounded ring; the main thread runs the libcurl engine (send_http.c)
@@ -51,6 +54,7 @@ run_init(struct run *run, struct opts *o, struct pn_conf *c)
 	pn_buf_init(&run->one_headers);
 	pn_buf_init(&run->one_body);
 	run->ledger_fd = -1;
+	run->sales_fd = -1;
 	run->planned = (size_t) (o->mode == MODE_BAD ? o->n * o->n_bad_kinds : o->n);
 	if (o->mode == MODE_RETRY)
 	{
@@ -78,6 +82,8 @@ run_free(struct run *run)
 	pn_buf_free(&run->one_body);
 	if (run->ledger_fd >= 0)
 		close(run->ledger_fd);
+	if (run->sales_fd >= 0)
+		close(run->sales_fd);
 	free(run->deliveries);
 	free(run->ack_at);
 	free(run->extra_left);
@@ -133,11 +139,11 @@ run_send(struct run *run)
 	else
 		report_text(run, elapsed, stop_flag != 0);
 	fflush(stdout);
-	if (stop_flag || run->ledger_failed)
+	if (stop_flag || run->ledger_failed || run->sales_failed)
 		return 1;
 	if (o->mode == MODE_RETRY && run->unacked > 0)
 		return 1;
-	if (o->mode == MODE_ONE && run->total.replies == 0)
+	if (o->mode == MODE_ONE && run->total.replies == 0 && run->dropped == 0)
 		return 1;
 	return 0;
 }
@@ -161,6 +167,11 @@ main(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	if ((rc = finish_opts(&o, &c)) != 0)
 		return rc;
+	if (o.mode == MODE_SERVE)
+	{
+		pn_on_stop_signals(on_signal);
+		return run_serve(&o, &c);
+	}
 	if (!o.seed_given)
 		c.seed = ((uint64_t) time(NULL) << 20) ^ (uint64_t) getpid() ^
 			(uint64_t) (pn_mono_now() * 1e9);
@@ -199,6 +210,16 @@ main(int argc, char **argv)
 		(run.ledger_fd = open(o.ledger, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
 	{
 		pn_log("cannot open the ledger \"%s\": %s", o.ledger, strerror(errno));
+		run_free(&run);
+		pn_keys_free(&c.keys);
+		pn_payload_free(&payload);
+		curl_global_cleanup();
+		return 1;
+	}
+	if (o.sales &&
+		(run.sales_fd = open(o.sales, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+	{
+		pn_log("cannot open the sales file \"%s\": %s", o.sales, strerror(errno));
 		run_free(&run);
 		pn_keys_free(&c.keys);
 		pn_payload_free(&payload);

@@ -224,6 +224,7 @@ struct pn_req
 	uint32_t	attempt;		/* 0 = first delivery */
 	int			bad;			/* enum pn_bad */
 	bool		shared;			/* not freed after sending (--same-signature) */
+	bool		shared_seen;	/* its sale was taken (--sales, --drop) */
 	double		t_start;		/* monotonic, set when the transfer starts */
 	double		t_built;		/* monotonic, when it was signed (send_gen.c) */
 };
@@ -240,6 +241,37 @@ struct pn_req *pn_build(const struct pn_conf *c, struct pn_signer *s,
 						long long order_index, uint32_t attempt, int bad);
 void		pn_req_free(struct pn_req *r);
 void		pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz);
+void		pn_order_chars(const char *order_no, const char *salt, int n,
+						   const char *alphabet, char *out);
+
+/*
+ * What a generated notification says it sold (--sales, send_sales.c), from
+ * the same derivations pn_build signs: one line of the sales file.
+ */
+struct pn_sale
+{
+	enum pn_gateway gateway;
+	enum pn_event event;
+	char		channel[256];
+	char		order_no[PN_ID_LEN];
+	char		trade_no[PN_ID_LEN];	/* transaction_id, trade_no, pi_... */
+	long long	amount;			/* minor units */
+	char		currency[16];
+	char		refund_id[PN_ID_LEN];	/* refund_id, out_biz_no, re_...; "-" */
+	char		out_refund_no[PN_ID_LEN];	/* "-" for a payment */
+	long long	refund_amount;	/* 0 for a payment */
+	long long	time;			/* unix seconds of the success time signed */
+	bool		dropped;
+	char		notify_id[PN_ID_LEN];
+	char		merchant[PN_ID_LEN];	/* mchid, seller_id, "-" */
+	char		app[PN_ID_LEN];	/* appid, app_id, "-" */
+	char		payer[PN_ID_LEN];	/* openid, buyer_id, latest charge ch_... */
+};
+
+void		pn_sale_of(const struct pn_conf *c, const struct pn_req *r, struct pn_sale *out);
+bool		pn_is_dropped(const struct pn_conf *c, double drop, long long order_index);
+void		pn_sale_line(const struct pn_sale *s, struct pn_buf *out);
+int			pn_sale_parse(char *line, struct pn_sale *out);
 
 /* ---------------------------------------------------------------- gen */
 

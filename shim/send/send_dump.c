@@ -156,6 +156,15 @@ run_dump(struct run *run, const char *channel)
 	while (rc == 0 && !stop_flag && (r = run->shared_req ? (seq < run->planned ? run->shared_req : NULL)
 									 : pn_gen_take(run->gen, true, &more)) != NULL)
 	{
+		if (run_take_sale(run, r))
+		{
+			if (r->shared)
+				break;
+			pn_req_free(r);		/* dropped: not written */
+			continue;
+		}
+		if (r->shared)
+			r->shared_seen = true;
 		seq++;
 		if (index && dump_dir_one(run, seq, r, index) != 0)
 		{
@@ -182,6 +191,8 @@ run_dump(struct run *run, const char *channel)
 	else if (sql && fclose(sql) != 0)
 		rc = 1;
 	run->finished = seq;
+	if (run->sales_failed)
+		rc = 1;
 	return rc ? 1 : (stop_flag ? 1 : 0);
 }
 

@@ -13,7 +13,7 @@
 
 #include <curl/curl.h>
 
-const char *const mode_names[] = {"one", "storm", "distinct", "retry", "bad"};
+const char *const mode_names[] = {"one", "storm", "distinct", "retry", "bad", "serve"};
 const char *const gateway_names[] = {"wxpay", "alipay", "stripe"};
 const char *const event_names[] = {"pay", "refund"};
 
@@ -27,6 +27,7 @@ static const double sched_stripe[] = {60, 300, 1800, 3600, 7200, 14400, 28800,
 static const char *const help_lines[] = {
 	"Usage: paynotify-send --gateway wxpay|alipay|stripe --url URL [options]\n",
 	"       paynotify-send --gateway G (--dump-dir DIR | --dump-sql FILE) [options]\n",
+	"       paynotify-send --mode serve --listen ADDR:PORT --sales FILE[,FILE...] [options]\n",
 	"\n",
 	"A payment gateway in a box: signs (and for WeChat Pay encrypts) notifications\n",
 	"exactly as WeChat Pay v3, Alipay and Stripe do, and POSTs them to URL, e.g.\n",
@@ -41,6 +42,8 @@ static const char *const help_lines[] = {
 	"  retry      -n notifications (as distinct), each re-delivered on its gateway's\n",
 	"             schedule until acknowledged; gives up when the schedule ends\n",
 	"  bad        -n deliberately bad requests of each kind chosen by --bad\n",
+	"  serve      send nothing: answer the gateways' query and bill APIs from the\n",
+	"             --sales record (see \"Serving the APIs\" below)\n",
 	"\n",
 	"Notification content:\n",
 	"  --gateway G         wxpay, alipay or stripe (required)\n",
@@ -207,6 +210,89 @@ static const char *const help_lines[] = {
 	"                      when absent), acknowledged by the gateway's rule (1|0), bad\n",
 	"                      kind (- for a good request), seconds from the request's start\n",
 	"                      to its reply (0.012345). A failed write ends in exit 1\n",
+	"                      A notification lost by --drop gets one line: delivery 1,\n",
+	"                      status 0, outcome dropped, 0, -, 0.000000\n",
+	"\n",
+	"What was sold, and lost notifications (every sending mode but bad, and --dump-*):\n",
+	"  --sales FILE        append one line per notification generated (its first\n",
+	"                      delivery; a storm is one notification) to FILE, created if\n",
+	"                      missing, one O_APPEND write a line; tab-separated, 16 fields:\n",
+	"                        gateway (wxpay|alipay|stripe), channel (as --ledger),\n",
+	"                        event (pay|refund), order number, trade number (WeChat\n",
+	"                        transaction_id, Alipay trade_no, Stripe payment intent\n",
+	"                        id), amount (minor units), currency, refund id (WeChat\n",
+	"                        refund_id, Alipay out_biz_no, Stripe re_...; - for a\n",
+	"                        payment), out_refund_no (- for a payment and Stripe),\n",
+	"                        refund amount (minor units, 0 for a payment), time (unix\n",
+	"                        seconds of the success time in the notification: WeChat\n",
+	"                        success_time, Alipay gmt_payment/gmt_refund, Stripe\n",
+	"                        created), dropped (1|0), notification id, merchant\n",
+	"                        (WeChat mchid, Alipay seller_id, Stripe -), app (WeChat\n",
+	"                        appid, Alipay app_id, Stripe -), payer (WeChat openid,\n",
+	"                        Alipay buyer_id, Stripe latest_charge ch_...)\n",
+	"                      The same ids, amounts and times are the ones signed into\n",
+	"                      the notifications. Not with --payload. A failed write ends\n",
+	"                      in exit 1\n",
+	"  --drop F            lose the fraction F (0..1) of the notifications: never\n",
+	"                      delivered, not even retried, but recorded in --sales as\n",
+	"                      sold and dropped, in --ledger as outcome dropped, and\n",
+	"                      counted as dropped in the report. Which ones is decided by\n",
+	"                      --seed, the gateway, the event and the order index alone\n",
+	"                      (a storm loses all its deliveries or none). With --dump-*\n",
+	"                      a dropped notification is not written\n",
+	"\n",
+	"Serving the APIs (--mode serve; no --gateway, --url or sending options):\n",
+	"  --listen ADDR:PORT  IPv4 address and port to answer on (port 0: any free one;\n",
+	"                      the first stdout line says \"paynotify-send: serving\n",
+	"                      http://ADDR:PORT ...\"). Runs until SIGINT or SIGTERM\n",
+	"  --sales F[,F...]    the record answered from, read again at a request when a\n",
+	"                      file changed (a file not there yet is empty). An order's\n",
+	"                      payment with a time later than the server's clock (--now,\n",
+	"                      else the real one) is not paid yet; a refund recorded\n",
+	"                      makes it refunded. Dropped sales are answered as sold\n",
+	"  --merchant-cert F   the merchant's certificate or public key (PEM): checks the\n",
+	"                      WeChat Pay requests' Authorization (WECHATPAY2-SHA256-\n",
+	"                      RSA2048 over \"METHOD\\nPATH?QUERY\\nTS\\nNONCE\\nBODY\\n\", mchid,\n",
+	"                      nonce_str, signature, timestamp within 5 min, serial_no);\n",
+	"                      answers are signed with --wx-key and --wx-cert's serial\n",
+	"                      (or --serial) as WeChat does (Wechatpay-Timestamp, -Nonce,\n",
+	"                      -Signature over \"TS\\nNONCE\\nBODY\\n\", -Serial). Enables:\n",
+	"                        GET /v3/pay/transactions/out-trade-no/NO?mchid=M\n",
+	"                        GET /v3/pay/partner/transactions/out-trade-no/NO\n",
+	"                            ?sp_mchid=SP&sub_mchid=M  (signed by SP)\n",
+	"                          200 trade_state SUCCESS, REFUND or NOTPAY; a signed 404\n",
+	"                          ORDER_NOT_EXIST; 401 SIGN_ERROR (unsigned) on a bad\n",
+	"                          request signature\n",
+	"                        GET /v3/bill/tradebill?bill_date=YYYY-MM-DD[&bill_type=ALL]\n",
+	"                            [&tar_type=GZIP]   download_url, hash_type SHA1,\n",
+	"                          hash_value (of the plain file); 400 NO_STATEMENT_EXIST\n",
+	"                          for a Beijing day without sales\n",
+	"                        GET /v3/billdownload/file?token=T  (signed request) the\n",
+	"                          bill: UTF-8 with BOM, CRLF, backtick fields, fee 0.6 %\n",
+	"  --app-public-key F  the Alipay app's public key (PEM): checks the RSA2 sign of\n",
+	"                      GET or POST /gateway.do (app_id must be --app-id); answers\n",
+	"                      {\"<method>_response\":{...},\"sign\":\"...\"} signed over the\n",
+	"                      object's exact text with --alipay-key. Methods:\n",
+	"                        alipay.trade.query  TRADE_SUCCESS, TRADE_CLOSED (fully\n",
+	"                          refunded), WAIT_BUYER_PAY, or 40004 ACQ.TRADE_NOT_EXIST\n",
+	"                        alipay.data.dataservice.bill.downloadurl.query (bill_type\n",
+	"                          trade, bill_date YYYY-MM-DD) bill_download_url, served\n",
+	"                          at GET /downloadBillFile.resource: a zip of the GBK\n",
+	"                          _业务明细.csv and _业务明细(汇总).csv of --seller-id\n",
+	"  --stripe-api-key F  file holding the secret key (sk_test_...) requests must\n",
+	"                      give as Authorization: Bearer KEY (or Basic KEY:):\n",
+	"                        GET /v1/payment_intents/search?query=metadata['order_id']:'NO'\n",
+	"                        GET /v1/payment_intents/pi_...\n",
+	"                        GET /v1/balance_transactions?created[gte]=&created[lt]=\n",
+	"                            [&limit=1..100][&starting_after=txn_...]\n",
+	"                      401 for another key, 404 resource_missing\n",
+	"  --serve-bad K       break every signed answer after signing: signature (one\n",
+	"                      character of the signature) or body (one digit or letter\n",
+	"                      of the body), so a client's refusal can be tested\n",
+	"  --now UNIX          the server's clock (default: the real one)\n",
+	"  Days are Beijing days for WeChat Pay and Alipay, UTC for Stripe. --verbose\n",
+	"  logs one line per request on stderr.\n",
+	"\n",
 	"  -h, --help          this text;  --version  the version\n",
 	"\n",
 	"Exit status: 0 when the run completed (whatever the replies were), 1 when it\n",
@@ -320,6 +406,8 @@ static bool set_created(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_timeout(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_time_scale(const char *arg, struct opts *o, struct pn_conf *c);
 static bool set_schedule(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_drop(const char *arg, struct opts *o, struct pn_conf *c);
+static bool set_serve_bad(const char *arg, struct opts *o, struct pn_conf *c);
 
 /* How an option takes its argument. */
 enum arg_kind
@@ -355,7 +443,7 @@ static const struct optdef optdefs[] = {
 	.error = "unknown gateway \"%s\" (wxpay, alipay, stripe)"},
 	{.name = "url", .kind = ARG_STRING, IN_OPTS(url)},
 	{.name = "mode", .kind = ARG_CUSTOM, .parse = set_mode,
-	.error = "unknown mode \"%s\" (one, storm, distinct, retry, bad)"},
+	.error = "unknown mode \"%s\" (one, storm, distinct, retry, bad, serve)"},
 	{.name = "event", .kind = ARG_CUSTOM, .parse = set_event,
 	.error = "unknown event \"%s\" (pay, refund)"},
 	{.short_name = 'n', .kind = ARG_LL, IN_OPTS(n), .min = 1, .max = 100000000,
@@ -414,6 +502,15 @@ static const struct optdef optdefs[] = {
 	{.name = "dump-sql", .kind = ARG_STRING, IN_OPTS(dump_sql)},
 	{.name = "channel", .kind = ARG_STRING, IN_OPTS(channel)},
 	{.name = "ledger", .kind = ARG_STRING, IN_OPTS(ledger)},
+	{.name = "sales", .kind = ARG_STRING, IN_OPTS(sales)},
+	{.name = "drop", .kind = ARG_CUSTOM, .parse = set_drop,
+	.error = "--drop wants a fraction 0..1, not \"%s\""},
+	{.name = "listen", .kind = ARG_STRING, IN_OPTS(listen)},
+	{.name = "merchant-cert", .kind = ARG_STRING, IN_OPTS(merchant_cert)},
+	{.name = "app-public-key", .kind = ARG_STRING, IN_OPTS(app_public_key)},
+	{.name = "stripe-api-key", .kind = ARG_STRING, IN_OPTS(stripe_api_key)},
+	{.name = "serve-bad", .kind = ARG_CUSTOM, .parse = set_serve_bad,
+	.error = "--serve-bad wants signature or body, not \"%s\""},
 	{.name = "help", .short_name = 'h', .kind = ARG_HELP},
 	{.name = "version", .kind = ARG_VERSION},
 };
@@ -476,7 +573,7 @@ set_gateway(const char *arg, struct opts *o, struct pn_conf *c)
 static bool
 set_mode(const char *arg, struct opts *o, struct pn_conf *c)
 {
-	int			v = lookup(arg, mode_names, 5);
+	int			v = lookup(arg, mode_names, 6);
 
 	(void) c;
 	if (v >= 0)
@@ -562,6 +659,23 @@ set_schedule(const char *arg, struct opts *o, struct pn_conf *c)
 {
 	(void) c;
 	return parse_schedule(arg, o);
+}
+
+static bool
+set_drop(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	(void) c;
+	return pn_parse_double(arg, 0, 1, &o->drop);
+}
+
+static bool
+set_serve_bad(const char *arg, struct opts *o, struct pn_conf *c)
+{
+	(void) c;
+	if (strcmp(arg, "signature") != 0 && strcmp(arg, "body") != 0)
+		return false;
+	o->serve_bad = arg;
+	return true;
 }
 
 /*
@@ -669,6 +783,23 @@ parse_args(int argc, char **argv, struct opts *o, struct pn_conf *c)
 	return 0;
 }
 
+/* --mode serve: what it needs, and no sending options. */
+static int
+finish_serve_opts(struct opts *o, struct pn_conf *c)
+{
+	if (!o->listen)
+		return bad_usage("%s", "--mode serve needs --listen HOST:PORT");
+	if (!o->sales)
+		return bad_usage("%s", "--mode serve needs --sales FILE[,FILE...]");
+	if (!o->merchant_cert && !o->app_public_key && !o->stripe_api_key)
+		return bad_usage("%s", "--mode serve needs --merchant-cert, --app-public-key or --stripe-api-key (the keys requests are checked with)");
+	if (o->url || o->dump_dir || o->dump_sql || o->ledger || o->payload || o->bad || o->drop > 0)
+		return bad_usage("%s", "--mode serve answers requests: --url, --dump-*, --ledger, --payload, --bad and --drop are for sending");
+	if (!c->currency)
+		c->currency = "CNY";
+	return 0;
+}
+
 /* Cross-option checks and defaults that depend on other options. */
 int
 finish_opts(struct opts *o, struct pn_conf *c)
@@ -679,6 +810,10 @@ finish_opts(struct opts *o, struct pn_conf *c)
 	char		probe[256];
 	long long	last;
 
+	if (o->mode == MODE_SERVE)
+		return finish_serve_opts(o, c);
+	if (o->listen || o->merchant_cert || o->app_public_key || o->stripe_api_key || o->serve_bad)
+		return bad_usage("%s", "--listen, --merchant-cert, --app-public-key, --stripe-api-key and --serve-bad need --mode serve");
 	if ((int) c->gateway < 0)
 		return bad_usage("%s", "--gateway is required");
 	if (!o->url && !o->dump_dir && !o->dump_sql)
@@ -697,6 +832,12 @@ finish_opts(struct opts *o, struct pn_conf *c)
 		return bad_usage("%s", "--payload sends one notification: retry mode takes -n 1");
 	if (o->payload && o->mode == MODE_RETRY)
 		o->n = 1;
+	if ((o->sales || o->drop > 0) && o->mode == MODE_BAD)
+		return bad_usage("%s", "--sales and --drop record and lose sales; --mode bad sends none");
+	if (o->sales && o->payload)
+		return bad_usage("%s", "--sales records generated notifications, not --payload files");
+	if (o->sales && strchr(o->sales, ','))
+		return bad_usage("%s", "--sales takes one file when sending (several only with --mode serve)");
 	if (o->same_signature && o->mode != MODE_STORM)
 		return bad_usage("%s", "--same-signature needs --mode storm");
 	if (o->mode == MODE_ONE)

@@ -141,6 +141,7 @@ report_json(struct run *run, double elapsed, bool interrupted)
 												  o->mode == MODE_ONE ? 1 :
 												  o->mode == MODE_BAD ? o->n * o->n_bad_kinds : o->n));
 	json_stats(&j, &run->total);
+	pn_json_int(&j, "dropped", (long long) run->dropped);
 	pn_json_num(&j, "elapsed_s", elapsed);
 	pn_json_num(&j, "rps", elapsed > 0 ? run->total.deliveries / elapsed : 0.0);
 	pn_json_open(&j, "latency_ms", '{');
@@ -153,8 +154,9 @@ report_json(struct run *run, double elapsed, bool interrupted)
 	{
 		pn_json_open(&j, "retry", '{');
 		pn_json_int(&j, "notifications", (long long) run->n_notif);
-		pn_json_int(&j, "acknowledged", (long long) (run->n_notif - run->unacked));
+		pn_json_int(&j, "acknowledged", (long long) (run->n_notif - run->unacked - run->dropped));
 		pn_json_int(&j, "unacknowledged", (long long) run->unacked);
+		pn_json_int(&j, "dropped", (long long) run->dropped);
 		pn_json_int(&j, "extra_deliveries", (long long) run->extra_sent);
 		pn_json_num(&j, "time_scale", o->time_scale);
 		pn_json_open(&j, "deliveries_to_ack", '{');
@@ -204,7 +206,9 @@ report_text(struct run *run, double elapsed, bool interrupted)
 		printf("> POST %s  (%s %s, order %s, notify id %s)\n", o->url,
 			   gateway_names[run->conf->gateway], event_names[run->conf->event],
 			   run->one_order_no, run->one_notify_id);
-		if (run->one_error[0])
+		if (run->dropped)
+			printf("! dropped (--drop): never delivered\n");
+		else if (run->one_error[0])
 			printf("! no reply: %s\n", run->one_error);
 		else
 		{
@@ -226,13 +230,16 @@ report_text(struct run *run, double elapsed, bool interrupted)
 		   (unsigned long long) run->conf->seed, (long long) run->conf->epoch,
 		   interrupted ? " (interrupted)" : "");
 	text_stats(stdout, "", &run->total);
+	if (run->dropped || o->drop > 0)
+		printf("dropped %zu notifications (--drop %g), never delivered\n", run->dropped, o->drop);
 	printf("time    %.3f s, %.1f req/s\n", elapsed, elapsed > 0 ? run->total.deliveries / elapsed : 0.0);
 	printf("latency p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", pn_stats_pct(&run->total, 50),
 		   pn_stats_pct(&run->total, 99), pn_stats_pct(&run->total, 100));
 	if (o->mode == MODE_RETRY)
 	{
-		printf("retry   %zu notifications: %zu acknowledged, %zu never acknowledged, %zu extra deliveries\n",
-			   run->n_notif, run->n_notif - run->unacked, run->unacked, run->extra_sent);
+		printf("retry   %zu notifications: %zu acknowledged, %zu never acknowledged, %zu dropped, %zu extra deliveries\n",
+			   run->n_notif, run->n_notif - run->unacked - run->dropped, run->unacked,
+			   run->dropped, run->extra_sent);
 		printf("        deliveries until acknowledged:");
 		for (int i = 1; i <= MAX_SCHEDULE + 1; i++)
 			if (run->to_ack[i])
@@ -261,6 +268,7 @@ report_dump(const struct run *run, const char *channel)
 		json_run_head(&j, &b, run);
 		pn_json_int(&j, "seed", (long long) run->conf->seed);
 		pn_json_int(&j, "dumped", (long long) run->finished);
+		pn_json_int(&j, "dropped", (long long) run->dropped);
 		if (o->dump_dir)
 			pn_json_str(&j, "dump_dir", o->dump_dir);
 		if (o->dump_sql)

@@ -8,6 +8,7 @@
 #include "send_run.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -90,6 +91,63 @@ ledger_line(struct run *run, const struct pn_req *req, const struct pn_reply *re
 	pn_buf_free(&b);
 }
 
+/* Appends buf to a file opened with O_APPEND in one write(2); false if it failed. */
+static bool
+append_line(int fd, const struct pn_buf *b, const char *what, const char *path)
+{
+	ssize_t		w = write(fd, b->data, b->len);
+
+	if (w >= 0 && (size_t) w == b->len)
+		return true;
+	pn_log("cannot write the %s \"%s\": %s", what, path, w < 0 ? strerror(errno) : "short write");
+	return false;
+}
+
+/*
+ * --sales and --drop for a request taken from the generator: the first
+ * delivery of a notification appends its sale to --sales; returns true
+ * when --drop loses the notification, which is then never delivered (the
+ * ledger gets one line for it: status 0, outcome "dropped").  Deliberately
+ * bad requests are not sales (the options refuse --mode bad).
+ */
+bool
+run_take_sale(struct run *run, const struct pn_req *req)
+{
+	const struct opts *o = run->o;
+	bool		dropped;
+	bool		first = req->attempt == 0;
+
+	if (req->bad != PN_BAD_NONE || req->shared_seen)
+		return false;
+	dropped = pn_is_dropped(run->conf, o->drop, req->order_index);
+	if (first && run->sales_fd >= 0 && !run->sales_failed)
+	{
+		struct pn_sale sale;
+		struct pn_buf b;
+
+		pn_sale_of(run->conf, req, &sale);
+		snprintf(sale.channel, sizeof(sale.channel), "%s", run->channel);
+		sale.dropped = dropped;
+		pn_buf_init(&b);
+		pn_sale_line(&sale, &b);
+		if (!append_line(run->sales_fd, &b, "sales file", o->sales))
+			run->sales_failed = true;
+		pn_buf_free(&b);
+	}
+	if (dropped && first)
+	{
+		struct pn_reply rep = {0};
+
+		rep.outcome = "dropped";
+		ledger_line(run, req, &rep, false);
+		run->dropped++;
+		if (o->verbose)
+			fprintf(stderr, "%s %s: dropped (--drop), never delivered\n", req->order_no,
+					req->notify_id);
+	}
+	return dropped;
+}
+
 /* Common bookkeeping for every finished request; returns the ack verdict. */
 static bool
 account(struct run *run, const struct pn_req *req, const struct pn_reply *rep)
@@ -143,7 +201,12 @@ seq_next(void *ctx, double now, int active, double *wait)
 	(void) now;
 	if (run->shared_req)
 	{
-		if (run->sent >= run->planned)
+		if (run->sent == 0 && !run->shared_req->shared_seen)
+		{
+			run->shared_dropped = run_take_sale(run, run->shared_req);
+			run->shared_req->shared_seen = true;
+		}
+		if (run->sent >= run->planned || run->shared_dropped)
 		{
 			*wait = -1;
 			return NULL;
@@ -151,11 +214,17 @@ seq_next(void *ctx, double now, int active, double *wait)
 		run->sent++;
 		return run->shared_req;
 	}
-	r = pn_gen_take(run->gen, active == 0, &more);
-	if (!r)
+	for (;;)
 	{
-		*wait = more ? 0.001 : -1;
-		return NULL;
+		r = pn_gen_take(run->gen, active == 0, &more);
+		if (!r)
+		{
+			*wait = more ? 0.001 : -1;
+			return NULL;
+		}
+		if (!run_take_sale(run, r))
+			break;
+		pn_req_free(r);			/* lost by the gateway: never sent */
 	}
 	run->sent++;
 	return r;
@@ -243,11 +312,15 @@ retry_next(void *ctx, double now, int active, double *wait)
 		run->sent++;
 		return r;
 	}
-	r = pn_gen_take(run->gen, active == 0 && run->heap_len == 0, &more);
-	if (r)
+	while ((r = pn_gen_take(run->gen, active == 0 && run->heap_len == 0, &more)) != NULL)
 	{
-		run->sent++;
-		return r;
+		if (!run_take_sale(run, r))
+		{
+			run->sent++;
+			return r;
+		}
+		run->unacked--;			/* lost by the gateway: never sent */
+		pn_req_free(r);
 	}
 	if (more)
 		*wait = 0.001;

@@ -23,7 +23,8 @@ enum mode
 	MODE_STORM,
 	MODE_DISTINCT,
 	MODE_RETRY,
-	MODE_BAD
+	MODE_BAD,
+	MODE_SERVE
 };
 
 
@@ -64,6 +65,14 @@ struct opts
 	const char *stripe_secret;
 	const char *payload;		/* --payload FILE */
 	bool		seed_given;
+	const char *sales;			/* --sales FILE (serve: FILE[,FILE...]) */
+	double		drop;			/* --drop F, 0..1 */
+	/* --mode serve */
+	const char *listen;			/* --listen HOST:PORT */
+	const char *merchant_cert;	/* WeChat merchant certificate or public key */
+	const char *app_public_key;	/* Alipay app public key */
+	const char *stripe_api_key; /* file holding the sk_test_... key */
+	const char *serve_bad;		/* --serve-bad signature|body */
 };
 
 /* Mode-specific state of a run, and its counters. */
@@ -86,6 +95,11 @@ struct run
 	int			ledger_fd;
 	bool		ledger_failed;
 	char		channel[256];
+	/* --sales: one line per notification, likewise; --drop */
+	int			sales_fd;
+	bool		sales_failed;
+	size_t		dropped;		/* notifications never delivered (--drop) */
+	bool		shared_dropped; /* --same-signature: the one notification */
 	/* retry mode */
 	size_t		n_notif;
 	uint16_t   *deliveries;		/* per notification */
@@ -135,6 +149,12 @@ void		run_source(struct run *run, struct pn_source *src);
 
 /* send_dump.c */
 int			run_dump(struct run *run, const char *channel);
+
+/* send_run.c: --sales and --drop for a request taken from the generator */
+bool		run_take_sale(struct run *run, const struct pn_req *req);
+
+/* send_serve.c */
+int			run_serve(struct opts *o, struct pn_conf *c);
 
 /* send_report.c */
 void		report_json(struct run *run, double elapsed, bool interrupted);

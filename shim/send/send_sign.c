@@ -435,9 +435,9 @@ pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz)
  * alone, so that every notification about one order (payment, refund, any
  * run) names the same trade.
  */
-static void
-order_chars(const char *order_no, const char *salt, int n, const char *alphabet,
-			char *out)
+void
+pn_order_chars(const char *order_no, const char *salt, int n, const char *alphabet,
+			   char *out)
 {
 	struct pn_rng r;
 	char		key[PN_ID_LEN * 2];
@@ -514,9 +514,9 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(txid, "4200000000", 10);
-	order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, txid + 10);
+	pn_order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, txid + 10);
 	memcpy(openid, "oTEST", 5);
-	order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, openid + 5);
+	pn_order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, openid + 5);
 	pn_fmt_beijing(pay ? c->epoch - 1 : c->epoch, "%Y-%m-%dT%H:%M:%S+08:00", t, sizeof(t));
 	pn_json_init(&j, out, false);
 	pn_json_open(&j, NULL, '{');
@@ -546,7 +546,7 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	else
 	{
 		memcpy(refund_id, "50300000002", 11);
-		order_chars(r->order_no, "wx-refund", 18, PN_DIGITS, refund_id + 11);
+		pn_order_chars(r->order_no, "wx-refund", 18, PN_DIGITS, refund_id + 11);
 		snprintf(refund_no, sizeof(refund_no), "RF%s", r->order_no);
 		pn_json_str(&j, "out_refund_no", refund_no);
 		pn_json_str(&j, "refund_id", refund_id);
@@ -820,9 +820,9 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_rng_chars(&nr, nid, 34, PN_DIGITS);
 	snprintf(r->notify_id, sizeof(r->notify_id), "%s", nid);
 	memcpy(trade_no, "2026010122001", 13);
-	order_chars(r->order_no, "ali-trade", 15, PN_DIGITS, trade_no + 13);
+	pn_order_chars(r->order_no, "ali-trade", 15, PN_DIGITS, trade_no + 13);
 	memcpy(buyer, "2088", 4);
-	order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, buyer + 4);
+	pn_order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, buyer + 4);
 	pn_fmt_beijing(c->epoch - 6, "%Y-%m-%d %H:%M:%S", gmt_create, sizeof(gmt_create));
 	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%d %H:%M:%S", gmt_payment, sizeof(gmt_payment));
 	pn_fmt_beijing(now, "%Y-%m-%d %H:%M:%S", notify_time, sizeof(notify_time));
@@ -919,9 +919,9 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 	bool		pay = c->event == PN_EV_PAY;
 
 	memcpy(pi, "pi_", 3);
-	order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, pi + 3);
+	pn_order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, pi + 3);
 	memcpy(ch, "ch_", 3);
-	order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, ch + 3);
+	pn_order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, ch + 3);
 	pn_json_init(&j, out, true);
 	pn_json_open(&j, NULL, '{');
 	pn_json_str(&j, "id", evt);
@@ -1024,4 +1024,72 @@ build_stripe_payload(const struct pn_conf *c, struct pn_req *r, int bad, time_t 
 	r->body = pn_xmemdup(pl->body, pl->body_len);
 	r->body_len = pl->body_len;
 	return r;
+}
+
+/* ------------------------------------------------------------ --sales */
+
+/*
+ * What the notification for r says was sold, from the derivations the
+ * builders above sign: the same ids, amounts and success time.
+ */
+void
+pn_sale_of(const struct pn_conf *c, const struct pn_req *r, struct pn_sale *out)
+{
+	bool		pay = c->event == PN_EV_PAY;
+
+	memset(out, 0, sizeof(*out));
+	out->gateway = c->gateway;
+	out->event = c->event;
+	snprintf(out->order_no, sizeof(out->order_no), "%s", r->order_no);
+	snprintf(out->notify_id, sizeof(out->notify_id), "%s", r->notify_id);
+	snprintf(out->currency, sizeof(out->currency), "%s", c->currency);
+	out->amount = c->amount;
+	out->refund_amount = pay ? 0 : c->refund_amount;
+	strcpy(out->refund_id, "-");
+	strcpy(out->out_refund_no, "-");
+	strcpy(out->merchant, "-");
+	strcpy(out->app, "-");
+	if (!pay)
+		snprintf(out->out_refund_no, sizeof(out->out_refund_no), "RF%.60s", r->order_no);
+	switch (c->gateway)
+	{
+		case PN_WXPAY:
+			memcpy(out->trade_no, "4200000000", 10);
+			pn_order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, out->trade_no + 10);
+			memcpy(out->payer, "oTEST", 5);
+			pn_order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, out->payer + 5);
+			if (!pay)
+			{
+				memcpy(out->refund_id, "50300000002", 11);
+				pn_order_chars(r->order_no, "wx-refund", 18, PN_DIGITS, out->refund_id + 11);
+			}
+			snprintf(out->merchant, sizeof(out->merchant), "%s", c->mchid);
+			snprintf(out->app, sizeof(out->app), "%s", c->appid);
+			out->time = (long long) (pay ? c->epoch - 1 : c->epoch);
+			break;
+		case PN_ALIPAY:
+			memcpy(out->trade_no, "2026010122001", 13);
+			pn_order_chars(r->order_no, "ali-trade", 15, PN_DIGITS, out->trade_no + 13);
+			memcpy(out->payer, "2088", 4);
+			pn_order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, out->payer + 4);
+			if (!pay)
+				snprintf(out->refund_id, sizeof(out->refund_id), "%s", out->out_refund_no);
+			snprintf(out->merchant, sizeof(out->merchant), "%s", c->seller_id);
+			snprintf(out->app, sizeof(out->app), "%s", c->ali_app_id);
+			out->time = (long long) (pay ? c->epoch - 1 : c->epoch);
+			break;
+		default:
+			memcpy(out->trade_no, "pi_", 3);
+			pn_order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, out->trade_no + 3);
+			memcpy(out->payer, "ch_", 3);
+			pn_order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, out->payer + 3);
+			if (!pay)
+			{
+				memcpy(out->refund_id, "re_", 3);
+				pn_order_chars(r->order_no, "stripe-re", 24, PN_ALNUM, out->refund_id + 3);
+				strcpy(out->out_refund_no, "-");
+			}
+			out->time = (long long) c->epoch;
+			break;
+	}
 }
