@@ -17,7 +17,7 @@
 #   build  a compiler, pkg-config, PostgreSQL 15's server headers (with the
 #          clang and llvm that PGXS uses for the JIT bitcode), the libraries
 #          of the extension (OpenSSL, libarchive) and of the shim's programs
-#          (libpq, OpenSSL, libfcgi, libcurl), and for
+#          (libpq, OpenSSL, libfcgi, libcurl, libmicrohttpd, zlib), and for
 #          the packages debhelper, dpkg-dev, postgresql-server-dev-all
 #   run    what the demo runs: PostgreSQL 15, nginx, fcgiwrap, spawn-fcgi,
 #          curl, systemd (socket activation), python3

@@ -365,6 +365,17 @@ SELECT :n || '|' || paynotify_relay_report(:'ids', array_fill(200, ARRAY[:n]), a
 ROLLBACK;
 SQL
 }
+# the reconciliation daemon's claim (1.4) on the coordinator and on a
+# worker: due expectations of orders on both workers' shards, each claimed
+# once, its next query put off
+citus_q 0 "SELECT count(*) FROM generate_series(1, 6) i,
+           LATERAL paynotify_expect('wxpay', 'QD-' || i) e" >/dev/null
+citus_q 0 "UPDATE paynotify_expectation SET next_query_at = now() - interval '1 second' WHERE order_no LIKE 'QD-%'" >/dev/null
+qd() { "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" \
+           -c "SELECT string_agg(order_no, ',' ORDER BY order_no) FROM paynotify_query_due($2)" 2>&1; }
+check "query_due on the cluster: 4 claimed on the coordinator, the 2 others on worker 2, none left" \
+    "4|2||6" "$(qd 0 4 | tr ',' '\n' | wc -l)|$(qd 2 10 | tr ',' '\n' | wc -l)|$(qd 0 10)|$(
+       citus_q 0 "SELECT count(*) FROM paynotify_expectation WHERE order_no LIKE 'QD-%' AND queries = 1 AND next_query_at > now()")"
 "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_relay" \
     -c "SELECT paynotify_relay_fanout(20)" >/dev/null
 for i in 0 2; do
