@@ -201,18 +201,59 @@ $$;
 --     answer through paynotify_query_apply, or its notification), and at
 --     most until three days after expires_at (expected_at when it has
 --     none): then it is left to a human (paynotify_expectation).
+-- When an expectation claimed now is due next: the channel's
+-- query_after_s doubled with each query made, at most an hour, and never
+-- past an expires_at still ahead (one query is made at expires_at).
+CREATE FUNCTION @extschema@.paynotify_query_next(after_s integer, queries integer, expires_at timestamptz)
+	RETURNS timestamptz
+	LANGUAGE sql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT CASE WHEN $3 OPERATOR(pg_catalog.>) pg_catalog.now() AND $3 OPERATOR(pg_catalog.<) x.n THEN $3 ELSE x.n END
+FROM (SELECT pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+		LEAST($1::bigint OPERATOR(pg_catalog.*) (1::bigint OPERATOR(pg_catalog.<<) LEAST($2, 20)), 3600)::double precision) AS n) x
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_query_next(integer, integer, timestamptz) FROM PUBLIC;
+
 CREATE FUNCTION @extschema@.paynotify_query_due(max_rows integer DEFAULT 10)
 	RETURNS TABLE (channel text, order_no text)
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 #variable_conflict use_column
+DECLARE
+	cand record;
 BEGIN
 	IF max_rows IS NULL OR max_rows OPERATOR(pg_catalog.<) 1 OR max_rows OPERATOR(pg_catalog.>) 1000 THEN
 		RAISE EXCEPTION 'max_rows must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	RETURN QUERY
-	WITH due AS (
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_expectation') THEN
+		RETURN QUERY
+		WITH due AS (
+			SELECT e.order_no, e.channel,
+				COALESCE((c.settings OPERATOR(pg_catalog.->>) 'query_after_s')::integer, 300) AS after_s
+			FROM @extschema@.paynotify_expectation e
+			JOIN @extschema@.paynotify_channel c ON c.name OPERATOR(pg_catalog.=) e.channel
+			WHERE e.settled_at IS NULL
+			  AND e.next_query_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+			  AND pg_catalog.now() OPERATOR(pg_catalog.<=)
+				  (COALESCE(e.expires_at, e.expected_at) OPERATOR(pg_catalog.+) '3 days'::interval)
+			ORDER BY e.next_query_at, e.order_no, e.channel
+			LIMIT max_rows
+			FOR UPDATE OF e SKIP LOCKED)
+		UPDATE @extschema@.paynotify_expectation e
+			SET queries = e.queries OPERATOR(pg_catalog.+) 1,
+				last_query_at = pg_catalog.now(),
+				next_query_at = @extschema@.paynotify_query_next(d.after_s, e.queries, e.expires_at)
+		FROM due d
+		WHERE e.order_no OPERATOR(pg_catalog.=) d.order_no AND e.channel OPERATOR(pg_catalog.=) d.channel
+		RETURNING e.channel, e.order_no;
+		RETURN;
+	END IF;
+	-- Citus refuses a multi-shard FOR UPDATE: the candidates are read across
+	-- the shards without locks, then each is claimed on its own shard by
+	-- order_no, skipped when another daemon holds it or claimed it since
+	FOR cand IN
 		SELECT e.order_no, e.channel,
 			COALESCE((c.settings OPERATOR(pg_catalog.->>) 'query_after_s')::integer, 300) AS after_s
 		FROM @extschema@.paynotify_expectation e
@@ -222,26 +263,21 @@ BEGIN
 		  AND pg_catalog.now() OPERATOR(pg_catalog.<=)
 			  (COALESCE(e.expires_at, e.expected_at) OPERATOR(pg_catalog.+) '3 days'::interval)
 		ORDER BY e.next_query_at, e.order_no, e.channel
-		LIMIT max_rows
-		FOR UPDATE OF e SKIP LOCKED
-	), backoff AS (
-		SELECT d.order_no, d.channel,
-			pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
-				LEAST(d.after_s::bigint OPERATOR(pg_catalog.*)
-					  (1::bigint OPERATOR(pg_catalog.<<) LEAST(e.queries, 20)), 3600)::double precision) AS next_at,
-			e.expires_at
-		FROM due d JOIN @extschema@.paynotify_expectation e
-			ON e.order_no OPERATOR(pg_catalog.=) d.order_no AND e.channel OPERATOR(pg_catalog.=) d.channel
-	)
-	UPDATE @extschema@.paynotify_expectation e
-		SET queries = e.queries OPERATOR(pg_catalog.+) 1,
-			last_query_at = pg_catalog.now(),
-			next_query_at = CASE WHEN b.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()
-									  AND b.expires_at OPERATOR(pg_catalog.<) b.next_at
-								 THEN b.expires_at ELSE b.next_at END
-	FROM backoff b
-	WHERE e.order_no OPERATOR(pg_catalog.=) b.order_no AND e.channel OPERATOR(pg_catalog.=) b.channel
-	RETURNING e.channel, e.order_no;
+		LIMIT max_rows LOOP
+		RETURN QUERY
+		UPDATE @extschema@.paynotify_expectation e
+			SET queries = e.queries OPERATOR(pg_catalog.+) 1,
+				last_query_at = pg_catalog.now(),
+				next_query_at = @extschema@.paynotify_query_next(cand.after_s, e.queries, e.expires_at)
+		WHERE e.order_no OPERATOR(pg_catalog.=) cand.order_no AND e.channel OPERATOR(pg_catalog.=) cand.channel
+		  AND e.order_no IN (SELECT i.order_no FROM @extschema@.paynotify_expectation i
+							 WHERE i.order_no OPERATOR(pg_catalog.=) cand.order_no
+							   AND i.channel OPERATOR(pg_catalog.=) cand.channel
+							   AND i.settled_at IS NULL
+							   AND i.next_query_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+							 FOR UPDATE SKIP LOCKED)
+		RETURNING e.channel, e.order_no;
+	END LOOP;
 END
 $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_query_due(integer) FROM PUBLIC;
