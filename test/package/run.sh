@@ -254,10 +254,11 @@ for f in $LIBDIR/paynotify.so $EXTDIR/paynotify.control $EXTDIR/paynotify--1.0.s
          /usr/share/doc/$PKG_EXT/copyright; do
     dpkg -S "$f" 2>/dev/null | grep "^$PKG_EXT: " >/dev/null || { echo "not in $PKG_EXT: $f"; files_ok=1; }
 done
-SHIM_PROGRAMS="paynotify-cgi paynotify-send paynotify-relay"
+SHIM_PROGRAMS="paynotify-cgi paynotify-send paynotify-relay paynotify-reconcile"
 for f in /lib/systemd/system/paynotify-cgi.service /lib/systemd/system/paynotify-relay.service \
-         /lib/systemd/system/paynotify-cgi.socket \
+         /lib/systemd/system/paynotify-reconcile.service /lib/systemd/system/paynotify-cgi.socket \
          /etc/paynotify/paynotify-cgi.env /etc/paynotify/paynotify-relay.env \
+         /etc/paynotify/paynotify-reconcile.env \
          /etc/nginx/snippets/paynotify-fastcgi.conf /etc/nginx/snippets/paynotify-cgi.conf \
          $(for p in $SHIM_PROGRAMS; do echo /usr/sbin/$p /usr/share/man/man8/$p.8.gz; done) \
          /usr/share/doc/$PKG_SHIM/copyright; do
@@ -276,7 +277,7 @@ cmp -s "$SRC/paynotify--1.1--1.2.sql" $EXTDIR/paynotify--1.1--1.2.sql
 check_status "installed paynotify--1.1--1.2.sql is the tree's" $?
 nm -D --defined-only $LIBDIR/paynotify.so | grep -w Pg_magic_func >/dev/null	# not -q: nm must not die of SIGPIPE under pipefail
 check_status "paynotify.so is a PostgreSQL module" $?
-for svc in paynotify-cgi paynotify-relay; do
+for svc in paynotify-cgi paynotify-relay paynotify-reconcile; do
     grep -qx "ExecStart=/usr/sbin/$svc" /lib/systemd/system/$svc.service &&
         grep -qx "Documentation=man:$svc(8)" /lib/systemd/system/$svc.service &&
         grep -qx "EnvironmentFile=/etc/paynotify/$svc.env" /lib/systemd/system/$svc.service
@@ -285,11 +286,14 @@ for svc in paynotify-cgi paynotify-relay; do
     check_status "$svc.service is not enabled (no .wants link)" $?
 done
 getent passwd paynotify >/dev/null && getent passwd paynotify-relay >/dev/null &&
+    getent passwd paynotify-reconcile >/dev/null &&
     [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-cgi.env)" = "640 root paynotify" ] &&
     [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-relay.env)" = "640 root paynotify-relay" ] &&
+    [ "$(stat -c '%a %U %G' /etc/paynotify/paynotify-reconcile.env)" = "640 root paynotify-reconcile" ] &&
     grep -qx 'User=paynotify' /lib/systemd/system/paynotify-cgi.service &&
-    grep -qx 'User=paynotify-relay' /lib/systemd/system/paynotify-relay.service
-check_status "users paynotify and paynotify-relay, one per service; settings files 0640 root:paynotify and root:paynotify-relay" $?
+    grep -qx 'User=paynotify-relay' /lib/systemd/system/paynotify-relay.service &&
+    grep -qx 'User=paynotify-reconcile' /lib/systemd/system/paynotify-reconcile.service
+check_status "users paynotify, paynotify-relay and paynotify-reconcile, one per service; settings files 0640 root and the service's group" $?
 ! grep -n '@[A-Z_]*@' /etc/nginx/snippets/paynotify-*.conf
 check_status "nginx snippets have no placeholders left" $?
 # the substitution touched directives only: the comments read as in the
