@@ -201,19 +201,22 @@ $$;
 --     answer through paynotify_query_apply, or its notification), and at
 --     most until three days after expires_at (expected_at when it has
 --     none): then it is left to a human (paynotify_expectation).
--- When an expectation claimed now is due next: the channel's
+-- When an expectation claimed at "at" is due next: the channel's
 -- query_after_s doubled with each query made, at most an hour, and never
--- past an expires_at still ahead (one query is made at expires_at).
-CREATE FUNCTION @extschema@.paynotify_query_next(after_s integer, queries integer, expires_at timestamptz)
+-- past an expires_at still ahead (one query is made at expires_at).  A
+-- function of its arguments alone (Citus calls no STABLE function with a
+-- column in an UPDATE): the caller passes now().
+CREATE FUNCTION @extschema@.paynotify_query_next(after_s integer, queries integer, expires_at timestamptz,
+		at timestamptz)
 	RETURNS timestamptz
-	LANGUAGE sql STABLE
+	LANGUAGE sql IMMUTABLE
 	SET search_path = pg_catalog, pg_temp
 	AS $$
-SELECT CASE WHEN $3 OPERATOR(pg_catalog.>) pg_catalog.now() AND $3 OPERATOR(pg_catalog.<) x.n THEN $3 ELSE x.n END
-FROM (SELECT pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+SELECT CASE WHEN $3 OPERATOR(pg_catalog.>) $4 AND $3 OPERATOR(pg_catalog.<) x.n THEN $3 ELSE x.n END
+FROM (SELECT $4 OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
 		LEAST($1::bigint OPERATOR(pg_catalog.*) (1::bigint OPERATOR(pg_catalog.<<) LEAST($2, 20)), 3600)::double precision) AS n) x
 $$;
-REVOKE ALL ON FUNCTION @extschema@.paynotify_query_next(integer, integer, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_query_next(integer, integer, timestamptz, timestamptz) FROM PUBLIC;
 
 CREATE FUNCTION @extschema@.paynotify_query_due(max_rows integer DEFAULT 10)
 	RETURNS TABLE (channel text, order_no text)
@@ -244,7 +247,7 @@ BEGIN
 		UPDATE @extschema@.paynotify_expectation e
 			SET queries = e.queries OPERATOR(pg_catalog.+) 1,
 				last_query_at = pg_catalog.now(),
-				next_query_at = @extschema@.paynotify_query_next(d.after_s, e.queries, e.expires_at)
+				next_query_at = @extschema@.paynotify_query_next(d.after_s, e.queries, e.expires_at, pg_catalog.now())
 		FROM due d
 		WHERE e.order_no OPERATOR(pg_catalog.=) d.order_no AND e.channel OPERATOR(pg_catalog.=) d.channel
 		RETURNING e.channel, e.order_no;
@@ -268,7 +271,7 @@ BEGIN
 		UPDATE @extschema@.paynotify_expectation e
 			SET queries = e.queries OPERATOR(pg_catalog.+) 1,
 				last_query_at = pg_catalog.now(),
-				next_query_at = @extschema@.paynotify_query_next(cand.after_s, e.queries, e.expires_at)
+				next_query_at = @extschema@.paynotify_query_next(cand.after_s, e.queries, e.expires_at, pg_catalog.now())
 		WHERE e.order_no OPERATOR(pg_catalog.=) cand.order_no AND e.channel OPERATOR(pg_catalog.=) cand.channel
 		  AND e.order_no IN (SELECT i.order_no FROM @extschema@.paynotify_expectation i
 							 WHERE i.order_no OPERATOR(pg_catalog.=) cand.order_no

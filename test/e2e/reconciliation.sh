@@ -170,7 +170,7 @@ check "the daemon logged one line per query, and no request header" "yes|0" \
        grep -ciE 'authorization|bearer|signature=' "$STACK_DIR/reconcile.log")"
 
 # ---- the lost notifications arrive late, the others again: all duplicates -----------
-before=$(q "SELECT count(*) FROM payment_record")|$(q "SELECT count(*) FROM paynotify_outbox WHERE event = 'paid'")
+before="$(q "SELECT count(*) FROM payment_record")|$(q "SELECT count(*) FROM paynotify_outbox WHERE event = 'paid'")"
 for r in "${ranges[@]}"; do
     read -r gw start n <<<"$r"
     stack_send "$gw" --mode distinct -n "$n" -c 16 --start "$start" --seed 22 --created "$created" \
