@@ -3,9 +3,11 @@
 # installs what is missing, builds, starts a throwaway PostgreSQL cluster,
 # nginx and the FastCGI shim on loopback, creates an orders table, and runs
 # the blog's acceptance test: 1000 deliveries of one WeChat Pay notification
-# at concurrency 50.  Then it shows, from the database, what happened, lets
-# paynotify-relay deliver the order's "paid" event to a small ERP receiver
-# (signed, Standard Webhooks), and stops everything it started.
+# at concurrency 50.  Then it shows, from the database, what happened; sells
+# a second order whose notification is lost on purpose, which
+# paynotify-reconcile finds by asking the gateway in a box; lets
+# paynotify-relay deliver both orders' "paid" events to a small ERP
+# receiver (signed, Standard Webhooks), and stops everything it started.
 #
 #   ./demo.sh [-n DELIVERIES] [-c CONCURRENCY]
 set -euo pipefail
@@ -70,7 +72,49 @@ else
     exit 1
 fi
 
-echo "== paynotify-relay delivers the paid event to your ERP (here a small receiver on loopback)"
+echo "== a notification lost on the way: found by asking the gateway"
+# the gateway in a box answers WeChat Pay's query-order API from what it sold
+keys=test/vectors/keys
+port=$(pn_free_port)
+shim/paynotify-send --mode serve --listen "127.0.0.1:$port" --keys "$keys" --sales "$STACK_DIR/sales.tsv" \
+    --merchant-cert merchant_1.pub.pem >"$STACK_DIR/serve.log" 2>&1 &
+STACK_PIDS+=("$!")
+for _ in $(seq 100); do grep -q '^paynotify-send: serving' "$STACK_DIR/serve.log" && break; sleep 0.1; done
+stack_sql -q -v mkey="$(cat "$keys/merchant_1.key.pem")" -v base="http://127.0.0.1:$port" >/dev/null <<'SQL'
+SELECT paynotify_alter_channel('wxpay', jsonb_build_object('merchant_private_key', :'mkey',
+	'merchant_serial', '4D3C2B1A00000000000000000000000000000001', 'api_base', :'base', 'query_after_s', 5));
+CREATE ROLE notify_reconcile LOGIN;
+SELECT paynotify_grant('notify_reconcile', 'relay');
+SQL
+echo "   the shop sends order PN00000002 to WeChat Pay and says so:"
+echo "   SELECT paynotify_expect('wxpay', 'PN00000002', now() + interval '2 hours');"
+stack_sql -q -c "SELECT paynotify_expect('wxpay', 'PN00000002', now() + interval '2 hours')" >/dev/null
+t0=$(date +%s.%N)
+stack_send wxpay --mode one --start 2 --drop 1 --sales "$STACK_DIR/sales.tsv" --quiet >/dev/null
+echo "   the customer pays; the gateway's notification is lost (paynotify-send --drop 1)"
+echo "   PAYNOTIFY_DSN='... user=notify_reconcile' shim/reconcile/paynotify-reconcile"
+echo "   (here with --allow-private=1: the gateway is on loopback; the channel's query_after_s is 5)"
+PAYNOTIFY_DSN="host=$STACK_DIR/pg port=$STACK_PGPORT dbname=postgres user=notify_reconcile" \
+    shim/reconcile/paynotify-reconcile --allow-private=1 --interval=500 2>"$STACK_DIR/reconcile.log" &
+STACK_PIDS+=("$!")
+for _ in $(seq 300); do
+    [ "$(stack_sql -tA -c "SELECT status FROM orders WHERE order_no = 'PN00000002'")" = paid ] && break
+    sleep 0.1
+done
+echo "   paid $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s after the lost notification:"
+stack_sql -X <<'SQL'
+\pset footer off
+SELECT notify_id, source, status FROM payment_notify_log WHERE order_no = 'PN00000002';
+SELECT order_no, status FROM orders WHERE order_no = 'PN00000002';
+SELECT channel, order_no, queries, last_result, settled_by FROM paynotify_expectation;
+SQL
+if [ "$(stack_sql -tA -c "SELECT status FROM orders WHERE order_no = 'PN00000002'")" != paid ]; then
+    echo "== the lost payment was NOT found: see $STACK_DIR/reconcile.log" >&2
+    cat "$STACK_DIR/reconcile.log" >&2
+    exit 1
+fi
+
+echo "== paynotify-relay delivers the paid events to your ERP (here a small receiver on loopback)"
 secret="whsec_$(openssl rand -base64 32)"
 python3 test/e2e/relay_receiver.py "$STACK_DIR/erp.port" "$STACK_DIR/erp.log" "$secret" &
 STACK_PIDS+=("$!")
@@ -87,7 +131,7 @@ echo "   (here with PAYNOTIFY_RELAY_ALLOW_PRIVATE=1: the receiver is on loopback
 PAYNOTIFY_DSN="host=$STACK_DIR/pg port=$STACK_PGPORT dbname=postgres user=notify_relay" \
     PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 shim/relay/paynotify-relay 2>"$STACK_DIR/relay.log" &
 STACK_PIDS+=("$!")
-for _ in $(seq 100); do [ -s "$STACK_DIR/erp.log" ] && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(wc -l <"$STACK_DIR/erp.log" 2>/dev/null || echo 0)" -ge 2 ] && break; sleep 0.1; done
 python3 - "$STACK_DIR/erp.log" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
@@ -96,7 +140,7 @@ for line in open(sys.argv[1]):
     print(f"   {r['body']}")
 PY
 for _ in $(seq 50); do	# the relay records the 2xx just after the ERP has answered
-    [ "$(stack_sql -tA -c "SELECT count(delivered_at) FROM paynotify_delivery")" = 1 ] && break
+    [ "$(stack_sql -tA -c "SELECT count(delivered_at) FROM paynotify_delivery")" = 2 ] && break
     sleep 0.1
 done
 stack_sql -X <<'SQL'

@@ -43,6 +43,7 @@ quick_tests=(
 full_tests=(
     test/e2e/http.sh
     test/e2e/samples.sh
+    test/e2e/reconciliation.sh
     test/e2e/hostile.sh
     test/e2e/memory.sh
     test/e2e/failover.sh

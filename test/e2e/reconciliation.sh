@@ -225,6 +225,9 @@ import_bill wxpay "$STACK_DIR/wx-bad.csv" >/dev/null
 check "a bill with one amount changed and one line missing: exactly those two discrepancies" \
     "amount_differs,ours_only" \
     "$(ops -tA -c "SELECT string_agg(discrepancy, ',' ORDER BY discrepancy) FROM paynotify_reconciliation")"
+# what an operator sees (the README shows it)
+ops -c "SELECT channel, day, discrepancy, order_no, bill_amount, our_amount FROM paynotify_reconciliation ORDER BY 3" | sed 's/^/# /'
+ops -c "SELECT * FROM paynotify_reconcile_summary('wxpay', '$day')" | sed 's/^/# /'
 import_bill wxpay "$STACK_DIR/wx.csv.gz" >/dev/null
 check "the right bill imported again: no discrepancy" 0 "$(ops -tA -c "SELECT count(*) FROM paynotify_reconciliation")"
 
