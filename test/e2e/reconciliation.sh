@@ -194,7 +194,22 @@ client ali alipay.data.dataservice.bill.downloadurl.query "{\"bill_type\":\"trad
 url=$(jget 'd["json"]["alipay_data_dataservice_bill_downloadurl_query_response"]["bill_download_url"]' <"$STACK_DIR/ab.json")
 client fetch "$url" | body_to "$STACK_DIR/ali.zip"
 d0=$(date -u -d "$(date -u -d @"$created" +%F)" +%s)
-client stripe "/v1/balance_transactions?created%5Bgte%5D=$d0&created%5Blt%5D=$((d0 + 86400))&limit=100" | body_to "$STACK_DIR/stripe.json"
+# Stripe's list, every page of the day in one list (the import takes a day whole)
+python3 - "$base" "$(cat "$STACK_DIR/stripe_rk.txt")" "$d0" >"$STACK_DIR/stripe.json" <<'PY'
+import json, sys, urllib.request
+base, key, d0 = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data, after = [], None
+while True:
+    q = "/v1/balance_transactions?created%%5Bgte%%5D=%d&created%%5Blt%%5D=%d&limit=100" % (d0, d0 + 86400)
+    if after:
+        q += "&starting_after=" + after
+    page = json.load(urllib.request.urlopen(urllib.request.Request(base + q, headers={"Authorization": "Bearer " + key})))
+    data += page["data"]
+    if not page.get("has_more"):
+        break
+    after = page["data"][-1]["id"]
+print(json.dumps({"object": "list", "data": data, "has_more": False, "url": "/v1/balance_transactions"}))
+PY
 check "the three bills fetched" "yes|yes|yes" \
     "$([ -s "$STACK_DIR/wx.csv.gz" ] && echo yes)|$([ -s "$STACK_DIR/ali.zip" ] && echo yes)|$([ -s "$STACK_DIR/stripe.json" ] && echo yes)"
 import_bill() {	# import_bill CHANNEL FILE: paynotify_import_bill as the operator
@@ -212,16 +227,23 @@ check "the bills' lines: every payment sold, one line each" "$total" \
 # a bill with a changed amount and a missing line: exactly those two
 python3 - "$STACK_DIR/wx.csv.gz" "$STACK_DIR/wx-bad.csv" <<'PY'
 import gzip, sys
-lines = gzip.open(sys.argv[1]).read().decode("utf-8-sig").split("\r\n")
+raw = open(sys.argv[1], "rb").read()
+if raw[:2] == b"\x1f\x8b":
+    raw = gzip.decompress(raw)
+lines = raw.decode("utf-8-sig").split("\r\n")
 data = [i for i, l in enumerate(lines) if l.startswith("`") and "`SUCCESS" in l]
 a, b = data[0], data[1]
+head = lines[0].split(",")
 f = lines[a].split(",`")
-f[12] = "%.2f" % (float(f[12]) + 1)   # 应结订单金额, one yuan more
+for col in ("应结订单金额", "订单金额"):   # one yuan more, as both say
+    i = head.index(col)
+    f[i] = "%.2f" % (float(f[i]) + 1)
 lines[a] = ",`".join(f)
 del lines[b]
 open(sys.argv[2], "wb").write("\ufeff".encode() + "\r\n".join(lines).encode("utf-8"))
 PY
-import_bill wxpay "$STACK_DIR/wx-bad.csv" >/dev/null
+out=$(import_bill wxpay "$STACK_DIR/wx-bad.csv")
+check "the changed bill imported" "" "$(grep -E 'ERROR' <<<"$out")"
 check "a bill with one amount changed and one line missing: exactly those two discrepancies" \
     "amount_differs,ours_only" \
     "$(ops -tA -c "SELECT string_agg(discrepancy, ',' ORDER BY discrepancy) FROM paynotify_reconciliation")"
