@@ -76,9 +76,13 @@ REVOKE ALL ON @extschema@.paynotify_expectation FROM PUBLIC;
 SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_expectation'::regclass);
 
 -- The application: this order was sent to this channel's gateway, and may
--- be paid until expires_at (NULL: no end known).  Called again, it moves
--- expires_at of an expectation not settled yet.  An order whose payment is
--- recorded already is settled at once (its notification came first).
+-- be paid until expires_at (NULL: no end known; else a finite time to
+-- come).  Called again for an expectation not settled yet, it sets an
+-- expires_at it had none of, or moves it later: never earlier.  An order whose payment is recorded already is
+-- settled at once (its notification came first).  The order number is one
+-- the gateways can be asked about: letters, digits and _-*|, at most 128.
+-- Operators only (admin), and the roles the DBA grants EXECUTE on it: not
+-- the handler capacity, which serves the internet.
 CREATE FUNCTION @extschema@.paynotify_expect(channel text, order_no text, expires_at timestamptz DEFAULT NULL)
 	RETURNS @extschema@.paynotify_expectation
 	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -98,6 +102,15 @@ BEGIN
 	IF p_order_no OPERATOR(pg_catalog.=) '' THEN
 		RAISE EXCEPTION 'order_no must not be empty' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
+	IF NOT p_order_no OPERATOR(pg_catalog.~) '^[A-Za-z0-9_*|-]{1,128}$' THEN
+		RAISE EXCEPTION 'order_no may hold only letters, digits and _-*|, at most 128'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF p_expires IS NOT NULL AND (NOT pg_catalog.isfinite(p_expires)
+								   OR p_expires OPERATOR(pg_catalog.<=) pg_catalog.now()) THEN
+		RAISE EXCEPTION 'expires_at must be a time to come'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
 	SELECT COALESCE((c.settings OPERATOR(pg_catalog.->>) 'query_after_s')::integer, 300) INTO after_s
 	FROM @extschema@.paynotify_channel c WHERE c.name OPERATOR(pg_catalog.=) p_channel;
 	IF NOT FOUND THEN
@@ -115,6 +128,7 @@ BEGIN
 	ON CONFLICT ON CONSTRAINT paynotify_expectation_pkey DO UPDATE
 		SET expires_at = EXCLUDED.expires_at
 		WHERE e.settled_at IS NULL
+		  AND (e.expires_at IS NULL OR EXCLUDED.expires_at OPERATOR(pg_catalog.>) e.expires_at)
 	RETURNING * INTO r;
 	IF r IS NULL THEN
 		SELECT * INTO r FROM @extschema@.paynotify_expectation e
@@ -127,7 +141,6 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_expect(text, text, timestamptz) FRO
 COMMENT ON FUNCTION @extschema@.paynotify_expect(text, text, timestamptz) IS
 	'the application sent this order to this channel''s gateway: look it up there if no payment or close of it is recorded in time';
 SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_expect(text, text, timestamptz)'::regprocedure, NULL);
-SELECT @extschema@.paynotify_capacity_extend('handler', '@extschema@.paynotify_expect(text, text, timestamptz)'::regprocedure, NULL);
 
 -- ===== Queries: asking the gateway =====
 --
@@ -474,8 +487,11 @@ BEGIN
 			ON nl.channel OPERATOR(pg_catalog.=) rec.channel
 			AND nl.notify_id OPERATOR(pg_catalog.=) rec.notify_id
 			AND nl.order_no OPERATOR(pg_catalog.=) rec.order_no
+		-- a notification's event, or the payment intent a query found
 		CROSS JOIN LATERAL (SELECT COALESCE(nl.payload OPERATOR(pg_catalog.#>>) '{data,object,latest_charge}',
-										   nl.payload OPERATOR(pg_catalog.#>>) '{data,object,charges,data,0,id}') AS charge) ch
+										   nl.payload OPERATOR(pg_catalog.#>>) '{data,object,charges,data,0,id}',
+										   nl.payload OPERATOR(pg_catalog.#>>) '{latest_charge}',
+										   nl.payload OPERATOR(pg_catalog.#>>) '{charges,data,0,id}') AS charge) ch
 		WHERE gw OPERATOR(pg_catalog.=) 'stripe' AND rec.channel OPERATOR(pg_catalog.=) p_channel
 		  AND ch.charge IS NOT NULL
 		ORDER BY ch.charge, rec.created_at),

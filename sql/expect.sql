@@ -9,18 +9,19 @@ SELECT t.set_order('EX-1', 'pending', 500), t.set_order('EX-2', 'pending', 500),
 	   t.set_order('EX-3', 'pending', 500), t.set_order('EX-4', 'pending', 500);
 
 -- EX-1: expected on two channels, then paid on one: both settled
-SELECT order_no, channel, expires_at, queries, settled_by,
+SELECT order_no, channel, round(extract(epoch FROM expires_at - now()) / 60) AS expires_in_min, queries, settled_by,
 	   next_query_at - expected_at AS query_after
-FROM pay.paynotify_expect('ex_st', 'EX-1', '2026-12-24 00:00+00');
+FROM pay.paynotify_expect('ex_st', 'EX-1', now() + interval '2 hours');
 SELECT order_no, channel, next_query_at - expected_at AS query_after
 FROM pay.paynotify_expect('ex_st2', 'EX-1');
--- called again: expires_at moves, nothing else
-SELECT expires_at FROM pay.paynotify_expect('ex_st', 'EX-1', '2026-12-25 00:00+00');
+-- called again: expires_at moves later, never earlier
+SELECT round(extract(epoch FROM expires_at - now()) / 60) AS expires_in_min FROM pay.paynotify_expect('ex_st', 'EX-1', now() + interval '3 hours');
+SELECT round(extract(epoch FROM expires_at - now()) / 60) AS expires_in_min FROM pay.paynotify_expect('ex_st', 'EX-1', now() + interval '1 hour');
 SELECT t.stripe_ledger('ex_st', 'EX-1', 'evt_ex_1', 'pi_ex_1', 500);
 SELECT order_no, channel, settled_by, settled_notify_id, settled_at IS NOT NULL AS settled
 FROM pay.paynotify_expectation WHERE order_no = 'EX-1' ORDER BY channel;
 -- settled stays settled: a later call changes nothing
-SELECT settled_by, expires_at FROM pay.paynotify_expect('ex_st', 'EX-1', '2027-01-01 00:00+00');
+SELECT settled_by, round(extract(epoch FROM expires_at - now()) / 60) AS expires_in_min FROM pay.paynotify_expect('ex_st', 'EX-1', now() + interval '9 hours');
 
 -- EX-2: the notification came before the expectation: settled at once
 SELECT t.stripe_ledger('ex_st', 'EX-2', 'evt_ex_2', 'pi_ex_2', 500);
@@ -49,16 +50,29 @@ SELECT pay.paynotify_expect('no_such', 'EX-5');
 SELECT pay.paynotify_expect('ex_st', '');
 SELECT pay.paynotify_expect(NULL, 'EX-5');
 SELECT pay.paynotify_expect('ex_st', NULL);
+-- an order number no gateway could be asked about, a time past or endless
+SELECT pay.paynotify_expect('ex_st', 'EX-5&method=alipay.trade.refund');
+SELECT pay.paynotify_expect('ex_st', 'EX/../5');
+SELECT pay.paynotify_expect('ex_st', repeat('5', 129));
+SELECT pay.paynotify_expect('ex_st', 'EX-5', now() - interval '1 second');
+SELECT pay.paynotify_expect('ex_st', 'EX-5', 'infinity');
 SELECT pay.paynotify_alter_channel('ex_st2', '{"query_after_s": 4}');
 SELECT pay.paynotify_alter_channel('ex_st2', '{"query_after_s": "x"}');
 \set VERBOSITY default
 SELECT count(*) FROM pay.paynotify_expectation WHERE order_no = 'EX-5';
 
--- who may: the handler capacity and operators, nobody else
+-- who may: operators, and a role the DBA grants EXECUTE (the
+-- application's); not the handler capacity, which serves the internet
 CREATE ROLE ex_shim LOGIN;
+CREATE ROLE ex_app LOGIN;
 CREATE ROLE ex_nobody LOGIN;
 SELECT pay.paynotify_grant('ex_shim', 'handler');
+GRANT USAGE ON SCHEMA pay TO ex_app;
+GRANT EXECUTE ON FUNCTION pay.paynotify_expect(text, text, timestamptz) TO ex_app;
 SET ROLE ex_shim;
+SELECT pay.paynotify_expect('ex_st', 'EX-6');
+RESET ROLE;
+SET ROLE ex_app;
 SELECT order_no, settled_by FROM pay.paynotify_expect('ex_st', 'EX-6');
 SELECT count(*) FROM pay.paynotify_expectation;
 RESET ROLE;
@@ -66,11 +80,15 @@ SET ROLE ex_nobody;
 SELECT pay.paynotify_expect('ex_st', 'EX-7');
 RESET ROLE;
 SELECT pay.paynotify_revoke('ex_shim', 'handler');
-DROP ROLE ex_shim, ex_nobody;
+REVOKE ALL ON FUNCTION pay.paynotify_expect(text, text, timestamptz) FROM ex_app;
+REVOKE ALL ON SCHEMA pay FROM ex_app;
+DROP ROLE ex_shim, ex_app, ex_nobody;
 
 -- paynotify_query_order: an operator has the order asked about now
 SELECT t.set_order('EX-8', 'pending', 500);
-SELECT (pay.paynotify_expect('ex_st', 'EX-8', now() - interval '1 day')).order_no;
+SELECT (pay.paynotify_expect('ex_st', 'EX-8', now() + interval '1 hour')).order_no;
+-- a day later: expired
+UPDATE pay.paynotify_expectation SET expires_at = now() - interval '1 day' WHERE order_no = 'EX-8';
 SELECT order_no, channel, next_query_at <= now() AS due_now, expires_at, settled_by
 FROM pay.paynotify_query_order('ex_st', 'EX-8');
 -- settled by a close: opened again, due now

@@ -78,7 +78,14 @@ SELECT pay.paynotify_add_channel('qy_wx_sp', 'wxpay', jsonb_build_object(
 	'merchant_private_key', t.vtext('keys/merchant_1.key.pem'),
 	'merchant_serial', '5A1B2C3D4E5F60718293A4B5C6D7E8F901234567'));
 SELECT url, headers->>'Authorization' ~ '^WECHATPAY2-SHA256-RSA2048 mchid="1900000100",' AS sp_signs
-FROM pay.paynotify_query_request('qy_wx_sp', 'QY 1/é');
+FROM pay.paynotify_query_request('qy_wx_sp', 'QY-1*a|b_c');
+-- an order number with what would end a field of what is signed (a space,
+-- /, &, =, a quote, non-ASCII): refused, nothing signed
+\set VERBOSITY sqlstate
+SELECT url FROM pay.paynotify_query_request('qy_wx_sp', 'QY 1/é');
+SELECT url FROM pay.paynotify_query_request('qy_wx_sp', '..');
+SELECT url FROM pay.paynotify_query_request('qy_wx_sp', 'x&method=alipay.trade.refund&z=');
+\set VERBOSITY default
 
 -- due: unsettled expectations whose time has come, claimed with a backoff
 SELECT (pay.paynotify_expect('qy_wx', o)).order_no FROM unnest('{QY-1,QY-2,QY-3,QY-4,QY-5}'::text[]) o;
@@ -169,7 +176,8 @@ SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
 SELECT status FROM public.orders WHERE order_no = 'QY-2';
 SELECT * FROM t.qtrace('QY-2');
 SELECT last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
--- after expires_at: closed (the closed event), the expectation settled
+-- after expires_at still nothing: NOTPAY is no end (the customer may pay
+-- yet), and an old one replayed would say so after the payment
 UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QY-2' AND channel = 'qy_wx';
 SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
 SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
@@ -178,7 +186,9 @@ SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QY-2' ORDER BY id;
 SELECT * FROM t.qtrace('QY-2');
 SELECT last_result, settled_by, settled_notify_id
 FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
--- CLOSED and ORDER_NOT_EXIST (a signed 404) after expires_at close too
+-- after expires_at, CLOSED (for good, of the order asked about) closes;
+-- ORDER_NOT_EXIST does not: its signed body names no order, so the answer
+-- about one order would read as the answer for any other
 SELECT * FROM t.qapply('qy_wx', 'wx_closed');
 SELECT * FROM t.qapply('qy_wx', 'wx_not_exist');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QY-3', 'QY-5') ORDER BY 1;
@@ -232,12 +242,13 @@ SELECT * FROM t.qtrace('QA-1');
 SELECT event, amount FROM pay.paynotify_outbox WHERE order_no = 'QA-1' ORDER BY id;
 SELECT last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QA-1' AND channel = 'qy_ali';
 
--- WAIT_BUYER_PAY before expires_at: nothing; after it: closed
+-- WAIT_BUYER_PAY, before expires_at or after it: nothing (no end, and an
+-- Alipay answer carries no time: an old one could be replayed)
 SELECT * FROM t.qapply('qy_ali', 'ali_wait');
 SELECT status FROM public.orders WHERE order_no = 'QA-2';
 UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QA-2' AND channel = 'qy_ali';
 SELECT * FROM t.qapply('qy_ali', 'ali_wait');
--- ACQ.TRADE_NOT_EXIST after expires_at: closed
+-- ACQ.TRADE_NOT_EXIST after expires_at: nothing (no trade yet)
 SELECT * FROM t.qapply('qy_ali', 'ali_not_exist');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QA-2', 'QA-3') ORDER BY 1;
 SELECT order_no, last_result, settled_by, settled_notify_id FROM pay.paynotify_expectation
@@ -257,7 +268,10 @@ UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-60) WHERE channel IN (
 -- the request: a search of the PaymentIntents by the order's metadata key
 -- (order_ref_path), with the API key as the bearer
 SELECT * FROM pay.paynotify_query_request('qy_st', 'QS-1');
+-- a quote would end the search query's string: refused
+\set VERBOSITY sqlstate
 SELECT url FROM pay.paynotify_query_request('qy_st', E'QS''1\\');
+\set VERBOSITY default
 
 -- untrusted: the payment found is recorded as an anomaly, nothing moves;
 -- canceled closes nothing
@@ -278,8 +292,8 @@ SELECT t.stripe_ledger('qy_st', 'QS-1', 'evt_qs_1', 'pi_qs_1', 8888);
 SELECT status FROM public.orders WHERE order_no = 'QS-1';
 SELECT channel, trade_no, amount, currency, notify_id FROM pay.payment_record WHERE order_no = 'QS-1';
 SELECT * FROM t.qtrace('QS-1');
--- canceled, and no intent at all, after expires_at: closed; processing and
--- an error: nothing
+-- canceled after expires_at: closed; no intent at all (Stripe's search
+-- lags), processing and an error: nothing
 SELECT a AS answer, r.*
 FROM unnest('{st_canceled,st_none,st_processing,st_error}'::text[]) a, LATERAL t.qapply('qy_st', a) r;
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-2', 'QS-3', 'QS-4') ORDER BY 1;
@@ -288,6 +302,12 @@ SELECT order_no, last_result, settled_by FROM pay.paynotify_expectation
 WHERE channel = 'qy_st' ORDER BY 1;
 
 -- bad calls: precise SQLSTATEs
+-- an app_id or seller_id that would add fields to what the app's key signs
+\set VERBOSITY sqlstate
+SELECT pay.paynotify_alter_channel('qy_ali', jsonb_build_object('app_id',
+	'2021000000000001&biz_content={}&method=alipay.trade.refund&zzz='));
+SELECT pay.paynotify_alter_channel('qy_ali', '{"seller_id": "2088=1"}');
+\set VERBOSITY default
 \set VERBOSITY sqlstate
 SELECT * FROM pay.paynotify_query_request('no_such', 'QY-1');
 SELECT * FROM pay.paynotify_query_request('qy_wx', '');

@@ -161,7 +161,7 @@ typedef struct PnQueryRequest
 typedef enum PnQueryVerdict
 {
 	PN_Q_PAID,					/* paid: the notice pays (PN_ACT_PAY) */
-	PN_Q_UNPAID,				/* never paid (unpaid, closed, unknown): the
+	PN_Q_UNPAID,				/* closed for good, never paid: the
 								 * order closes once expired (PN_ACT_CLOSE) */
 	PN_Q_PENDING				/* nothing settled yet, or nothing to act on */
 } PnQueryVerdict;

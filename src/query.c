@@ -195,6 +195,18 @@ query_channel(FunctionCallInfo fcinfo, PnConfig *cfg, char **order_no)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("order_no must be 1 to %d bytes", MAX_ORDER_NO_LEN)));
+	/*
+	 * What the gateways allow in a merchant's order number (WeChat Pay:
+	 * letters, digits, _-*|; Alipay: letters, digits, _): nothing that
+	 * would end a field of what is signed (&, = in Alipay's sign content,
+	 * / ? in WeChat Pay's path, a quote in Stripe's search query)
+	 */
+	for (const char *c = *order_no; *c; c++)
+		if (!((*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') ||
+			  (*c >= 'a' && *c <= 'z') || *c == '_' || *c == '-' || *c == '*' || *c == '|'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("order_no may hold only letters, digits and _-*| to be asked about")));
 	ch = pn_channel_find(cfg, name);
 	if (ch == NULL)
 		ereport(ERROR,

@@ -108,6 +108,19 @@ const PnGateway pn_gateway_alipay = {
  */
 
 /* app_id (required) and seller_id (optional), both non-empty text. */
+static void
+alipay_id_check(const char *name, const char *v)
+{
+	bool		ok = v[0] != '\0' && strlen(v) <= 32;
+
+	for (const char *c = v; ok && *c; c++)
+		ok = (*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z');
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" must be 1 to 32 letters or digits", name)));
+}
+
 static void *
 alipay_load_settings(Jsonb *settings)
 {
@@ -119,6 +132,14 @@ alipay_load_settings(Jsonb *settings)
 	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
+	/*
+	 * letters and digits (Alipay's are digits): the app_id is part of what
+	 * the app's key signs for a query, where a & or = would make it sign
+	 * another request
+	 */
+	alipay_id_check("app_id", conf->app_id);
+	if (conf->seller_id != NULL)
+		alipay_id_check("seller_id", conf->seller_id);
 	conf->api_base = pn_setting_base_url(settings, "api_base", "https://openapi.alipay.com");
 	conf->app_private_key = pn_setting_private_key(settings, "app_private_key");
 	return conf;
@@ -821,14 +842,16 @@ alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 		answer->state = status;
 		if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0)
 			answer->verdict = PN_Q_PAID;
-		else if (strcmp(status, "WAIT_BUYER_PAY") == 0 || strcmp(status, "TRADE_CLOSED") == 0)
+		/*
+		 * closed for good.  WAIT_BUYER_PAY is no end, and an Alipay answer
+		 * carries no time: an old one replayed would say so after the
+		 * payment
+		 */
+		else if (strcmp(status, "TRADE_CLOSED") == 0)
 			answer->verdict = PN_Q_UNPAID;
 	}
 	else if (sub_code != NULL && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0)
-	{
-		answer->state = sub_code;
-		answer->verdict = PN_Q_UNPAID;
-	}
+		answer->state = sub_code;	/* no trade yet: the customer may pay */
 	else
 		answer->state = sub_code ? sub_code : code;
 	n->event_type = psprintf("query.%s", answer->state);

@@ -617,8 +617,8 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	int			nintents;
 	char	   *object;
 	Jsonb	   *paid = NULL;
-	bool		pending = false;
-	const char *unpaid = "not_found";
+	const char *seen = "not_found";	/* the most advanced state seen */
+	bool		canceled = false;
 
 	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
 		return PN_R_MALFORMED;
@@ -659,10 +659,11 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 			if (paid == NULL)
 				paid = intents[i];
 		}
-		else if (strcmp(status, "canceled") == 0 || strcmp(status, "requires_payment_method") == 0)
-			unpaid = status;
+		/* canceled is for good; the others may be paid yet */
+		else if (strcmp(status, "canceled") == 0)
+			canceled = true;
 		else
-			pending = true;
+			seen = status;
 	}
 	if (paid != NULL)
 	{
@@ -689,12 +690,21 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 			n->anomaly = "query_unverified";
 		return PN_OK;
 	}
-	answer->state = pending ? "processing" : unpaid;
+	/*
+	 * closed for good only when every intent of the order is canceled: no
+	 * intent found (Stripe's search lags) or one that may be paid yet
+	 * closes nothing
+	 */
+	if (canceled && strcmp(seen, "not_found") == 0)
+		seen = "canceled";
+	else
+		canceled = false;
+	answer->state = seen;
 	n->event_type = psprintf("query.%s", answer->state);
 	n->notify_id = pn_query_notify_id(resp->order_no, answer->state);
-	if (!pending)
+	if (canceled)
 		answer->verdict = conf->query_trusted ? PN_Q_UNPAID : PN_Q_PENDING;
-	if (!pending && !conf->query_trusted)
-		answer->state = psprintf("%s, unverified", unpaid);
+	if (canceled && !conf->query_trusted)
+		answer->state = "canceled, unverified";
 	return PN_OK;
 }

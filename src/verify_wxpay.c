@@ -629,9 +629,12 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 		/* an error: which one is in the signed body, not the status */
 		if (!pn_json_string(doc, "code", &state) || state[0] == '\0')
 			return PN_R_MALFORMED;
+		/*
+		 * ORDER_NOT_EXIST closes nothing: the signed body names no order
+		 * (the answer to a query of one order reads as the answer for any
+		 * other), and the order may be paid yet
+		 */
 		answer->state = state;
-		if (strcmp(state, "ORDER_NOT_EXIST") == 0)
-			answer->verdict = PN_Q_UNPAID;
 		n->event_type = psprintf("query.%s", state);
 		n->notify_id = pn_query_notify_id(resp->order_no, state);
 		return PN_OK;
@@ -656,8 +659,12 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 		answer->verdict = PN_Q_PAID;
 		return PN_OK;
 	}
-	if (strcmp(state, "NOTPAY") == 0 || strcmp(state, "CLOSED") == 0 ||
-		strcmp(state, "REVOKED") == 0 || strcmp(state, "PAYERROR") == 0)
+	/*
+	 * closed for good: the trade can no longer be paid.  NOTPAY and
+	 * PAYERROR are no end (the customer may pay yet), and an old one
+	 * replayed would say so after the payment
+	 */
+	if (strcmp(state, "CLOSED") == 0 || strcmp(state, "REVOKED") == 0)
 		answer->verdict = PN_Q_UNPAID;
 	(void) pn_json_string(doc, "transaction_id", &n->trade_no);
 	n->notify_id = pn_query_notify_id(resp->order_no, state);

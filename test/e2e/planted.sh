@@ -187,9 +187,9 @@ check "the shim's deliveries (each twice)" " processed duplicate processed dupli
 check "the shim's text form: an empty body refused" malformed \
     "$(as pl_shim shop -Atc "SELECT outcome FROM public.paynotify_handle('sh_wx_transaction_success_valid', '{}'::jsonb, '{}'::text)" 2>&1)"
 check_calls shop "the shim calling paynotify_handle"
-check "the application registers an expectation (1.4)" "PL-EXP|300" \
-    "$(as pl_shim shop -Atc "SET search_path = pg_catalog; SELECT order_no, extract(epoch FROM next_query_at OPERATOR(pg_catalog.-) expected_at)::int FROM public.paynotify_expect('sh_wx_transaction_success_valid', 'PL-EXP', now() OPERATOR(pg_catalog.+) interval '2 hours')" 2>&1)"
-check_calls shop "the application calling paynotify_expect"
+check "the operator registers an expectation (1.4)" "PL-EXP|300" \
+    "$(as pl_ops shop -Atc "SET search_path = pg_catalog; SELECT order_no, extract(epoch FROM next_query_at OPERATOR(pg_catalog.-) expected_at)::int FROM public.paynotify_expect('sh_wx_transaction_success_valid', 'PL-EXP', now() OPERATOR(pg_catalog.+) interval '2 hours')" 2>&1)"
+check_calls shop "the operator calling paynotify_expect"
 
 # the relay: fan out, claim, report
 check_rc "the relay fans out, claims and reports" 0 as pl_relay shop <<'SQL'
