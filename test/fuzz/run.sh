@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build and run paynotify's libFuzzer targets, each for a bounded time.
 #
-#   test/fuzz/run.sh [SECONDS] [TARGET...]     (default 10 s per target)
+#   test/fuzz/run.sh [SECONDS] [TARGET...]     (default 7 s per target)
 #
 # Targets (test/fuzz/fuzz_*.c), each checking invariants on every input:
 #   fuzz_form        urlencoded form decoding, Alipay's canonical content
@@ -34,7 +34,7 @@
 # sanitizer report or invariant failure; reproducers are left in
 # test/fuzz/out/<target>/ (crash-*, leak-*, timeout-*, oom-*).
 set -euo pipefail
-secs=${1:-10}
+secs=${1:-7}
 shift || true
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
