@@ -253,6 +253,27 @@ SELECT * FROM t.qapply('qy_ali', 'ali_not_exist');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QA-2', 'QA-3') ORDER BY 1;
 SELECT order_no, last_result, settled_by, settled_notify_id FROM pay.paynotify_expectation
 WHERE order_no IN ('QA-2', 'QA-3') AND channel = 'qy_ali' ORDER BY 1;
+-- TRADE_CLOSED after expires_at: unpaid (timed out), closed; after a
+-- payment (refunded in full: a payment date, money received), nothing
+SELECT t.set_order(o, 'pending') FROM unnest('{QA-4,QA-5}'::text[]) o;
+SELECT (pay.paynotify_expect('qy_ali', o, now() + interval '1 hour')).order_no FROM unnest('{QA-4,QA-5}'::text[]) o;
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no IN ('QA-4', 'QA-5');
+SELECT * FROM t.qapply('qy_ali', 'ali_closed');
+SELECT * FROM t.qapply('qy_ali', 'ali_closed_refunded');
+SELECT o.order_no, o.status, e.last_result, e.settled_by FROM public.orders o
+JOIN pay.paynotify_expectation e ON e.order_no = o.order_no
+WHERE o.order_no IN ('QA-4', 'QA-5') ORDER BY 1;
+-- an order expected on two channels: closed on one, it stays pending (it
+-- may be paid on the other), that channel's expectation settled; closed on
+-- the other too, it is closed
+SELECT t.set_order('QZ-1', 'pending');
+SELECT (pay.paynotify_expect(c, 'QZ-1', now() + interval '1 hour')).channel FROM unnest('{qy_wx,qy_ali}'::text[]) c;
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QZ-1';
+SELECT * FROM t.qapply('qy_wx', 'wx_closed_qz');
+SELECT status FROM public.orders WHERE order_no = 'QZ-1';
+SELECT * FROM t.qapply('qy_ali', 'ali_closed_qz');
+SELECT status FROM public.orders WHERE order_no = 'QZ-1';
+SELECT channel, last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QZ-1' ORDER BY 1;
 
 -- ===== Stripe =====
 -- answers are not signed: applied on a channel that trusts them
@@ -294,6 +315,9 @@ SELECT channel, trade_no, amount, currency, notify_id FROM pay.payment_record WH
 SELECT * FROM t.qtrace('QS-1');
 -- canceled after expires_at: closed; no intent at all (Stripe's search
 -- lags), processing and an error: nothing
+-- (QS-2 expected on the trusted channel only: an expectation still open on
+-- another channel would keep the order open)
+DELETE FROM pay.paynotify_expectation WHERE order_no = 'QS-2' AND channel = 'qy_st_u';
 SELECT a AS answer, r.*
 FROM unnest('{st_canceled,st_none,st_processing,st_error}'::text[]) a, LATERAL t.qapply('qy_st', a) r;
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-2', 'QS-3', 'QS-4') ORDER BY 1;
@@ -308,6 +332,14 @@ SELECT pay.paynotify_alter_channel('qy_ali', jsonb_build_object('app_id',
 	'2021000000000001&biz_content={}&method=alipay.trade.refund&zzz='));
 SELECT pay.paynotify_alter_channel('qy_ali', '{"seller_id": "2088=1"}');
 \set VERBOSITY default
+-- ... checked only on a channel that signs queries: one of 1.3 with
+-- another app_id still loads, and the others work beside it
+SELECT pay.paynotify_add_channel('qy_ali_old', 'alipay', '{"app_id": "2021-0000-0002"}');
+SELECT count(*) FROM t.qapply('qy_wx', 'wx_paid');
+\set VERBOSITY sqlstate
+SELECT pay.paynotify_alter_channel('qy_ali_old', jsonb_build_object('app_private_key', t.vtext('keys/merchant_1.key.pem')));
+\set VERBOSITY default
+DELETE FROM pay.paynotify_channel WHERE name = 'qy_ali_old';
 \set VERBOSITY sqlstate
 SELECT * FROM pay.paynotify_query_request('no_such', 'QY-1');
 SELECT * FROM pay.paynotify_query_request('qy_wx', '');

@@ -267,22 +267,34 @@ paynotify_query_request(PG_FUNCTION_ARGS)
  */
 
 /*
- * Whether the order's expectation on the channel has expired at now: its
- * expires_at passed.  No expectation, or none with an end: never.
+ * Whether the order's expectation on the channel has expired at now (its
+ * expires_at passed; no expectation, or none with an end: never), and
+ * whether the order is still expected on another channel: then a close of
+ * this channel's trade closes that expectation only, not the order.
  */
-static bool
+typedef enum
+{
+	PN_EXP_NOT,					/* not expired */
+	PN_EXP_ALONE,				/* expired, expected nowhere else */
+	PN_EXP_ELSEWHERE			/* expired, still expected on another channel */
+} PnExpiry;
+
+static PnExpiry
 expectation_expired(PnConfig *cfg, const char *channel, const char *order_no, int64 now)
 {
 	Datum		args[3];
 	char	   *sql;
-	bool		expired = false;
+	PnExpiry	expired = PN_EXP_NOT;
 
 	if (!cfg->schema_14)
 		return false;
-	sql = psprintf("SELECT e.expires_at OPERATOR(pg_catalog.<=) pg_catalog.to_timestamp($3)"
+	sql = psprintf("SELECT e.expires_at OPERATOR(pg_catalog.<=) pg_catalog.to_timestamp($3),"
+				   " EXISTS (SELECT FROM %s.paynotify_expectation o"
+				   "  WHERE o.order_no OPERATOR(pg_catalog.=) $1"
+				   "  AND o.channel OPERATOR(pg_catalog.<>) $2 AND o.settled_at IS NULL)"
 				   " FROM %s.paynotify_expectation e"
 				   " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
-				   " AND e.channel OPERATOR(pg_catalog.=) $2", cfg->schema);
+				   " AND e.channel OPERATOR(pg_catalog.=) $2", cfg->schema, cfg->schema);
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = CStringGetTextDatum(channel);
 	args[2] = Float8GetDatum((double) now);
@@ -293,10 +305,14 @@ expectation_expired(PnConfig *cfg, const char *channel, const char *order_no, in
 		elog(ERROR, "paynotify: expectation lookup failed");
 	if (SPI_processed == 1)
 	{
-		bool		isnull;
+		bool		isnull,
+					elsewhere_null;
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+		Datum		elsewhere = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+											  &elsewhere_null);
 
-		expired = !isnull && DatumGetBool(d);
+		if (!isnull && DatumGetBool(d))
+			expired = DatumGetBool(elsewhere) ? PN_EXP_ELSEWHERE : PN_EXP_ALONE;
 	}
 	SPI_finish();
 	return expired;
@@ -317,6 +333,29 @@ expectation_result(PnConfig *cfg, const char *channel, const char *order_no, con
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = CStringGetTextDatum(channel);
 	args[2] = CStringGetTextDatum(result);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	if (SPI_execute_with_args(sql, 3, (Oid[]) {TEXTOID, TEXTOID, TEXTOID}, args, NULL,
+							  false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: expectation update failed");
+	SPI_finish();
+}
+
+/* This channel's expectation of the order settled by its trade's close. */
+static void
+expectation_closed_here(PnConfig *cfg, const char *channel, const char *order_no,
+						const char *notify_id)
+{
+	Datum		args[3];
+	char	   *sql;
+
+	sql = psprintf("UPDATE %s.paynotify_expectation e SET settled_at = pg_catalog.now(),"
+				   " settled_by = 'close', settled_notify_id = $3"
+				   " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+				   " AND e.channel OPERATOR(pg_catalog.=) $2 AND e.settled_at IS NULL", cfg->schema);
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = CStringGetTextDatum(channel);
+	args[2] = CStringGetTextDatum(notify_id ? notify_id : "");
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	if (SPI_execute_with_args(sql, 3, (Oid[]) {TEXTOID, TEXTOID, TEXTOID}, args, NULL,
@@ -355,6 +394,7 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	PnOutcome	outcome;
 	bytea	   *body;
 	char	   *result;
+	PnExpiry	expiry;
 
 	pn_require_read_committed("paynotify_query_apply");
 	if (pn_running_as())
@@ -400,14 +440,21 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 							PN_MALFORMED : PN_REJECTED, reason);
 	}
 
-	if (answer.verdict == PN_Q_PAID ||
-		(answer.verdict == PN_Q_UNPAID &&
-		 expectation_expired(cfg, ch->name, order_no, resp.req.now)))
+	expiry = answer.verdict == PN_Q_UNPAID ?
+		expectation_expired(cfg, ch->name, order_no, resp.req.now) : PN_EXP_NOT;
+	if (answer.verdict == PN_Q_PAID || expiry == PN_EXP_ALONE)
 	{
 		if (answer.verdict == PN_Q_UNPAID)
 			notice.action = PN_ACT_CLOSE;
 		outcome = pn_handle_notice(cfg, ch, &notice, resp.req.headers);
 		result = psprintf("%s: %s", answer.state, pn_outcome_name(outcome));
+	}
+	else if (expiry == PN_EXP_ELSEWHERE)
+	{
+		/* this trade is over; the order may be paid on another channel */
+		outcome = PN_IGNORED;
+		result = psprintf("%s: closed here, expected on another channel", answer.state);
+		expectation_closed_here(cfg, ch->name, order_no, notice.notify_id);
 	}
 	else
 	{

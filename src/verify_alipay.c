@@ -108,17 +108,14 @@ const PnGateway pn_gateway_alipay = {
  */
 
 /* app_id (required) and seller_id (optional), both non-empty text. */
-static void
-alipay_id_check(const char *name, const char *v)
+static bool
+alipay_id_ok(const char *v)
 {
 	bool		ok = v[0] != '\0' && strlen(v) <= 32;
 
 	for (const char *c = v; ok && *c; c++)
 		ok = (*c >= '0' && *c <= '9') || (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z');
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("setting \"%s\" must be 1 to 32 letters or digits", name)));
+	return ok;
 }
 
 static void *
@@ -132,16 +129,23 @@ alipay_load_settings(Jsonb *settings)
 	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
-	/*
-	 * letters and digits (Alipay's are digits): the app_id is part of what
-	 * the app's key signs for a query, where a & or = would make it sign
-	 * another request
-	 */
-	alipay_id_check("app_id", conf->app_id);
-	if (conf->seller_id != NULL)
-		alipay_id_check("seller_id", conf->seller_id);
 	conf->api_base = pn_setting_base_url(settings, "api_base", "https://openapi.alipay.com");
 	conf->app_private_key = pn_setting_private_key(settings, "app_private_key");
+	/*
+	 * a channel that signs queries: its app_id letters and digits
+	 * (Alipay's are digits), as it is part of what the app's key signs,
+	 * where a & or = would make it sign another request.  Checked only
+	 * then: a channel of 1.3 with another app_id still loads, and no one
+	 * channel may stop the others' loading
+	 */
+	if (conf->app_private_key != NULL &&
+		(!alipay_id_ok(conf->app_id) || (conf->seller_id != NULL && !alipay_id_ok(conf->seller_id))))
+	{
+		pn_wipe_string(conf->app_private_key);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("settings \"app_id\" and \"seller_id\" must be 1 to 32 letters or digits on a channel that signs queries")));
+	}
 	return conf;
 }
 
@@ -848,7 +852,26 @@ alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 		 * payment
 		 */
 		else if (strcmp(status, "TRADE_CLOSED") == 0)
-			answer->verdict = PN_Q_UNPAID;
+		{
+			/*
+			 * TRADE_CLOSED is also a paid trade refunded in full: with a
+			 * payment date or money received it closes nothing (its
+			 * payment and refund are the notifications' and the bill's)
+			 */
+			char	   *paid_at = NULL;
+			char	   *received = NULL;
+			int64		fen = 0;
+
+			(void) pn_json_string(obj, "send_pay_date", &paid_at);
+			if (!pn_json_string(obj, "receipt_amount", &received))
+				(void) pn_json_string(obj, "buyer_pay_amount", &received);
+			if ((paid_at != NULL && paid_at[0] != '\0') ||
+				(received != NULL &&
+				 (!pn_parse_decimal(received, strlen(received), 2, &fen) || fen != 0)))
+				answer->state = "TRADE_CLOSED after a payment";
+			else
+				answer->verdict = PN_Q_UNPAID;
+		}
 	}
 	else if (sub_code != NULL && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0)
 		answer->state = sub_code;	/* no trade yet: the customer may pay */

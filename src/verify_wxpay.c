@@ -660,11 +660,12 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 		return PN_OK;
 	}
 	/*
-	 * closed for good: the trade can no longer be paid.  NOTPAY and
+	 * closed for good, unpaid: the trade can no longer be paid.  NOTPAY and
 	 * PAYERROR are no end (the customer may pay yet), and an old one
 	 * replayed would say so after the payment
 	 */
-	if (strcmp(state, "CLOSED") == 0 || strcmp(state, "REVOKED") == 0)
+	/* REVOKED may follow a payment (refunded by the reversal): no end */
+	if (strcmp(state, "CLOSED") == 0)
 		answer->verdict = PN_Q_UNPAID;
 	(void) pn_json_string(doc, "transaction_id", &n->trade_no);
 	n->notify_id = pn_query_notify_id(resp->order_no, state);

@@ -89,6 +89,7 @@ def wechat():
                   wx_txn("QY-9", "SUCCESS", "4200000000202601020000000109")),
         wx_answer("wx_notpay", "QY-2", wx_txn("QY-2", "NOTPAY")),
         wx_answer("wx_closed", "QY-5", wx_txn("QY-5", "CLOSED")),
+        wx_answer("wx_closed_qz", "QZ-1", wx_txn("QZ-1", "CLOSED")),
         wx_answer("wx_userpaying", "QY-4", wx_txn("QY-4", "USERPAYING")),
         wx_answer("wx_not_exist", "QY-3",
                   compact({"code": "ORDER_NOT_EXIST", "message": "order does not exist"}),
@@ -117,15 +118,20 @@ def ali_answer(name, order, response, keyfile="alipay_1.key.pem", signed_text=No
             "headers": {"Content-Type": "text/html;charset=utf-8"}, "body": body.decode()}
 
 
-def ali_trade(order, status, trade, total="88.88"):
-    paid = status in ("TRADE_SUCCESS", "TRADE_FINISHED")
-    return {"code": "10000", "msg": "Success", "buyer_logon_id": "159****4027",
-            "buyer_pay_amount": total if paid else "0.00",
-            "buyer_user_id": "2088012351746164",
-            "invoice_amount": total if paid else "0.00", "out_trade_no": order,
-            "point_amount": "0.00", "receipt_amount": total if paid else "0.00",
-            "send_pay_date": "2026-01-02 04:40:00", "total_amount": total,
-            "trade_no": trade, "trade_status": status}
+def ali_trade(order, status, trade, total="88.88", paid=None):
+    """paid: money received (a payment date); by default when the status says so
+    (a TRADE_CLOSED may be a paid trade refunded in full: paid=True)"""
+    if paid is None:
+        paid = status in ("TRADE_SUCCESS", "TRADE_FINISHED")
+    r = {"code": "10000", "msg": "Success", "buyer_logon_id": "159****4027",
+         "buyer_pay_amount": total if paid else "0.00",
+         "buyer_user_id": "2088012351746164",
+         "invoice_amount": total if paid else "0.00", "out_trade_no": order,
+         "point_amount": "0.00", "receipt_amount": total if paid else "0.00",
+         "total_amount": total, "trade_no": trade, "trade_status": status}
+    if paid:
+        r["send_pay_date"] = "2026-01-02 04:40:00"
+    return r
 
 
 def alipay():
@@ -139,6 +145,15 @@ def alipay():
                    ali_trade("QA-9", "TRADE_SUCCESS", "2026010222001004160000000109")),
         ali_answer("ali_wait", "QA-2", ali_trade("QA-2", "WAIT_BUYER_PAY",
                                                  "2026010222001004160000000102")),
+        # closed unpaid (timed out); closed after a payment (refunded in full)
+        ali_answer("ali_closed", "QA-4", ali_trade("QA-4", "TRADE_CLOSED",
+                                                   "2026010222001004160000000104")),
+        ali_answer("ali_closed_refunded", "QA-5", ali_trade("QA-5", "TRADE_CLOSED",
+                                                            "2026010222001004160000000105",
+                                                            paid=True)),
+        # an order expected on two channels: closed on both
+        ali_answer("ali_closed_qz", "QZ-1", ali_trade("QZ-1", "TRADE_CLOSED",
+                                                      "2026010222001004160000000106")),
         ali_answer("ali_not_exist", "QA-3", {
             "code": "40004", "msg": "Business Failed", "sub_code": "ACQ.TRADE_NOT_EXIST",
             "sub_msg": "trade does not exist", "buyer_pay_amount": "0.00",
