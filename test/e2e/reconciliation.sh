@@ -49,23 +49,26 @@ stack_schema 0 $((total + 10))
 # ---- the gateway in a box, answering the APIs -----------------------------------
 sales=$STACK_DIR/sales.tsv
 echo "rk_test_$(openssl rand -hex 16)" >"$STACK_DIR/stripe_rk.txt"
-serve() {	# serve LOG [args]: a server on a free port; prints its base URL
+serve() {	# serve LOG [args]: a server on a free port, its base URL in $served
     local log=$1 port
     shift
     port=$(pn_free_port)
     "$SEND" --mode serve --listen "127.0.0.1:$port" --keys "$keys" --sales "$sales" \
         --merchant-cert merchant_1.pub.pem --app-public-key merchant_1.pub.pem \
         --stripe-api-key "$STACK_DIR/stripe_rk.txt" "$@" >"$log" 2>&1 &
-    STACK_PIDS+=($!)
+    STACK_PIDS+=($!)	# not in a subshell: stopped by pid with the stack
+    served=http://127.0.0.1:$port
     for _ in $(seq 1 100); do
-        grep -q '^paynotify-send: serving' "$log" && { echo "http://127.0.0.1:$port"; return 0; }
+        grep -q '^paynotify-send: serving' "$log" && return 0
         sleep 0.1
     done
     return 1
 }
-base=$(serve "$STACK_DIR/serve.log") || { not_ok "the gateway in a box serves" "$(cat "$STACK_DIR/serve.log")"; finish; }
-bad_base=$(serve "$STACK_DIR/serve-bad.log" --serve-bad signature) ||
+serve "$STACK_DIR/serve.log" || { not_ok "the gateway in a box serves" "$(cat "$STACK_DIR/serve.log")"; finish; }
+base=$served
+serve "$STACK_DIR/serve-bad.log" --serve-bad signature ||
     { not_ok "the tampering gateway serves" "$(cat "$STACK_DIR/serve-bad.log")"; finish; }
+bad_base=$served
 
 # ---- the channels learn to ask; the daemon's role ---------------------------------
 stack_sql -q -v mkey="$(cat "$keys/merchant_1.key.pem")" -v base="$base" \
@@ -289,4 +292,8 @@ kill -TERM "$reconcile_pid"
 for _ in $(seq 1 100); do pn_alive "$reconcile_pid" || break; sleep 0.1; done
 wait "$reconcile_pid"
 check "the daemon stops on SIGTERM with status 0" 0 $?
+stack_stop
+check "nothing started here is left running (the gateways in a box stopped by pid)" 0 \
+    "$(ps -eo args | grep -cF -- "--sales $sales")"
+trap - EXIT
 finish
