@@ -294,6 +294,6 @@ wait "$reconcile_pid"
 check "the daemon stops on SIGTERM with status 0" 0 $?
 stack_stop
 check "nothing started here is left running (the gateways in a box stopped by pid)" 0 \
-    "$(ps -eo args | grep -cF -- "--sales $sales")"
+    "$(pgrep -fc -- "--mode serve .*--sales $sales" || true)"
 trap - EXIT
 finish
