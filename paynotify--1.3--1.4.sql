@@ -63,6 +63,11 @@ CREATE TABLE @extschema@.paynotify_expectation (
 	settled_at	timestamptz,
 	settled_by	text CHECK (settled_by OPERATOR(pg_catalog.=) ANY ('{payment,close}'::text[])),
 	settled_notify_id text,
+	-- an expired order the gateway says is not paid yet (WeChat Pay NOTPAY,
+	-- Alipay WAIT_BUYER_PAY): its next request is the gateway's close call,
+	-- and the answer to it is read as a close's (paynotify_query_apply)
+	close_requested_at timestamptz,
+	close_attempts	integer NOT NULL DEFAULT 0,
 	CHECK ((settled_at IS NULL) OPERATOR(pg_catalog.=) (settled_by IS NULL)),
 	PRIMARY KEY (order_no, channel)
 );
@@ -78,9 +83,11 @@ SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynoti
 -- The application: this order was sent to this channel's gateway, and may
 -- be paid until expires_at (NULL: no end known; else a finite time to
 -- come).  Called again for an expectation not settled yet, it sets an
--- expires_at it had none of, or moves it later: never earlier.  An order whose payment is recorded already is
--- settled at once (its notification came first).  The order number is one
--- the gateways can be asked about: letters, digits and _-*|, at most 128.
+-- expires_at it had none of, or moves it later: never earlier (and a close
+-- of the order requested at the gateway is withdrawn: it may be paid until
+-- then).  An order whose payment is recorded already is settled at once
+-- (its notification came first).  The order number is one the gateways
+-- can be asked about: letters, digits and _-*|, at most 128.
 -- Operators only (admin), and the roles the DBA grants EXECUTE on it: not
 -- the handler capacity, which serves the internet.
 CREATE FUNCTION @extschema@.paynotify_expect(channel text, order_no text, expires_at timestamptz DEFAULT NULL)
@@ -126,7 +133,7 @@ BEGIN
 				CASE WHEN paid_by IS NOT NULL THEN pg_catalog.now() END,
 				CASE WHEN paid_by IS NOT NULL THEN 'payment' END, paid_by)
 	ON CONFLICT ON CONSTRAINT paynotify_expectation_pkey DO UPDATE
-		SET expires_at = EXCLUDED.expires_at
+		SET expires_at = EXCLUDED.expires_at, close_requested_at = NULL
 		WHERE e.settled_at IS NULL
 		  AND (e.expires_at IS NULL OR EXCLUDED.expires_at OPERATOR(pg_catalog.>) e.expires_at)
 	RETURNING * INTO r;
@@ -756,7 +763,8 @@ BEGIN
 	UPDATE @extschema@.paynotify_expectation e
 		SET next_query_at = pg_catalog.now(), expected_at = pg_catalog.now(),
 			expires_at = CASE WHEN e.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN e.expires_at END,
-			settled_at = NULL, settled_by = NULL, settled_notify_id = NULL
+			settled_at = NULL, settled_by = NULL, settled_notify_id = NULL,
+			close_requested_at = NULL
 		WHERE e.order_no OPERATOR(pg_catalog.=) p_order_no AND e.channel OPERATOR(pg_catalog.=) p_channel
 		RETURNING * INTO r;
 	RETURN r;

@@ -24,6 +24,24 @@ BEGIN
 	PERFORM set_config('paynotify.now', '0', false);
 END
 $$;
+-- Answers handed back one after another, and what each left on the
+-- order's expectation.
+CREATE FUNCTION t.qsteps(chan text, ord text, answers text[])
+	RETURNS TABLE (step int, answer text, outcome text, last_result text, close_requested boolean,
+				   close_attempts int)
+	LANGUAGE plpgsql AS $$
+BEGIN
+	FOR i IN 1 .. array_length(answers, 1) LOOP
+		step := i;
+		answer := answers[i];
+		SELECT a.outcome INTO outcome FROM t.qapply(chan, answers[i]) a;
+		SELECT e.last_result, e.close_requested_at IS NOT NULL, e.close_attempts
+			INTO last_result, close_requested, close_attempts
+			FROM pay.paynotify_expectation e WHERE e.order_no = ord AND e.channel = chan;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
 -- The clock of the answers, as a timestamp.
 CREATE FUNCTION t.qnow(secs int DEFAULT 0) RETURNS timestamptz LANGUAGE sql AS
 	$$ SELECT to_timestamp(1767300000 + secs) $$;
@@ -171,21 +189,73 @@ SELECT * FROM t.qtrace('QY-1');
 SELECT count(*) AS payments FROM pay.payment_record WHERE order_no = 'QY-1';
 SELECT count(*) AS events FROM pay.paynotify_outbox WHERE order_no = 'QY-1';
 
--- never paid, before expires_at: nothing changes but last_result
+-- never paid, before expires_at: nothing changes but last_result, and no
+-- close is requested
 SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
 SELECT status FROM public.orders WHERE order_no = 'QY-2';
 SELECT * FROM t.qtrace('QY-2');
-SELECT last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
--- after expires_at still nothing: NOTPAY is no end (the customer may pay
--- yet), and an old one replayed would say so after the payment
+SELECT last_result, settled_by, close_requested_at, close_attempts
+FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
+SELECT method FROM pay.paynotify_query_request('qy_wx', 'QY-2');
+-- after expires_at NOTPAY closes nothing itself (the customer may pay yet,
+-- and an old one replayed would say so after the payment): the order is
+-- closed at WeChat Pay, its next request the close call, due now
 UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QY-2' AND channel = 'qy_wx';
-SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
 SELECT * FROM t.qapply('qy_wx', 'wx_notpay');
 SELECT status FROM public.orders WHERE order_no = 'QY-2';
 SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QY-2' ORDER BY id;
 SELECT * FROM t.qtrace('QY-2');
+SELECT last_result, settled_by, close_requested_at IS NOT NULL AS close_requested, close_attempts,
+	   next_query_at <= now() AS due_now
+FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
+-- the close call: POST .../close with {"mchid"}, signed by the merchant
+-- over "POST\npath\ntimestamp\nnonce\nbody\n"
+SET paynotify.now = 1767300000;
+CREATE TABLE t.qclose AS SELECT * FROM pay.paynotify_query_request('qy_wx', 'QY-2');
+RESET paynotify.now;
+SELECT method, url, body, headers->>'Content-Type' AS content_type,
+	   (SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(headers) k) AS header_names
+FROM t.qclose;
+SELECT pay.paynotify_rsa_verify(t.vtext('keys/merchant_1.pub.pem'),
+	convert_to('POST' || E'\n' || substr(q.url, length('https://api.mch.weixin.qq.com') + 1) || E'\n'
+			   || m[3] || E'\n' || m[1] || E'\n' || q.body || E'\n', 'UTF8'), m[2]) AS signed_by_merchant
+FROM t.qclose q, regexp_match(q.headers->>'Authorization',
+	'nonce_str="([0-9A-F]{32})",signature="([A-Za-z0-9+/=]+)",timestamp="([0-9]+)"') m;
+-- a service provider's close names its sub-merchant
+INSERT INTO pay.paynotify_expectation (order_no, channel, close_requested_at) VALUES ('QY-2', 'qy_wx_sp', now());
+SELECT method, url, body FROM pay.paynotify_query_request('qy_wx_sp', 'QY-2');
+DELETE FROM pay.paynotify_expectation WHERE channel = 'qy_wx_sp';
+-- the close answer, verified: a forged one changes nothing but last_result
+SELECT * FROM t.qapply('qy_wx', 'wx_close_forged');
+SELECT last_result, close_requested_at IS NOT NULL AS close_requested
+FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
+-- 204, signed: closed; nothing is applied, the order is queried again now
+SELECT * FROM t.qapply('qy_wx', 'wx_close_done');
+SELECT status FROM public.orders WHERE order_no = 'QY-2';
+SELECT last_result, settled_by, close_requested_at IS NOT NULL AS close_requested, close_attempts,
+	   next_query_at <= now() AS due_now
+FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
+SELECT method FROM pay.paynotify_query_request('qy_wx', 'QY-2');
+-- the query finds it CLOSED: closed once
+SELECT * FROM t.qapply('qy_wx', 'wx_closed_qy2');
+SELECT * FROM t.qapply('qy_wx', 'wx_closed_qy2');
+SELECT status FROM public.orders WHERE order_no = 'QY-2';
+SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QY-2' ORDER BY id;
 SELECT last_result, settled_by, settled_notify_id
 FROM pay.paynotify_expectation WHERE order_no = 'QY-2' AND channel = 'qy_wx';
+-- paid meanwhile: the close is refused (ORDERPAID, signed), the order is
+-- queried again and the query finds the payment.  A close after each
+-- NOTPAY, three at most
+SELECT t.set_order('QY-6', 'pending');
+SELECT (pay.paynotify_expect('qy_wx', 'QY-6', now() + interval '1 hour')).order_no;
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QY-6';
+SELECT * FROM t.qsteps('qy_wx', 'QY-6', '{wx_notpay_qy6,wx_close_orderpaid,wx_notpay_qy6,wx_close_orderpaid,wx_notpay_qy6,wx_close_orderpaid,wx_notpay_qy6}');
+SELECT status FROM public.orders WHERE order_no = 'QY-6';
+SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QY-6' ORDER BY id;
+SELECT * FROM t.qapply('qy_wx', 'wx_paid_qy6');
+SELECT status FROM public.orders WHERE order_no = 'QY-6';
+SELECT last_result, settled_by, close_requested_at IS NOT NULL AS close_requested, close_attempts
+FROM pay.paynotify_expectation WHERE order_no = 'QY-6';
 -- after expires_at, CLOSED (for good, of the order asked about) closes;
 -- ORDER_NOT_EXIST does not: its signed body names no order, so the answer
 -- about one order would read as the answer for any other
@@ -242,17 +312,54 @@ SELECT * FROM t.qtrace('QA-1');
 SELECT event, amount FROM pay.paynotify_outbox WHERE order_no = 'QA-1' ORDER BY id;
 SELECT last_result, settled_by FROM pay.paynotify_expectation WHERE order_no = 'QA-1' AND channel = 'qy_ali';
 
--- WAIT_BUYER_PAY, before expires_at or after it: nothing (no end, and an
--- Alipay answer carries no time: an old one could be replayed)
+-- WAIT_BUYER_PAY, before expires_at or after it, closes nothing itself (no
+-- end, and an Alipay answer carries no time: an old one could be
+-- replayed); after expires_at the trade is closed at Alipay
+-- (alipay.trade.close) and queried again
 SELECT * FROM t.qapply('qy_ali', 'ali_wait');
 SELECT status FROM public.orders WHERE order_no = 'QA-2';
+SELECT last_result, close_requested_at FROM pay.paynotify_expectation WHERE order_no = 'QA-2' AND channel = 'qy_ali';
 UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QA-2' AND channel = 'qy_ali';
 SELECT * FROM t.qapply('qy_ali', 'ali_wait');
--- ACQ.TRADE_NOT_EXIST after expires_at: nothing (no trade yet)
+-- ACQ.TRADE_NOT_EXIST after expires_at: nothing, and no close (no trade
+-- to close)
 SELECT * FROM t.qapply('qy_ali', 'ali_not_exist');
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QA-2', 'QA-3') ORDER BY 1;
-SELECT order_no, last_result, settled_by, settled_notify_id FROM pay.paynotify_expectation
+SELECT order_no, last_result, settled_by, settled_notify_id, close_requested_at IS NOT NULL AS close_requested,
+	   close_attempts, next_query_at <= now() AS due_now
+FROM pay.paynotify_expectation
 WHERE order_no IN ('QA-2', 'QA-3') AND channel = 'qy_ali' ORDER BY 1;
+-- the close call: alipay.trade.close signed RSA2 as the query, the same
+-- byte for byte as the generator's
+SET paynotify.now = 1767300000;
+SELECT r.method, r.url = q.e->>'url' AS same_url, r.body = q.e->>'body' AS same_body, r.body,
+	   r.url ~ '&method=alipay\.trade\.close&' AS close
+FROM pay.paynotify_query_request('qy_ali', 'QA-2') r, t.qy q WHERE q.name = 'ali_close_request';
+RESET paynotify.now;
+-- its answer verified as the query's: another key, another order's close:
+-- nothing but last_result
+SELECT a AS answer, r.*
+FROM unnest('{ali_close_forged,ali_close_other_order}'::text[]) a, LATERAL t.qapply('qy_ali', a) r;
+SELECT last_result, close_requested_at IS NOT NULL AS close_requested
+FROM pay.paynotify_expectation WHERE order_no = 'QA-2' AND channel = 'qy_ali';
+-- closed (10000): queried again now, and TRADE_CLOSED closes the order once
+SELECT * FROM t.qsteps('qy_ali', 'QA-2', '{ali_close_done,ali_closed_qa2,ali_closed_qa2}');
+SELECT status FROM public.orders WHERE order_no = 'QA-2';
+SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QA-2' ORDER BY id;
+SELECT settled_by, settled_notify_id FROM pay.paynotify_expectation WHERE order_no = 'QA-2' AND channel = 'qy_ali';
+-- paid meanwhile: the close refused (ACQ.TRADE_STATUS_ERROR), the query
+-- finds the payment
+SELECT t.set_order('QA-6', 'pending');
+SELECT (pay.paynotify_expect('qy_ali', 'QA-6', now() + interval '1 hour')).order_no;
+UPDATE pay.paynotify_expectation SET expires_at = t.qnow(-1) WHERE order_no = 'QA-6';
+SELECT * FROM t.qsteps('qy_ali', 'QA-6', '{ali_wait_qa6,ali_close_status_error,ali_paid_qa6}');
+SELECT status FROM public.orders WHERE order_no = 'QA-6';
+SELECT event FROM pay.paynotify_outbox WHERE order_no = 'QA-6' ORDER BY id;
+-- a later expires_at withdraws a close requested
+SELECT t.set_order('QA-7', 'pending');
+SELECT (pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '1 hour')).order_no;
+UPDATE pay.paynotify_expectation SET close_requested_at = now() WHERE order_no = 'QA-7';
+SELECT close_requested_at FROM pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '2 hours');
 -- TRADE_CLOSED after expires_at: unpaid (timed out), closed; after a
 -- payment (refunded in full: a payment date, money received), nothing
 SELECT t.set_order(o, 'pending') FROM unnest('{QA-4,QA-5}'::text[]) o;

@@ -163,6 +163,10 @@ typedef enum PnQueryVerdict
 	PN_Q_PAID,					/* paid: the notice pays (PN_ACT_PAY) */
 	PN_Q_UNPAID,				/* closed for good, never paid: the
 								 * order closes once expired (PN_ACT_CLOSE) */
+	PN_Q_OPEN,					/* not paid, not over (WeChat Pay NOTPAY,
+								 * Alipay WAIT_BUYER_PAY) of the order asked
+								 * about: once expired, the gateway is asked
+								 * to close it (close_request) */
 	PN_Q_PENDING				/* nothing settled yet, or nothing to act on */
 } PnQueryVerdict;
 
@@ -170,6 +174,8 @@ typedef struct PnQueryAnswer
 {
 	PnQueryVerdict verdict;
 	const char *state;			/* the gateway's word (SUCCESS, NOTPAY, ...) */
+	bool		closed;			/* an answer to a close call: the gateway
+								 * closed the trade (else it refused) */
 } PnQueryAnswer;
 
 /*
@@ -206,6 +212,8 @@ typedef struct PnQueryResponse
 	PnRequest	req;			/* its headers and body, the channel, now */
 	int			status;			/* HTTP status: never signed, a hint only */
 	const char *order_no;		/* the order asked about */
+	bool		close;			/* the answer to a close call (close_request),
+								 * not to a query */
 } PnQueryResponse;
 
 /* The HTTP part of the reply row. */
@@ -277,6 +285,16 @@ typedef struct PnGateway
 								  PnQueryRequest *out);
 	PnReason	(*query_response) (const PnQueryResponse *resp, PnNotice *notice,
 								   PnQueryAnswer *answer);
+
+	/*
+	 * The gateway's close call for an expired order a query found not paid
+	 * (PN_Q_OPEN), built and signed as query_request; its answer goes to
+	 * query_response with resp->close set, which says in answer->closed
+	 * whether the trade was closed (notice untouched).  NULL: the gateway
+	 * has none (Stripe: the application cancels its PaymentIntent).
+	 */
+	void		(*close_request) (const PnChannel *ch, const char *order_no, int64 now,
+								  PnQueryRequest *out);
 } PnGateway;
 
 /* ---------- event.c: the events an outbox row, hook or endpoint may name ---------- */

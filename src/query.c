@@ -16,8 +16,12 @@
  * (source 'query'), state machine, ledger, outbox, reply row.  A payment
  * found is applied once; an answer that the order was never paid closes it
  * once its expectation has expired (expires_at), and changes nothing
- * before.  Every answer, refused ones too, is written to the expectation's
- * last_result.
+ * before.  An expired order the gateway says is not paid yet (WeChat Pay
+ * NOTPAY, Alipay WAIT_BUYER_PAY) is closed at the gateway: its next
+ * request is the gateway's close call (close_request), whose answer only
+ * makes the order due for a query again; that query finds the trade closed
+ * (or paid meanwhile) and is applied as any.  Every answer, refused ones
+ * too, is written to the expectation's last_result.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +44,8 @@ PG_FUNCTION_INFO_V1(paynotify_query_request);
 PG_FUNCTION_INFO_V1(paynotify_query_apply);
 
 #define MAX_ORDER_NO_LEN 128
+/* close calls of one expectation at most (each after a "not paid" answer) */
+#define MAX_CLOSE_ATTEMPTS 3
 
 /* ---------------------------------------------------------------------
  * What the gateways share
@@ -219,6 +225,56 @@ query_channel(FunctionCallInfo fcinfo, PnConfig *cfg, char **order_no)
 	return ch;
 }
 
+/*
+ * Run sql on the order's expectation on the channel ($1 order_no, $2
+ * channel, $3 a text when given); the first column of its row as a bool
+ * (false without a row, or NULL).
+ */
+static bool
+expectation_exec(const char *sql, int expect_rc, const char *order_no, const char *channel,
+				 const char *arg)
+{
+	Datum		args[3];
+	bool		result = false;
+
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = CStringGetTextDatum(channel);
+	args[2] = arg ? CStringGetTextDatum(arg) : (Datum) 0;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	if (SPI_execute_with_args(sql, arg ? 3 : 2, (Oid[]) {TEXTOID, TEXTOID, TEXTOID}, args, NULL,
+							  false, 0) != expect_rc)
+		elog(ERROR, "paynotify: expectation statement failed");
+	if (SPI_processed >= 1 && SPI_tuptable != NULL)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		result = !isnull && DatumGetBool(d);
+	}
+	SPI_finish();
+	return result;
+}
+
+/*
+ * Whether the order's next request on the channel is the gateway's close
+ * call: its expectation, unsettled, has a close requested (a "not paid"
+ * answer after expires_at, paynotify_query_apply), and the gateway has
+ * one.  The answer to the request is read as the same call's.
+ */
+static bool
+expectation_close_wanted(PnConfig *cfg, const PnChannel *ch, const char *order_no)
+{
+	if (!cfg->schema_14 || ch->gw->close_request == NULL)
+		return false;
+	return expectation_exec(psprintf("SELECT e.close_requested_at IS NOT NULL"
+									 " FROM %s.paynotify_expectation e"
+									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+									 " AND e.channel OPERATOR(pg_catalog.=) $2"
+									 " AND e.settled_at IS NULL", cfg->schema),
+							SPI_OK_SELECT, order_no, ch->name, NULL);
+}
+
 /* ---------------------------------------------------------------------
  * paynotify_query_request
  * ---------------------------------------------------------------------
@@ -246,7 +302,10 @@ paynotify_query_request(PG_FUNCTION_ARGS)
 	JsonbParseState *st = NULL;
 
 	memset(&req, 0, sizeof(req));
-	ch->gw->query_request(ch, order_no, pn_now(), &req);
+	if (expectation_close_wanted(cfg, ch, order_no))
+		ch->gw->close_request(ch, order_no, pn_now(), &req);
+	else
+		ch->gw->query_request(ch, order_no, pn_now(), &req);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "paynotify: return type must be a row type");
 	desc = BlessTupleDesc(desc);
@@ -365,6 +424,44 @@ expectation_closed_here(PnConfig *cfg, const char *channel, const char *order_no
 }
 
 /*
+ * A "not paid" answer (PN_Q_OPEN) of an expired order: its next request is
+ * the gateway's close call, due now; at most MAX_CLOSE_ATTEMPTS of them,
+ * and none while one is requested.  Whether one was requested.
+ */
+static bool
+expectation_request_close(PnConfig *cfg, const char *channel, const char *order_no)
+{
+	return expectation_exec(psprintf("UPDATE %s.paynotify_expectation e"
+									 " SET close_requested_at = pg_catalog.now(),"
+									 " close_attempts = e.close_attempts OPERATOR(pg_catalog.+) 1,"
+									 " next_query_at = pg_catalog.now()"
+									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+									 " AND e.channel OPERATOR(pg_catalog.=) $2"
+									 " AND e.settled_at IS NULL AND e.close_requested_at IS NULL"
+									 " AND e.close_attempts OPERATOR(pg_catalog.<) %d"
+									 " RETURNING true", cfg->schema, MAX_CLOSE_ATTEMPTS),
+							SPI_OK_UPDATE_RETURNING, order_no, channel, NULL);
+}
+
+/*
+ * The gateway answered the close call (closed, or refused it: paid
+ * meanwhile, an error): the close is no longer requested, and the order is
+ * queried now.  Nothing is closed here: the query that follows finds the
+ * trade closed (or paid) and applies that.
+ */
+static void
+expectation_close_answered(PnConfig *cfg, const char *channel, const char *order_no,
+						   const char *result)
+{
+	(void) expectation_exec(psprintf("UPDATE %s.paynotify_expectation e"
+									 " SET close_requested_at = NULL, next_query_at = pg_catalog.now(),"
+									 " last_result = $3"
+									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+									 " AND e.channel OPERATOR(pg_catalog.=) $2", cfg->schema),
+							SPI_OK_UPDATE, order_no, channel, result);
+}
+
+/*
  * paynotify_query_apply(channel text, order_no text, status integer,
  *   headers jsonb, body bytea,
  *   OUT status int, OUT content_type text, OUT body text, OUT outcome text)
@@ -379,6 +476,11 @@ expectation_closed_here(PnConfig *cfg, const char *channel, const char *order_no
  *	- never paid: once the order's expectation has expired, applied as a
  *	  close (query:<order>:<state>); before, nothing but last_result
  *	  (ignored);
+ *	- not paid yet: once expired, the gateway's close call is requested
+ *	  (at most MAX_CLOSE_ATTEMPTS times; ignored);
+ *	- the answer to a close call (the expectation had one requested):
+ *	  closed or not, the close is no longer requested and the order is
+ *	  queried again now (ignored);
  *	- anything else (paying, an error): nothing but last_result (ignored).
  */
 Datum
@@ -414,6 +516,7 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	resp.req.now = pn_now();
 	resp.status = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
 	resp.order_no = order_no;
+	resp.close = expectation_close_wanted(cfg, ch, order_no);
 	if (PG_ARGISNULL(4))
 		reason = PN_R_MALFORMED;
 	else
@@ -426,22 +529,52 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 		else
 			reason = ch->gw->query_response(&resp, &notice, &answer);
 	}
-	if (reason == PN_OK && (notice.notify_id == NULL || strlen(notice.notify_id) > 255))
+	if (reason == PN_OK && !resp.close &&
+		(notice.notify_id == NULL || strlen(notice.notify_id) > 255))
 		reason = PN_R_MALFORMED;
 	if (reason != PN_OK)
 	{
 		ereport(DEBUG1,
-				(errmsg("paynotify: channel \"%s\" refused the answer to a query of order \"%s\": %s",
-						ch->name, order_no, pn_reason_message(reason))));
+				(errmsg("paynotify: channel \"%s\" refused the answer to a %s of order \"%s\": %s",
+						ch->name, resp.close ? "close" : "query", order_no,
+						pn_reason_message(reason))));
 		expectation_result(cfg, ch->name, order_no,
-						   psprintf("refused: %s", pn_reason_message(reason)));
+						   psprintf("%srefused: %s", resp.close ? "close " : "",
+									pn_reason_message(reason)));
 		return pn_reply_row(fcinfo, ch->gw,
 							reason == PN_R_MALFORMED || reason == PN_R_TOO_LARGE ?
 							PN_MALFORMED : PN_REJECTED, reason);
 	}
 
-	expiry = answer.verdict == PN_Q_UNPAID ?
+	if (resp.close)
+	{
+		/* the close call's answer: query again now, whatever it says */
+		expectation_close_answered(cfg, ch->name, order_no,
+								   answer.closed ? "close: closed, query again" :
+								   psprintf("close: %s: not closed, query again", answer.state));
+		return pn_reply_row(fcinfo, ch->gw, PN_IGNORED, PN_OK);
+	}
+
+	expiry = answer.verdict == PN_Q_UNPAID || answer.verdict == PN_Q_OPEN ?
 		expectation_expired(cfg, ch->name, order_no, resp.req.now) : PN_EXP_NOT;
+	if (answer.verdict == PN_Q_OPEN)
+	{
+		/*
+		 * not paid yet: no end, however long expired (an old answer handed
+		 * back after the payment would still say so).  Once expired, the
+		 * gateway is asked to close the trade: its next answer then ends it
+		 */
+		outcome = PN_IGNORED;
+		if (expiry == PN_EXP_NOT)
+			result = psprintf("%s: pending", answer.state);
+		else if (ch->gw->close_request != NULL &&
+				 expectation_request_close(cfg, ch->name, order_no))
+			result = psprintf("%s: expired, close requested", answer.state);
+		else
+			result = psprintf("%s: expired, pending", answer.state);
+		expectation_result(cfg, ch->name, order_no, result);
+		return pn_reply_row(fcinfo, ch->gw, outcome, PN_OK);
+	}
 	if (answer.verdict == PN_Q_PAID || expiry == PN_EXP_ALONE)
 	{
 		if (answer.verdict == PN_Q_UNPAID)

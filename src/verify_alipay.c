@@ -59,8 +59,13 @@ typedef struct AlipayForm
 
 static void *alipay_load_settings(Jsonb *settings);
 static void alipay_free_settings(void *conf);
+static void alipay_close_request(const PnChannel *ch, const char *order_no, int64 now,
+								 PnQueryRequest *out);
 static void alipay_query_request(const PnChannel *ch, const char *order_no, int64 now,
 								 PnQueryRequest *out);
+static PnReason signed_response(const PnRequest *req, const char *key, Jsonb **obj,
+							   char **code);
+static PnReason alipay_close_response(const PnQueryResponse *resp, PnQueryAnswer *answer);
 static PnReason alipay_query_response(const PnQueryResponse *resp, PnNotice *notice,
 									  PnQueryAnswer *answer);
 static PnReason alipay_authenticate(const PnRequest *req, PnNotice *notice);
@@ -100,6 +105,7 @@ const PnGateway pn_gateway_alipay = {
 	.fail_body = "fail",
 	.query_request = alipay_query_request,
 	.query_response = alipay_query_response,
+	.close_request = alipay_close_request,
 };
 
 /* ---------------------------------------------------------------------
@@ -632,6 +638,8 @@ fill_notice(const AlipayForm *af, PnNotice *n)
 
 #define QUERY_METHOD "alipay.trade.query"
 #define RESPONSE_KEY "alipay_trade_query_response"
+#define CLOSE_METHOD "alipay.trade.close"
+#define CLOSE_RESPONSE_KEY "alipay_trade_close_response"
 
 /*
  * POST {api_base}/gateway.do with the common parameters in the URL and
@@ -639,10 +647,12 @@ fill_notice(const AlipayForm *af, PnNotice *n)
  * send it; signed RSA2 with the application's private key over every
  * parameter but sign, sorted by name, "k=v" joined by '&' (sign_type
  * included: the request rule, not the notifications'); timestamp in
- * Beijing time (UTC+8, no daylight saving).
+ * Beijing time (UTC+8, no daylight saving).  The one signer of the queries
+ * (alipay.trade.query) and the close calls (alipay.trade.close).
  */
 static void
-alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+alipay_signed_request(const PnChannel *ch, const char *method, const char *order_no, int64 now,
+					  PnQueryRequest *out)
 {
 	const AlipayConf *conf = ch->conf;
 	StringInfoData biz;
@@ -656,7 +666,7 @@ alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQue
 	if (conf->app_private_key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("channel \"%s\" cannot query Alipay: it has no app_private_key", ch->name),
+				 errmsg("channel \"%s\" cannot call Alipay: it has no app_private_key", ch->name),
 				 errhint("Set app_private_key (from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
 	if (gmtime_r(&beijing, &tm) == NULL ||
 		strftime(timestamp, sizeof(timestamp), "%Y-%m-%d %H:%M:%S", &tm) == 0)
@@ -666,21 +676,36 @@ alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQue
 	escape_json(&biz, order_no);
 	appendStringInfoChar(&biz, '}');
 	initStringInfo(&content);
-	appendStringInfo(&content, "app_id=%s&biz_content=%s&charset=utf-8&format=JSON&method=" QUERY_METHOD
-					 "&sign_type=RSA2&timestamp=%s&version=1.0", conf->app_id, biz.data, timestamp);
+	appendStringInfo(&content, "app_id=%s&biz_content=%s&charset=utf-8&format=JSON&method=%s"
+					 "&sign_type=RSA2&timestamp=%s&version=1.0", conf->app_id, biz.data, method,
+					 timestamp);
 	sig = pn_rsa_sign(conf->app_private_key, (unsigned char *) content.data, content.len, &err);
+	pfree(content.data);
 	if (sig == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("channel \"%s\": signing the query failed: %s", ch->name, err)));
+				 errmsg("channel \"%s\": signing the request failed: %s", ch->name, err)));
 	out->method = "POST";
-	out->url = psprintf("%s/gateway.do?app_id=%s&charset=utf-8&format=JSON&method=" QUERY_METHOD
+	out->url = psprintf("%s/gateway.do?app_id=%s&charset=utf-8&format=JSON&method=%s"
 						"&sign=%s&sign_type=RSA2&timestamp=%s&version=1.0",
-						conf->api_base, pn_url_encode(conf->app_id), pn_url_encode(sig),
+						conf->api_base, pn_url_encode(conf->app_id), method, pn_url_encode(sig),
 						pn_url_encode(timestamp));
 	out->body = psprintf("biz_content=%s", pn_url_encode(biz.data));
 	pn_query_header(out, "Content-Type", pstrdup("application/x-www-form-urlencoded;charset=utf-8"));
 	pn_query_header(out, "Accept", pstrdup("application/json"));
+}
+
+static void
+alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	alipay_signed_request(ch, QUERY_METHOD, order_no, now, out);
+}
+
+/* alipay.trade.close of the order, as the query. */
+static void
+alipay_close_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	alipay_signed_request(ch, CLOSE_METHOD, order_no, now, out);
 }
 
 /* Past white space. */
@@ -790,6 +815,75 @@ member_text(const char *text, int len, const char *name, const char **value, int
 }
 
 /*
+ * An answer of Alipay's API: {"<key>": {...}, "sign": "..."} (and
+ * alipay_cert_sn in certificate mode), the sign RSA2 over the exact text
+ * of the response object, by any active key of the channel (the Alipay
+ * public key its notifications are verified with).  *obj is that signed
+ * object, and *code its code.  An unsigned answer (a gateway error:
+ * error_response) is malformed.  The answers to the queries and to the
+ * close calls are verified here.
+ */
+static PnReason
+signed_response(const PnRequest *req, const char *key, Jsonb **obj, char **code)
+{
+	Jsonb	   *doc = pn_parse_json(req->body, req->body_len);
+	const char *text;
+	int			textlen;
+	char	   *sign;
+	unsigned char *sig;
+	int			siglen;
+	PnReason	r;
+
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
+		!member_text(req->body, req->body_len, key, &text, &textlen) ||
+		!pn_json_string(doc, "sign", &sign) ||
+		!pn_base64_decode(sign, strlen(sign), &sig, &siglen))
+		return PN_R_MALFORMED;
+	if ((r = verify_content(req, text, textlen, sig, siglen)) != PN_OK)
+		return r;
+	*obj = pn_parse_json(text, textlen);
+	if (*obj == NULL || !JB_ROOT_IS_OBJECT(*obj) || !pn_json_string(*obj, "code", code))
+		return PN_R_MALFORMED;
+	return PN_OK;
+}
+
+/*
+ * An answer to alipay.trade.close, verified as a query's
+ * (signed_response, alipay_trade_close_response): code 10000 of the order
+ * asked about (out_trade_no) closed the trade; another code did not
+ * (ACQ.TRADE_STATUS_ERROR: paid meanwhile, or closed already; its sub_code
+ * is the state).  A 10000 about another order is refused.
+ */
+static PnReason
+alipay_close_response(const PnQueryResponse *resp, PnQueryAnswer *answer)
+{
+	Jsonb	   *obj;
+	char	   *code = NULL;
+	char	   *sub_code = NULL;
+	char	   *order_no = NULL;
+	PnReason	r;
+
+	if ((r = signed_response(&resp->req, CLOSE_RESPONSE_KEY, &obj, &code)) != PN_OK)
+		return r;
+	answer->verdict = PN_Q_PENDING;
+	if (strcmp(code, "10000") == 0)
+	{
+		if (!pn_json_string(obj, "out_trade_no", &order_no) ||
+			strcmp(order_no, resp->order_no) != 0)
+			return PN_R_MISMATCH;
+		answer->closed = true;
+		answer->state = "closed";
+		return PN_OK;
+	}
+	(void) pn_json_string(obj, "sub_code", &sub_code);
+	answer->closed = false;
+	answer->state = sub_code != NULL && sub_code[0] != '\0' ? sub_code : code;
+	if (strlen(answer->state) > 64)
+		return PN_R_MALFORMED;
+	return PN_OK;
+}
+
+/*
  * An answer to alipay.trade.query: {"alipay_trade_query_response": {...},
  * "sign": "..."} (and alipay_cert_sn in certificate mode), the sign RSA2
  * over the exact text of the response object, by any active key of the
@@ -805,31 +899,19 @@ static PnReason
 alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answer)
 {
 	const PnRequest *req = &resp->req;
-	Jsonb	   *doc = pn_parse_json(req->body, req->body_len);
 	Jsonb	   *obj;
-	const char *text;
-	int			textlen;
-	char	   *sign;
 	char	   *code = NULL;
 	char	   *sub_code = NULL;
 	char	   *status = NULL;
 	char	   *order_no = NULL;
 	char	   *trade_no = NULL;
 	char	   *amount = NULL;
-	unsigned char *sig;
-	int			siglen;
 	PnReason	r;
 
-	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
-		!member_text(req->body, req->body_len, RESPONSE_KEY, &text, &textlen) ||
-		!pn_json_string(doc, "sign", &sign) ||
-		!pn_base64_decode(sign, strlen(sign), &sig, &siglen))
-		return PN_R_MALFORMED;
-	if ((r = verify_content(req, text, textlen, sig, siglen)) != PN_OK)
+	if (resp->close)
+		return alipay_close_response(resp, answer);
+	if ((r = signed_response(req, RESPONSE_KEY, &obj, &code)) != PN_OK)
 		return r;
-	obj = pn_parse_json(text, textlen);
-	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || !pn_json_string(obj, "code", &code))
-		return PN_R_MALFORMED;
 	(void) pn_json_string(obj, "sub_code", &sub_code);
 	(void) pn_json_string(obj, "trade_status", &status);
 	(void) pn_json_string(obj, "out_trade_no", &order_no);
@@ -851,6 +933,8 @@ alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 		 * carries no time: an old one replayed would say so after the
 		 * payment
 		 */
+		else if (strcmp(status, "WAIT_BUYER_PAY") == 0)
+			answer->verdict = PN_Q_OPEN;	/* once expired: closed at Alipay */
 		else if (strcmp(status, "TRADE_CLOSED") == 0)
 		{
 			/*

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "lib/stringinfo.h"
+#include "utils/json.h"
 
 #include "paynotify.h"
 
@@ -65,8 +66,11 @@ static int	sub_order_cmp(const void *a, const void *b);
 static bool partner_ours(const WxConf *conf, Jsonb *payload);
 static bool app_ours(const WxConf *conf, Jsonb *payload, bool combine);
 static bool is_original_type(Jsonb *envelope, const char *type);
+static void wx_close_request(const PnChannel *ch, const char *order_no, int64 now,
+							 PnQueryRequest *out);
 static void wx_query_request(const PnChannel *ch, const char *order_no, int64 now,
 							 PnQueryRequest *out);
+static PnReason wx_close_response(const PnRequest *req, PnQueryAnswer *answer);
 static PnReason wx_query_response(const PnQueryResponse *resp, PnNotice *notice,
 								  PnQueryAnswer *answer);
 
@@ -83,6 +87,7 @@ const PnGateway pn_gateway_wxpay = {
 	.fail_body = "{\"code\":\"FAIL\",\"message\":\"%s\"}",
 	.query_request = wx_query_request,
 	.query_response = wx_query_response,
+	.close_request = wx_close_request,
 };
 
 /*
@@ -530,66 +535,160 @@ extract_refund(PnNotice *n)
  */
 
 /*
- * GET /v3/pay/transactions/out-trade-no/{no}?mchid= (a service provider's
- * channel: /v3/pay/partner/transactions/out-trade-no/{no}?sp_mchid=&sub_mchid=),
- * signed as WeChat Pay's API v3 asks: RSA-SHA256 with the merchant's API
- * private key over "method\nurl\ntimestamp\nnonce\nbody\n" (the URL's path
- * and query; the body empty for a GET), in the header
- * Authorization: WECHATPAY2-SHA256-RSA2048 mchid="",nonce_str="",
- * signature="",timestamp="",serial_no="".
+ * The merchant a request of the channel is made for: the mchid, or a
+ * service provider's sp_mchid with its sub_mchid (required: a service
+ * provider asks about its sub-merchant's orders).  ereport when the
+ * channel cannot sign (no private key, no merchant).
  */
-static void
-wx_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+static const char *
+wx_request_merchant(const PnChannel *ch, const char *what)
 {
 	const WxConf *conf = ch->conf;
-	char	   *path;
-	char	   *nonce = pn_query_nonce();
-	const char *mchid;
-	StringInfoData msg;
-	char	   *sig;
-	const char *err;
 
 	if (conf->merchant_private_key == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("channel \"%s\" cannot query WeChat Pay: it has no merchant_private_key", ch->name),
+				 errmsg("channel \"%s\" cannot %s WeChat Pay: it has no merchant_private_key", ch->name, what),
 				 errhint("Set merchant_private_key (from a file: {\"file\": \"<name>\"}) and merchant_serial with paynotify_alter_channel.")));
 	if (conf->sp_mchid != NULL)
 	{
 		if (conf->sub_mchid == NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("channel \"%s\" cannot query WeChat Pay: a service provider's query names its sub_mchid", ch->name)));
-		path = psprintf("/v3/pay/partner/transactions/out-trade-no/%s?sp_mchid=%s&sub_mchid=%s",
-						pn_url_encode(order_no), pn_url_encode(conf->sp_mchid),
-						pn_url_encode(conf->sub_mchid));
-		mchid = conf->sp_mchid;
+					 errmsg("channel \"%s\" cannot %s WeChat Pay: a service provider's request names its sub_mchid", ch->name, what)));
+		return conf->sp_mchid;
 	}
-	else
-	{
-		if (conf->mchid == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("channel \"%s\" cannot query WeChat Pay: it has no mchid", ch->name)));
-		path = psprintf("/v3/pay/transactions/out-trade-no/%s?mchid=%s",
-						pn_url_encode(order_no), pn_url_encode(conf->mchid));
-		mchid = conf->mchid;
-	}
+	if (conf->mchid == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot %s WeChat Pay: it has no mchid", ch->name, what)));
+	return conf->mchid;
+}
+
+/*
+ * A request to WeChat Pay's API v3, signed as it asks: RSA-SHA256 with the
+ * merchant's API private key over "method\npath\ntimestamp\nnonce\nbody\n"
+ * (the URL's path and query; the body empty for a GET), a fresh nonce, in
+ * the header Authorization: WECHATPAY2-SHA256-RSA2048 mchid="",nonce_str="",
+ * signature="",timestamp="",serial_no="".  The one signer of the queries
+ * and the close calls.
+ */
+static void
+wx_signed_request(const PnChannel *ch, const char *mchid, const char *method,
+				  const char *path, const char *body, int64 now, PnQueryRequest *out)
+{
+	const WxConf *conf = ch->conf;
+	char	   *nonce = pn_query_nonce();
+	StringInfoData msg;
+	char	   *sig;
+	const char *err;
+
 	initStringInfo(&msg);
-	appendStringInfo(&msg, "GET\n%s\n" INT64_FORMAT "\n%s\n\n", path, now, nonce);
+	appendStringInfo(&msg, "%s\n%s\n" INT64_FORMAT "\n%s\n%s\n", method, path, now, nonce,
+					 body ? body : "");
 	sig = pn_rsa_sign(conf->merchant_private_key, (unsigned char *) msg.data, msg.len, &err);
+	pfree(msg.data);
 	if (sig == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-				 errmsg("channel \"%s\": signing the query failed: %s", ch->name, err)));
-	out->method = "GET";
+				 errmsg("channel \"%s\": signing the request failed: %s", ch->name, err)));
+	out->method = method;
 	out->url = psprintf("%s%s", conf->api_base, path);
-	out->body = NULL;
+	out->body = body ? pstrdup(body) : NULL;
 	pn_query_header(out, "Accept", pstrdup("application/json"));
+	if (body != NULL)
+		pn_query_header(out, "Content-Type", pstrdup("application/json"));
 	pn_query_header(out, "Authorization",
 					psprintf(SIGNATURE_TYPE " mchid=\"%s\",nonce_str=\"%s\",signature=\"%s\","
 							 "timestamp=\"" INT64_FORMAT "\",serial_no=\"%s\"",
 							 mchid, nonce, sig, now, conf->merchant_serial));
+}
+
+/*
+ * GET /v3/pay/transactions/out-trade-no/{no}?mchid= (a service provider's
+ * channel: /v3/pay/partner/transactions/out-trade-no/{no}?sp_mchid=&sub_mchid=),
+ * signed by wx_signed_request.
+ */
+static void
+wx_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	const WxConf *conf = ch->conf;
+	const char *mchid = wx_request_merchant(ch, "query");
+	char	   *path;
+
+	if (conf->sp_mchid != NULL)
+		path = psprintf("/v3/pay/partner/transactions/out-trade-no/%s?sp_mchid=%s&sub_mchid=%s",
+						pn_url_encode(order_no), pn_url_encode(conf->sp_mchid),
+						pn_url_encode(conf->sub_mchid));
+	else
+		path = psprintf("/v3/pay/transactions/out-trade-no/%s?mchid=%s",
+						pn_url_encode(order_no), pn_url_encode(conf->mchid));
+	wx_signed_request(ch, mchid, "GET", path, NULL, now, out);
+}
+
+/*
+ * The close call: POST /v3/pay/transactions/out-trade-no/{no}/close with
+ * {"mchid": ...} (a service provider's channel:
+ * /v3/pay/partner/transactions/out-trade-no/{no}/close with {"sp_mchid":
+ * ..., "sub_mchid": ...}), signed by wx_signed_request over the body.
+ */
+static void
+wx_close_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
+{
+	const WxConf *conf = ch->conf;
+	const char *mchid = wx_request_merchant(ch, "close an order at");
+	StringInfoData body;
+	char	   *path;
+
+	initStringInfo(&body);
+	if (conf->sp_mchid != NULL)
+	{
+		path = psprintf("/v3/pay/partner/transactions/out-trade-no/%s/close", pn_url_encode(order_no));
+		appendStringInfoString(&body, "{\"sp_mchid\":");
+		escape_json(&body, conf->sp_mchid);
+		appendStringInfoString(&body, ",\"sub_mchid\":");
+		escape_json(&body, conf->sub_mchid);
+		appendStringInfoChar(&body, '}');
+	}
+	else
+	{
+		path = psprintf("/v3/pay/transactions/out-trade-no/%s/close", pn_url_encode(order_no));
+		appendStringInfoString(&body, "{\"mchid\":");
+		escape_json(&body, conf->mchid);
+		appendStringInfoChar(&body, '}');
+	}
+	wx_signed_request(ch, mchid, "POST", path, body.data, now, out);
+}
+
+/*
+ * The answer to a close call, its signature checked (check_signature: the
+ * same headers, key store and window as a query's, over
+ * "timestamp\nnonce\nbody\n").  204 with an empty body: closed.  An error
+ * is signed JSON with its code (ORDERPAID: paid meanwhile; SYSTEM_ERROR,
+ * ...): not closed.  Anything else is malformed.  The empty answer names
+ * no order: handed back for another order's close, it closes nothing
+ * either (the query that follows each close answer decides).
+ */
+static PnReason
+wx_close_response(const PnRequest *req, PnQueryAnswer *answer)
+{
+	Jsonb	   *doc;
+	char	   *code;
+
+	answer->verdict = PN_Q_PENDING;
+	if (req->body_len == 0)
+	{
+		answer->closed = true;
+		answer->state = "closed";
+		return PN_OK;
+	}
+	doc = pn_parse_json(req->body, req->body_len);
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
+		!pn_json_string(doc, "code", &code) || code[0] == '\0' || strlen(code) > 64)
+		return PN_R_MALFORMED;
+	answer->closed = false;
+	answer->state = code;
+	return PN_OK;
 }
 
 /*
@@ -617,6 +716,8 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 		return r;
 	if ((r = check_signature(req, conf, &h)) != PN_OK)
 		return r;
+	if (resp->close)
+		return wx_close_response(req, answer);
 	doc = pn_parse_json(req->body, req->body_len);
 	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
 		return PN_R_MALFORMED;
@@ -667,6 +768,9 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 	/* REVOKED may follow a payment (refunded by the reversal): no end */
 	if (strcmp(state, "CLOSED") == 0)
 		answer->verdict = PN_Q_UNPAID;
+	/* not paid yet: once expired, the order is closed at the gateway */
+	else if (strcmp(state, "NOTPAY") == 0)
+		answer->verdict = PN_Q_OPEN;
 	(void) pn_json_string(doc, "transaction_id", &n->trade_no);
 	n->notify_id = pn_query_notify_id(resp->order_no, state);
 	return PN_OK;

@@ -7,6 +7,10 @@
  *		WeChat Pay v3   GET /v3/pay/transactions/out-trade-no/{no}?mchid=
  *		                GET /v3/pay/partner/transactions/out-trade-no/{no}
  *		                    ?sp_mchid=&sub_mchid=
+ *		                POST /v3/pay/transactions/out-trade-no/{no}/close
+ *		                POST /v3/pay/partner/transactions/out-trade-no/{no}/close
+ *		                    (204, the order CLOSED from then on; 400
+ *		                    ORDERPAID when it was paid)
  *		                GET /v3/bill/tradebill?bill_date=&bill_type=ALL
  *		                    [&tar_type=GZIP]
  *		                GET /v3/billdownload/file?token=
@@ -15,7 +19,9 @@
  *		  SIGN_ERROR, unsigned, when it does not verify); every answer but
  *		  the 401 and the bill file signed with the platform key
  *		  (Wechatpay-Timestamp, -Nonce, -Signature, -Serial).
- *		Alipay          GET or POST /gateway.do, method alipay.trade.query or
+ *		Alipay          GET or POST /gateway.do, method alipay.trade.query,
+ *		                alipay.trade.close (the trade TRADE_CLOSED from then
+ *		                on; ACQ.TRADE_STATUS_ERROR when it was paid) or
  *		                alipay.data.dataservice.bill.downloadurl.query; the
  *		                RSA2 sign checked with --app-public-key; the answer
  *		                {"<method>_response":{...},"sign":"..."} signed over
@@ -61,11 +67,21 @@
 #define MAX_PARAMS	64
 #define MAX_HEADERS 10
 
+/* An order the merchant closed (its close call), by gateway and merchant. */
+struct closed
+{
+	enum pn_gateway gw;
+	char		merchant[PN_ID_LEN];
+	char		no[PN_ID_LEN];
+};
+
 struct srv
 {
 	const struct opts *o;
 	const struct pn_conf *c;
 	struct pn_sales sales;
+	struct closed *closed;		/* kept across reloads of the sales */
+	size_t		nclosed;
 	struct pn_apikeys *keys;
 	char		wx_serial[128];
 	char	   *stripe_key;
@@ -282,7 +298,34 @@ struct order
 	const struct pn_sale *refund;	/* the last refund recorded, or NULL */
 	const struct pn_sale *any;	/* pay, else refund */
 	bool		paid;			/* the payment happened by the server's clock */
+	bool		closed;			/* not paid, and closed by the merchant */
 };
+
+static bool
+is_closed(const struct srv *s, enum pn_gateway gw, const char *merchant, const char *no)
+{
+	for (size_t i = 0; i < s->nclosed; i++)
+		if (s->closed[i].gw == gw && strcmp(s->closed[i].merchant, merchant) == 0 &&
+			strcmp(s->closed[i].no, no) == 0)
+			return true;
+	return false;
+}
+
+/* Records the merchant's close of an order (once). */
+static void
+close_order(struct srv *s, enum pn_gateway gw, const char *merchant, const char *no)
+{
+	struct closed *c;
+
+	if (is_closed(s, gw, merchant, no))
+		return;
+	s->closed = pn_xrealloc(s->closed, (s->nclosed + 1) * sizeof(*s->closed));
+	c = &s->closed[s->nclosed++];
+	memset(c, 0, sizeof(*c));
+	c->gw = gw;
+	snprintf(c->merchant, sizeof(c->merchant), "%s", merchant);
+	snprintf(c->no, sizeof(c->no), "%s", no);
+}
 
 /*
  * Finds an order by its number (or, with by_trade, its trade number) among
@@ -309,10 +352,15 @@ find_order(const struct srv *s, enum pn_gateway gw, const char *merchant, const 
 	if (!o->any)
 		return false;
 	o->paid = o->refund != NULL || o->pay->time <= (long long) srv_now(s);
+	o->closed = !o->paid && is_closed(s, gw, o->any->merchant, o->any->order_no);
 	return true;
 }
 
 /* ------------------------------------------------------------- WeChat */
+
+static void biz_string(const char *biz, const char *key, char *out, size_t outsz);
+static void wx_close(struct srv *s, const char *no_enc, const struct rctx *rc,
+					 const char *auth_mchid, bool partner, struct reply *r);
 
 static void
 wx_error(struct reply *r, unsigned status, const char *code, const char *message)
@@ -498,8 +546,10 @@ wx_transaction(const struct srv *s, const struct order *o, const char *sp_mchid,
 	}
 	if (o->paid)
 		pn_json_str(&j, "success_time", t);
-	pn_json_str(&j, "trade_state", !o->paid ? "NOTPAY" : o->refund ? "REFUND" : "SUCCESS");
-	pn_json_str(&j, "trade_state_desc", !o->paid ? "订单未支付" : o->refund ? "转入退款" : "支付成功");
+	pn_json_str(&j, "trade_state", o->closed ? "CLOSED" : !o->paid ? "NOTPAY" :
+				o->refund ? "REFUND" : "SUCCESS");
+	pn_json_str(&j, "trade_state_desc", o->closed ? "订单已关闭" : !o->paid ? "订单未支付" :
+				o->refund ? "转入退款" : "支付成功");
 	if (o->paid)
 	{
 		pn_json_str(&j, "trade_type", "JSAPI");
@@ -664,11 +714,37 @@ wechat(struct srv *s, struct MHD_Connection *conn, const char *method, const str
 	static const char partner[] = "/v3/pay/partner/transactions/out-trade-no/";
 	char		mchid[64];
 	bool		sign = true;
+	const char *close_no = NULL;
+	bool		close_partner = false;
+	char	   *no_enc = NULL;
 
 	r->ctype = "application/json; charset=utf-8";
 	if (!wx_auth(s, conn, method, rc, mchid, sizeof(mchid), r))
 		return;					/* 401: unsigned */
-	if (strcmp(method, "GET") != 0)
+	/* .../out-trade-no/{no}/close */
+	if (strncmp(path, direct, sizeof(direct) - 1) == 0)
+		close_no = path + sizeof(direct) - 1;
+	else if (strncmp(path, partner, sizeof(partner) - 1) == 0)
+	{
+		close_no = path + sizeof(partner) - 1;
+		close_partner = true;
+	}
+	if (close_no)
+	{
+		const char *slash = strchr(close_no, '/');
+
+		if (slash && slash > close_no && strcmp(slash, "/close") == 0)
+			no_enc = pn_xmemdup(close_no, (size_t) (slash - close_no));
+	}
+	if (no_enc)
+	{
+		if (strcmp(method, "POST") != 0)
+			wx_error(r, 405, "METHOD_NOT_ALLOWED", "不支持的请求方法");
+		else
+			wx_close(s, no_enc, rc, mchid, close_partner, r);
+		free(no_enc);
+	}
+	else if (strcmp(method, "GET") != 0)
 		wx_error(r, 405, "METHOD_NOT_ALLOWED", "不支持的请求方法");
 	else if (strncmp(path, direct, sizeof(direct) - 1) == 0 && !strchr(path + sizeof(direct) - 1, '/'))
 		wx_query(s, path + sizeof(direct) - 1, q, mchid, false, r);
@@ -682,6 +758,43 @@ wechat(struct srv *s, struct MHD_Connection *conn, const char *method, const str
 		wx_error(r, 404, "NOT_FOUND", "请求的资源不存在");
 	if (sign)
 		wx_sign_reply(s, r);
+}
+
+/*
+ * POST .../out-trade-no/{no}/close with {"mchid"} (partner: {"sp_mchid",
+ * "sub_mchid"}): 204 with an empty body (signed), the order CLOSED from
+ * then on; 400 ORDERPAID when it was paid; 404 ORDER_NOT_EXIST.
+ */
+static void
+wx_close(struct srv *s, const char *no_enc, const struct rctx *rc, const char *auth_mchid,
+		 bool partner, struct reply *r)
+{
+	char	   *no = url_decode(no_enc, strlen(no_enc), false);
+	char	   *body = rc->body.len ? pn_xmemdup(rc->body.data, rc->body.len) : pn_xstrdup("");
+	char		mchid[PN_ID_LEN],
+				sp[PN_ID_LEN];
+	struct order o;
+
+	biz_string(body, partner ? "sub_mchid" : "mchid", mchid, sizeof(mchid));
+	biz_string(body, "sp_mchid", sp, sizeof(sp));
+	if (!no || !*no || !mchid[0] || (partner && !sp[0]))
+		wx_error(r, 400, "PARAM_ERROR", partner ? "sp_mchid、sub_mchid 与 out_trade_no 是必填参数" :
+				 "mchid 与 out_trade_no 是必填参数");
+	else if (strcmp(partner ? sp : mchid, auth_mchid) != 0)
+		wx_error(r, 400, "INVALID_REQUEST", "请求头中的商户号与参数中的商户号不一致");
+	else if (!find_order(s, PN_WXPAY, mchid, no, false, &o))
+		wx_error(r, 404, "ORDER_NOT_EXIST", "订单不存在");
+	else if (o.paid)
+		wx_error(r, 400, "ORDERPAID", "订单已支付");
+	else
+	{
+		close_order(s, PN_WXPAY, mchid, no);
+		r->status = 204;
+		r->ctype = NULL;
+		pn_buf_reset(&r->body);
+	}
+	free(body);
+	free(no);
 }
 
 /* ------------------------------------------------------------- Alipay */
@@ -847,8 +960,45 @@ ali_trade_query(struct srv *s, const char *biz, struct pn_json *j)
 		pn_json_str(j, "send_pay_date", t);
 	pn_json_str(j, "total_amount", y);
 	pn_json_str(j, "trade_no", o.any->trade_no);
-	pn_json_str(j, "trade_status", !o.paid ? "WAIT_BUYER_PAY" :
+	pn_json_str(j, "trade_status", o.closed ? "TRADE_CLOSED" : !o.paid ? "WAIT_BUYER_PAY" :
 				o.refund && o.refund->refund_amount >= o.any->amount ? "TRADE_CLOSED" : "TRADE_SUCCESS");
+}
+
+/*
+ * alipay.trade.close by out_trade_no (or trade_no): 10000 and the trade
+ * TRADE_CLOSED from then on; paid: 40004 ACQ.TRADE_STATUS_ERROR; unknown:
+ * 40004 ACQ.TRADE_NOT_EXIST.
+ */
+static void
+ali_trade_close(struct srv *s, const char *biz, struct pn_json *j)
+{
+	char		no[PN_ID_LEN],
+				trade[PN_ID_LEN];
+	struct order o;
+	bool		found;
+
+	biz_string(biz, "out_trade_no", no, sizeof(no));
+	biz_string(biz, "trade_no", trade, sizeof(trade));
+	if (!no[0] && !trade[0])
+	{
+		ali_fail(j, "40002", "Invalid Arguments", "isv.missing-biz-param",
+				 "缺少业务参数 out_trade_no 或 trade_no");
+		return;
+	}
+	found = no[0] ? find_order(s, PN_ALIPAY, s->c->seller_id, no, false, &o)
+		: find_order(s, PN_ALIPAY, s->c->seller_id, trade, true, &o);
+	if (!found || (no[0] && trade[0] && strcmp(o.any->trade_no, trade) != 0))
+		ali_fail(j, "40004", "Business Failed", "ACQ.TRADE_NOT_EXIST", "交易不存在");
+	else if (o.paid)
+		ali_fail(j, "40004", "Business Failed", "ACQ.TRADE_STATUS_ERROR", "交易状态不合法");
+	else
+	{
+		close_order(s, PN_ALIPAY, o.any->merchant, o.any->order_no);
+		pn_json_str(j, "code", "10000");
+		pn_json_str(j, "msg", "Success");
+		pn_json_str(j, "out_trade_no", o.any->order_no);
+		pn_json_str(j, "trade_no", o.any->trade_no);
+	}
 }
 
 static void
@@ -916,6 +1066,7 @@ alipay(struct srv *s, struct MHD_Connection *conn, const struct rctx *rc, struct
 	sign = param(q, "sign");
 	app_id = param(q, "app_id");
 	if (!method || (strcmp(method, "alipay.trade.query") != 0 &&
+					strcmp(method, "alipay.trade.close") != 0 &&
 					strcmp(method, "alipay.data.dataservice.bill.downloadurl.query") != 0))
 	{
 		ali_fail(&j, "40002", "Invalid Arguments", "isv.invalid-method", "不存在的方法名");
@@ -938,6 +1089,8 @@ alipay(struct srv *s, struct MHD_Connection *conn, const struct rctx *rc, struct
 					 "验签出错，建议检查签名字符串或签名私钥与应用公钥是否匹配");
 		else if (strcmp(method, "alipay.trade.query") == 0)
 			ali_trade_query(s, param(q, "biz_content"), &j);
+		else if (strcmp(method, "alipay.trade.close") == 0)
+			ali_trade_close(s, param(q, "biz_content"), &j);
 		else
 			ali_bill_url(s, param(q, "biz_content"), &j);
 		pn_buf_free(&content);
@@ -1589,6 +1742,7 @@ run_serve(struct opts *o, struct pn_conf *c)
 		MHD_stop_daemon(d);
 	}
 	pn_sales_free(&s.sales);
+	free(s.closed);
 	pn_apikeys_free(s.keys);
 	if (s.stripe_key)
 		memset(s.stripe_key, 0, strlen(s.stripe_key));

@@ -12,7 +12,10 @@
 #    test keys) whose requests are signed with merchant_1 and whose answers
 #    are checked with the gateway keys: WeChat (direct, partner, NOTPAY,
 #    404, 401 on a bad request signature), Alipay (GET and POST,
-#    TRADE_NOT_EXIST, a bad sign), Stripe (search, retrieve, 401); a sale
+#    TRADE_NOT_EXIST, a bad sign), Stripe (search, retrieve, 401); the
+#    close calls (WeChat 204 signed or ORDERPAID, Alipay alipay.trade.close
+#    10000 or ACQ.TRADE_STATUS_ERROR) and the queries that then answer
+#    CLOSED / TRADE_CLOSED; a sale
 #    appended while it runs is answered; the bills (WeChat plain and GZIP
 #    with the SHA-1 of the plain file, Alipay's zip of GBK CSVs, Stripe's
 #    balance transactions with paging) checked line by line and in their
@@ -209,6 +212,36 @@ client stripe "/v1/payment_intents/pi_nosuchintent" >"$TMP/r.json"
 expect_json "stripe: an unknown payment intent is 404 resource_missing" "$TMP/r.json" \
 	'd["status"]==404 and d["json"]["error"]["code"]=="resource_missing"'
 
+# the close calls: an order not paid yet is closed and answered closed
+# from then on; a paid one is refused
+WXC=/v3/pay/transactions/out-trade-no
+client wx "$WXC/PN00000001/close" --post '{"mchid":"1900000109"}' >"$TMP/r.json"
+expect_json "wxpay close of a paid order: a signed 400 ORDERPAID" "$TMP/r.json" \
+	'd["status"]==400 and d["json"]["code"]=="ORDERPAID" and d["verified"]'
+client wx "$WXC/PN00000900/close" --post '{"mchid":"1900000109"}' --bad-sign >"$TMP/r.json"
+expect_json "wxpay close signed over other bytes: 401 SIGN_ERROR" "$TMP/r.json" \
+	'd["status"]==401 and d["json"]["code"]=="SIGN_ERROR"'
+client wx "$WXC/PN00000900/close" --post '{"mchid":"1900000109"}' >"$TMP/r.json"
+expect_json "wxpay close of an order not paid: 204, empty body, signed" "$TMP/r.json" \
+	'd["status"]==204 and d["body"]=="" and d["verified"]'
+client wx "$WXC/PN00000900?mchid=1900000109" >"$TMP/r.json"
+expect_json "wxpay: the closed order is queried CLOSED" "$TMP/r.json" \
+	'd["status"]==200 and d["json"]["trade_state"]=="CLOSED" and d["verified"] and "transaction_id" not in d["json"]'
+client wx "$WXC/PN00000900/close" >"$TMP/r.json"
+expect_json "wxpay close by GET: 405" "$TMP/r.json" 'd["status"]==405'
+client ali alipay.trade.close '{"out_trade_no":"PN00000001"}' >"$TMP/r.json"
+expect_json "alipay close of a paid order: ACQ.TRADE_STATUS_ERROR, signed" "$TMP/r.json" \
+	'd["verified"] and d["json"]["alipay_trade_close_response"]["sub_code"]=="ACQ.TRADE_STATUS_ERROR"'
+client ali alipay.trade.close '{"out_trade_no":"PN00000900"}' --bad-sign >"$TMP/r.json"
+expect_json "alipay close with a bad sign: isv.invalid-signature" "$TMP/r.json" \
+	'd["json"]["alipay_trade_close_response"]["sub_code"]=="isv.invalid-signature"'
+client ali alipay.trade.close '{"out_trade_no":"PN00000900"}' >"$TMP/r.json"
+expect_json "alipay close of an order not paid: 10000 of that order, signed" "$TMP/r.json" \
+	'd["verified"] and d["json"]["alipay_trade_close_response"]["code"]=="10000" and d["json"]["alipay_trade_close_response"]["out_trade_no"]=="PN00000900"'
+client ali alipay.trade.query '{"out_trade_no":"PN00000900"}' >"$TMP/r.json"
+expect_json "alipay: the closed order is queried TRADE_CLOSED, nothing received" "$TMP/r.json" \
+	'd["verified"] and d["json"]["alipay_trade_query_response"]["trade_status"]=="TRADE_CLOSED" and d["json"]["alipay_trade_query_response"]["receipt_amount"]=="0.00"'
+
 # a sale appended while the server runs is answered
 "$SEND" --keys "$KEYS" --quiet --gateway wxpay --url "$RESP/notify/wxpay" --start 777 --seed 26 \
 	--created $((NOW - 60)) --drop 1 --sales "$SALES2" >/dev/null
@@ -309,6 +342,12 @@ if [ "${SERVE_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 	url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["json"]["download_url"])' "$TMP/tb.json")
 	client wx "${url#"$BASE"}" >/dev/null
 	client ali alipay.trade.query '{"out_trade_no":"PN00000003"}' >/dev/null
+	client wx "/v3/pay/transactions/out-trade-no/PN00000900/close" --post '{"mchid":"1900000109"}' >/dev/null
+	client wx "/v3/pay/transactions/out-trade-no/PN00000001/close" --post '{"mchid":"1900000109"}' >/dev/null
+	client wx "/v3/pay/transactions/out-trade-no/PN00000900?mchid=1900000109" >/dev/null
+	client ali alipay.trade.close '{"out_trade_no":"PN00000900"}' >/dev/null
+	client ali alipay.trade.close '{"out_trade_no":"PN00000900"}' >/dev/null
+	client ali alipay.trade.query '{"out_trade_no":"PN00000900"}' >/dev/null
 	client ali alipay.data.dataservice.bill.downloadurl.query "{\"bill_type\":\"trade\",\"bill_date\":\"$BJDAY1\"}" >"$TMP/r.json"
 	url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["json"]["alipay_data_dataservice_bill_downloadurl_query_response"]["bill_download_url"])' "$TMP/r.json")
 	client fetch "$url" >/dev/null

@@ -9,7 +9,7 @@ one JSON object on stdout:
    "signed": bool, "verified": bool|null, "json": parsed body or null}
 
 usage:
-  serve_client.py BASE KEYS wx URI [--mchid M] [--bad-sign] [--key FILE]
+  serve_client.py BASE KEYS wx URI [--mchid M] [--bad-sign] [--key FILE] [--post BODY]
   serve_client.py BASE KEYS ali METHOD BIZ_JSON [--get] [--bad-sign] [--app-id ID]
   serve_client.py BASE KEYS stripe URI [--api-key KEY]
   serve_client.py BASE KEYS fetch URL
@@ -99,15 +99,20 @@ def cmd_wx(base, keys, args):
     uri = args[0]
     mchid = opt(args, "--mchid", "1900000109")
     key = load_priv(opt(args, "--key", os.path.join(keys, "merchant_1.key.pem")))
+    body = opt(args, "--post")
+    method = "GET" if body is None else "POST"
     ts = str(int(time.time()))
     nonce = secrets.token_hex(16).upper()
-    sig = sign(key, ("GET\n%s\n%s\n%s\n\n" % (uri, ts, nonce)).encode())
+    sig = sign(key, ("%s\n%s\n%s\n%s\n%s\n" % (method, uri, ts, nonce, body or "")).encode())
     if "--bad-sign" in args:
-        sig = sign(key, ("GET\n%s\n%s\n%s\n\n" % (uri + "x", ts, nonce)).encode())
+        sig = sign(key, ("%s\n%s\n%s\n%s\n%s\n" % (method, uri + "x", ts, nonce, body or "")).encode())
     auth = ('WECHATPAY2-SHA256-RSA2048 mchid="%s",nonce_str="%s",signature="%s",'
             'timestamp="%s",serial_no="%s"' % (mchid, nonce, sig, ts, "4D3C2B1A00000000000000000000000000000001"))
-    status, headers, raw = http("GET", base + uri, {"Authorization": auth, "Accept": "application/json",
-                                                    "User-Agent": "serve_client"})
+    headers = {"Authorization": auth, "Accept": "application/json", "User-Agent": "serve_client"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    status, headers, raw = http(method, base + uri, headers,
+                                body.encode() if body is not None else None)
     h = {k.lower(): v for k, v in headers.items()}
     signed = "wechatpay-signature" in h
     verified = None

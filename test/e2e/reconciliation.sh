@@ -18,7 +18,9 @@
 #     changed amount and a missing line lists exactly those two;
 #   - a gateway whose answers are tampered with (--serve-bad) is refused:
 #     the order stays pending, the refusal is on its expectation; asked
-#     again of the real gateway (paynotify_query_order), it is paid.
+#     again of the real gateway (paynotify_query_order), it is paid;
+#   - an expired order never paid (WeChat Pay, Alipay) is closed at the
+#     gateway by the daemon's close call, then closed here once.
 # Nothing depends on the machine's speed: each wait is for a state, with a
 # bound far above what it needs, and the daemon's pace is the database's.
 # Run as root from anywhere in the repository: test/e2e/reconciliation.sh
@@ -286,6 +288,30 @@ for _ in $(seq 1 300); do
 done
 check "asked again of the real gateway (paynotify_query_order): paid, once" "paid|1" \
     "$(q "SELECT status FROM orders WHERE order_no = '$ord'")|$(q "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
+
+# ---- an expired order never paid: closed at the gateway, then here -----------------------
+# the gateway says "not paid" (a sale not paid yet); once expires_at has
+# passed the daemon sends the gateway's close call, then the query that
+# finds the trade closed closes the order, once
+for r in "wxpay $((total + 2))" "alipay $((total + 3))"; do
+    read -r gw n <<<"$r"
+    ord=PN$(printf '%08d' "$n")
+    q "SELECT order_no FROM paynotify_expect('$gw', '$ord', now() + interval '2 hours')" >/dev/null
+    stack_send "$gw" --mode one --start "$n" --seed 24 --created $(( $(date +%s) + 86400 )) --drop 1 \
+        --sales "$sales" --quiet >/dev/null
+    q "UPDATE paynotify_expectation SET expires_at = now() - interval '1 second', next_query_at = now()
+       WHERE order_no = '$ord'" >/dev/null
+    for _ in $(seq 1 300); do
+        [ -n "$(q "SELECT settled_by FROM paynotify_expectation WHERE order_no = '$ord'")" ] && break
+        sleep 0.1
+    done
+    check "$gw: an expired order never paid: closed at the gateway by the daemon, then here once" \
+        "close|1|1|0|not pending" \
+        "$(q "SELECT settled_by || '|' || close_attempts FROM paynotify_expectation WHERE order_no = '$ord'")|$(
+           q "SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord' AND event = 'closed'")|$(
+           q "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")|$(
+           q "SELECT CASE WHEN status = 'pending' THEN 'pending' ELSE 'not pending' END FROM orders WHERE order_no = '$ord'")"
+done
 
 # ---- the daemon stops cleanly --------------------------------------------------------
 kill -TERM "$reconcile_pid"

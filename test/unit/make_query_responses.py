@@ -16,8 +16,10 @@ TEST-ONLY keys of test/vectors/keys:
               key 1 (the channel trusts its public key).
   Stripe      unsigned JSON (TLS only).
 
-Besides, the requests that are deterministic at a fixed clock (Alipay's:
-PKCS#1 v1.5 signatures are), signed with the merchant's key merchant_1, so
+The answers to the close calls of expired orders not paid (WeChat Pay's
+204, signed; alipay_trade_close_response, signed as the query's) are made
+too.  Besides, the requests that are deterministic at a fixed clock
+(Alipay's query and close: PKCS#1 v1.5 signatures are), signed with the merchant's key merchant_1, so
 that the test compares the database's request with an independent one; and
 a WeChat notification of a payment a query finds first.  The variants a
 verifier must refuse are made here too: a body changed after signing, a
@@ -94,6 +96,19 @@ def wechat():
         wx_answer("wx_not_exist", "QY-3",
                   compact({"code": "ORDER_NOT_EXIST", "message": "order does not exist"}),
                   status=404),
+        # the close call of an expired order that was not paid (NOTPAY):
+        # 204 with an empty body, signed over "ts\nnonce\n\n"; the query
+        # that follows finds it CLOSED
+        wx_answer("wx_close_done", "QY-2", b"", status=204),
+        wx_answer("wx_close_forged", "QY-2", b"", status=204,
+                  keyfile="wechat_platform_2.key.pem"),
+        wx_answer("wx_closed_qy2", "QY-2", wx_txn("QY-2", "CLOSED")),
+        # paid meanwhile: the close is refused (ORDERPAID), the query finds
+        # the payment
+        wx_answer("wx_notpay_qy6", "QY-6", wx_txn("QY-6", "NOTPAY")),
+        wx_answer("wx_close_orderpaid", "QY-6",
+                  compact({"code": "ORDERPAID", "message": "order paid"}), status=400),
+        wx_answer("wx_paid_qy6", "QY-6", wx_txn("QY-6", "SUCCESS", "4200000000202601020000000106")),
     ]
     # the payment's own notification, arriving after the query found it
     wx = s.WeChat()
@@ -175,20 +190,53 @@ def alipay():
     out.append({"name": "ali_paid_notification", "gateway": "alipay", "order": "QA-1",
                 "now": TS, "status": None, "headers": ali.headers(),
                 "body": ali.body(fields).decode()})
-    # the request at TS, signed with the application's key merchant_1
-    biz = compact({"out_trade_no": "QA-1"}).decode()
-    params = {"app_id": ali.app_id, "biz_content": biz, "charset": "utf-8", "format": "JSON",
-              "method": "alipay.trade.query", "sign_type": "RSA2",
+    # the requests at TS, signed with the application's key merchant_1: the
+    # query, and the close call of an expired order still waiting for payment
+    out.append(ali_request("ali_request", "QA-1", "alipay.trade.query", ali.app_id))
+    out.append(ali_request("ali_close_request", "QA-2", "alipay.trade.close", ali.app_id))
+    out += [
+        # alipay.trade.close of QA-2 (WAIT_BUYER_PAY, expired): closed; the
+        # query that follows finds TRADE_CLOSED
+        ali_answer("ali_close_done", "QA-2", ali_close("QA-2"),
+                   key=b"alipay_trade_close_response"),
+        ali_answer("ali_close_forged", "QA-2", ali_close("QA-2"), keyfile="alipay_2.key.pem",
+                   key=b"alipay_trade_close_response"),
+        ali_answer("ali_close_other_order", "QA-2", ali_close("QA-9"),
+                   key=b"alipay_trade_close_response"),
+        ali_answer("ali_closed_qa2", "QA-2", ali_trade("QA-2", "TRADE_CLOSED",
+                                                       "2026010222001004160000000102")),
+        # paid meanwhile: the close is refused, the query finds the payment
+        ali_answer("ali_wait_qa6", "QA-6", ali_trade("QA-6", "WAIT_BUYER_PAY",
+                                                     "2026010222001004160000000107")),
+        ali_answer("ali_close_status_error", "QA-6", {
+            "code": "40004", "msg": "Business Failed", "sub_code": "ACQ.TRADE_STATUS_ERROR",
+            "sub_msg": "trade status is not valid"}, key=b"alipay_trade_close_response"),
+        ali_answer("ali_paid_qa6", "QA-6", ali_trade("QA-6", "TRADE_SUCCESS",
+                                                     "2026010222001004160000000107")),
+    ]
+    return out
+
+
+def ali_close(order):
+    """alipay_trade_close_response of a closed trade"""
+    return {"code": "10000", "msg": "Success", "out_trade_no": order,
+            "trade_no": "2026010222001004160000000102"}
+
+
+def ali_request(name, order, method, app_id):
+    """The request of method about order at TS, signed with merchant_1."""
+    biz = compact({"out_trade_no": order}).decode()
+    params = {"app_id": app_id, "biz_content": biz, "charset": "utf-8", "format": "JSON",
+              "method": method, "sign_type": "RSA2",
               "timestamp": "2026-01-02 04:40:00", "version": "1.0"}
     content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params))
     params["sign"] = s.rsa_sign("merchant_1.key.pem", content.encode())
     q = lambda v: urllib.parse.quote(v, safe="-._~")  # noqa: E731
     url = "https://openapi.alipay.com/gateway.do?" + "&".join(
         "%s=%s" % (k, q(params[k])) for k in sorted(params) if k != "biz_content")
-    out.append({"name": "ali_request", "gateway": "alipay", "order": "QA-1", "now": TS,
-                "method": "POST", "url": url, "body": "biz_content=" + q(biz),
-                "sign_content": content})
-    return out
+    return {"name": name, "gateway": "alipay", "order": order, "now": TS,
+            "method": "POST", "url": url, "body": "biz_content=" + q(biz),
+            "sign_content": content}
 
 
 def pi(order, status, pid, amount=8888):
