@@ -87,4 +87,26 @@ extern bool pn_settings_load_env(const pn_setting *settings, size_t n, void *cfg
 extern void pn_settings_usage_options(FILE *out, const pn_setting *settings, size_t n);
 extern void pn_settings_usage_env(FILE *out, const pn_setting *settings, size_t n);
 
+/*
+ * A daemon's command line: its settings table and config struct, the
+ * settings whose value is checked (the DSN: no password; the schema: a
+ * plain identifier, "public" when empty), its usage text, --once.
+ */
+typedef struct pn_command_line
+{
+	const char *program;
+	const char *version;
+	const pn_setting *settings;
+	size_t		n;
+	void	   *cfg;
+	size_t		dsn_offset;
+	bool		(*dsn_ok) (const char *dsn);	/* false: it holds a password */
+	size_t		schema_offset;
+	const char *schema_env;		/* named in the schema's error */
+	void		(*usage) (FILE *out);
+	bool	   *once;
+} pn_command_line;
+
+extern int	pn_settings_load(int argc, char **argv, const pn_command_line *cl);
+
 #endif							/* PAYNOTIFY_SHIM_COMMON_H */

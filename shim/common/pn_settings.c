@@ -8,6 +8,7 @@
 #include "pn_common.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,4 +111,88 @@ pn_settings_usage_env(FILE *out, const pn_setting *settings, size_t n)
 		fprintf(out, "  %s (default: %s)\n      %s\n", settings[i].env,
 				settings[i].default_value[0] ? settings[i].default_value : "empty",
 				settings[i].help);
+}
+
+/*
+ * The whole command line of a daemon: the environment, then the options
+ * (--once, --help, --version and each setting's flag), then the checks.
+ * -1: go on; else the exit status (0 after --help or --version, 2 on a
+ * bad option or value, said on standard error).
+ */
+int
+pn_settings_load(int argc, char **argv, const pn_command_line *cl)
+{
+	struct option *longopts = calloc(cl->n + 4, sizeof(struct option));
+	const char **schema = STRING_AT(cl->cfg, cl->schema_offset);
+	int			c,
+				idx,
+				rc = -1;
+
+	if (longopts == NULL)
+	{
+		pn_log("out of memory");
+		return 2;
+	}
+	if (!pn_settings_load_env(cl->settings, cl->n, cl->cfg, longopts))
+	{
+		free(longopts);
+		return 2;
+	}
+	longopts[cl->n] = (struct option) {"once", no_argument, NULL, 'o'};
+	longopts[cl->n + 1] = (struct option) {"help", no_argument, NULL, 'h'};
+	longopts[cl->n + 2] = (struct option) {"version", no_argument, NULL, 'V'};
+	longopts[cl->n + 3] = (struct option) {NULL, 0, NULL, 0};
+
+	while (rc < 0 && (c = getopt_long(argc, argv, "hV", longopts, &idx)) != -1)
+	{
+		if (c >= PN_SETTING_OPTION && c < PN_SETTING_OPTION + (int) cl->n)
+		{
+			const pn_setting *s = &cl->settings[c - PN_SETTING_OPTION];
+
+			if (!pn_setting_set(s, cl->cfg, optarg, true))
+				rc = 2;
+			else if (s->offset == cl->dsn_offset && !cl->dsn_ok(optarg))
+			{
+				pn_log("--dsn must not contain a password: every local user can read the command line;"
+					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
+				rc = 2;
+			}
+			continue;
+		}
+		switch (c)
+		{
+			case 'o':
+				*cl->once = true;
+				break;
+			case 'h':
+				cl->usage(stdout);
+				rc = 0;
+				break;
+			case 'V':
+				printf("%s %s\n", cl->program, cl->version);
+				rc = 0;
+				break;
+			default:
+				fprintf(stderr, "Try '%s --help'.\n", cl->program);
+				rc = 2;
+				break;
+		}
+	}
+	free(longopts);
+	if (rc >= 0)
+		return rc;
+	if (optind < argc)
+	{
+		fprintf(stderr, "%s: unexpected argument \"%s\"\nTry '%s --help'.\n",
+				cl->program, argv[optind], cl->program);
+		return 2;
+	}
+	if ((*schema)[0] == '\0')
+		*schema = "public";
+	if (!pn_identifier_valid(*schema))
+	{
+		pn_log("%s must be a plain lower-case identifier", cl->schema_env);
+		return 2;
+	}
+	return -1;
 }

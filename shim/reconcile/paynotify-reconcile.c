@@ -23,15 +23,26 @@
  *      status, outcome), never a request header (the Authorization).
  *   Without a response nothing is applied: the query is due again at the
  *   database's next_query_at.
+ *   4. paynotify_bill_due(n) claims the planned daily bills that are due
+ *      (paynotify_bill_plan plans them, scheduled by pg_cron or by hand);
+ *      each is fetched in steps, each step a request built by
+ *      paynotify_bill_request(channel, day) and its response handed to
+ *      paynotify_bill_apply, which says whether another step follows (a
+ *      WeChat Pay bill's download after its address, Stripe's next page)
+ *      and imports the bill at the last; bill requests have their own
+ *      size bound (--max-bill) and timeout (--bill-timeout) and keep each
+ *      channel's pace.
  * When nothing was due the loop sleeps --interval; a broken connection is
  * made again with back-off (100 ms doubling to --reconnect-max).
  *
- * SIGTERM / SIGINT: the query under way finishes (sent, applied), no other
- * starts; exit 0.
+ * SIGTERM / SIGINT: the query or bill step under way finishes (sent,
+ * applied), no other starts; exit 0.
  *
  * --once: one round, then exit.  Standard output has the summary
- * "claimed N, applied N, failed N"; the exit status is 0 only when every
- * claimed query was answered and its answer applied.  Exit status 2: a bad
+ * "claimed N, applied N, failed N" (and "; bills: claimed N, imported N,
+ * failed N" when bills were due); the exit status is 0 only when every
+ * claimed query was answered and its answer applied, and every claimed
+ * bill imported.  Exit status 2: a bad
  * option or setting.
  *
  * This file is the loop; reconcile_opts.c the settings, reconcile_db.c
@@ -132,8 +143,11 @@ main(int argc, char **argv)
 		printf("claimed %lld, applied %lld, failed %lld", tally.claimed, tally.applied, tally.failed);
 		if (tally.left > 0)
 			printf(", left %lld (due again later)", tally.left);
+		if (tally.bills_claimed > 0)
+			printf("; bills: claimed %lld, imported %lld, failed %lld", tally.bills_claimed,
+				   tally.bills_imported, tally.bills_failed);
 		printf("%s\n", rc != 0 ? "; stopped early by a database error (logged)" : "");
-		if (tally.failed > 0 || tally.left > 0)
+		if (tally.failed > 0 || tally.left > 0 || tally.bills_failed > 0)
 			rc = 1;
 	}
 	return rc;

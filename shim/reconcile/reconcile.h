@@ -37,10 +37,15 @@ typedef struct reconcile_config
 	long long	backoff_max_ms;
 	long long	reconnect_max_ms;
 	long long	max_response;
+	long long	max_bill;
+	long long	bill_timeout_ms;
 	long long	allow_private;
 } reconcile_config;
 
-/* One request as the database built it (the strings point into its result). */
+/*
+ * One request as the database built it (the strings point into its result),
+ * a query's or a step of a bill's fetch.
+ */
 typedef struct query_request
 {
 	const char *method;
@@ -50,6 +55,9 @@ typedef struct query_request
 	const char **header_names;	/* n_headers of each */
 	const char **header_values;
 	int			n_headers;
+	long long	max_response;	/* largest body accepted, in bytes */
+	const char *max_setting;	/* the setting that says so, for the log */
+	long long	timeout_ms;		/* whole-request timeout */
 } query_request;
 
 /* What came back: a response (status > 0), or why none did. */
@@ -69,6 +77,9 @@ typedef struct reconcile_tally
 	long long	applied;		/* answered, and the answer applied */
 	long long	failed;			/* no request, no response, or not applied */
 	long long	left;			/* claimed, not sent (stop): due again later */
+	long long	bills_claimed;	/* due bill fetches claimed */
+	long long	bills_imported; /* fetched to the end and imported */
+	long long	bills_failed;	/* no request, no response, refused or not ready */
 } reconcile_tally;
 
 extern reconcile_config cfg;

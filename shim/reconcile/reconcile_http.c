@@ -31,6 +31,7 @@ typedef struct receiving
 {
 	query_response *rs;
 	header_list *hl;
+	long long	max_response;
 	bool		too_large;
 } receiving;
 
@@ -144,7 +145,7 @@ on_body(char *ptr, size_t size, size_t nmemb, void *userdata)
 	receiving  *r = userdata;
 	size_t		n = size * nmemb;
 
-	if (r->rs->body.len + n > (size_t) cfg.max_response)
+	if (r->rs->body.len + n > (size_t) r->max_response)
 	{
 		r->too_large = true;
 		return 0;				/* libcurl stops: CURLE_WRITE_ERROR */
@@ -264,7 +265,7 @@ bool
 http_send(CURL *easy, const query_request *rq, query_response *rs)
 {
 	header_list *hl = calloc(1, sizeof(header_list));
-	receiving	r = {rs, hl, false};
+	receiving	r = {rs, hl, rq->max_response, false};
 	struct curl_slist *h;
 	char		curl_error[CURL_ERROR_SIZE] = "";
 	bool		blocked = false;
@@ -303,7 +304,7 @@ http_send(CURL *easy, const query_request *rq, query_response *rs)
 		if (strcmp(rq->method, "POST") != 0)
 			curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, rq->method);
 	}
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) cfg.timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long) rq->timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long) cfg.connect_timeout_ms);
 	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
@@ -331,7 +332,8 @@ http_send(CURL *easy, const query_request *rq, query_response *rs)
 		snprintf(rs->error, sizeof(rs->error),
 				 "address not allowed (not public; see PAYNOTIFY_RECONCILE_ALLOW_PRIVATE)");
 	else if (r.too_large)
-		snprintf(rs->error, sizeof(rs->error), "response larger than PAYNOTIFY_RECONCILE_MAX_RESPONSE");
+		snprintf(rs->error, sizeof(rs->error), "response larger than %lld bytes (%s)", rq->max_response,
+				 rq->max_setting);
 	else
 	{
 		char		detail[CURL_ERROR_SIZE];

@@ -6,7 +6,6 @@
  */
 #include "reconcile.h"
 
-#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +21,7 @@ static const pn_setting settings[] = {
 	"schema of the paynotify extension (a plain identifier)"},
 	{"PAYNOTIFY_RECONCILE_BATCH", "batch", "10", PN_SETTING_NUMBER, 1, 1000,
 		offsetof(reconcile_config, batch),
-	"due queries claimed per round (paynotify_query_due's max_rows)"},
+	"due queries, and due bills, claimed per round (max_rows of paynotify_query_due and paynotify_bill_due)"},
 	{"PAYNOTIFY_RECONCILE_RATE", "rate", "5", PN_SETTING_NUMBER, 1, 1000,
 		offsetof(reconcile_config, rate),
 	"requests per second at most, per channel"},
@@ -43,7 +42,13 @@ static const pn_setting settings[] = {
 	"cap in milliseconds on the database reconnect back-off (starts at 100)"},
 	{"PAYNOTIFY_RECONCILE_MAX_RESPONSE", "max-response", "1048576", PN_SETTING_NUMBER, 1024, 67108864,
 		offsetof(reconcile_config, max_response),
-	"largest response body in bytes (a larger one is no response)"},
+	"largest response body of a query in bytes (a larger one is no response)"},
+	{"PAYNOTIFY_RECONCILE_MAX_BILL", "max-bill", "268435456", PN_SETTING_NUMBER, 1048576, 1073741823,
+		offsetof(reconcile_config, max_bill),
+	"largest response body of a bill's fetch in bytes (a day's bill file or page)"},
+	{"PAYNOTIFY_RECONCILE_BILL_TIMEOUT", "bill-timeout", "300000", PN_SETTING_NUMBER, 100, 3600000,
+		offsetof(reconcile_config, bill_timeout_ms),
+	"whole-request timeout of a bill's fetch in milliseconds"},
 	{"PAYNOTIFY_RECONCILE_ALLOW_PRIVATE", "allow-private", "0", PN_SETTING_NUMBER, 0, 1,
 		offsetof(reconcile_config, allow_private),
 	"1: also connect to loopback, private, link-local, own and other non-public addresses (0: refused, checked on every connection)"},
@@ -59,14 +64,17 @@ usage(FILE *out)
 			"Asks the payment gateways for the orders paynotify expected a notification of\n"
 			"and did not get: claims the due queries (paynotify_query_due), sends each\n"
 			"request as the database built and signed it (paynotify_query_request) and\n"
-			"hands the response back (paynotify_query_apply).  Holds no gateway key.\n"
-			"Runs until SIGTERM.\n\n"
+			"hands the response back (paynotify_query_apply).  Then fetches the planned\n"
+			"daily bills the same way, step by step (paynotify_bill_due,\n"
+			"paynotify_bill_request, paynotify_bill_apply, which imports the bill).\n"
+			"Holds no gateway key.  Runs until SIGTERM.\n\n"
 			"Options (each overrides its environment variable):\n", PN_PROGRAM);
 	pn_settings_usage_options(out, settings, NSETTINGS);
 	fprintf(out,
-			"  --once            one round, then exit; prints \"claimed N, applied N, failed N\";\n"
-			"                    exit status 0 when every claimed query was answered and applied\n"
-			"                    (or none was due)\n"
+			"  --once            one round, then exit; prints \"claimed N, applied N, failed N\"\n"
+			"                    (and \"; bills: claimed N, imported N, failed N\" when bills were\n"
+			"                    due); exit status 0 when every claimed query was answered and\n"
+			"                    applied and every claimed bill imported (or none was due)\n"
 			"  -h, --help        this text\n"
 			"  -V, --version     the version\n\n"
 			"Environment (default in parentheses):\n");
@@ -85,62 +93,12 @@ usage(FILE *out)
 int
 load_config(int argc, char **argv)
 {
-	struct option longopts[NSETTINGS + 4];
-	int			c,
-				idx;
+	const pn_command_line cl = {
+		PN_PROGRAM, PAYNOTIFY_VERSION, settings, NSETTINGS, &cfg,
+		offsetof(reconcile_config, dsn), pn_pq_dsn_without_password,
+		offsetof(reconcile_config, schema), "PAYNOTIFY_RECONCILE_SCHEMA", usage, &once
+	};
 
 	memset(&cfg, 0, sizeof(cfg));
-	if (!pn_settings_load_env(settings, NSETTINGS, &cfg, longopts))
-		return 2;
-	longopts[NSETTINGS] = (struct option) {"once", no_argument, NULL, 'o'};
-	longopts[NSETTINGS + 1] = (struct option) {"help", no_argument, NULL, 'h'};
-	longopts[NSETTINGS + 2] = (struct option) {"version", no_argument, NULL, 'V'};
-	longopts[NSETTINGS + 3] = (struct option) {NULL, 0, NULL, 0};
-
-	while ((c = getopt_long(argc, argv, "hV", longopts, &idx)) != -1)
-	{
-		if (c >= PN_SETTING_OPTION && c < PN_SETTING_OPTION + (int) NSETTINGS)
-		{
-			const pn_setting *s = &settings[c - PN_SETTING_OPTION];
-
-			if (!pn_setting_set(s, &cfg, optarg, true))
-				return 2;
-			if (s->offset == offsetof(reconcile_config, dsn) && !pn_pq_dsn_without_password(optarg))
-			{
-				pn_log("--dsn must not contain a password: every local user can read the command line;"
-					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
-				return 2;
-			}
-			continue;
-		}
-		switch (c)
-		{
-			case 'o':
-				once = true;
-				break;
-			case 'h':
-				usage(stdout);
-				return 0;
-			case 'V':
-				printf("%s %s\n", PN_PROGRAM, PAYNOTIFY_VERSION);
-				return 0;
-			default:
-				fprintf(stderr, "Try '%s --help'.\n", PN_PROGRAM);
-				return 2;
-		}
-	}
-	if (optind < argc)
-	{
-		fprintf(stderr, "%s: unexpected argument \"%s\"\nTry '%s --help'.\n",
-				PN_PROGRAM, argv[optind], PN_PROGRAM);
-		return 2;
-	}
-	if (cfg.schema[0] == '\0')
-		cfg.schema = "public";
-	if (!pn_identifier_valid(cfg.schema))
-	{
-		pn_log("PAYNOTIFY_RECONCILE_SCHEMA must be a plain lower-case identifier");
-		return 2;
-	}
-	return -1;
+	return pn_settings_load(argc, argv, &cl);
 }

@@ -6,7 +6,6 @@
  */
 #include "relay.h"
 
-#include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,64 +89,12 @@ usage(FILE *out)
 int
 load_config(int argc, char **argv)
 {
-	struct option longopts[NSETTINGS + 4];
-	int			c,
-				idx;
+	const pn_command_line cl = {
+		PN_PROGRAM, PAYNOTIFY_VERSION, settings, NSETTINGS, &cfg,
+		offsetof(relay_config, dsn), pn_pq_dsn_without_password,
+		offsetof(relay_config, schema), "PAYNOTIFY_RELAY_SCHEMA", usage, &once
+	};
 
 	memset(&cfg, 0, sizeof(cfg));
-	if (!pn_settings_load_env(settings, NSETTINGS, &cfg, longopts))
-		return 2;
-	longopts[NSETTINGS] = (struct option) {"once", no_argument, NULL, 'o'};
-	longopts[NSETTINGS + 1] = (struct option) {"help", no_argument, NULL, 'h'};
-	longopts[NSETTINGS + 2] = (struct option) {"version", no_argument, NULL, 'V'};
-	longopts[NSETTINGS + 3] = (struct option) {NULL, 0, NULL, 0};
-
-	while ((c = getopt_long(argc, argv, "hV", longopts, &idx)) != -1)
-	{
-		if (c >= PN_SETTING_OPTION && c < PN_SETTING_OPTION + (int) NSETTINGS)
-		{
-			const pn_setting *s = &settings[c - PN_SETTING_OPTION];
-
-			if (!pn_setting_set(s, &cfg, optarg, true))
-				return 2;
-			if (s->offset == offsetof(relay_config, dsn) && !pn_pq_dsn_without_password(optarg))
-			{
-				pn_log("--dsn must not contain a password: every local user can read the command line;"
-					   " use PAYNOTIFY_DSN, PGPASSWORD or a .pgpass file");
-				return 2;
-			}
-			continue;
-		}
-		switch (c)
-		{
-			case 'o':
-				once = true;
-				break;
-			case 'h':
-				usage(stdout);
-				return 0;
-			case 'V':
-				printf("%s %s\n", PN_PROGRAM, PAYNOTIFY_VERSION);
-				return 0;
-			default:
-				fprintf(stderr, "Try '%s --help'.\n", PN_PROGRAM);
-				return 2;
-		}
-	}
-	if (optind < argc)
-	{
-		fprintf(stderr, "%s: unexpected argument \"%s\"\nTry '%s --help'.\n",
-				PN_PROGRAM, argv[optind], PN_PROGRAM);
-		return 2;
-	}
-	if (cfg.schema[0] == '\0')
-		cfg.schema = "public";
-	if (!pn_identifier_valid(cfg.schema))
-	{
-		pn_log("PAYNOTIFY_RELAY_SCHEMA must be a plain lower-case identifier");
-		return 2;
-	}
-	if (cfg.poll_max_ms < cfg.poll_min_ms)
-		cfg.poll_max_ms = cfg.poll_min_ms;
-	return -1;
+	return pn_settings_load(argc, argv, &cl);
 }

@@ -6,7 +6,9 @@
 # an operator (given the admin capacity) with cron.schedule; the settled
 # notifications older than the keep disappear while young, failed, parked
 # and anomaly rows and every payment stay, and cron.job_run_details records
-# the runs as succeeded.
+# the runs as succeeded.  The daily plan of the bills' fetch
+# (paynotify_bill_plan) is scheduled the same way and plans the Stripe
+# channel's bill of yesterday.
 #
 # Run as root (or as the cluster's user) from anywhere in the repository:
 #   test/e2e/cron.sh
@@ -65,6 +67,13 @@ job=$("$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U cron_op 
     "SELECT cron.schedule('paynotify-purge', '* * * * *', \$\$SELECT * FROM pay.paynotify_purge('7 days')\$\$)")
 check "cron.schedule returns a job id" yes "$( [[ "$job" =~ ^[0-9]+$ ]] && echo yes || echo "$job")"
 
+# and the daily bills' fetch (the daemon, paynotify-reconcile, fetches what
+# is planned: test/e2e/reconciliation.sh); every minute here, daily in use
+q "SELECT pay.paynotify_alter_channel('st', '{\"secret_key\": \"rk_test_cron\"}')" >/dev/null
+bjob=$("$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir" -p "$port" -U cron_op -d shop -Atc \
+    "SELECT cron.schedule('paynotify-bills', '* * * * *', \$\$SELECT pay.paynotify_bill_plan()\$\$)")
+check "cron.schedule of the bills' plan returns a job id" yes "$( [[ "$bjob" =~ ^[0-9]+$ ]] && echo yes || echo "$bjob")"
+
 left=""
 for _ in $(seq 1 160); do	# the next minute starts within 60 s
     left=$(q "SELECT count(*) FROM pay.payment_notify_log WHERE channel = 'st'")
@@ -87,6 +96,19 @@ check "cron.job_run_details: runs succeeded, none failed" "yes 0" \
     "$( [ "${runs%% *}" -ge 1 ] 2>/dev/null && echo "yes ${runs##* }" || echo "$runs")"
 check "the job runs as the operator" cron_op \
     "$(q "SELECT DISTINCT username FROM cron.job WHERE jobid = ${job:-0}")"
+planned=""
+for _ in $(seq 1 40); do
+    planned=$(q "SELECT channel || ' ' || (bill_date = (now() AT TIME ZONE 'UTC')::date - 1) || ' ' || step
+                 FROM pay.paynotify_bill_fetch")
+    [ -n "$planned" ] && break
+    sleep 0.5
+done
+check "pg_cron planned the Stripe channel's bill of yesterday (UTC), once" "st t page" "$planned"
+check "the bills' job ran as the operator and succeeded" "cron_op|yes" \
+    "$(q "SELECT DISTINCT username FROM cron.job WHERE jobid = ${bjob:-0}")|$(
+       q "SELECT CASE WHEN count(*) FILTER (WHERE status = 'succeeded') >= 1 AND count(*) FILTER (WHERE status = 'failed') = 0
+                 THEN 'yes' ELSE string_agg(status || ': ' || return_message, '; ') END
+          FROM cron.job_run_details WHERE jobid = ${bjob:-0}")"
 check "cron.unschedule" t \
     "$("$PN_PGBIN/psql" -X -q -h "$dir" -p "$port" -U cron_op -d shop -Atc "SELECT cron.unschedule('paynotify-purge')")"
 

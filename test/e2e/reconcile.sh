@@ -13,10 +13,16 @@
 #     applied to nothing and fails --once;
 #   - as a daemon it survives a database restart (reconnects), stops on
 #     SIGTERM when idle and, mid-request, after applying that request;
+#   - a bill's fetch: its steps in order while the database says more, a
+#     body larger than --max-response but within --max-bill handed back
+#     whole, one log line per step, the --once summary; a body over
+#     --max-bill is no response and fails --once;
 #   - --help, --version, a bad option and a password in --dsn.
 #
 # STAND-INS: the database's side of queries (paynotify_query_due,
-# paynotify_query_request, paynotify_query_apply) is stood in for here by
+# paynotify_query_request, paynotify_query_apply) and of bills
+# (paynotify_bill_due, paynotify_bill_request, paynotify_bill_apply) is
+# stood in for here by
 # functions of the same signatures in the test's own schema "standin", which
 # claim, build and record from a table the test fills; the daemon is pointed
 # at them with --schema=standin.  They test the daemon, not the database.
@@ -87,6 +93,40 @@ RETURNS TABLE (status integer, content_type text, body text, outcome text)
 LANGUAGE sql SECURITY DEFINER SET search_path = standin, pg_catalog AS $$
     INSERT INTO standin.applied (channel, order_no, status, headers, body) VALUES ($1, $2, $3, $4, $5);
     SELECT 200, 'text/plain', 'ok', CASE WHEN $3 = 200 THEN 'paid' ELSE 'gateway_' || $3 END
+$$;
+-- a bill's fetch: its steps' requests in order, the step it is at
+CREATE TABLE standin.bill (
+    channel text, bill_date date, next_at timestamptz NOT NULL DEFAULT now(),
+    steps jsonb NOT NULL, step integer NOT NULL DEFAULT 0, PRIMARY KEY (channel, bill_date));
+-- STAND-IN for paynotify_bill_due
+CREATE FUNCTION standin.paynotify_bill_due(max_rows integer DEFAULT 10)
+RETURNS TABLE (channel text, bill_date date)
+LANGUAGE sql SECURITY DEFINER SET search_path = standin, pg_catalog AS $$
+    UPDATE standin.bill b SET next_at = now() + interval '1 hour'
+    FROM (SELECT s.channel, s.bill_date FROM standin.bill s WHERE s.next_at <= now()
+          ORDER BY s.channel LIMIT max_rows FOR UPDATE SKIP LOCKED) c
+    WHERE (b.channel, b.bill_date) = (c.channel, c.bill_date)
+    RETURNING b.channel, b.bill_date
+$$;
+-- STAND-IN for paynotify_bill_request: the step's stored request
+CREATE FUNCTION standin.paynotify_bill_request(channel text, bill_date date)
+RETURNS TABLE (method text, url text, headers jsonb, body text)
+LANGUAGE sql SECURITY DEFINER SET search_path = standin, pg_catalog AS $$
+    SELECT s->>'method', s->>'url', COALESCE(s->'headers', '{}'), s->>'body'
+    FROM standin.bill b, jsonb_extract_path(b.steps, b.step::text) s
+    WHERE b.channel = $1 AND b.bill_date = $2
+$$;
+-- STAND-IN for paynotify_bill_apply: records the answer, moves to the next step
+CREATE FUNCTION standin.paynotify_bill_apply(channel text, bill_date date, status integer,
+                                             headers jsonb, body bytea)
+RETURNS TABLE (outcome text, more boolean)
+LANGUAGE sql SECURITY DEFINER SET search_path = standin, pg_catalog AS $$
+    INSERT INTO standin.applied (channel, order_no, status, headers, body)
+    SELECT $1, 'bill:' || $2 || ':' || b.step, $3, $4, $5 FROM standin.bill b
+    WHERE b.channel = $1 AND b.bill_date = $2;
+    UPDATE standin.bill b SET step = b.step + 1 WHERE b.channel = $1 AND b.bill_date = $2
+    RETURNING CASE WHEN b.step < jsonb_array_length(b.steps) THEN 'next' ELSE 'imported' END,
+              b.step < jsonb_array_length(b.steps)
 $$;
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA standin FROM PUBLIC;
 GRANT USAGE ON SCHEMA standin TO reco;
@@ -200,6 +240,28 @@ q "INSERT INTO standin.due (channel, order_no, method, url) VALUES ('priv', 'P1'
 out=$(PAYNOTIFY_RECONCILE_SCHEMA=standin "$RECONCILE" --once 2>"$dir/priv.log")
 check "a loopback address is refused by default" "1|1|0" \
     "$?|$(grep -c 'query priv P1: no response (address not allowed' "$dir/priv.log")|$(requests "len([x for x in r if x['path'] == '/ok/P1'])")"
+
+# ---- a bill: its steps in order, a large body within --max-bill ------------------------
+: >"$dir/requests.jsonl"
+q "INSERT INTO standin.bill (channel, bill_date, steps) VALUES ('wxb', '2026-11-30', jsonb_build_array(
+     jsonb_build_object('method', 'GET', 'url', '$gw/ok/list', 'headers', jsonb_build_object('Authorization', 'SECRET-BILL-AUTH')),
+     jsonb_build_object('method', 'GET', 'url', '$gw/big/3000000')))" >/dev/null
+out=$(run bill.log --once --max-response=1048576 --max-bill=4194304)
+check "--once: the bill's two steps, the second's 3 MB body within --max-bill: imported, exit 0" \
+    "0|claimed 0, applied 0, failed 0; bills: claimed 1, imported 1, failed 0" "$?|$out"
+check "the steps in order, as the database built them" "/ok/list|/big/3000000" \
+    "$(requests "'|'.join(x['path'] for x in r)")"
+check "the 3 MB body reached the database whole" "3000000|$(python3 -c 'import hashlib; n=3000000; print(hashlib.md5(bytes(range(256))*(n//256)+bytes(range(n%256))).hexdigest())')" \
+    "$(q "SELECT octet_length(body) || '|' || md5(body) FROM standin.applied WHERE order_no = 'bill:2026-11-30:1'")"
+check "one log line per step, no request header" "1|1|0" \
+    "$(grep -c '^paynotify-reconcile: bill wxb 2026-11-30: HTTP 200, outcome next$' "$dir/bill.log")|$(grep -c '^paynotify-reconcile: bill wxb 2026-11-30: HTTP 200, outcome imported$' "$dir/bill.log")|$(grep -c SECRET "$dir/bill.log")"
+q "INSERT INTO standin.bill (channel, bill_date, steps) VALUES ('wxb', '2026-11-29', jsonb_build_array(
+     jsonb_build_object('method', 'GET', 'url', '$gw/big/2000000')))" >/dev/null
+out=$(run bill2.log --once --max-bill=1048576)
+check "a bill's body over --max-bill: no response, nothing applied, --once fails" \
+    "1|claimed 0, applied 0, failed 0; bills: claimed 1, imported 0, failed 1|0" \
+    "$?|$out|$(q "SELECT count(*) FROM standin.applied WHERE order_no LIKE 'bill:2026-11-29:%'")"
+check "the log says why" 1 "$(grep -c '^paynotify-reconcile: bill wxb 2026-11-29: no response (response larger than 1048576 bytes (PAYNOTIFY_RECONCILE_MAX_BILL))$' "$dir/bill2.log")"
 
 # ---- the daemon: database restart, SIGTERM ------------------------------------------
 start daemon.log --interval=200 --reconnect-max=300

@@ -10,6 +10,7 @@ reply depends on the path's first part:
   /busy/...   503, no Retry-After
   /limit/...  429 with Retry-After: 2
   /slow/...   200 "slow" after 1.5 s
+  /big/N      200 with N bytes (0x00 to 0xff over and over)
 anything else 404.  The port it listens on is written to PORT_FILE.
 usage: reconcile_responder.py PORT_FILE LOG
 """
@@ -48,6 +49,19 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(BODY_BYTES)))
             self.end_headers()
             self.wfile.write(BODY_BYTES)
+            return
+        if kind == "big":
+            n = int(self.path.split("/")[2])
+            data = bytes(range(256)) * (n // 256) + bytes(range(n % 256))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            try:
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client stopped reading (over its bound)
+            self.close_connection = True
             return
         if kind == "slow":
             time.sleep(1.5)
