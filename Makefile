@@ -29,6 +29,7 @@ OBJS = \
 	src/commit.o \
 	src/handle.o \
 	src/query.o \
+	src/billfetch.o \
 	src/verify_wxpay.o \
 	src/verify_alipay.o \
 	src/verify_stripe.o \
