@@ -1070,8 +1070,13 @@ DECLARE
 	n integer;
 BEGIN
 	more := false;
-	SELECT * INTO a FROM @extschema@.paynotify_bill_read(f.channel, f.step, f.bill_date, f.download_url,
-		f.hash_value, p_status, p_headers, p_body) r;
+	BEGIN
+		SELECT * INTO a FROM @extschema@.paynotify_bill_read(f.channel, f.step, f.bill_date, f.download_url,
+			f.hash_value, p_status, p_headers, p_body) r;
+	EXCEPTION WHEN program_limit_exceeded THEN
+		-- a file that decompresses to more than a bill may hold
+		SELECT 'refused: ' OPERATOR(pg_catalog.||) SQLERRM AS result INTO a;
+	END;
 	IF a.result OPERATOR(pg_catalog.=) 'next' THEN
 		UPDATE @extschema@.paynotify_bill_fetch x
 			SET step = 'download', download_url = a.url, hash_value = a.hash, last_result = 'list: next'

@@ -151,6 +151,9 @@ RESET paynotify.now;
 SELECT outcome, more FROM pay.paynotify_bill_apply('bf_wx', '2026-03-14', 404, '{}', '\x');
 SELECT step FROM t.bstate() WHERE channel = 'bf_wx';
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list');
+-- a gzip that decompresses to more than a bill may hold: refused
+SELECT outcome, more FROM pay.paynotify_bill_apply('bf_wx', '2026-03-14', 200, '{}', t.bfile('wx_bomb.csv.gz'));
+SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list');
 -- the file, gzip as asked (its SHA-1 is the plain CSV's): imported
 SELECT outcome, more FROM pay.paynotify_bill_apply('bf_wx', '2026-03-14', 200,
 	'{"Content-Type": "application/octet-stream"}', t.bfile('wx_20260314.csv.gz'));
