@@ -774,3 +774,379 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_query_order(text, text) FROM PUBLIC
 COMMENT ON FUNCTION @extschema@.paynotify_query_order(text, text) IS
 	'has the daemon ask the channel''s gateway about the order at its next round (a payment only the bill shows, a customer''s call)';
 SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_query_order(text, text)'::regprocedure, NULL);
+
+-- ===== Fetching the bills =====
+--
+-- The daily bills fetched as the queries are asked (docs/RECONCILIATION.md,
+-- "Fetching the bills"): an operator, or pg_cron, plans a day's fetch of
+-- every channel that can (paynotify_bill_plan); a daemon claims the due
+-- fetches (paynotify_bill_due), asks for the signed request of each one's
+-- step (paynotify_bill_request), sends it and hands the raw answer back
+-- (paynotify_bill_apply), which is verified here and, once the file is
+-- there, imported (paynotify_import_bill).  The daemon holds no key.  On
+-- Citus paynotify_bill_fetch (no order_no) is a reference table, as
+-- paynotify_bill is.
+
+-- One row per channel and day.  step: list (ask where the bill is:
+-- WeChat Pay, Alipay), download (fetch the file from download_url, whose
+-- SHA-1 is hash_value for WeChat Pay), page (Stripe: the next page of the
+-- day's balance transactions, after cursor; pages holds those read so
+-- far), done (imported), failed (given up three days after planned_at).
+CREATE TABLE @extschema@.paynotify_bill_fetch (
+	channel		text NOT NULL,
+	bill_date	date NOT NULL,
+	step		text NOT NULL
+				CHECK (step OPERATOR(pg_catalog.=) ANY ('{list,download,page,done,failed}'::text[])),
+	download_url text,
+	hash_value	text,
+	cursor		text,
+	pages		jsonb NOT NULL DEFAULT '[]',
+	attempts	integer NOT NULL DEFAULT 0,
+	planned_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	next_at		timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	last_at		timestamptz,
+	last_result	text,
+	done_at		timestamptz,
+	PRIMARY KEY (channel, bill_date)
+);
+-- what is due: unfinished, oldest first
+CREATE INDEX paynotify_bill_fetch_due ON @extschema@.paynotify_bill_fetch (next_at)
+	WHERE step OPERATOR(pg_catalog.<>) ALL ('{done,failed}'::text[]);
+COMMENT ON TABLE @extschema@.paynotify_bill_fetch IS
+	'paynotify: the fetches of the daily bills planned (paynotify_bill_plan), where each one is, and how it ended';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill_fetch', '');
+REVOKE ALL ON @extschema@.paynotify_bill_fetch FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill_fetch'::regclass);
+
+-- Whether a channel has what fetching its bills takes: WeChat Pay the
+-- merchant's API key, its serial and the merchant (mchid, or sp_mchid);
+-- Alipay the application's key; Stripe the API key.
+CREATE FUNCTION @extschema@.paynotify_bill_fetchable(gateway text, settings jsonb)
+	RETURNS boolean
+	LANGUAGE sql IMMUTABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT CASE $1
+	WHEN 'wxpay' THEN $2 OPERATOR(pg_catalog.?) 'merchant_private_key'
+					  AND $2 OPERATOR(pg_catalog.?) 'merchant_serial'
+					  AND ($2 OPERATOR(pg_catalog.?) 'mchid' OR $2 OPERATOR(pg_catalog.?) 'sp_mchid')
+	WHEN 'alipay' THEN $2 OPERATOR(pg_catalog.?) 'app_private_key'
+	WHEN 'stripe' THEN $2 OPERATOR(pg_catalog.?) 'secret_key'
+	ELSE false END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_fetchable(text, jsonb) FROM PUBLIC;
+
+-- A bill's day, checked: a finite date, not after today in the gateway's
+-- zone (Asia/Shanghai; Stripe UTC).
+CREATE FUNCTION @extschema@.paynotify_bill_day_check(gateway text, day date)
+	RETURNS date
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF day IS NULL THEN
+		RAISE EXCEPTION 'bill_date must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF NOT pg_catalog.isfinite(day) OR day OPERATOR(pg_catalog.<) '2000-01-01'::date THEN
+		RAISE EXCEPTION 'bill_date must be a finite date of this century' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF day OPERATOR(pg_catalog.>) pg_catalog.timezone(
+			CASE WHEN gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END,
+			pg_catalog.now())::date THEN
+		RAISE EXCEPTION 'bill_date % is in the future', day USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	RETURN day;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_day_check(text, date) FROM PUBLIC;
+
+-- Plan the fetch of a day's bill: every channel that can fetch one (but
+-- those whose settings say "fetch_bills": false), or only the channel
+-- named (an error when it cannot).  day NULL: yesterday in each gateway's
+-- zone.  An unfinished fetch of the day is left as it is; a done or
+-- failed one is planned again only when the day is given.  Returns how
+-- many fetches were planned.
+CREATE FUNCTION @extschema@.paynotify_bill_plan(day date DEFAULT NULL, channel text DEFAULT NULL)
+	RETURNS integer
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_day date := $1;
+	p_channel text := $2;
+	c record;
+	d date;
+	planned integer := 0;
+BEGIN
+	IF p_channel IS NOT NULL THEN
+		SELECT * INTO c FROM @extschema@.paynotify_channel x WHERE x.name OPERATOR(pg_catalog.=) p_channel;
+		IF NOT FOUND THEN
+			RAISE EXCEPTION 'no channel "%"', p_channel USING ERRCODE = 'undefined_object';
+		END IF;
+		IF NOT @extschema@.paynotify_bill_fetchable(c.gateway, c.settings) THEN
+			RAISE EXCEPTION 'channel "%" cannot fetch its bills', p_channel
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = 'WeChat Pay needs merchant_private_key, merchant_serial and mchid (or sp_mchid); Alipay app_private_key; Stripe secret_key.';
+		END IF;
+	END IF;
+	FOR c IN SELECT x.name, x.gateway FROM @extschema@.paynotify_channel x
+			 WHERE (p_channel IS NULL OR x.name OPERATOR(pg_catalog.=) p_channel)
+			   AND @extschema@.paynotify_bill_fetchable(x.gateway, x.settings)
+			   AND (p_channel IS NOT NULL
+					OR pg_catalog.jsonb_typeof(x.settings OPERATOR(pg_catalog.->) 'fetch_bills') IS DISTINCT FROM 'boolean'
+					OR (x.settings OPERATOR(pg_catalog.->) 'fetch_bills')::boolean)
+			 ORDER BY x.name LOOP
+		IF p_day IS NULL THEN
+			d := pg_catalog.timezone(CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC'
+										  ELSE 'Asia/Shanghai' END, pg_catalog.now())::date
+				 OPERATOR(pg_catalog.-) 1;
+		ELSE
+			d := @extschema@.paynotify_bill_day_check(c.gateway, p_day);
+		END IF;
+		INSERT INTO @extschema@.paynotify_bill_fetch AS f (channel, bill_date, step)
+			VALUES (c.name, d, CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'page' ELSE 'list' END)
+		ON CONFLICT ON CONSTRAINT paynotify_bill_fetch_pkey DO UPDATE
+			SET step = EXCLUDED.step, download_url = NULL, hash_value = NULL, cursor = NULL,
+				pages = '[]', attempts = 0, planned_at = pg_catalog.now(), next_at = pg_catalog.now(),
+				last_at = NULL, last_result = NULL, done_at = NULL
+			WHERE p_day IS NOT NULL AND f.step OPERATOR(pg_catalog.=) ANY ('{done,failed}'::text[]);
+		IF FOUND THEN
+			planned := planned OPERATOR(pg_catalog.+) 1;
+		END IF;
+	END LOOP;
+	RETURN planned;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_plan(date, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_bill_plan(date, text) IS
+	'plans the fetch of a day''s bill (default yesterday) of every channel that can fetch one, or of the channel named';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_bill_plan(date, text)'::regprocedure, NULL);
+
+-- The fetches due, claimed: first every unfinished one planned three days
+-- ago or more is given up (step failed); then at most max_rows whose
+-- next_at has come, oldest first, locked past any another daemon holds
+-- (SKIP LOCKED: on Citus too, the table being a reference table), each
+-- counted (attempts, last_at) and put off (next_at: 10 minutes doubling
+-- with each attempt, at most 6 hours) so that no other daemon takes it
+-- meanwhile and an answer that does not finish it leaves it due again then.
+CREATE FUNCTION @extschema@.paynotify_bill_due(max_rows integer DEFAULT 10)
+	RETURNS TABLE (channel text, bill_date date)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	cand record;
+BEGIN
+	IF max_rows IS NULL OR max_rows OPERATOR(pg_catalog.<) 1 OR max_rows OPERATOR(pg_catalog.>) 1000 THEN
+		RAISE EXCEPTION 'max_rows must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	FOR cand IN
+		SELECT f.channel, f.bill_date FROM @extschema@.paynotify_bill_fetch f
+		WHERE f.step OPERATOR(pg_catalog.<>) ALL ('{done,failed}'::text[])
+		  AND f.planned_at OPERATOR(pg_catalog.<=) (pg_catalog.now() OPERATOR(pg_catalog.-) '3 days'::interval)
+		ORDER BY f.channel, f.bill_date
+		FOR UPDATE SKIP LOCKED LOOP
+		UPDATE @extschema@.paynotify_bill_fetch f
+			SET step = 'failed', last_result = pg_catalog.format('gave up after %s attempts: %s',
+				f.attempts, COALESCE(f.last_result, 'no answer'))
+			WHERE f.channel OPERATOR(pg_catalog.=) cand.channel AND f.bill_date OPERATOR(pg_catalog.=) cand.bill_date;
+	END LOOP;
+	FOR cand IN
+		SELECT f.channel, f.bill_date FROM @extschema@.paynotify_bill_fetch f
+		WHERE f.step OPERATOR(pg_catalog.<>) ALL ('{done,failed}'::text[])
+		  AND f.next_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+		ORDER BY f.next_at, f.channel, f.bill_date
+		LIMIT max_rows
+		FOR UPDATE SKIP LOCKED LOOP
+		RETURN QUERY
+		UPDATE @extschema@.paynotify_bill_fetch f
+			SET attempts = f.attempts OPERATOR(pg_catalog.+) 1,
+				last_at = pg_catalog.now(),
+				next_at = pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+					LEAST(600::bigint OPERATOR(pg_catalog.*) (1::bigint OPERATOR(pg_catalog.<<) LEAST(f.attempts, 20)),
+						  21600)::double precision)
+			WHERE f.channel OPERATOR(pg_catalog.=) cand.channel AND f.bill_date OPERATOR(pg_catalog.=) cand.bill_date
+			RETURNING f.channel, f.bill_date;
+	END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_due(integer) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_bill_due(integer) IS
+	'claims the bill fetches due (backoff from 10 minutes doubling to 6 hours; given up three days after planned)';
+
+-- The signer and the reader of a step (src/billfetch.c): only
+-- paynotify_bill_request and paynotify_bill_apply call them.
+CREATE FUNCTION @extschema@.paynotify_bill_sign(channel text, step text, bill_date date, url text,
+		cursor text, OUT method text, OUT url text, OUT headers jsonb, OUT body text)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'paynotify_bill_sign'
+	LANGUAGE C VOLATILE
+	SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_sign(text, text, date, text, text) FROM PUBLIC;
+CREATE FUNCTION @extschema@.paynotify_bill_read(channel text, step text, bill_date date, url text,
+		hash text, status integer, headers jsonb, body bytea,
+		OUT result text, OUT url text, OUT hash text, OUT has_more boolean, OUT cursor text)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'paynotify_bill_read'
+	LANGUAGE C VOLATILE
+	SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_read(text, text, date, text, text, integer, jsonb, bytea) FROM PUBLIC;
+
+-- A fetch of the day's bill of the channel, for the daemon: an error when
+-- there is none or it is over.
+CREATE FUNCTION @extschema@.paynotify_bill_fetch_of(channel text, bill_date date)
+	RETURNS @extschema@.paynotify_bill_fetch
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_channel text := $1;
+	p_day date := $2;
+	gw text;
+	f @extschema@.paynotify_bill_fetch;
+BEGIN
+	IF p_channel IS NULL OR p_day IS NULL THEN
+		RAISE EXCEPTION 'channel and bill_date must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	SELECT c.gateway INTO gw FROM @extschema@.paynotify_channel c WHERE c.name OPERATOR(pg_catalog.=) p_channel;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no channel "%"', p_channel USING ERRCODE = 'undefined_object';
+	END IF;
+	PERFORM @extschema@.paynotify_bill_day_check(gw, p_day);
+	SELECT * INTO f FROM @extschema@.paynotify_bill_fetch x
+	WHERE x.channel OPERATOR(pg_catalog.=) p_channel AND x.bill_date OPERATOR(pg_catalog.=) p_day
+	FOR UPDATE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'no fetch of the bill of channel "%" for % is planned', p_channel, p_day
+			USING ERRCODE = 'no_data_found', HINT = 'Plan it with paynotify_bill_plan.';
+	END IF;
+	IF f.step OPERATOR(pg_catalog.=) ANY ('{done,failed}'::text[]) THEN
+		RAISE EXCEPTION 'the fetch of the bill of channel "%" for % is %', p_channel, p_day, f.step
+			USING ERRCODE = 'object_not_in_prerequisite_state';
+	END IF;
+	RETURN f;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_fetch_of(text, date) FROM PUBLIC;
+
+-- The signed request of the fetch's current step (docs/RECONCILIATION.md):
+-- WeChat Pay's tradebill and its download, signed with the merchant's API
+-- key; Alipay's bill.downloadurl.query signed with the app's key, and the
+-- download from the URL it gave (unsigned: the URL carries Alipay's
+-- token); Stripe's balance transactions, a page at a time, with the API
+-- key as the bearer.
+CREATE FUNCTION @extschema@.paynotify_bill_request(channel text, bill_date date,
+		OUT method text, OUT url text, OUT headers jsonb, OUT body text)
+	RETURNS record
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	f @extschema@.paynotify_bill_fetch := @extschema@.paynotify_bill_fetch_of($1, $2);
+BEGIN
+	SELECT s.method, s.url, s.headers, s.body INTO method, url, headers, body
+	FROM @extschema@.paynotify_bill_sign(f.channel, f.step, f.bill_date, f.download_url, f.cursor) s;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_request(text, date) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_bill_request(text, date) IS
+	'the signed HTTP request of the current step of fetching the channel''s bill of the day';
+
+-- The gateway's answer to that request, as the daemon received it:
+-- verified here; then the fetch goes on to its next step (outcome 'next',
+-- more: ask for the next request at once), or the bill is imported
+-- (paynotify_import_bill: 'imported'), or there is no bill yet ('not
+-- ready'), or the answer is refused ('refused: <why>', nothing imported).
+-- The last two leave the fetch due again at its next_at; a refused
+-- download starts the fetch over from its list step (the gateways' download
+-- URLs last minutes), a refused import of Stripe's pages from the first page.
+CREATE FUNCTION @extschema@.paynotify_bill_apply(channel text, bill_date date, status integer,
+		headers jsonb, body bytea, OUT outcome text, OUT more boolean)
+	RETURNS record
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p_status integer := $3;
+	p_headers jsonb := $4;
+	p_body bytea := $5;
+	f @extschema@.paynotify_bill_fetch := @extschema@.paynotify_bill_fetch_of($1, $2);
+	a record;
+	acc jsonb;
+	file bytea;
+	n integer;
+BEGIN
+	more := false;
+	BEGIN
+		SELECT * INTO a FROM @extschema@.paynotify_bill_read(f.channel, f.step, f.bill_date, f.download_url,
+			f.hash_value, p_status, p_headers, p_body) r;
+	EXCEPTION WHEN program_limit_exceeded THEN
+		-- a file that decompresses to more than a bill may hold
+		SELECT 'refused: ' OPERATOR(pg_catalog.||) SQLERRM AS result INTO a;
+	END;
+	IF a.result OPERATOR(pg_catalog.=) 'next' THEN
+		UPDATE @extschema@.paynotify_bill_fetch x
+			SET step = 'download', download_url = a.url, hash_value = a.hash, last_result = 'list: next'
+			WHERE x.channel OPERATOR(pg_catalog.=) f.channel AND x.bill_date OPERATOR(pg_catalog.=) f.bill_date;
+		outcome := 'next';
+		more := true;
+		RETURN;
+	ELSIF a.result OPERATOR(pg_catalog.=) 'not ready' THEN
+		outcome := 'not ready';
+	ELSIF a.result OPERATOR(pg_catalog.=) 'page' THEN
+		acc := f.pages OPERATOR(pg_catalog.||)
+			(pg_catalog.convert_from(p_body, 'UTF8')::jsonb OPERATOR(pg_catalog.->) 'data');
+		IF a.has_more THEN
+			UPDATE @extschema@.paynotify_bill_fetch x
+				SET pages = acc, cursor = a.cursor,
+					last_result = pg_catalog.format('page: %s transactions so far', pg_catalog.jsonb_array_length(acc))
+				WHERE x.channel OPERATOR(pg_catalog.=) f.channel AND x.bill_date OPERATOR(pg_catalog.=) f.bill_date;
+			outcome := 'next';
+			more := true;
+			RETURN;
+		END IF;
+		file := pg_catalog.convert_to(pg_catalog.jsonb_build_object('object', 'list', 'data', acc,
+			'has_more', false, 'url', '/v1/balance_transactions')::text, 'UTF8');
+	ELSIF a.result OPERATOR(pg_catalog.=) 'file' THEN
+		file := p_body;
+	ELSE
+		outcome := a.result;
+	END IF;
+	IF file IS NOT NULL THEN
+		BEGIN
+			SELECT b.line_count INTO n FROM @extschema@.paynotify_import_bill(f.channel, file, f.bill_date) b;
+			outcome := 'imported';
+		EXCEPTION WHEN data_exception OR invalid_parameter_value OR program_limit_exceeded THEN
+			outcome := 'refused: the bill could not be imported: ' OPERATOR(pg_catalog.||) SQLERRM;
+		END;
+	END IF;
+	IF outcome OPERATOR(pg_catalog.=) 'imported' THEN
+		UPDATE @extschema@.paynotify_bill_fetch x
+			SET step = 'done', done_at = pg_catalog.now(), pages = '[]', cursor = NULL,
+				last_result = pg_catalog.format('imported: %s lines', n)
+			WHERE x.channel OPERATOR(pg_catalog.=) f.channel AND x.bill_date OPERATOR(pg_catalog.=) f.bill_date;
+	ELSE
+		-- a download or an import refused starts over (list, first page)
+		UPDATE @extschema@.paynotify_bill_fetch x
+			SET step = CASE WHEN file IS NOT NULL OR x.step OPERATOR(pg_catalog.=) 'download'
+							THEN CASE WHEN x.step OPERATOR(pg_catalog.=) 'page' THEN 'page' ELSE 'list' END
+							ELSE x.step END,
+				download_url = CASE WHEN x.step OPERATOR(pg_catalog.=) 'download' THEN NULL ELSE x.download_url END,
+				hash_value = CASE WHEN x.step OPERATOR(pg_catalog.=) 'download' THEN NULL ELSE x.hash_value END,
+				pages = CASE WHEN file IS NOT NULL THEN '[]'::jsonb ELSE x.pages END,
+				cursor = CASE WHEN file IS NOT NULL THEN NULL ELSE x.cursor END,
+				last_result = outcome
+			WHERE x.channel OPERATOR(pg_catalog.=) f.channel AND x.bill_date OPERATOR(pg_catalog.=) f.bill_date;
+	END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_apply(text, date, integer, jsonb, bytea) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_bill_apply(text, date, integer, jsonb, bytea) IS
+	'verifies the gateway''s answer to paynotify_bill_request and goes on: the next step, or the bill imported';
+
+SELECT @extschema@.paynotify_capacity_extend(c, f::regprocedure, NULL)
+FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
+	 pg_catalog.unnest(ARRAY['@extschema@.paynotify_bill_due(integer)',
+	 '@extschema@.paynotify_bill_request(text, date)',
+	 '@extschema@.paynotify_bill_apply(text, date, integer, jsonb, bytea)']) f;

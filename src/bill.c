@@ -292,9 +292,14 @@ read_entry(struct archive *a, StringInfo out, size_t *total, const char *what)
 	}
 }
 
-/* The bytes of a gzip stream. */
-static void
-gunzip(const Bill *b, const char *data, size_t len, StringInfo out)
+/*
+ * The bytes of a gzip stream appended to out: false, and why in *err, when
+ * it is no readable gzip (an error when it decompresses to more than
+ * BILL_MAX_BYTES).  Shared with the bill fetch (billfetch.c), which hashes
+ * the file as the gateway did.
+ */
+bool
+pn_gunzip(const char *data, size_t len, StringInfo out, char **errp)
 {
 	struct archive *volatile a = archive_read_new();
 	char	   *volatile err = NULL;
@@ -319,7 +324,17 @@ gunzip(const Bill *b, const char *data, size_t len, StringInfo out)
 		archive_read_free(a);
 	}
 	PG_END_TRY();
-	if (err != NULL)
+	*errp = err;
+	return err == NULL;
+}
+
+/* The bytes of a gzip stream. */
+static void
+gunzip(const Bill *b, const char *data, size_t len, StringInfo out)
+{
+	char	   *err;
+
+	if (!pn_gunzip(data, len, out, &err))
 		malformed(b, "truncated or corrupt gzip (%s)", err);
 }
 

@@ -382,6 +382,15 @@ pn_sha256(const unsigned char *msg, size_t len, unsigned char out[32])
 		elog(ERROR, "paynotify: SHA-256 failed");
 }
 
+/* SHA-1 of msg (a WeChat Pay bill's hash_value): false when OpenSSL fails. */
+bool
+pn_sha1(const unsigned char *msg, size_t len, unsigned char out[20])
+{
+	unsigned int outlen = 0;
+
+	return EVP_Digest(msg, len, out, &outlen, EVP_sha1(), NULL) == 1 && outlen == 20;
+}
+
 /* Constant-time equality of two equally long buffers. */
 bool
 pn_ct_equal(const void *a, const void *b, size_t len)

@@ -20,6 +20,7 @@
 
 #include "postgres.h"
 
+#include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
 #define PAYNOTIFY_EXTNAME "paynotify"
@@ -186,6 +187,30 @@ typedef struct PnQueryAnswer
 #define pn_notice_from_query(n) \
 	(strncmp((n)->notify_id, PN_QUERY_ID_PREFIX, strlen(PN_QUERY_ID_PREFIX)) == 0)
 
+/*
+ * One step of fetching a day's bill (1.4, billfetch.c): what the state of
+ * the fetch says the next request is, and what the gateway's answer to it
+ * says.  Every string is checked before it is used (billfetch.c).
+ */
+typedef struct PnBillStep
+{
+	const char *step;			/* "list", "download" or "page" */
+	const char *day;			/* YYYY-MM-DD, in the gateway's zone */
+	int64		day_start;		/* unix seconds of the day's 00:00 there */
+	const char *url;			/* download: the URL the list step gave */
+	const char *hash;			/* download: its SHA-1 in hex, or NULL */
+	const char *cursor;			/* page: the last id read, or NULL */
+} PnBillStep;
+
+typedef struct PnBillAnswer
+{
+	const char *result;			/* "next", "file", "page" or "not ready" */
+	char	   *url;			/* next: where to download the bill */
+	char	   *hash;			/* next: its SHA-1 (hex), or NULL */
+	bool		has_more;		/* page: another page follows */
+	char	   *cursor;			/* page: the last id of this one */
+} PnBillAnswer;
+
 /* A configured channel, cached per backend (config.c). */
 typedef struct PnChannel
 {
@@ -295,6 +320,18 @@ typedef struct PnGateway
 	 */
 	void		(*close_request) (const PnChannel *ch, const char *order_no, int64 now,
 								  PnQueryRequest *out);
+
+	/*
+	 * Bills (1.4, billfetch.c): build and sign the request of one step of
+	 * fetching a day's bill (ereport on a channel that cannot), and read
+	 * the answer to it: NULL and *answer filled, or why it is refused (a
+	 * fixed text; never raising for anything an answer contains).  NULL:
+	 * the gateway's bills cannot be fetched.
+	 */
+	void		(*bill_request) (const PnChannel *ch, const PnBillStep *step, int64 now,
+								 PnQueryRequest *out);
+	const char *(*bill_response) (const PnChannel *ch, const PnBillStep *step,
+								  const PnRequest *resp, int status, PnBillAnswer *answer);
 } PnGateway;
 
 /* ---------- event.c: the events an outbox row, hook or endpoint may name ---------- */
@@ -402,6 +439,8 @@ extern const char *pn_private_key_check(const char *material);
 extern char *pn_rsa_sign(const char *material, const unsigned char *msg, size_t msglen,
 						 const char **err);
 extern bool pn_ct_equal(const void *a, const void *b, size_t len);
+/* SHA-1 (a bill's hash, as WeChat Pay states it): false when OpenSSL fails. */
+extern bool pn_sha1(const unsigned char *msg, size_t len, unsigned char out[20]);
 extern void pn_crypto_init(void);
 
 /* ---------- apply.c: layer 4 ---------- */
@@ -484,5 +523,11 @@ extern void pn_wipe_string(char *s);
 extern char *pn_query_nonce(void);
 extern void pn_query_header(PnQueryRequest *out, const char *name, char *value);
 extern char *pn_query_notify_id(const char *key, const char *state);
+
+/* ---------- billfetch.c / bill.c: what the gateways' bill fetches share ---------- */
+extern bool pn_url_safe(const char *url);
+extern const char *pn_url_path(const char *url, const char *base);
+extern bool pn_gunzip(const char *data, size_t len, StringInfo out, char **err);
+extern const char *pn_bill_check_sha1(const char *data, size_t len, const char *hash);
 
 #endif							/* PAYNOTIFY_H */

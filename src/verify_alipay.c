@@ -66,6 +66,11 @@ static void alipay_query_request(const PnChannel *ch, const char *order_no, int6
 static PnReason signed_response(const PnRequest *req, const char *key, Jsonb **obj,
 							   char **code);
 static PnReason alipay_close_response(const PnQueryResponse *resp, PnQueryAnswer *answer);
+static bool alipay_download_ok(const AlipayConf *conf, const char *url);
+static void alipay_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now,
+								PnQueryRequest *out);
+static const char *alipay_bill_response(const PnChannel *ch, const PnBillStep *step,
+										const PnRequest *resp, int status, PnBillAnswer *answer);
 static PnReason alipay_query_response(const PnQueryResponse *resp, PnNotice *notice,
 									  PnQueryAnswer *answer);
 static PnReason alipay_authenticate(const PnRequest *req, PnNotice *notice);
@@ -106,6 +111,8 @@ const PnGateway pn_gateway_alipay = {
 	.query_request = alipay_query_request,
 	.query_response = alipay_query_response,
 	.close_request = alipay_close_request,
+	.bill_request = alipay_bill_request,
+	.bill_response = alipay_bill_response,
 };
 
 /* ---------------------------------------------------------------------
@@ -128,11 +135,12 @@ static void *
 alipay_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"app_id", "seller_id", "query_after_s",
-	"app_private_key", "api_base", NULL};
+	"app_private_key", "api_base", "fetch_bills", NULL};
 	AlipayConf *conf = palloc0(sizeof(AlipayConf));
 
 	pn_settings_only(settings, "alipay", allowed);
 	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
+	(void) pn_setting_bool(settings, "fetch_bills");
 	conf->app_id = pn_setting_text(settings, "app_id", true);
 	conf->seller_id = pn_setting_text(settings, "seller_id", false);
 	conf->api_base = pn_setting_base_url(settings, "api_base", "https://openapi.alipay.com");
@@ -641,21 +649,34 @@ fill_notice(const AlipayForm *af, PnNotice *n)
 #define CLOSE_METHOD "alipay.trade.close"
 #define CLOSE_RESPONSE_KEY "alipay_trade_close_response"
 
-/*
- * POST {api_base}/gateway.do with the common parameters in the URL and
- * biz_content {"out_trade_no": ...} in the form body, as Alipay's SDKs
- * send it; signed RSA2 with the application's private key over every
- * parameter but sign, sorted by name, "k=v" joined by '&' (sign_type
- * included: the request rule, not the notifications'); timestamp in
- * Beijing time (UTC+8, no daylight saving).  The one signer of the queries
- * (alipay.trade.query) and the close calls (alipay.trade.close).
- */
+/* Whether the channel can sign a request: else an error saying why not. */
 static void
-alipay_signed_request(const PnChannel *ch, const char *method, const char *order_no, int64 now,
-					  PnQueryRequest *out)
+alipay_can_sign(const PnChannel *ch, const char *what)
 {
 	const AlipayConf *conf = ch->conf;
-	StringInfoData biz;
+
+	if (conf->app_private_key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot %s Alipay: it has no app_private_key", ch->name, what),
+				 errhint("Set app_private_key (from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
+}
+
+/*
+ * POST {api_base}/gateway.do with the common parameters in the URL and
+ * biz_content biz (JSON text the caller built with escape_json) in the
+ * form body, as Alipay's SDKs send it; signed RSA2 with the application's
+ * private key over every parameter but sign, sorted by name, "k=v" joined
+ * by '&' (sign_type included: the request rule, not the notifications');
+ * timestamp in Beijing time (UTC+8, no daylight saving).  The one signer
+ * of Alipay requests: queries (alipay.trade.query), close calls
+ * (alipay.trade.close), bills (alipay.data.dataservice.bill.downloadurl.query).
+ */
+static void
+alipay_signed_call(const PnChannel *ch, const char *method, const char *biz, int64 now,
+				   PnQueryRequest *out)
+{
+	const AlipayConf *conf = ch->conf;
 	StringInfoData content;
 	char		timestamp[32];
 	time_t		beijing = (time_t) (now + 8 * 3600);
@@ -663,22 +684,12 @@ alipay_signed_request(const PnChannel *ch, const char *method, const char *order
 	char	   *sig;
 	const char *err;
 
-	if (conf->app_private_key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("channel \"%s\" cannot call Alipay: it has no app_private_key", ch->name),
-				 errhint("Set app_private_key (from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
 	if (gmtime_r(&beijing, &tm) == NULL ||
 		strftime(timestamp, sizeof(timestamp), "%Y-%m-%d %H:%M:%S", &tm) == 0)
 		elog(ERROR, "paynotify: could not format the time");
-	initStringInfo(&biz);
-	appendStringInfoString(&biz, "{\"out_trade_no\":");
-	escape_json(&biz, order_no);
-	appendStringInfoChar(&biz, '}');
 	initStringInfo(&content);
 	appendStringInfo(&content, "app_id=%s&biz_content=%s&charset=utf-8&format=JSON&method=%s"
-					 "&sign_type=RSA2&timestamp=%s&version=1.0", conf->app_id, biz.data, method,
-					 timestamp);
+					 "&sign_type=RSA2&timestamp=%s&version=1.0", conf->app_id, biz, method, timestamp);
 	sig = pn_rsa_sign(conf->app_private_key, (unsigned char *) content.data, content.len, &err);
 	pfree(content.data);
 	if (sig == NULL)
@@ -688,24 +699,39 @@ alipay_signed_request(const PnChannel *ch, const char *method, const char *order
 	out->method = "POST";
 	out->url = psprintf("%s/gateway.do?app_id=%s&charset=utf-8&format=JSON&method=%s"
 						"&sign=%s&sign_type=RSA2&timestamp=%s&version=1.0",
-						conf->api_base, pn_url_encode(conf->app_id), method, pn_url_encode(sig),
-						pn_url_encode(timestamp));
-	out->body = psprintf("biz_content=%s", pn_url_encode(biz.data));
+						conf->api_base, pn_url_encode(conf->app_id), pn_url_encode(method),
+						pn_url_encode(sig), pn_url_encode(timestamp));
+	out->body = psprintf("biz_content=%s", pn_url_encode(biz));
 	pn_query_header(out, "Content-Type", pstrdup("application/x-www-form-urlencoded;charset=utf-8"));
 	pn_query_header(out, "Accept", pstrdup("application/json"));
+}
+
+/* method with biz_content {"out_trade_no": order_no}: a query, a close. */
+static void
+alipay_order_call(const PnChannel *ch, const char *method, const char *what,
+				  const char *order_no, int64 now, PnQueryRequest *out)
+{
+	StringInfoData biz;
+
+	alipay_can_sign(ch, what);
+	initStringInfo(&biz);
+	appendStringInfoString(&biz, "{\"out_trade_no\":");
+	escape_json(&biz, order_no);
+	appendStringInfoChar(&biz, '}');
+	alipay_signed_call(ch, method, biz.data, now, out);
 }
 
 static void
 alipay_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
 {
-	alipay_signed_request(ch, QUERY_METHOD, order_no, now, out);
+	alipay_order_call(ch, QUERY_METHOD, "query", order_no, now, out);
 }
 
 /* alipay.trade.close of the order, as the query. */
 static void
 alipay_close_request(const PnChannel *ch, const char *order_no, int64 now, PnQueryRequest *out)
 {
-	alipay_signed_request(ch, CLOSE_METHOD, order_no, now, out);
+	alipay_order_call(ch, CLOSE_METHOD, "close an order at", order_no, now, out);
 }
 
 /* Past white space. */
@@ -978,4 +1004,109 @@ alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	else
 		n->notify_id = pn_query_notify_id(resp->order_no, answer->state);
 	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Bills (1.4): alipay.data.dataservice.bill.downloadurl.query, then the
+ * download
+ * ---------------------------------------------------------------------
+ */
+
+#define BILL_METHOD "alipay.data.dataservice.bill.downloadurl.query"
+#define BILL_RESPONSE_KEY "alipay_data_dataservice_bill_downloadurl_query_response"
+
+/*
+ * list: the method with biz_content {"bill_type":"trade","bill_date":day},
+ * signed as queries are; download: GET the bill_download_url, unsigned
+ * (the URL carries Alipay's own token).
+ */
+static void
+alipay_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQueryRequest *out)
+{
+	const AlipayConf *conf = ch->conf;
+	StringInfoData biz;
+
+	alipay_can_sign(ch, "fetch the bills of");
+	if (strcmp(step->step, "list") == 0)
+	{
+		initStringInfo(&biz);
+		appendStringInfoString(&biz, "{\"bill_type\":\"trade\",\"bill_date\":");
+		escape_json(&biz, step->day);
+		appendStringInfoChar(&biz, '}');
+		alipay_signed_call(ch, BILL_METHOD, biz.data, now, out);
+		return;
+	}
+	if (strcmp(step->step, "download") != 0 || step->url == NULL ||
+		!alipay_download_ok(conf, step->url))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("channel \"%s\": no Alipay bill request for step \"%s\"", ch->name, step->step)));
+	out->method = "GET";
+	out->url = pstrdup(step->url);
+	out->body = NULL;
+}
+
+/*
+ * Where an Alipay bill may be downloaded from: https; http on the host of
+ * an http api_base (which is this machine: a simulator); or
+ * http://dwbillcenter.alipay.com, where Alipay itself hands out http URLs.
+ * A file fetched over http is only compared with our ledger, never
+ * applied (docs/SECURITY.md).
+ */
+static bool
+alipay_download_ok(const AlipayConf *conf, const char *url)
+{
+	if (!pn_url_safe(url))
+		return false;
+	if (strncmp(url, "https://", 8) == 0)
+		return true;
+	if (strncmp(url, "http://dwbillcenter.alipay.com/", 31) == 0)
+		return true;
+	return strncmp(conf->api_base, "http://", 7) == 0 && pn_url_path(url, conf->api_base) != NULL;
+}
+
+/*
+ * list: the answer verified as a query's (signed_response, over the exact
+ * text of its response object); code 10000 gives bill_download_url,
+ * sub_code isp.bill_not_exist says there is no bill yet.  download: the
+ * zip as it came (its reading is the import's).
+ */
+static const char *
+alipay_bill_response(const PnChannel *ch, const PnBillStep *step, const PnRequest *req,
+					 int status, PnBillAnswer *answer)
+{
+	const AlipayConf *conf = ch->conf;
+	Jsonb	   *obj;
+	char	   *code;
+	char	   *sub_code;
+	PnReason	r;
+
+	if (strcmp(step->step, "download") == 0)
+	{
+		if (status != 200)
+			return "the download failed";
+		if (req->body_len == 0)
+			return "the file is empty";
+		answer->result = "file";
+		return NULL;
+	}
+	if (strcmp(step->step, "list") != 0)
+		return "no such step of an Alipay bill";
+	if ((r = signed_response(req, BILL_RESPONSE_KEY, &obj, &code)) != PN_OK)
+		return pn_reason_message(r);
+	if (strcmp(code, "10000") != 0)
+	{
+		if (pn_json_string(obj, "sub_code", &sub_code) && strcmp(sub_code, "isp.bill_not_exist") == 0)
+		{
+			answer->result = "not ready";
+			return NULL;
+		}
+		return "the gateway answered an error";
+	}
+	if (!pn_json_string(obj, "bill_download_url", &answer->url))
+		return "malformed answer";
+	if (!alipay_download_ok(conf, answer->url))
+		return "bill_download_url is neither https nor an http URL allowed";
+	answer->result = "next";
+	return NULL;
 }

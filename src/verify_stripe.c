@@ -48,6 +48,11 @@ static void *stripe_load_settings(Jsonb *settings);
 static void stripe_free_settings(void *conf);
 static void stripe_query_request(const PnChannel *ch, const char *order_no, int64 now,
 								 PnQueryRequest *out);
+static void stripe_can_ask(const PnChannel *ch, const char *what);
+static void stripe_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now,
+								PnQueryRequest *out);
+static const char *stripe_bill_response(const PnChannel *ch, const PnBillStep *step,
+										const PnRequest *resp, int status, PnBillAnswer *answer);
 static PnReason stripe_query_response(const PnQueryResponse *resp, PnNotice *notice,
 									  PnQueryAnswer *answer);
 static void stripe_check_key(const char *key_id, const char *material);
@@ -82,6 +87,8 @@ const PnGateway pn_gateway_stripe = {
 	.fail_body = "{\"error\":\"%s\"}",
 	.query_request = stripe_query_request,
 	.query_response = stripe_query_response,
+	.bill_request = stripe_bill_request,
+	.bill_response = stripe_bill_response,
 };
 
 /* ---------------------------------------------------------------------
@@ -111,11 +118,12 @@ static void *
 stripe_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"tolerance_s", "order_ref_path", "livemode", "query_after_s",
-	"secret_key", "api_base", "query_trusted", NULL};
+	"secret_key", "api_base", "query_trusted", "fetch_bills", NULL};
 	StripeConf *conf = palloc0(sizeof(StripeConf));
 
 	pn_settings_only(settings, "stripe", allowed);
 	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
+	(void) pn_setting_bool(settings, "fetch_bills");
 	conf->tolerance_s = pn_setting_int(settings, "tolerance_s", 300, 1, 86400);
 	conf->order_ref_path = pn_setting_text(settings, "order_ref_path", false);
 	if (conf->order_ref_path == NULL)
@@ -573,11 +581,7 @@ stripe_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQue
 	const char *key = metadata_key(ch);
 	StringInfoData q;
 
-	if (conf->secret_key == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("channel \"%s\" cannot query Stripe: it has no secret_key", ch->name),
-				 errhint("Set secret_key (a restricted rk_ key, from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
+	stripe_can_ask(ch, "query");
 	initStringInfo(&q);
 	appendStringInfo(&q, "metadata['%s']:'", key);
 	for (const char *c = order_no; *c; c++)
@@ -592,6 +596,20 @@ stripe_query_request(const PnChannel *ch, const char *order_no, int64 now, PnQue
 						conf->api_base, pn_url_encode(q.data), MAX_INTENTS);
 	out->body = NULL;
 	pn_query_header(out, "Authorization", psprintf("Bearer %s", conf->secret_key));
+}
+
+/* Whether the channel has the API key to ask with: else an error. */
+static void
+stripe_can_ask(const PnChannel *ch, const char *what)
+{
+	const StripeConf *conf = ch->conf;
+
+	if (conf->secret_key == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("channel \"%s\" cannot %s Stripe: it has no secret_key", ch->name,
+						strcmp(what, "query") == 0 ? "query" : "fetch the bills of"),
+				 errhint("Set secret_key (a restricted rk_ key, from a file: {\"file\": \"<name>\"}) with paynotify_alter_channel.")));
 }
 
 /*
@@ -707,4 +725,91 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	if (canceled && !conf->query_trusted)
 		answer->state = "canceled, unverified";
 	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Bills (1.4): the day's balance transactions, page by page
+ * ---------------------------------------------------------------------
+ */
+
+#define BILL_PAGE 100
+
+/* A Stripe object id: letters, digits and _, at most 255. */
+static bool
+stripe_id_ok(const char *id)
+{
+	size_t		n = strlen(id);
+
+	return n > 0 && n <= 255 && strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == n;
+}
+
+/*
+ * page: GET {api_base}/v1/balance_transactions?created[gte]=<the day's
+ * 00:00 UTC>&created[lt]=<+86400>&limit=100, after the first page
+ * &starting_after=<the last id read>; with the API key as the bearer,
+ * as queries are.
+ */
+static void
+stripe_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQueryRequest *out)
+{
+	const StripeConf *conf = ch->conf;
+	StringInfoData url;
+
+	stripe_can_ask(ch, "bill");
+	if (strcmp(step->step, "page") != 0 || (step->cursor != NULL && !stripe_id_ok(step->cursor)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("channel \"%s\": no Stripe bill request for step \"%s\"", ch->name, step->step)));
+	initStringInfo(&url);
+	appendStringInfo(&url, "%s/v1/balance_transactions?created%%5Bgte%%5D=" INT64_FORMAT
+					 "&created%%5Blt%%5D=" INT64_FORMAT "&limit=%d",
+					 conf->api_base, step->day_start, step->day_start + 86400, BILL_PAGE);
+	if (step->cursor != NULL)
+		appendStringInfo(&url, "&starting_after=%s", pn_url_encode(step->cursor));
+	out->method = "GET";
+	out->url = url.data;
+	out->body = NULL;
+	pn_query_header(out, "Authorization", psprintf("Bearer %s", conf->secret_key));
+}
+
+/*
+ * A page: {"object": "list", "data": [...], "has_more": ...}, each a
+ * balance transaction with its id.  Unsigned, as every Stripe answer:
+ * read only on a channel that says query_trusted, else refused.
+ */
+static const char *
+stripe_bill_response(const PnChannel *ch, const PnBillStep *step, const PnRequest *req,
+					 int status, PnBillAnswer *answer)
+{
+	const StripeConf *conf = ch->conf;
+	Jsonb	   *doc;
+	Jsonb	  **txns;
+	int			ntxns;
+	char	   *object;
+
+	if (!conf->query_trusted)
+		return "Stripe's answers are unsigned: the channel does not set query_trusted";
+	if (strcmp(step->step, "page") != 0)
+		return "no such step of a Stripe bill";
+	if (status != 200)
+		return "the gateway answered an error";
+	doc = pn_parse_json(req->body, req->body_len);
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
+		!pn_json_string(doc, "object", &object) || strcmp(object, "list") != 0 ||
+		!pn_json_bool(doc, "has_more", &answer->has_more) ||
+		!pn_json_objects(doc, "data", BILL_PAGE, &txns, &ntxns))
+		return "malformed answer";
+	for (int i = 0; i < ntxns; i++)
+	{
+		if (!pn_json_string(txns[i], "object", &object) ||
+			strcmp(object, "balance_transaction") != 0 ||
+			!pn_json_string(txns[i], "id", &answer->cursor) || !stripe_id_ok(answer->cursor))
+			return "malformed answer";
+	}
+	if (answer->has_more && ntxns == 0)
+		return "malformed answer";
+	if (ntxns == 0)
+		answer->cursor = NULL;
+	answer->result = "page";
+	return NULL;
 }

@@ -71,6 +71,10 @@ static void wx_close_request(const PnChannel *ch, const char *order_no, int64 no
 static void wx_query_request(const PnChannel *ch, const char *order_no, int64 now,
 							 PnQueryRequest *out);
 static PnReason wx_close_response(const PnRequest *req, PnQueryAnswer *answer);
+static void wx_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now,
+							PnQueryRequest *out);
+static const char *wx_bill_response(const PnChannel *ch, const PnBillStep *step,
+									const PnRequest *resp, int status, PnBillAnswer *answer);
 static PnReason wx_query_response(const PnQueryResponse *resp, PnNotice *notice,
 								  PnQueryAnswer *answer);
 
@@ -88,6 +92,8 @@ const PnGateway pn_gateway_wxpay = {
 	.query_request = wx_query_request,
 	.query_response = wx_query_response,
 	.close_request = wx_close_request,
+	.bill_request = wx_bill_request,
+	.bill_response = wx_bill_response,
 };
 
 /*
@@ -100,13 +106,14 @@ wx_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"apiv3_key", "mchid", "appid", "tolerance_s",
 	"sp_mchid", "sub_mchid", "sp_appid", "sub_appid", "query_after_s",
-	"merchant_private_key", "merchant_serial", "api_base", NULL};
+	"merchant_private_key", "merchant_serial", "api_base", "fetch_bills", NULL};
 	WxConf	   *conf = palloc0(sizeof(WxConf));
 	char	   *key;
 	size_t		keylen;
 
 	pn_settings_only(settings, "wxpay", allowed);
 	(void) pn_setting_int(settings, "query_after_s", 300, 5, 86400);
+	(void) pn_setting_bool(settings, "fetch_bills");
 	key = pn_setting_text(settings, "apiv3_key", true);
 	keylen = strlen(key);
 	if (keylen == APIV3_KEY_LEN)
@@ -570,8 +577,8 @@ wx_request_merchant(const PnChannel *ch, const char *what)
  * merchant's API private key over "method\npath\ntimestamp\nnonce\nbody\n"
  * (the URL's path and query; the body empty for a GET), a fresh nonce, in
  * the header Authorization: WECHATPAY2-SHA256-RSA2048 mchid="",nonce_str="",
- * signature="",timestamp="",serial_no="".  The one signer of the queries
- * and the close calls.
+ * signature="",timestamp="",serial_no="".  The one signer of the queries,
+ * the close calls and the bills' requests.
  */
 static void
 wx_signed_request(const PnChannel *ch, const char *mchid, const char *method,
@@ -774,4 +781,102 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 	(void) pn_json_string(doc, "transaction_id", &n->trade_no);
 	n->notify_id = pn_query_notify_id(resp->order_no, state);
 	return PN_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Bills (1.4): 申请交易账单, then its download
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * list: GET /v3/bill/tradebill?bill_date=&bill_type=ALL&tar_type=GZIP (a
+ * service provider's channel adds &sub_mchid=, as WeChat Pay documents
+ * it for service providers); download: GET the download_url its answer
+ * gave, on api_base's origin.  Both signed by the merchant as queries are.
+ */
+static void
+wx_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQueryRequest *out)
+{
+	const WxConf *conf = ch->conf;
+	const char *mchid = wx_request_merchant(ch, "fetch the bills of");
+	const char *path;
+
+	if (strcmp(step->step, "list") == 0)
+	{
+		if (conf->sp_mchid != NULL && conf->sub_mchid != NULL)
+			path = psprintf("/v3/bill/tradebill?bill_date=%s&bill_type=ALL&tar_type=GZIP&sub_mchid=%s",
+							pn_url_encode(step->day), pn_url_encode(conf->sub_mchid));
+		else
+			path = psprintf("/v3/bill/tradebill?bill_date=%s&bill_type=ALL&tar_type=GZIP",
+							pn_url_encode(step->day));
+	}
+	else if (strcmp(step->step, "download") == 0 && step->url != NULL &&
+			 (path = pn_url_path(step->url, conf->api_base)) != NULL)
+		 /* path set */ ;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("channel \"%s\": no WeChat Pay bill request for step \"%s\"", ch->name, step->step)));
+	wx_signed_request(ch, mchid, "GET", path, NULL, now, out);
+}
+
+/*
+ * list: the answer is signed as a query's (check_signature);
+ * {download_url, hash_type "SHA1", hash_value}, the URL on api_base's
+ * origin; 400 NO_STATEMENT_EXIST or STATEMENT_CREATING: no bill yet.
+ * download: the file is unsigned; it is the bill when its SHA-1 (of the
+ * plain text, gunzipped) is the one the signed list answer stated.
+ */
+static const char *
+wx_bill_response(const PnChannel *ch, const PnBillStep *step, const PnRequest *req, int status,
+				 PnBillAnswer *answer)
+{
+	const WxConf *conf = ch->conf;
+	WxHeaders	h;
+	Jsonb	   *doc;
+	char	   *code;
+	char	   *type;
+	PnReason	r;
+
+	if (strcmp(step->step, "download") == 0)
+	{
+		if (status != 200)
+			return "the download failed";
+		if (req->body_len == 0)
+			return "the file is empty";
+		if ((type = (char *) pn_bill_check_sha1(req->body, req->body_len, step->hash)) != NULL)
+			return type;
+		answer->result = "file";
+		return NULL;
+	}
+	if (strcmp(step->step, "list") != 0)
+		return "no such step of a WeChat Pay bill";
+	if ((r = read_headers(req->headers, &h)) != PN_OK)
+		return pn_reason_message(r);
+	if ((r = check_signature(req, conf, &h)) != PN_OK)
+		return pn_reason_message(r);
+	doc = pn_parse_json(req->body, req->body_len);
+	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
+		return "malformed answer";
+	if (pn_json_string(doc, "code", &code))
+	{
+		if (strcmp(code, "NO_STATEMENT_EXIST") == 0 || strcmp(code, "STATEMENT_CREATING") == 0)
+		{
+			answer->result = "not ready";
+			return NULL;
+		}
+		return "the gateway answered an error";
+	}
+	if (status != 200 ||
+		!pn_json_string(doc, "download_url", &answer->url) ||
+		!pn_json_string(doc, "hash_type", &type) ||
+		!pn_json_string(doc, "hash_value", &answer->hash))
+		return "malformed answer";
+	if (pg_strcasecmp(type, "SHA1") != 0 || strlen(answer->hash) != 40 ||
+		strspn(answer->hash, "0123456789abcdefABCDEF") != 40)
+		return "the bill's hash is no SHA-1";
+	if (pn_url_path(answer->url, conf->api_base) == NULL)
+		return "download_url is not on the origin of api_base";
+	answer->result = "next";
+	return NULL;
 }

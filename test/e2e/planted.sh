@@ -160,6 +160,10 @@ SELECT public.paynotify_redeliver(:ep) >= 0;
 SELECT public.paynotify_purge_deliveries('7 days') >= 0;
 SELECT public.paynotify_drop_endpoint(:ep);
 SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('QUJD', 8)) IS NOT NULL;
+SELECT public.paynotify_alter_channel('pl_st', '{"secret_key": "rk_test_TESTONLY0000000000000000"}');
+SELECT public.paynotify_bill_plan('2026-03-14', 'pl_st') = 1;
+SELECT public.paynotify_bill_plan() >= 0;
+SELECT count(*) >= 0 FROM public.paynotify_bill_fetch;
 SQL
 check_rc "the operator calls every function of the admin capacity" 0 \
     as pl_ops shop -v secret="$secret" -v pub="$pub" -f "$dir/ops.sql"
@@ -192,15 +196,18 @@ check "the operator registers an expectation (1.4)" "PL-EXP|300" \
 check_calls shop "the operator calling paynotify_expect"
 
 # the relay: fan out, claim, report
-check_rc "the relay fans out, claims and reports" 0 as pl_relay shop <<'SQL'
+check_rc "the relay fans out, claims and reports, and fetches a bill" 0 as pl_relay shop <<'SQL'
 SELECT public.paynotify_relay_fanout(1000) >= 0;
 BEGIN;
 CREATE TEMP TABLE claimed AS SELECT * FROM public.paynotify_relay_claim(10);
 SELECT public.paynotify_relay_report(ARRAY(SELECT delivery_id FROM claimed),
 	ARRAY(SELECT 500 FROM claimed), ARRAY(SELECT 'HTTP 500'::text FROM claimed)) >= 0;
 COMMIT;
+SELECT count(*) >= 0 FROM public.paynotify_bill_due(10);
+SELECT method FROM public.paynotify_bill_request('pl_st', '2026-03-14');
+SELECT outcome FROM public.paynotify_bill_apply('pl_st', '2026-03-14', 200, '{}', '\x7b7d');
 SQL
-check_calls shop "the relay calling fanout, claim and report"
+check_calls shop "the relay calling fanout, claim and report, and fetching a bill"
 
 # the application's role: its own updates pass the guard, illegal ones not
 su shop -q -c "GRANT UPDATE, SELECT ON public.orders TO pl_app"

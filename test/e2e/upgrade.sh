@@ -282,6 +282,8 @@ check "1.4: the operator registers an expectation and reads it; a paid order's i
        op "SELECT settled_by FROM pay.paynotify_expect('st', (SELECT order_no FROM pay.payment_record WHERE channel = 'st' ORDER BY created_at LIMIT 1))")"
 sql -d old -c "DELETE FROM pay.paynotify_expectation" >/dev/null
 check "1.4: the operator reads the imported bills" "0" "$(op "SELECT count(*) FROM pay.paynotify_bill_line")"
+check "1.4: the operator plans the bills' fetches and reads them" "t|t" \
+    "$(op "SELECT pay.paynotify_bill_plan() >= 0")|$(op "SELECT count(*) >= 0 FROM pay.paynotify_bill_fetch")"
 
 # 1.1 to 1.2 with the relay's rows: a delivery made at 1.1 keeps its
 # webhook-id (evt_<outbox id>: its receiver may have it already), a new one

@@ -273,9 +273,84 @@ def stripe():
     ]
 
 
+BILLS = os.path.join(HERE, "..", "bills")
+WX_API = "https://api.mch.weixin.qq.com"
+ALI_API = "http://127.0.0.1:8099"
+
+
+def bills():
+    """The answers to the steps of fetching a day's bill (sql/bill_fetch.sql):
+    WeChat Pay's tradebill (signed, with the SHA-1 of the plain CSV of
+    test/bills/wx_20260314.csv, which the .gz there holds), Alipay's
+    bill.downloadurl.query (signed) and Stripe's balance transactions of
+    test/bills/stripe_20260314.json in two pages."""
+    import hashlib
+    csv = open(os.path.join(BILLS, "wx_20260314.csv"), "rb").read()
+    sha = hashlib.sha1(csv).hexdigest()
+    url = WX_API + "/v3/billdownload/file?token=7c3132337c"
+
+    def tb(name, body, status=200, **kw):
+        e = wx_answer(name, "", body, status=status, **kw)
+        e["gateway"] = "wxpay"
+        del e["order"]
+        return e
+    good = compact({"download_url": url, "hash_type": "SHA1", "hash_value": sha})
+    out = [
+        tb("bill_wx_list", good),
+        tb("bill_wx_list_wrong_key", good, keyfile="wechat_platform_2.key.pem"),
+        tb("bill_wx_list_tampered", good.replace(sha.encode(), b"0" * 40), signed_body=good),
+        tb("bill_wx_list_other_origin", compact({
+            "download_url": "https://bills.example.com/v3/billdownload/file?token=7c3132337c",
+            "hash_type": "SHA1", "hash_value": sha})),
+        tb("bill_wx_list_bad_hash", compact({"download_url": url, "hash_type": "SHA1",
+                                              "hash_value": hashlib.sha1(b"another bill").hexdigest()})),
+        tb("bill_wx_not_ready", compact({"code": "NO_STATEMENT_EXIST",
+                                          "message": "no statement"}), status=400),
+    ]
+
+    def ab(name, response, **kw):
+        e = ali_answer(name, "", response,
+                       key=b"alipay_data_dataservice_bill_downloadurl_query_response", **kw)
+        del e["order"]
+        return e
+    dl = (ALI_API + "/downloadBillFile.resource?bizType=trade&userId=20881234567890120156"
+          "&fileType=csv.zip&bizDates=20260916&downloadFileName=20881234567890120156_20260916.csv.zip"
+          "&fileId=%2Ftrade%2F20881234567890120156%2F20260916.csv.zip&timestamp=1767300000&token=TESTONLY")
+    ok = {"code": "10000", "msg": "Success", "bill_download_url": dl}
+    out += [
+        ab("bill_ali_list", ok),
+        ab("bill_ali_list_wrong_key", ok, keyfile="alipay_2.key.pem"),
+        ab("bill_ali_list_other_host", dict(ok, bill_download_url="http://bills.example.com/x.zip")),
+        ab("bill_ali_not_ready", {"code": "40004", "msg": "Business Failed",
+                                  "sub_code": "isp.bill_not_exist", "sub_msg": "bill does not exist"}),
+    ]
+    # the request at TS, signed with the application's key merchant_1
+    ali = s.Alipay()
+    biz = compact({"bill_type": "trade", "bill_date": "2026-09-16"}).decode()
+    params = {"app_id": ali.app_id, "biz_content": biz, "charset": "utf-8", "format": "JSON",
+              "method": "alipay.data.dataservice.bill.downloadurl.query", "sign_type": "RSA2",
+              "timestamp": "2026-01-02 04:40:00", "version": "1.0"}
+    content = "&".join("%s=%s" % (k, params[k]) for k in sorted(params))
+    params["sign"] = s.rsa_sign("merchant_1.key.pem", content.encode())
+    q = lambda v: urllib.parse.quote(v, safe="-._~")  # noqa: E731
+    url = ALI_API + "/gateway.do?" + "&".join(
+        "%s=%s" % (k, q(params[k])) for k in sorted(params) if k != "biz_content")
+    out.append({"name": "bill_ali_request", "gateway": "alipay", "now": TS,
+                "method": "POST", "url": url, "body": "biz_content=" + q(biz),
+                "sign_content": content})
+    # Stripe: the day's transactions in two pages
+    data = json.load(open(os.path.join(BILLS, "stripe_20260314.json")))["data"]
+    for name, part, more in (("bill_st_page1", data[:2], True), ("bill_st_page2", data[2:], False)):
+        out.append({"name": name, "gateway": "stripe", "now": TS, "status": 200,
+                    "headers": {"Content-Type": "application/json"},
+                    "body": json.dumps({"object": "list", "url": "/v1/balance_transactions",
+                                        "has_more": more, "data": part}, indent=2) + "\n"})
+    return out
+
+
 def main():
     s.check_vectors()
-    entries = wechat() + alipay() + stripe()
+    entries = wechat() + alipay() + stripe() + bills()
     json.dump(entries, sys.stdout, ensure_ascii=False, indent=1)
     sys.stdout.write("\n")
 
