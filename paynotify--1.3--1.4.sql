@@ -64,9 +64,14 @@ CREATE TABLE @extschema@.paynotify_expectation (
 	settled_by	text CHECK (settled_by OPERATOR(pg_catalog.=) ANY ('{payment,close}'::text[])),
 	settled_notify_id text,
 	-- an expired order the gateway says is not paid yet (WeChat Pay NOTPAY,
-	-- Alipay WAIT_BUYER_PAY): its next request is the gateway's close call,
-	-- and the answer to it is read as a close's (paynotify_query_apply)
+	-- Alipay WAIT_BUYER_PAY): its next request is the gateway's close call
+	-- (close_requested_at), counted and stamped when it is built
+	-- (close_attempts, close_sent_at; never cleared: a trade closed at the
+	-- gateway cannot be paid, so such an expectation is not extended); an
+	-- answer after it is read as the close's unless it is a query's
+	-- (paynotify_query_apply)
 	close_requested_at timestamptz,
+	close_sent_at	timestamptz,
 	close_attempts	integer NOT NULL DEFAULT 0,
 	CHECK ((settled_at IS NULL) OPERATOR(pg_catalog.=) (settled_by IS NULL)),
 	PRIMARY KEY (order_no, channel)
@@ -134,12 +139,20 @@ BEGIN
 				CASE WHEN paid_by IS NOT NULL THEN 'payment' END, paid_by)
 	ON CONFLICT ON CONSTRAINT paynotify_expectation_pkey DO UPDATE
 		SET expires_at = EXCLUDED.expires_at, close_requested_at = NULL
-		WHERE e.settled_at IS NULL
+		WHERE e.settled_at IS NULL AND e.close_sent_at IS NULL
 		  AND (e.expires_at IS NULL OR EXCLUDED.expires_at OPERATOR(pg_catalog.>) e.expires_at)
 	RETURNING * INTO r;
 	IF r IS NULL THEN
 		SELECT * INTO r FROM @extschema@.paynotify_expectation e
 		WHERE e.order_no OPERATOR(pg_catalog.=) p_order_no AND e.channel OPERATOR(pg_catalog.=) p_channel;
+		-- a trade the gateway was asked to close cannot be paid: no later end
+		IF r.settled_at IS NULL AND r.close_sent_at IS NOT NULL AND p_expires IS NOT NULL
+		   AND (r.expires_at IS NULL OR p_expires OPERATOR(pg_catalog.>) r.expires_at) THEN
+			RAISE EXCEPTION 'order "%" was asked to be closed at the gateway of channel "%"', p_order_no, p_channel
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  DETAIL = 'A trade closed at the gateway cannot be paid; its expires_at is not moved.',
+					  HINT = 'Send the payment under a new order number and expect that one.';
+		END IF;
 	END IF;
 	RETURN r;
 END

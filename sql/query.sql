@@ -26,13 +26,18 @@ END
 $$;
 -- Answers handed back one after another, and what each left on the
 -- order's expectation.
+-- Each step as the daemon takes it: the request built (a query, or the
+-- gateway's close call), then the answer handed back.
 CREATE FUNCTION t.qsteps(chan text, ord text, answers text[])
-	RETURNS TABLE (step int, answer text, outcome text, last_result text, close_requested boolean,
-				   close_attempts int)
+	RETURNS TABLE (step int, request text, answer text, outcome text, last_result text,
+				   close_requested boolean, close_attempts int)
 	LANGUAGE plpgsql AS $$
 BEGIN
 	FOR i IN 1 .. array_length(answers, 1) LOOP
 		step := i;
+		SELECT CASE WHEN r.url LIKE '%/close' OR r.url LIKE '%method=alipay.trade.close%' THEN 'close'
+					ELSE 'query' END
+			INTO request FROM pay.paynotify_query_request(chan, ord) r;
 		answer := answers[i];
 		SELECT a.outcome INTO outcome FROM t.qapply(chan, answers[i]) a;
 		SELECT e.last_result, e.close_requested_at IS NOT NULL, e.close_attempts
@@ -360,6 +365,34 @@ SELECT t.set_order('QA-7', 'pending');
 SELECT (pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '1 hour')).order_no;
 UPDATE pay.paynotify_expectation SET close_requested_at = now() WHERE order_no = 'QA-7';
 SELECT close_requested_at FROM pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '2 hours');
+-- once the close call was built (it may have reached the gateway), the
+-- order is not extended: a trade closed there cannot be paid (55000); the
+-- same or an earlier expires_at changes nothing and raises nothing
+UPDATE pay.paynotify_expectation SET close_requested_at = now() WHERE order_no = 'QA-7';
+SELECT method, url LIKE '%method=alipay.trade.close%' AS is_close FROM pay.paynotify_query_request('qy_ali', 'QA-7');
+SELECT close_sent_at IS NOT NULL AS close_sent, close_attempts FROM pay.paynotify_expectation WHERE order_no = 'QA-7';
+SELECT order_no FROM pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '3 hours');
+SELECT (pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '90 minutes')).order_no;
+-- while that close is unanswered, a query's answer is still read as a
+-- query's (the gateway's answers tell them apart): a query's answer (of
+-- another order here) is refused as a query's, not as a close's, and the
+-- close stays outstanding
+SELECT * FROM t.qapply('qy_ali', 'ali_wait_qa6', 'QA-7');
+SELECT last_result, close_requested_at IS NOT NULL AS close_requested FROM pay.paynotify_expectation WHERE order_no = 'QA-7';
+-- the bound is on the calls built: at most 3 signed close calls, however
+-- often the request is asked for; then a query again, the close dropped
+CREATE FUNCTION t.qkind(chan text, ord text, OUT is_close boolean, OUT close_attempts int,
+		OUT close_requested boolean)
+	LANGUAGE plpgsql AS $$
+BEGIN
+	SELECT r.url LIKE '%method=alipay.trade.close%' INTO is_close FROM pay.paynotify_query_request(chan, ord) r;
+	SELECT e.close_attempts, e.close_requested_at IS NOT NULL INTO close_attempts, close_requested
+		FROM pay.paynotify_expectation e WHERE e.order_no = ord AND e.channel = chan;
+END
+$$;
+SELECT * FROM t.qkind('qy_ali', 'QA-7');
+SELECT * FROM t.qkind('qy_ali', 'QA-7');
+SELECT * FROM t.qkind('qy_ali', 'QA-7');
 -- TRADE_CLOSED after expires_at: unpaid (timed out), closed; after a
 -- payment (refunded in full: a payment date, money received), nothing
 SELECT t.set_order(o, 'pending') FROM unnest('{QA-4,QA-5}'::text[]) o;

@@ -175,6 +175,7 @@ typedef struct PnQueryAnswer
 {
 	PnQueryVerdict verdict;
 	const char *state;			/* the gateway's word (SUCCESS, NOTPAY, ...) */
+	bool		close_answer;	/* read as the answer to a close call */
 	bool		closed;			/* an answer to a close call: the gateway
 								 * closed the trade (else it refused) */
 } PnQueryAnswer;
@@ -237,8 +238,9 @@ typedef struct PnQueryResponse
 	PnRequest	req;			/* its headers and body, the channel, now */
 	int			status;			/* HTTP status: never signed, a hint only */
 	const char *order_no;		/* the order asked about */
-	bool		close;			/* the answer to a close call (close_request),
-								 * not to a query */
+	bool		close;			/* a close call (close_request) was sent and
+								 * not answered: the answer is read as its
+								 * unless it is a query's */
 } PnQueryResponse;
 
 /* The HTTP part of the reply row. */

@@ -259,15 +259,46 @@ expectation_exec(const char *sql, int expect_rc, const char *order_no, const cha
 /*
  * Whether the order's next request on the channel is the gateway's close
  * call: its expectation, unsettled, has a close requested (a "not paid"
- * answer after expires_at, paynotify_query_apply), and the gateway has
- * one.  The answer to the request is read as the same call's.
+ * answer after expires_at, paynotify_query_apply), fewer than
+ * MAX_CLOSE_ATTEMPTS were sent, and the gateway has one.  Then the call is
+ * counted and stamped (close_attempts, close_sent_at) as it is built, so
+ * that no caller gets more signed close calls than the bound; at the bound
+ * the close is no longer requested and a query is built.
  */
 static bool
-expectation_close_wanted(PnConfig *cfg, const PnChannel *ch, const char *order_no)
+expectation_close_send(PnConfig *cfg, const PnChannel *ch, const char *order_no)
 {
 	if (!cfg->schema_14 || ch->gw->close_request == NULL)
 		return false;
-	return expectation_exec(psprintf("SELECT e.close_requested_at IS NOT NULL"
+	if (expectation_exec(psprintf("UPDATE %s.paynotify_expectation e"
+								  " SET close_sent_at = pg_catalog.now(),"
+								  " close_attempts = e.close_attempts OPERATOR(pg_catalog.+) 1"
+								  " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+								  " AND e.channel OPERATOR(pg_catalog.=) $2"
+								  " AND e.settled_at IS NULL AND e.close_requested_at IS NOT NULL"
+								  " AND e.close_attempts OPERATOR(pg_catalog.<) %d"
+								  " RETURNING true", cfg->schema, MAX_CLOSE_ATTEMPTS),
+						 SPI_OK_UPDATE_RETURNING, order_no, ch->name, NULL))
+		return true;
+	(void) expectation_exec(psprintf("UPDATE %s.paynotify_expectation e SET close_requested_at = NULL"
+									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
+									 " AND e.channel OPERATOR(pg_catalog.=) $2"
+									 " AND e.close_requested_at IS NOT NULL", cfg->schema),
+							SPI_OK_UPDATE, order_no, ch->name, NULL);
+	return false;
+}
+
+/*
+ * Whether a close call of the order was sent on the channel and not
+ * answered yet: an answer is then read as the close's, unless it is a
+ * query's (the gateway tells them apart: query_response).
+ */
+static bool
+expectation_close_outstanding(PnConfig *cfg, const PnChannel *ch, const char *order_no)
+{
+	if (!cfg->schema_14 || ch->gw->close_request == NULL)
+		return false;
+	return expectation_exec(psprintf("SELECT e.close_sent_at OPERATOR(pg_catalog.>=) e.close_requested_at"
 									 " FROM %s.paynotify_expectation e"
 									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
 									 " AND e.channel OPERATOR(pg_catalog.=) $2"
@@ -302,7 +333,7 @@ paynotify_query_request(PG_FUNCTION_ARGS)
 	JsonbParseState *st = NULL;
 
 	memset(&req, 0, sizeof(req));
-	if (expectation_close_wanted(cfg, ch, order_no))
+	if (expectation_close_send(cfg, ch, order_no))
 		ch->gw->close_request(ch, order_no, pn_now(), &req);
 	else
 		ch->gw->query_request(ch, order_no, pn_now(), &req);
@@ -425,15 +456,14 @@ expectation_closed_here(PnConfig *cfg, const char *channel, const char *order_no
 
 /*
  * A "not paid" answer (PN_Q_OPEN) of an expired order: its next request is
- * the gateway's close call, due now; at most MAX_CLOSE_ATTEMPTS of them,
- * and none while one is requested.  Whether one was requested.
+ * the gateway's close call, due now; none once MAX_CLOSE_ATTEMPTS were
+ * sent, and none while one is requested.  Whether one was requested.
  */
 static bool
 expectation_request_close(PnConfig *cfg, const char *channel, const char *order_no)
 {
 	return expectation_exec(psprintf("UPDATE %s.paynotify_expectation e"
 									 " SET close_requested_at = pg_catalog.now(),"
-									 " close_attempts = e.close_attempts OPERATOR(pg_catalog.+) 1,"
 									 " next_query_at = pg_catalog.now()"
 									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
 									 " AND e.channel OPERATOR(pg_catalog.=) $2"
@@ -516,7 +546,7 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	resp.req.now = pn_now();
 	resp.status = PG_ARGISNULL(2) ? 0 : PG_GETARG_INT32(2);
 	resp.order_no = order_no;
-	resp.close = expectation_close_wanted(cfg, ch, order_no);
+	resp.close = expectation_close_outstanding(cfg, ch, order_no);
 	if (PG_ARGISNULL(4))
 		reason = PN_R_MALFORMED;
 	else
@@ -529,24 +559,24 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 		else
 			reason = ch->gw->query_response(&resp, &notice, &answer);
 	}
-	if (reason == PN_OK && !resp.close &&
+	if (reason == PN_OK && !answer.close_answer &&
 		(notice.notify_id == NULL || strlen(notice.notify_id) > 255))
 		reason = PN_R_MALFORMED;
 	if (reason != PN_OK)
 	{
 		ereport(DEBUG1,
 				(errmsg("paynotify: channel \"%s\" refused the answer to a %s of order \"%s\": %s",
-						ch->name, resp.close ? "close" : "query", order_no,
+						ch->name, answer.close_answer ? "close" : "query", order_no,
 						pn_reason_message(reason))));
 		expectation_result(cfg, ch->name, order_no,
-						   psprintf("%srefused: %s", resp.close ? "close " : "",
+						   psprintf("%srefused: %s", answer.close_answer ? "close " : "",
 									pn_reason_message(reason)));
 		return pn_reply_row(fcinfo, ch->gw,
 							reason == PN_R_MALFORMED || reason == PN_R_TOO_LARGE ?
 							PN_MALFORMED : PN_REJECTED, reason);
 	}
 
-	if (resp.close)
+	if (answer.close_answer)
 	{
 		/* the close call's answer: query again now, whatever it says */
 		expectation_close_answered(cfg, ch->name, order_no,

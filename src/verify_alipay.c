@@ -889,6 +889,7 @@ alipay_close_response(const PnQueryResponse *resp, PnQueryAnswer *answer)
 	char	   *order_no = NULL;
 	PnReason	r;
 
+	answer->close_answer = true;
 	if ((r = signed_response(&resp->req, CLOSE_RESPONSE_KEY, &obj, &code)) != PN_OK)
 		return r;
 	answer->verdict = PN_Q_PENDING;
@@ -901,6 +902,9 @@ alipay_close_response(const PnQueryResponse *resp, PnQueryAnswer *answer)
 		answer->state = "closed";
 		return PN_OK;
 	}
+	/* a refusal names the order when it names one: another's is no answer */
+	if (pn_json_string(obj, "out_trade_no", &order_no) && strcmp(order_no, resp->order_no) != 0)
+		return PN_R_MISMATCH;
 	(void) pn_json_string(obj, "sub_code", &sub_code);
 	answer->closed = false;
 	answer->state = sub_code != NULL && sub_code[0] != '\0' ? sub_code : code;
@@ -932,9 +936,13 @@ alipay_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	char	   *order_no = NULL;
 	char	   *trade_no = NULL;
 	char	   *amount = NULL;
+	const char *text;
+	int			textlen;
 	PnReason	r;
 
-	if (resp->close)
+	/* after a close call, its answer: unless it is a query's (its own key) */
+	if (resp->close &&
+		!member_text(req->body, req->body_len, RESPONSE_KEY, &text, &textlen))
 		return alipay_close_response(resp, answer);
 	if ((r = signed_response(req, RESPONSE_KEY, &obj, &code)) != PN_OK)
 		return r;

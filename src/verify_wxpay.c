@@ -682,6 +682,7 @@ wx_close_response(const PnRequest *req, PnQueryAnswer *answer)
 	Jsonb	   *doc;
 	char	   *code;
 
+	answer->close_answer = true;
 	answer->verdict = PN_Q_PENDING;
 	if (req->body_len == 0)
 	{
@@ -723,9 +724,11 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
 		return r;
 	if ((r = check_signature(req, conf, &h)) != PN_OK)
 		return r;
-	if (resp->close)
+	doc = req->body_len > 0 ? pn_parse_json(req->body, req->body_len) : NULL;
+	/* after a close call, its answer: unless it is a transaction's (a query's) */
+	if (resp->close && (doc == NULL || !JB_ROOT_IS_OBJECT(doc) ||
+						!pn_json_string(doc, "trade_state", &state)))
 		return wx_close_response(req, answer);
-	doc = pn_parse_json(req->body, req->body_len);
 	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
 		return PN_R_MALFORMED;
 	n->payload = doc;
