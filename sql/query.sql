@@ -453,13 +453,14 @@ SELECT t.stripe_ledger('qy_st', 'QS-1', 'evt_qs_1', 'pi_qs_1', 8888);
 SELECT status FROM public.orders WHERE order_no = 'QS-1';
 SELECT channel, trade_no, amount, currency, notify_id FROM pay.payment_record WHERE order_no = 'QS-1';
 SELECT * FROM t.qtrace('QS-1');
--- canceled after expires_at: closed; no intent at all (Stripe's search
+-- canceled after expires_at: closed, but not from a page with more to come
+-- (has_more: not every intent seen); no intent at all (Stripe's search
 -- lags), processing and an error: nothing
 -- (QS-2 expected on the trusted channel only: an expectation still open on
 -- another channel would keep the order open)
 DELETE FROM pay.paynotify_expectation WHERE order_no = 'QS-2' AND channel = 'qy_st_u';
 SELECT a AS answer, r.*
-FROM unnest('{st_canceled,st_none,st_processing,st_error}'::text[]) a, LATERAL t.qapply('qy_st', a) r;
+FROM unnest('{st_canceled_more,st_canceled,st_none,st_processing,st_error}'::text[]) a, LATERAL t.qapply('qy_st', a) r;
 SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-2', 'QS-3', 'QS-4') ORDER BY 1;
 SELECT * FROM t.qtrace('QS-2') UNION ALL SELECT * FROM t.qtrace('QS-3');
 SELECT order_no, last_result, settled_by FROM pay.paynotify_expectation

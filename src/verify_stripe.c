@@ -637,6 +637,7 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	Jsonb	   *paid = NULL;
 	const char *seen = "not_found";	/* the most advanced state seen */
 	bool		canceled = false;
+	bool		more;
 
 	if (doc == NULL || !JB_ROOT_IS_OBJECT(doc))
 		return PN_R_MALFORMED;
@@ -710,10 +711,11 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	}
 	/*
 	 * closed for good only when every intent of the order is canceled: no
-	 * intent found (Stripe's search lags) or one that may be paid yet
-	 * closes nothing
+	 * intent found (Stripe's search lags), one that may be paid yet, or
+	 * more intents than the page holds (has_more) closes nothing
 	 */
-	if (canceled && strcmp(seen, "not_found") == 0)
+	if (canceled && strcmp(seen, "not_found") == 0 &&
+		!(pn_json_bool(doc, "has_more", &more) && more))
 		seen = "canceled";
 	else
 		canceled = false;

@@ -250,9 +250,10 @@ def pi(order, status, pid, amount=8888):
             "status": status}
 
 
-def st_answer(name, order, intents, status=200):
+def st_answer(name, order, intents, status=200, has_more=False):
     body = {"object": "search_result", "url": "/v1/payment_intents/search",
-            "has_more": False, "data": intents, "next_page": None}
+            "has_more": has_more, "data": intents,
+            "next_page": "TEST_PAGE_2" if has_more else None}
     return {"name": name, "gateway": "stripe", "order": order, "now": TS, "status": status,
             "headers": {"Content-Type": "application/json", "Request-Id": "req_TEST" + name},
             "body": json.dumps(body, indent=2) + "\n"}
@@ -263,6 +264,8 @@ def stripe():
         st_answer("st_paid", "QS-1", [pi("QS-1", "requires_payment_method", "pi_qs_0"),
                                       pi("QS-1", "succeeded", "pi_qs_1")]),
         st_answer("st_canceled", "QS-2", [pi("QS-2", "canceled", "pi_qs_2")]),
+        # a page of canceled intents with more to come: not every intent seen
+        st_answer("st_canceled_more", "QS-2", [pi("QS-2", "canceled", "pi_qs_2")], has_more=True),
         st_answer("st_none", "QS-3", []),
         st_answer("st_processing", "QS-4", [pi("QS-4", "processing", "pi_qs_4")]),
         st_answer("st_other_order", "QS-1", [pi("QS-9", "succeeded", "pi_qs_9")]),
