@@ -103,7 +103,7 @@ for _ in $(seq 1 40); do
     [ -n "$planned" ] && break
     sleep 0.5
 done
-check "pg_cron planned the Stripe channel's bill of yesterday (UTC), once" "st t page" "$planned"
+check "pg_cron planned the Stripe channel's bill of yesterday (UTC), once" "st true page" "$planned"
 check "the bills' job ran as the operator and succeeded" "cron_op|yes" \
     "$(q "SELECT DISTINCT username FROM cron.job WHERE jobid = ${bjob:-0}")|$(
        q "SELECT CASE WHEN count(*) FILTER (WHERE status = 'succeeded') >= 1 AND count(*) FILTER (WHERE status = 'failed') = 0
