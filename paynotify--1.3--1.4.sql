@@ -466,6 +466,7 @@ DECLARE
 	n integer;
 	first_at timestamptz;
 	last_at timestamptz;
+	own_day date;
 	r @extschema@.paynotify_bill;
 BEGIN
 	IF p_channel IS NULL OR p_bill IS NULL THEN
@@ -478,6 +479,16 @@ BEGIN
 	END IF;
 	tz := CASE WHEN gw OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END;
 	day := p_day;
+	-- a file that states its day (Alipay's #起始日期) is that day's bill only
+	IF day IS NOT NULL THEN
+		SELECT (l.raw OPERATOR(pg_catalog.->>) 'day')::date INTO own_day
+		FROM @extschema@.paynotify_bill_parse(gw, p_bill) l WHERE l.line_no OPERATOR(pg_catalog.=) 0;
+		IF own_day IS DISTINCT FROM day AND own_day IS NOT NULL THEN
+			RAISE EXCEPTION 'the bill is of %, not of %', own_day, day
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Import it as its own day''s bill, or fetch the bill of the day wanted.';
+		END IF;
+	END IF;
 	IF day IS NULL THEN
 		SELECT COALESCE((pg_catalog.max(l.raw OPERATOR(pg_catalog.->>) 'day')
 							FILTER (WHERE l.line_no OPERATOR(pg_catalog.=) 0))::date,
@@ -541,11 +552,17 @@ BEGIN
 		INTO s, n, first_at, last_at;
 
 	-- a line after the day is no line of the day's bill; nor, for Stripe
-	-- (whose file is any range of transactions), one before it.  WeChat
-	-- dates a refund when it was asked for, Alipay a refund's trade when it
-	-- was created: those may be earlier.
+	-- (whose file is any range of transactions), one before it, nor any
+	-- payment before it (a payment is on the bill of the day it was made:
+	-- another day's file is refused, whatever day it is handed in for).
+	-- WeChat dates a refund when it was asked for, Alipay a refund's trade
+	-- when it was created: those may be earlier.
 	IF pg_catalog.timezone(tz, last_at)::date OPERATOR(pg_catalog.>) day
-	   OR (gw OPERATOR(pg_catalog.=) 'stripe' AND pg_catalog.timezone(tz, first_at)::date OPERATOR(pg_catalog.<) day) THEN
+	   OR (gw OPERATOR(pg_catalog.=) 'stripe' AND pg_catalog.timezone(tz, first_at)::date OPERATOR(pg_catalog.<) day)
+	   OR EXISTS (SELECT FROM @extschema@.paynotify_bill_line l
+				  WHERE l.channel OPERATOR(pg_catalog.=) p_channel AND l.bill_date OPERATOR(pg_catalog.=) day
+					AND l.kind OPERATOR(pg_catalog.=) 'payment'
+					AND pg_catalog.timezone(tz, l.at)::date OPERATOR(pg_catalog.<) day) THEN
 		RAISE EXCEPTION 'the bill has lines of other days than %', day
 			USING ERRCODE = 'invalid_parameter_value',
 				  DETAIL = pg_catalog.format('Its lines are from %s to %s (%s).', pg_catalog.timezone(tz, first_at),
@@ -913,6 +930,11 @@ BEGIN
 			d := pg_catalog.timezone(CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC'
 										  ELSE 'Asia/Shanghai' END, pg_catalog.now())::date
 				 OPERATOR(pg_catalog.-) 1;
+			-- the daily plan leaves a day whose bill is imported already (by
+			-- hand, say) as it is: only a day given replaces it
+			CONTINUE WHEN EXISTS (SELECT FROM @extschema@.paynotify_bill b
+								  WHERE b.channel OPERATOR(pg_catalog.=) c.name
+									AND b.bill_date OPERATOR(pg_catalog.=) d);
 		ELSE
 			d := @extschema@.paynotify_bill_day_check(c.gateway, p_day);
 		END IF;

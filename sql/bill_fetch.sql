@@ -79,6 +79,14 @@ SELECT pay.paynotify_bill_plan('2026-03-14', 'bf_nosuch');
 SELECT pay.paynotify_bill_plan((now() AT TIME ZONE 'Asia/Shanghai')::date + 2, 'bf_wx');
 SELECT pay.paynotify_bill_plan('infinity', 'bf_wx');
 \set VERBOSITY default
+-- the daily plan leaves a day whose bill is imported already (by hand)
+-- alone; a day given plans it again
+DELETE FROM pay.paynotify_bill_fetch;
+INSERT INTO pay.paynotify_bill (channel, bill_date, format, line_count, summary)
+	VALUES ('bf_wx', (now() AT TIME ZONE 'Asia/Shanghai')::date - 1, 'wxpay', 0, '{}');
+SELECT pay.paynotify_bill_plan(NULL, 'bf_wx') AS planned_by_default;
+SELECT pay.paynotify_bill_plan((now() AT TIME ZONE 'Asia/Shanghai')::date - 1, 'bf_wx') AS planned_by_day;
+DELETE FROM pay.paynotify_bill WHERE channel = 'bf_wx';
 DELETE FROM pay.paynotify_bill_fetch;
 SELECT pay.paynotify_bill_plan('2026-03-14', c) FROM unnest('{bf_wx,bf_st,bf_st_u}'::text[]) c;
 SELECT pay.paynotify_bill_plan('2026-09-16', 'bf_ali');

@@ -168,6 +168,14 @@ SELECT pay.paynotify_grant('bl_admin', 'admin');
 SELECT pay.paynotify_grant('bl_shim', 'handler');
 GRANT USAGE ON SCHEMA t TO bl_admin, bl_shim, bl_nobody;
 GRANT EXECUTE ON FUNCTION t.bill(text) TO bl_admin, bl_shim, bl_nobody;
+-- a file is its own day's bill only: Alipay's of 2026-09-16 (its
+-- #起始日期) handed in for 2026-09-17, WeChat Pay's of 2026-03-14 (its
+-- payments made that day) for 2026-03-15, are refused and change nothing
+\set VERBOSITY sqlstate
+SELECT pay.paynotify_import_bill('bl_ali', t.bill('alipay_20260916.zip'), '2026-09-17');
+SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_20260314.csv'), '2026-03-15');
+\set VERBOSITY default
+SELECT channel, bill_date, line_count FROM pay.paynotify_bill WHERE bill_date IN ('2026-09-17', '2026-03-15') ORDER BY 1;
 SET ROLE bl_admin;
 SELECT bill_date, line_count, imported_by FROM pay.paynotify_import_bill('bl_wx', t.bill('wx_20260315.csv'));
 SELECT count(*) FROM pay.paynotify_bill_line;
