@@ -467,6 +467,8 @@ DECLARE
 	first_at timestamptz;
 	last_at timestamptz;
 	own_day date;
+	account text;
+	seller text;
 	r @extschema@.paynotify_bill;
 BEGIN
 	IF p_channel IS NULL OR p_bill IS NULL THEN
@@ -479,15 +481,24 @@ BEGIN
 	END IF;
 	tz := CASE WHEN gw OPERATOR(pg_catalog.=) 'stripe' THEN 'UTC' ELSE 'Asia/Shanghai' END;
 	day := p_day;
-	-- a file that states its day (Alipay's #起始日期) is that day's bill only
-	IF day IS NOT NULL THEN
-		SELECT (l.raw OPERATOR(pg_catalog.->>) 'day')::date INTO own_day
-		FROM @extschema@.paynotify_bill_parse(gw, p_bill) l WHERE l.line_no OPERATOR(pg_catalog.=) 0;
-		IF own_day IS DISTINCT FROM day AND own_day IS NOT NULL THEN
-			RAISE EXCEPTION 'the bill is of %, not of %', own_day, day
-				USING ERRCODE = 'invalid_parameter_value',
-					  HINT = 'Import it as its own day''s bill, or fetch the bill of the day wanted.';
-		END IF;
+	-- a file that states its day (Alipay's #起始日期) is that day's bill
+	-- only; one that states its account (Alipay's #账号: the seller's PID
+	-- and four digits) is the bill of a channel whose seller_id it begins
+	-- with, when the channel names one
+	SELECT (l.raw OPERATOR(pg_catalog.->>) 'day')::date, l.raw OPERATOR(pg_catalog.->>) 'account'
+		INTO own_day, account
+	FROM @extschema@.paynotify_bill_parse(gw, p_bill) l WHERE l.line_no OPERATOR(pg_catalog.=) 0;
+	IF day IS NOT NULL AND own_day IS NOT NULL AND own_day OPERATOR(pg_catalog.<>) day THEN
+		RAISE EXCEPTION 'the bill is of %, not of %', own_day, day
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Import it as its own day''s bill, or fetch the bill of the day wanted.';
+	END IF;
+	SELECT c.settings OPERATOR(pg_catalog.->>) 'seller_id' INTO seller FROM @extschema@.paynotify_channel c
+	WHERE c.name OPERATOR(pg_catalog.=) p_channel;
+	IF account IS NOT NULL AND seller IS NOT NULL
+	   AND pg_catalog.left(account, pg_catalog.length(seller)) OPERATOR(pg_catalog.<>) seller THEN
+		RAISE EXCEPTION 'the bill is of account %, not of channel "%"''s seller_id %', account, p_channel, seller
+			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF day IS NULL THEN
 		SELECT COALESCE((pg_catalog.max(l.raw OPERATOR(pg_catalog.->>) 'day')

@@ -174,8 +174,14 @@ GRANT EXECUTE ON FUNCTION t.bill(text) TO bl_admin, bl_shim, bl_nobody;
 \set VERBOSITY sqlstate
 SELECT pay.paynotify_import_bill('bl_ali', t.bill('alipay_20260916.zip'), '2026-09-17');
 SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_20260314.csv'), '2026-03-15');
+-- Alipay's file names its account (#账号: the seller's PID and 0156): it
+-- is no bill of a channel with another seller_id
+SELECT pay.paynotify_alter_channel('bl_ali', '{"seller_id": "2088999999999999"}');
+SELECT pay.paynotify_import_bill('bl_ali', t.bill('alipay_20260916.zip'));
 \set VERBOSITY default
 SELECT channel, bill_date, line_count FROM pay.paynotify_bill WHERE bill_date IN ('2026-09-17', '2026-03-15') ORDER BY 1;
+SELECT pay.paynotify_import_bill('bl_ali', t.bill('alipay_20260916.zip'));
+SELECT pay.paynotify_alter_channel('bl_ali', '{"seller_id": "2088000000000000"}');
 SET ROLE bl_admin;
 SELECT bill_date, line_count, imported_by FROM pay.paynotify_import_bill('bl_wx', t.bill('wx_20260315.csv'));
 SELECT count(*) FROM pay.paynotify_bill_line;

@@ -70,6 +70,7 @@ typedef struct Bill
 	/* the summary, as the file states it (has_* false: it does not) */
 	bool		has_day;
 	PnBillTime	day;
+	char		account[33];	/* Alipay's #账号, digits; "" when none */
 	bool		has[6];
 	int64		total[6];
 } Bill;
@@ -253,6 +254,8 @@ emit_summary(Bill *b)
 	pn_jsonb_push_text(&st, "format", b->format);
 	if (b->has_day)
 		pn_jsonb_push_text(&st, "day", psprintf("%04d-%02d-%02d", b->day.year, b->day.month, b->day.day));
+	if (b->account[0] != '\0')
+		pn_jsonb_push_text(&st, "account", b->account);
 	for (int i = 0; i < 6; i++)
 		if (b->has[i])
 			pn_jsonb_push_int64(&st, summary_key[i], b->total[i]);
@@ -742,6 +745,19 @@ parse_alipay(Bill *b, const char *data, size_t len)
 				if (in_list != 0)
 					malformed(b, "line %zu: a second start marker", c.line_no);
 				in_list = 1;
+			}
+			else if (pn_bill_contains(line, llen, "账号"))
+			{
+				/* #账号：[20880000000000010156]: the digits in the brackets */
+				const char *open = memchr(line, '[', llen);
+				const char *close = open ? memchr(open, ']', llen - (size_t) (open - line)) : NULL;
+				size_t		n = close ? (size_t) (close - open - 1) : 0;
+
+				if (close == NULL || n == 0 || n >= sizeof(b->account) ||
+					strspn(open + 1, "0123456789") < n)
+					malformed(b, "line %zu: no account in 账号", c.line_no);
+				memcpy(b->account, open + 1, n);
+				b->account[n] = '\0';
 			}
 			else if (pn_bill_contains(line, llen, "起始日期"))
 			{
