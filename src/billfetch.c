@@ -199,26 +199,11 @@ paynotify_bill_sign(PG_FUNCTION_ARGS)
 	PnBillStep	step;
 	const PnChannel *ch = bill_step(fcinfo, &step);
 	PnQueryRequest req;
-	TupleDesc	desc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-	JsonbParseState *st = NULL;
 
 	step.cursor = PG_ARGISNULL(4) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(4));
 	memset(&req, 0, sizeof(req));
 	ch->gw->bill_request(ch, &step, pn_now(), &req);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "paynotify: return type must be a row type");
-	desc = BlessTupleDesc(desc);
-	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (int i = 0; i < req.nheaders; i++)
-		pn_jsonb_push_text(&st, req.header_names[i], req.header_values[i]);
-	values[0] = CStringGetTextDatum(req.method);
-	values[1] = CStringGetTextDatum(req.url);
-	values[2] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
-	values[3] = req.body ? CStringGetTextDatum(req.body) : (Datum) 0;
-	nulls[3] = req.body == NULL;
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+	return pn_query_request_row(fcinfo, &req);
 }
 
 /*

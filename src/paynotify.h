@@ -524,6 +524,7 @@ extern char *pn_setting_private_key(Jsonb *settings, const char *key);
 extern void pn_wipe_string(char *s);
 extern char *pn_query_nonce(void);
 extern void pn_query_header(PnQueryRequest *out, const char *name, char *value);
+extern Datum pn_query_request_row(FunctionCallInfo fcinfo, const PnQueryRequest *req);
 extern char *pn_query_notify_id(const char *key, const char *state);
 
 /* ---------- billfetch.c / bill.c: what the gateways' bill fetches share ---------- */

@@ -184,6 +184,33 @@ pn_query_notify_id(const char *key, const char *state)
 	return psprintf(PN_QUERY_ID_PREFIX "%s:%s", key, state);
 }
 
+/*
+ * A request as the row (method text, url text, headers jsonb, body text)
+ * the daemon sends as it is: paynotify_query_request's and
+ * paynotify_bill_request's (billfetch.c).
+ */
+Datum
+pn_query_request_row(FunctionCallInfo fcinfo, const PnQueryRequest *req)
+{
+	TupleDesc	desc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	JsonbParseState *st = NULL;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "paynotify: return type must be a row type");
+	desc = BlessTupleDesc(desc);
+	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	for (int i = 0; i < req->nheaders; i++)
+		pn_jsonb_push_text(&st, req->header_names[i], req->header_values[i]);
+	values[0] = CStringGetTextDatum(req->method);
+	values[1] = CStringGetTextDatum(req->url);
+	values[2] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
+	values[3] = req->body ? CStringGetTextDatum(req->body) : (Datum) 0;
+	nulls[3] = req->body == NULL;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
 /* The channel of a query, or an error: queries are called by a daemon. */
 static const PnChannel *
 query_channel(FunctionCallInfo fcinfo, PnConfig *cfg, char **order_no)
@@ -327,28 +354,13 @@ paynotify_query_request(PG_FUNCTION_ARGS)
 	char	   *order_no;
 	const PnChannel *ch = query_channel(fcinfo, cfg, &order_no);
 	PnQueryRequest req;
-	TupleDesc	desc;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
-	JsonbParseState *st = NULL;
 
 	memset(&req, 0, sizeof(req));
 	if (expectation_close_send(cfg, ch, order_no))
 		ch->gw->close_request(ch, order_no, pn_now(), &req);
 	else
 		ch->gw->query_request(ch, order_no, pn_now(), &req);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "paynotify: return type must be a row type");
-	desc = BlessTupleDesc(desc);
-	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
-	for (int i = 0; i < req.nheaders; i++)
-		pn_jsonb_push_text(&st, req.header_names[i], req.header_values[i]);
-	values[0] = CStringGetTextDatum(req.method);
-	values[1] = CStringGetTextDatum(req.url);
-	values[2] = JsonbPGetDatum(JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL)));
-	values[3] = req.body ? CStringGetTextDatum(req.body) : (Datum) 0;
-	nulls[3] = req.body == NULL;
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+	return pn_query_request_row(fcinfo, &req);
 }
 
 /* ---------------------------------------------------------------------
