@@ -106,6 +106,7 @@ pn_bill_check_sha1(const char *data, size_t len, const char *hash)
 	unsigned char got[20];
 	StringInfoData plain;
 	char	   *err;
+	bool		hashed;
 
 	if (hash == NULL || strlen(hash) != 40 || strspn(hash, "0123456789abcdefABCDEF") != 40)
 		return "the stated hash is no SHA-1";
@@ -119,11 +120,17 @@ pn_bill_check_sha1(const char *data, size_t len, const char *hash)
 	if (len >= 2 && (unsigned char) data[0] == 0x1f && (unsigned char) data[1] == 0x8b)
 	{
 		if (!pn_gunzip(data, len, &plain, &err))
+		{
+			pfree(plain.data);
 			return "the file is no readable gzip";
+		}
 		data = plain.data;
 		len = plain.len;
 	}
-	if (!pn_sha1((const unsigned char *) data, len, got))
+	hashed = pn_sha1((const unsigned char *) data, len, got);
+	/* the import decompresses the file again: free this copy at once */
+	pfree(plain.data);
+	if (!hashed)
 		return "the file's hash could not be computed";
 	if (!pn_ct_equal(want, got, sizeof(got)))
 		return "the file's SHA-1 is not the one stated";
