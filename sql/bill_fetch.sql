@@ -131,6 +131,10 @@ FROM t.bauth;
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_wrong_key');
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_tampered');
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_other_origin');
+-- on the origin but no /v3/billdownload/file?, or not plain (a byte above
+-- 0x7f): refused too
+SELECT a, (t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_url_' || a)).*
+FROM unnest('{dots,slash,at,nonascii}'::text[]) a;
 SELECT step, download_url, hash_value, last_result FROM t.bstate() WHERE channel = 'bf_wx';
 -- not ready: 400 NO_STATEMENT_EXIST, signed
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_not_ready');
@@ -180,6 +184,15 @@ FROM pay.paynotify_bill_request('bf_ali', '2026-09-16') r, t.bf b WHERE b.name =
 RESET paynotify.now;
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_wrong_key');
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_other_host');
+-- refused: a dot segment, an encoded slash, a ';' or '@' or a byte above
+-- 0x7f, even on api_base's host; https to a host not under alipay.com
+-- (evilalipay.com is not)
+SELECT a, (t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_' || a)).*
+FROM unnest('{dots,slash,at,nonascii,evil,evilalipay}'::text[]) a;
+-- https to a host of Alipay's: next; its download failed: back to list
+SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_https');
+SELECT step, download_url FROM t.bstate() WHERE channel = 'bf_ali';
+SELECT outcome, more FROM pay.paynotify_bill_apply('bf_ali', '2026-09-16', 404, '{}', '\x');
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_not_ready');
 SELECT step, download_url, last_result FROM t.bstate() WHERE channel = 'bf_ali';
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list');
