@@ -217,6 +217,25 @@ SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1');
 SELECT step, cursor, pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
 SELECT url FROM pay.paynotify_bill_request('bf_st', '2026-03-14');
 SELECT outcome, more FROM pay.paynotify_bill_apply('bf_st', '2026-03-14', 200, '{}', convert_to('{"object": "list"}', 'UTF8'));
+-- the same page again: no progress, refused (a daemon would loop on it);
+-- with has_more false: it repeats transactions read, refused; the pages
+-- read stay as they were
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1');
+UPDATE t.bf SET e = jsonb_set(e, '{body}', to_jsonb(replace(e->>'body', '"has_more": true', '"has_more": false'))),
+	name = 'bill_st_page1_last' WHERE name = 'bill_st_page1' RETURNING e->>'body' LIKE '%"has_more": false%' AS last;
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1_last');
+SELECT step, cursor, pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
+-- a transaction not created on the day (00:00 UTC and the 86400 s after): refused
+SELECT c, (SELECT outcome FROM pay.paynotify_bill_apply('bf_st', '2026-03-14', 200, '{}', convert_to(
+	format('{"object": "list", "has_more": false, "data": [{"object": "balance_transaction", "id": "txn_OtherDay", "created": %s}]}', c),
+	'UTF8'))) FROM unnest('{1773446399,1773532800}'::bigint[]) c;
+-- more than 100000 transactions in a day: refused, the pages read kept
+BEGIN;
+UPDATE pay.paynotify_bill_fetch SET pages = pages || (SELECT jsonb_agg(jsonb_build_object('id', 'txn_x' || i))
+	FROM generate_series(1, 99999) i) WHERE channel = 'bf_st';
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page2');
+SELECT pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
+ROLLBACK;
 SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page2');
 SELECT step, cursor, pages, last_result, done FROM t.bstate() WHERE channel = 'bf_st';
 SELECT format, line_count FROM pay.paynotify_bill WHERE channel = 'bf_st';
