@@ -1107,6 +1107,8 @@ COMMENT ON FUNCTION @extschema@.paynotify_bill_request(text, date) IS
 -- The last two leave the fetch due again at its next_at; a refused
 -- download starts the fetch over from its list step (the gateways' download
 -- URLs last minutes), a refused import of Stripe's pages from the first page.
+-- A Stripe page that repeats a transaction read, or that would take the
+-- day past 100000 transactions, is refused, the pages read kept.
 CREATE FUNCTION @extschema@.paynotify_bill_apply(channel text, bill_date date, status integer,
 		headers jsonb, body bytea, OUT outcome text, OUT more boolean)
 	RETURNS record
@@ -1119,6 +1121,7 @@ DECLARE
 	p_body bytea := $5;
 	f @extschema@.paynotify_bill_fetch := @extschema@.paynotify_bill_fetch_of($1, $2);
 	a record;
+	pg jsonb;
 	acc jsonb;
 	file bytea;
 	n integer;
@@ -1141,9 +1144,35 @@ BEGIN
 	ELSIF a.result OPERATOR(pg_catalog.=) 'not ready' THEN
 		outcome := 'not ready';
 	ELSIF a.result OPERATOR(pg_catalog.=) 'page' THEN
-		acc := f.pages OPERATOR(pg_catalog.||)
-			(pg_catalog.convert_from(p_body, 'UTF8')::jsonb OPERATOR(pg_catalog.->) 'data');
-		IF a.has_more THEN
+		-- a page that repeats one read (a daemon would loop on it, the bill
+		-- count it twice), or more than a day's bill may hold: refused, and
+		-- the pages read are kept as they were
+		BEGIN
+			pg := pg_catalog.convert_from(p_body, 'UTF8')::jsonb OPERATOR(pg_catalog.->) 'data';
+			IF a.has_more AND a.cursor OPERATOR(pg_catalog.=) f.cursor THEN
+				outcome := 'refused: the page does not go on from the last one read';
+			ELSIF pg_catalog.jsonb_array_length(f.pages) OPERATOR(pg_catalog.+)
+					pg_catalog.jsonb_array_length(pg) OPERATOR(pg_catalog.>) 100000 THEN
+				outcome := 'refused: the day has more than 100000 transactions';
+			ELSIF EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(pg) e
+						  GROUP BY e OPERATOR(pg_catalog.->>) 'id'
+						  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1)
+				OR EXISTS (SELECT FROM pg_catalog.jsonb_array_elements(f.pages) o
+						   WHERE o OPERATOR(pg_catalog.->>) 'id' OPERATOR(pg_catalog.=) ANY
+							   (SELECT e OPERATOR(pg_catalog.->>) 'id' FROM pg_catalog.jsonb_array_elements(pg) e)) THEN
+				outcome := 'refused: the page repeats transactions already read';
+			ELSE
+				acc := f.pages OPERATOR(pg_catalog.||) pg;
+				IF NOT a.has_more THEN
+					file := pg_catalog.convert_to(pg_catalog.jsonb_build_object('object', 'list', 'data', acc,
+						'has_more', false, 'url', '/v1/balance_transactions')::text, 'UTF8');
+				END IF;
+			END IF;
+		EXCEPTION WHEN program_limit_exceeded THEN
+			outcome := 'refused: the pages read are more than can be kept: ' OPERATOR(pg_catalog.||) SQLERRM;
+			file := NULL;
+		END;
+		IF outcome IS NULL AND a.has_more THEN
 			UPDATE @extschema@.paynotify_bill_fetch x
 				SET pages = acc, cursor = a.cursor,
 					last_result = pg_catalog.format('page: %s transactions so far', pg_catalog.jsonb_array_length(acc))
@@ -1152,8 +1181,6 @@ BEGIN
 			more := true;
 			RETURN;
 		END IF;
-		file := pg_catalog.convert_to(pg_catalog.jsonb_build_object('object', 'list', 'data', acc,
-			'has_more', false, 'url', '/v1/balance_transactions')::text, 'UTF8');
 	ELSIF a.result OPERATOR(pg_catalog.=) 'file' THEN
 		file := p_body;
 	ELSE

@@ -139,6 +139,10 @@ FROM t.bauth;
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_wrong_key');
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_tampered');
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_other_origin');
+-- on the origin but no /v3/billdownload/file?, or not plain (a byte above
+-- 0x7f): refused too
+SELECT a, (t.bapply('bf_wx', '2026-03-14', 'bill_wx_list_url_' || a)).*
+FROM unnest('{dots,slash,at,nonascii}'::text[]) a;
 SELECT step, download_url, hash_value, last_result FROM t.bstate() WHERE channel = 'bf_wx';
 -- not ready: 400 NO_STATEMENT_EXIST, signed
 SELECT * FROM t.bapply('bf_wx', '2026-03-14', 'bill_wx_not_ready');
@@ -188,6 +192,15 @@ FROM pay.paynotify_bill_request('bf_ali', '2026-09-16') r, t.bf b WHERE b.name =
 RESET paynotify.now;
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_wrong_key');
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_other_host');
+-- refused: a dot segment, an encoded slash, a ';' or '@' or a byte above
+-- 0x7f, even on api_base's host; https to a host not under alipay.com
+-- (evilalipay.com is not)
+SELECT a, (t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_' || a)).*
+FROM unnest('{dots,slash,at,nonascii,evil,evilalipay}'::text[]) a;
+-- https to a host of Alipay's: next; its download failed: back to list
+SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_https');
+SELECT step, download_url FROM t.bstate() WHERE channel = 'bf_ali';
+SELECT outcome, more FROM pay.paynotify_bill_apply('bf_ali', '2026-09-16', 404, '{}', '\x');
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_not_ready');
 SELECT step, download_url, last_result FROM t.bstate() WHERE channel = 'bf_ali';
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list');
@@ -212,6 +225,25 @@ SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1');
 SELECT step, cursor, pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
 SELECT url FROM pay.paynotify_bill_request('bf_st', '2026-03-14');
 SELECT outcome, more FROM pay.paynotify_bill_apply('bf_st', '2026-03-14', 200, '{}', convert_to('{"object": "list"}', 'UTF8'));
+-- the same page again: no progress, refused (a daemon would loop on it);
+-- with has_more false: it repeats transactions read, refused; the pages
+-- read stay as they were
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1');
+UPDATE t.bf SET e = jsonb_set(e, '{body}', to_jsonb(replace(e->>'body', '"has_more": true', '"has_more": false'))),
+	name = 'bill_st_page1_last' WHERE name = 'bill_st_page1' RETURNING e->>'body' LIKE '%"has_more": false%' AS last;
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page1_last');
+SELECT step, cursor, pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
+-- a transaction not created on the day (00:00 UTC and the 86400 s after): refused
+SELECT c, (SELECT outcome FROM pay.paynotify_bill_apply('bf_st', '2026-03-14', 200, '{}', convert_to(
+	format('{"object": "list", "has_more": false, "data": [{"object": "balance_transaction", "id": "txn_OtherDay", "created": %s}]}', c),
+	'UTF8'))) FROM unnest('{1773446399,1773532800}'::bigint[]) c;
+-- more than 100000 transactions in a day: refused, the pages read kept
+BEGIN;
+UPDATE pay.paynotify_bill_fetch SET pages = pages || (SELECT jsonb_agg(jsonb_build_object('id', 'txn_x' || i))
+	FROM generate_series(1, 99999) i) WHERE channel = 'bf_st';
+SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page2');
+SELECT pages, last_result FROM t.bstate() WHERE channel = 'bf_st';
+ROLLBACK;
 SELECT * FROM t.bapply('bf_st', '2026-03-14', 'bill_st_page2');
 SELECT step, cursor, pages, last_result, done FROM t.bstate() WHERE channel = 'bf_st';
 SELECT format, line_count FROM pay.paynotify_bill WHERE channel = 'bf_st';

@@ -94,6 +94,65 @@ pn_url_path(const char *url, const char *base)
 }
 
 /*
+ * Whether a download URL is plain: no byte above 0x7f anywhere, and a path
+ * (up to its query) with no dot segment ("." or "..", written with dots
+ * or %2e), no encoded slash or backslash (%2f, %5c, in any case) and no
+ * ';' or '@' (which some parsers would take for parameters or a user).  The
+ * URL has passed pn_url_safe (no control character, blank, backslash).
+ */
+bool
+pn_url_plain(const char *url)
+{
+	const char *p = strstr(url, "://");
+	const char *seg;
+
+	for (const char *c = url; *c; c++)
+		if ((unsigned char) *c >= 0x80)
+			return false;
+	if (p == NULL)
+		return false;
+	p += 3;
+	while (*p && *p != '/' && *p != '?')
+		p++;
+	seg = p;
+	for (; *p && *p != '?'; p++)
+	{
+		if (*p == ';' || *p == '@')
+			return false;
+		if (*p == '%' && p[1] == '2' && (p[2] == 'f' || p[2] == 'F'))
+			return false;
+		if (*p == '%' && p[1] == '5' && (p[2] == 'c' || p[2] == 'C'))
+			return false;
+	}
+	/* the segments between seg and p: none "." or ".." however written */
+	while (seg < p)
+	{
+		const char *c = seg + 1;	/* past its '/' */
+		int			dots = 0;
+		bool		other = false;
+
+		while (c < p && *c != '/')
+		{
+			if (*c == '.')
+				c++;
+			else if (*c == '%' && c + 2 < p && c[1] == '2' && (c[2] == 'e' || c[2] == 'E'))
+				c += 3;
+			else
+			{
+				other = true;
+				c++;
+				continue;
+			}
+			dots++;
+		}
+		if (!other && (dots == 1 || dots == 2))
+			return false;
+		seg = c;
+	}
+	return true;
+}
+
+/*
  * Whether a bill file is the one whose SHA-1 the gateway stated (hash, 40
  * hexadecimal digits): the hash of the bill as the gateway hashed it, its
  * plain text, so a gzip file is decompressed first.  NULL when it is, else
@@ -106,6 +165,7 @@ pn_bill_check_sha1(const char *data, size_t len, const char *hash)
 	unsigned char got[20];
 	StringInfoData plain;
 	char	   *err;
+	bool		hashed;
 
 	if (hash == NULL || strlen(hash) != 40 || strspn(hash, "0123456789abcdefABCDEF") != 40)
 		return "the stated hash is no SHA-1";
@@ -119,11 +179,17 @@ pn_bill_check_sha1(const char *data, size_t len, const char *hash)
 	if (len >= 2 && (unsigned char) data[0] == 0x1f && (unsigned char) data[1] == 0x8b)
 	{
 		if (!pn_gunzip(data, len, &plain, &err))
+		{
+			pfree(plain.data);
 			return "the file is no readable gzip";
+		}
 		data = plain.data;
 		len = plain.len;
 	}
-	if (!pn_sha1((const unsigned char *) data, len, got))
+	hashed = pn_sha1((const unsigned char *) data, len, got);
+	/* the import decompresses the file again: free this copy at once */
+	pfree(plain.data);
+	if (!hashed)
 		return "the file's hash could not be computed";
 	if (!pn_ct_equal(want, got, sizeof(got)))
 		return "the file's SHA-1 is not the one stated";

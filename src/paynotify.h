@@ -530,6 +530,7 @@ extern char *pn_query_notify_id(const char *key, const char *state);
 /* ---------- billfetch.c / bill.c: what the gateways' bill fetches share ---------- */
 extern bool pn_url_safe(const char *url);
 extern const char *pn_url_path(const char *url, const char *base);
+extern bool pn_url_plain(const char *url);
 extern bool pn_gunzip(const char *data, size_t len, StringInfo out, char **err);
 extern const char *pn_bill_check_sha1(const char *data, size_t len, const char *hash);
 

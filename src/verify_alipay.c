@@ -1055,19 +1055,37 @@ alipay_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQu
 }
 
 /*
- * Where an Alipay bill may be downloaded from: https; http on the host of
- * an http api_base (which is this machine: a simulator); or
- * http://dwbillcenter.alipay.com, where Alipay itself hands out http URLs.
- * A file fetched over http is only compared with our ledger, never
- * applied (docs/SECURITY.md).
+ * Whether the host of an https URL is domain or under it (a dot before the
+ * suffix: evilalipay.com is not under alipay.com).
+ */
+static bool
+alipay_host_under(const char *url, const char *domain)
+{
+	const char *host = url + 8;
+	size_t		n = strcspn(host, ":/?");
+	size_t		d = strlen(domain);
+
+	if (n == d)
+		return pg_strncasecmp(host, domain, d) == 0;
+	return n > d && host[n - d - 1] == '.' && pg_strncasecmp(host + n - d, domain, d) == 0;
+}
+
+/*
+ * Where an Alipay bill may be downloaded from: https on a host under
+ * alipay.com or alipayobjects.com; http on the host of an http api_base
+ * (which is this machine: a simulator); or http://dwbillcenter.alipay.com,
+ * where Alipay itself hands out http URLs.  Always a plain URL
+ * (pn_url_plain: no dot segment, encoded slash or byte above 0x7f).  A
+ * file fetched over http is only compared with our ledger, never applied
+ * (docs/SECURITY.md).
  */
 static bool
 alipay_download_ok(const AlipayConf *conf, const char *url)
 {
-	if (!pn_url_safe(url))
+	if (!pn_url_safe(url) || !pn_url_plain(url))
 		return false;
 	if (strncmp(url, "https://", 8) == 0)
-		return true;
+		return alipay_host_under(url, "alipay.com") || alipay_host_under(url, "alipayobjects.com");
 	if (strncmp(url, "http://dwbillcenter.alipay.com/", 31) == 0)
 		return true;
 	return strncmp(conf->api_base, "http://", 7) == 0 && pn_url_path(url, conf->api_base) != NULL;
@@ -1114,7 +1132,7 @@ alipay_bill_response(const PnChannel *ch, const PnBillStep *step, const PnReques
 	if (!pn_json_string(obj, "bill_download_url", &answer->url))
 		return "malformed answer";
 	if (!alipay_download_ok(conf, answer->url))
-		return "bill_download_url is neither https nor an http URL allowed";
+		return "bill_download_url is not on a host of Alipay nor a URL allowed";
 	answer->result = "next";
 	return NULL;
 }

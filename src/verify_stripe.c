@@ -776,7 +776,8 @@ stripe_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQu
 
 /*
  * A page: {"object": "list", "data": [...], "has_more": ...}, each a
- * balance transaction with its id.  Unsigned, as every Stripe answer:
+ * balance transaction with its id, created on the day asked for (the
+ * pages already read are checked by paynotify_bill_apply).  Unsigned, as every Stripe answer:
  * read only on a channel that says query_trusted, else refused.
  */
 static const char *
@@ -803,10 +804,15 @@ stripe_bill_response(const PnChannel *ch, const PnBillStep *step, const PnReques
 		return "malformed answer";
 	for (int i = 0; i < ntxns; i++)
 	{
+		int64		created;
+
 		if (!pn_json_string(txns[i], "object", &object) ||
 			strcmp(object, "balance_transaction") != 0 ||
-			!pn_json_string(txns[i], "id", &answer->cursor) || !stripe_id_ok(answer->cursor))
+			!pn_json_string(txns[i], "id", &answer->cursor) || !stripe_id_ok(answer->cursor) ||
+			!pn_json_int64(txns[i], "created", &created))
 			return "malformed answer";
+		if (created < step->day_start || created >= step->day_start + 86400)
+			return "a transaction was not created on the day asked for";
 	}
 	if (answer->has_more && ntxns == 0)
 		return "malformed answer";

@@ -792,6 +792,21 @@ wx_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *answe
  */
 
 /*
+ * The path and query of a bill's download_url: on api_base's origin, the
+ * path /v3/billdownload/file and a query, and plain (pn_url_plain); else
+ * NULL.
+ */
+static const char *
+wx_download_path(const char *url, const char *api_base)
+{
+	const char *path = pn_url_path(url, api_base);
+
+	if (path == NULL || strncmp(path, "/v3/billdownload/file?", 22) != 0 || !pn_url_plain(url))
+		return NULL;
+	return path;
+}
+
+/*
  * list: GET /v3/bill/tradebill?bill_date=&bill_type=ALL&tar_type=GZIP (a
  * service provider's channel adds &sub_mchid=, as WeChat Pay documents
  * it for service providers); download: GET the download_url its answer
@@ -814,7 +829,7 @@ wx_bill_request(const PnChannel *ch, const PnBillStep *step, int64 now, PnQueryR
 							pn_url_encode(step->day));
 	}
 	else if (strcmp(step->step, "download") == 0 && step->url != NULL &&
-			 (path = pn_url_path(step->url, conf->api_base)) != NULL)
+			 (path = wx_download_path(step->url, conf->api_base)) != NULL)
 		 /* path set */ ;
 	else
 		ereport(ERROR,
@@ -878,8 +893,8 @@ wx_bill_response(const PnChannel *ch, const PnBillStep *step, const PnRequest *r
 	if (pg_strcasecmp(type, "SHA1") != 0 || strlen(answer->hash) != 40 ||
 		strspn(answer->hash, "0123456789abcdefABCDEF") != 40)
 		return "the bill's hash is no SHA-1";
-	if (pn_url_path(answer->url, conf->api_base) == NULL)
-		return "download_url is not on the origin of api_base";
+	if (wx_download_path(answer->url, conf->api_base) == NULL)
+		return "download_url is not /v3/billdownload/file? on the origin of api_base";
 	answer->result = "next";
 	return NULL;
 }

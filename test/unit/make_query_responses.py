@@ -310,6 +310,12 @@ def bills():
         tb("bill_wx_not_ready", compact({"code": "NO_STATEMENT_EXIST",
                                           "message": "no statement"}), status=400),
     ]
+    # download URLs on api_base's origin that are no bill download: refused
+    for name, path in (("dots", "/../../v3/pay/transactions/out-trade-no/X/close"),
+                       ("slash", "/%2F%2Fevil.com/x"), ("at", "/x;@evil.com"),
+                       ("nonascii", "/v3/billdownload/file?token=7c31\u00e9")):
+        out.append(tb("bill_wx_list_url_" + name, compact({
+            "download_url": WX_API + path, "hash_type": "SHA1", "hash_value": sha})))
 
     def ab(name, response, **kw):
         e = ali_answer(name, "", response,
@@ -327,6 +333,14 @@ def bills():
         ab("bill_ali_not_ready", {"code": "40004", "msg": "Business Failed",
                                   "sub_code": "isp.bill_not_exist", "sub_msg": "bill does not exist"}),
     ]
+    # download URLs refused: not plain, or https off Alipay's hosts; and one
+    # on a host of Alipay's, allowed
+    for name, u in (("dots", ALI_API + "/../../v3/pay/transactions/out-trade-no/X/close"),
+                    ("slash", ALI_API + "/%2f%2Fevil.com/x"), ("at", ALI_API + "/x;@evil.com"),
+                    ("nonascii", ALI_API + "/downloadBillFile.resource?token=7c31\u00e9"),
+                    ("evil", "https://evil.com/bill.zip"), ("evilalipay", "https://evilalipay.com/x"),
+                    ("https", "https://dwbillcenter.alipay.com/downloadBillFile.resource?token=TESTONLY")):
+        out.append(ab("bill_ali_list_url_" + name, dict(ok, bill_download_url=u)))
     # the request at TS, signed with the application's key merchant_1
     ali = s.Alipay()
     biz = compact({"bill_type": "trade", "bill_date": "2026-09-16"}).decode()
