@@ -146,7 +146,8 @@ BEGIN
 		SELECT * INTO r FROM @extschema@.paynotify_expectation e
 		WHERE e.order_no OPERATOR(pg_catalog.=) p_order_no AND e.channel OPERATOR(pg_catalog.=) p_channel;
 		-- a trade the gateway was asked to close cannot be paid: no later end
-		IF r.settled_at IS NULL AND r.close_sent_at IS NOT NULL AND p_expires IS NOT NULL
+		IF (r.settled_at IS NULL OR r.settled_by OPERATOR(pg_catalog.=) 'close')
+		   AND r.close_sent_at IS NOT NULL AND p_expires IS NOT NULL
 		   AND (r.expires_at IS NULL OR p_expires OPERATOR(pg_catalog.>) r.expires_at) THEN
 			RAISE EXCEPTION 'order "%" was asked to be closed at the gateway of channel "%"', p_order_no, p_channel
 				USING ERRCODE = 'object_not_in_prerequisite_state',
@@ -466,6 +467,8 @@ DECLARE
 	n integer;
 	first_at timestamptz;
 	last_at timestamptz;
+	-- the clock as a value (Citus: no STABLE function in ON CONFLICT DO UPDATE)
+	ts timestamptz := pg_catalog.now();
 	own_day date;
 	account text;
 	seller text;
@@ -495,9 +498,10 @@ BEGIN
 	END IF;
 	SELECT c.settings OPERATOR(pg_catalog.->>) 'seller_id' INTO seller FROM @extschema@.paynotify_channel c
 	WHERE c.name OPERATOR(pg_catalog.=) p_channel;
-	IF account IS NOT NULL AND seller IS NOT NULL
-	   AND pg_catalog.left(account, pg_catalog.length(seller)) OPERATOR(pg_catalog.<>) seller THEN
-		RAISE EXCEPTION 'the bill is of account %, not of channel "%"''s seller_id %', account, p_channel, seller
+	IF gw OPERATOR(pg_catalog.=) 'alipay' AND seller IS NOT NULL
+	   AND (account IS NULL OR pg_catalog.left(account, pg_catalog.length(seller)) OPERATOR(pg_catalog.<>) seller) THEN
+		RAISE EXCEPTION 'the bill is of account %, not of channel "%"''s seller_id %',
+			COALESCE(account, '(none stated)'), p_channel, seller
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF day IS NULL THEN
@@ -515,7 +519,7 @@ BEGIN
 	-- one import of a channel's day at a time: the bill's row, locked
 	INSERT INTO @extschema@.paynotify_bill AS b (channel, bill_date, format, line_count, summary)
 		VALUES (p_channel, day, 'wxpay', 0, '{}')
-	ON CONFLICT ON CONSTRAINT paynotify_bill_pkey DO UPDATE SET imported_at = pg_catalog.now();
+	ON CONFLICT ON CONSTRAINT paynotify_bill_pkey DO UPDATE SET imported_at = ts;
 	DELETE FROM @extschema@.paynotify_bill_line l
 	WHERE l.channel OPERATOR(pg_catalog.=) p_channel AND l.bill_date OPERATOR(pg_catalog.=) day;
 
@@ -918,6 +922,9 @@ DECLARE
 	c record;
 	d date;
 	planned integer := 0;
+	-- the clock as a value: Citus takes no STABLE function in an
+	-- ON CONFLICT ... DO UPDATE of a distributed or reference table
+	ts timestamptz := pg_catalog.now();
 BEGIN
 	IF p_channel IS NOT NULL THEN
 		SELECT * INTO c FROM @extschema@.paynotify_channel x WHERE x.name OPERATOR(pg_catalog.=) p_channel;
@@ -953,7 +960,7 @@ BEGIN
 			VALUES (c.name, d, CASE WHEN c.gateway OPERATOR(pg_catalog.=) 'stripe' THEN 'page' ELSE 'list' END)
 		ON CONFLICT ON CONSTRAINT paynotify_bill_fetch_pkey DO UPDATE
 			SET step = EXCLUDED.step, download_url = NULL, hash_value = NULL, cursor = NULL,
-				pages = '[]', attempts = 0, planned_at = pg_catalog.now(), next_at = pg_catalog.now(),
+				pages = '[]', attempts = 0, planned_at = ts, next_at = ts,
 				last_at = NULL, last_result = NULL, done_at = NULL
 			WHERE p_day IS NOT NULL AND f.step OPERATOR(pg_catalog.=) ANY ('{done,failed}'::text[]);
 		IF FOUND THEN
@@ -983,6 +990,10 @@ CREATE FUNCTION @extschema@.paynotify_bill_due(max_rows integer DEFAULT 10)
 #variable_conflict use_column
 DECLARE
 	cand record;
+	-- the clock as a value: Citus takes no STABLE function (now(), and
+	-- timestamptz + interval) beside a column in an UPDATE
+	ts timestamptz := pg_catalog.now();
+	nxt timestamptz;
 BEGIN
 	IF max_rows IS NULL OR max_rows OPERATOR(pg_catalog.<) 1 OR max_rows OPERATOR(pg_catalog.>) 1000 THEN
 		RAISE EXCEPTION 'max_rows must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
@@ -999,19 +1010,21 @@ BEGIN
 			WHERE f.channel OPERATOR(pg_catalog.=) cand.channel AND f.bill_date OPERATOR(pg_catalog.=) cand.bill_date;
 	END LOOP;
 	FOR cand IN
-		SELECT f.channel, f.bill_date FROM @extschema@.paynotify_bill_fetch f
+		SELECT f.channel, f.bill_date, f.attempts FROM @extschema@.paynotify_bill_fetch f
 		WHERE f.step OPERATOR(pg_catalog.<>) ALL ('{done,failed}'::text[])
 		  AND f.next_at OPERATOR(pg_catalog.<=) pg_catalog.now()
 		ORDER BY f.next_at, f.channel, f.bill_date
 		LIMIT max_rows
 		FOR UPDATE SKIP LOCKED LOOP
+		-- the next time computed here, a value: the row is locked
+		nxt := ts OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+			LEAST(600::bigint OPERATOR(pg_catalog.*) (1::bigint OPERATOR(pg_catalog.<<) LEAST(cand.attempts, 20)),
+				  21600)::double precision);
 		RETURN QUERY
 		UPDATE @extschema@.paynotify_bill_fetch f
 			SET attempts = f.attempts OPERATOR(pg_catalog.+) 1,
-				last_at = pg_catalog.now(),
-				next_at = pg_catalog.now() OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
-					LEAST(600::bigint OPERATOR(pg_catalog.*) (1::bigint OPERATOR(pg_catalog.<<) LEAST(f.attempts, 20)),
-						  21600)::double precision)
+				last_at = ts,
+				next_at = nxt
 			WHERE f.channel OPERATOR(pg_catalog.=) cand.channel AND f.bill_date OPERATOR(pg_catalog.=) cand.bill_date
 			RETURNING f.channel, f.bill_date;
 	END LOOP;

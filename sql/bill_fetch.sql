@@ -194,9 +194,10 @@ SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_wrong_key');
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_other_host');
 -- refused: a dot segment, an encoded slash, a ';' or '@' or a byte above
 -- 0x7f, even on api_base's host; https to a host not under alipay.com
--- (evilalipay.com is not)
+-- (evilalipay.com is not), or a host of other characters than letters,
+-- digits, '.' and '-' (evil.com%2f.alipay.com, evil.com;.alipay.com)
 SELECT a, (t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_' || a)).*
-FROM unnest('{dots,slash,at,nonascii,evil,evilalipay}'::text[]) a;
+FROM unnest('{dots,slash,at,nonascii,evil,evilalipay,hostpct,hostsemi}'::text[]) a;
 -- https to a host of Alipay's: next; its download failed: back to list
 SELECT * FROM t.bapply('bf_ali', '2026-09-16', 'bill_ali_list_url_https');
 SELECT step, download_url FROM t.bstate() WHERE channel = 'bf_ali';

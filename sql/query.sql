@@ -373,6 +373,10 @@ SELECT method, url LIKE '%method=alipay.trade.close%' AS is_close FROM pay.payno
 SELECT close_sent_at IS NOT NULL AS close_sent, close_attempts FROM pay.paynotify_expectation WHERE order_no = 'QA-7';
 SELECT order_no FROM pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '3 hours');
 SELECT (pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '90 minutes')).order_no;
+-- the same once the trade was closed (settled by the close)
+UPDATE pay.paynotify_expectation SET settled_at = now(), settled_by = 'close' WHERE order_no = 'QA-7';
+SELECT order_no FROM pay.paynotify_expect('qy_ali', 'QA-7', now() + interval '3 hours');
+UPDATE pay.paynotify_expectation SET settled_at = NULL, settled_by = NULL WHERE order_no = 'QA-7';
 -- while that close is unanswered, a query's answer is still read as a
 -- query's (the gateway's answers tell them apart): a query's answer (of
 -- another order here) is refused as a query's, not as a close's, and the

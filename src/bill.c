@@ -756,6 +756,9 @@ parse_alipay(Bill *b, const char *data, size_t len)
 				if (close == NULL || n == 0 || n >= sizeof(b->account) ||
 					strspn(open + 1, "0123456789") < n)
 					malformed(b, "line %zu: no account in 账号", c.line_no);
+				if (b->account[0] != '\0' &&
+					(strlen(b->account) != n || memcmp(b->account, open + 1, n) != 0))
+					malformed(b, "line %zu: a second, other account in 账号", c.line_no);
 				memcpy(b->account, open + 1, n);
 				b->account[n] = '\0';
 			}

@@ -112,8 +112,18 @@ pn_url_plain(const char *url)
 	if (p == NULL)
 		return false;
 	p += 3;
-	while (*p && *p != '/' && *p != '?')
+	/* the host: letters, digits, '.' and '-', then a :port of digits */
+	while (*p && *p != '/' && *p != '?' && *p != ':')
+	{
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			  (*p >= '0' && *p <= '9') || *p == '.' || *p == '-'))
+			return false;
 		p++;
+	}
+	if (*p == ':')
+		for (p++; *p && *p != '/' && *p != '?'; p++)
+			if (*p < '0' || *p > '9')
+				return false;
 	seg = p;
 	for (; *p && *p != '?'; p++)
 	{

@@ -307,10 +307,11 @@ expectation_close_send(PnConfig *cfg, const PnChannel *ch, const char *order_no)
 								  " RETURNING true", cfg->schema, MAX_CLOSE_ATTEMPTS),
 						 SPI_OK_UPDATE_RETURNING, order_no, ch->name, NULL))
 		return true;
-	(void) expectation_exec(psprintf("UPDATE %s.paynotify_expectation e SET close_requested_at = NULL"
+	(void) expectation_exec(psprintf("UPDATE %s.paynotify_expectation e SET close_requested_at = NULL,"
+									 " last_result = 'close not sent: %d close calls made already; a query instead'"
 									 " WHERE e.order_no OPERATOR(pg_catalog.=) $1"
 									 " AND e.channel OPERATOR(pg_catalog.=) $2"
-									 " AND e.close_requested_at IS NOT NULL", cfg->schema),
+									 " AND e.close_requested_at IS NOT NULL", cfg->schema, MAX_CLOSE_ATTEMPTS),
 							SPI_OK_UPDATE, order_no, ch->name, NULL);
 	return false;
 }

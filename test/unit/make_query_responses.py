@@ -339,6 +339,7 @@ def bills():
                     ("slash", ALI_API + "/%2f%2Fevil.com/x"), ("at", ALI_API + "/x;@evil.com"),
                     ("nonascii", ALI_API + "/downloadBillFile.resource?token=7c31\u00e9"),
                     ("evil", "https://evil.com/bill.zip"), ("evilalipay", "https://evilalipay.com/x"),
+                    ("hostpct", "https://evil.com%2f.alipay.com/x"), ("hostsemi", "https://evil.com;.alipay.com/x"),
                     ("https", "https://dwbillcenter.alipay.com/downloadBillFile.resource?token=TESTONLY")):
         out.append(ab("bill_ali_list_url_" + name, dict(ok, bill_download_url=u)))
     # the request at TS, signed with the application's key merchant_1
