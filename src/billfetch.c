@@ -163,6 +163,27 @@ pn_url_plain(const char *url)
 }
 
 /*
+ * The answer to a step 'download': the file, when it came whole (200, not
+ * empty) and, with want_hash, its SHA-1 is the one the signed list answer
+ * stated (pn_bill_check_sha1).  NULL and answer->result "file", or why not.
+ */
+const char *
+pn_bill_download_answer(const PnBillStep *step, const PnRequest *req, int status,
+						bool want_hash, PnBillAnswer *answer)
+{
+	const char *why;
+
+	if (status != 200)
+		return "the download failed";
+	if (req->body_len == 0)
+		return "the file is empty";
+	if (want_hash && (why = pn_bill_check_sha1(req->body, req->body_len, step->hash)) != NULL)
+		return why;
+	answer->result = "file";
+	return NULL;
+}
+
+/*
  * Whether a bill file is the one whose SHA-1 the gateway stated (hash, 40
  * hexadecimal digits): the hash of the bill as the gateway hashed it, its
  * plain text, so a gzip file is decompressed first.  NULL when it is, else

@@ -533,5 +533,7 @@ extern const char *pn_url_path(const char *url, const char *base);
 extern bool pn_url_plain(const char *url);
 extern bool pn_gunzip(const char *data, size_t len, StringInfo out, char **err);
 extern const char *pn_bill_check_sha1(const char *data, size_t len, const char *hash);
+extern const char *pn_bill_download_answer(const PnBillStep *step, const PnRequest *req, int status,
+										   bool want_hash, PnBillAnswer *answer);
 
 #endif							/* PAYNOTIFY_H */

@@ -857,16 +857,7 @@ wx_bill_response(const PnChannel *ch, const PnBillStep *step, const PnRequest *r
 	PnReason	r;
 
 	if (strcmp(step->step, "download") == 0)
-	{
-		if (status != 200)
-			return "the download failed";
-		if (req->body_len == 0)
-			return "the file is empty";
-		if ((type = (char *) pn_bill_check_sha1(req->body, req->body_len, step->hash)) != NULL)
-			return type;
-		answer->result = "file";
-		return NULL;
-	}
+		return pn_bill_download_answer(step, req, status, true, answer);
 	if (strcmp(step->step, "list") != 0)
 		return "no such step of a WeChat Pay bill";
 	if ((r = read_headers(req->headers, &h)) != PN_OK)
