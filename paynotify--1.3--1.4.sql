@@ -477,6 +477,12 @@ BEGIN
 	IF p_channel IS NULL OR p_bill IS NULL THEN
 		RAISE EXCEPTION 'channel and bill must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
+	-- the lines name their orders by lookups no Citus plan takes yet
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line') THEN
+		RAISE EXCEPTION 'bills are not imported on a Citus cluster yet'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Reconcile on one server; see docs/CITUS.md.';
+	END IF;
 	SELECT c.gateway INTO gw FROM @extschema@.paynotify_channel c
 	WHERE c.name OPERATOR(pg_catalog.=) p_channel;
 	IF NOT FOUND THEN
@@ -926,6 +932,11 @@ DECLARE
 	-- ON CONFLICT ... DO UPDATE of a distributed or reference table
 	ts timestamptz := pg_catalog.now();
 BEGIN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line') THEN
+		RAISE EXCEPTION 'bills are not imported on a Citus cluster yet'
+			USING ERRCODE = 'feature_not_supported',
+				  HINT = 'Reconcile on one server; see docs/CITUS.md.';
+	END IF;
 	IF p_channel IS NOT NULL THEN
 		SELECT * INTO c FROM @extschema@.paynotify_channel x WHERE x.name OPERATOR(pg_catalog.=) p_channel;
 		IF NOT FOUND THEN

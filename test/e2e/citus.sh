@@ -376,27 +376,25 @@ qd() { "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname
 check "query_due on the cluster: 4 claimed on the coordinator, the 2 others on worker 2, none left" \
     "4|2||6" "$(qd 0 4 | tr ',' '\n' | wc -l)|$(qd 2 10 | tr ',' '\n' | wc -l)|$(qd 0 10)|$(
        citus_q 0 "SELECT count(*) FROM paynotify_expectation WHERE order_no LIKE 'QD-%' AND queries = 1 AND next_query_at > now()")"
-# a bill's fetch (1.4; paynotify_bill_fetch is a reference table): planned
-# on the coordinator, claimed once by the daemon's role on a worker, its
-# signed request built there
+# bills (1.4): not imported on a cluster yet, refused plainly (0A000) by
+# the plan and the import; a fetch row (a reference table) is still
+# claimed once by the daemon's role on a worker, and its request built
 citus_q 0 "SELECT paynotify_add_channel('wxbill', 'wxpay', jsonb_build_object(
              'apiv3_key', repeat('k', 32), 'mchid', '1900000001',
              'merchant_serial', '5A1B2C3D4E5F60718293A4B5C6D7E8F901234567',
              'merchant_private_key', '$(cat test/vectors/keys/merchant_1.key.pem)'))" >/dev/null
 bd() { "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_relay" -c "$2" 2>&1; }
-check "a bill's fetch on the cluster: planned on the coordinator, claimed once on worker 2, its request built there" \
-    "1|wxbill|0|GET /v3/bill/tradebill" \
-    "$(citus_q 0 "SELECT paynotify_bill_plan(current_date - 2, 'wxbill')")|$(
-       bd 2 "SELECT string_agg(channel, ',') FROM paynotify_bill_due(10)")|$(
+sqlstate() { citus_sql 0 -tA -v VERBOSITY=sqlstate -c "$1" 2>&1 | tr -d '\n'; }
+check "bills on the cluster: the plan and the import refused (0A000)" "ERROR:  0A000|ERROR:  0A000" \
+    "$(sqlstate "SELECT paynotify_bill_plan(current_date - 2, 'wxbill')")|$(
+       sqlstate "SELECT paynotify_import_bill('wxbill', decode('$(base64 -w0 test/bills/wx_20260314.csv)', 'base64'), '2026-03-14')")"
+citus_q 0 "INSERT INTO paynotify_bill_fetch (channel, bill_date, step) VALUES ('wxbill', current_date - 2, 'list')" >/dev/null
+check "a bill's fetch row on the cluster: claimed once on worker 2, its request built there" \
+    "wxbill|0|GET /v3/bill/tradebill" \
+    "$(bd 2 "SELECT string_agg(channel, ',') FROM paynotify_bill_due(10)")|$(
        bd 0 "SELECT count(*) FROM paynotify_bill_due(10)")|$(
        bd 2 "SELECT method || ' ' || split_part(substr(url, strpos(url, '/v3/')), '?', 1)
              FROM paynotify_bill_request('wxbill', current_date - 2)")"
-check "a bill imported on the cluster: its lines on the shards, read back whole" "4|4|4" \
-    "$(citus_q 0 "SELECT line_count FROM paynotify_import_bill('wxbill',
-                    decode('$(base64 -w0 test/bills/wx_20260314.csv)', 'base64'), '2026-03-14')")|$(
-       citus_q 0 "SELECT count(*) FROM paynotify_bill_line WHERE channel = 'wxbill'")|$(
-       citus_q 0 "SELECT line_count FROM paynotify_import_bill('wxbill',
-                    decode('$(base64 -w0 test/bills/wx_20260314.csv)', 'base64'), '2026-03-14')")"
 "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_relay" \
     -c "SELECT paynotify_relay_fanout(20)" >/dev/null
 for i in 0 2; do
