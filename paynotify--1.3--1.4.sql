@@ -1530,3 +1530,39 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- A capacity's privileges given or taken.  On Citus, GRANT on a distributed
+-- table runs on its shards in parallel, after which Citus refuses the next
+-- GRANT on a reference table in the same transaction ("parallel DDL
+-- access"): the statements run one connection at a time there (the mode
+-- the caller had is put back).
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_capacity_acl(role regrole, capacity text, give boolean)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p record;
+	mode text := pg_catalog.current_setting('citus.multi_shard_modify_mode', true);
+BEGIN
+	IF mode IS NOT NULL AND mode OPERATOR(pg_catalog.<>) 'sequential' THEN
+		PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+	END IF;
+	FOR p IN SELECT c.privilege, c.fn, c.rel, c.columns FROM @extschema@.paynotify_capacity c
+			 WHERE c.capacity OPERATOR(pg_catalog.=) paynotify_capacity_acl.capacity LOOP
+		EXECUTE pg_catalog.format('%s %s%s ON %s %s %s %s',
+			CASE WHEN give THEN 'GRANT' ELSE 'REVOKE' END,
+			p.privilege,
+			CASE WHEN p.columns IS NULL THEN ''
+				 ELSE pg_catalog.format(' (%s)', (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(x), ', ')
+												 FROM pg_catalog.unnest(p.columns) x)) END,
+			CASE WHEN p.fn IS NOT NULL THEN 'FUNCTION' ELSE 'TABLE' END,
+			coalesce(p.fn::text, p.rel::text),
+			CASE WHEN give THEN 'TO' ELSE 'FROM' END,
+			role);
+	END LOOP;
+	IF mode IS NOT NULL AND mode OPERATOR(pg_catalog.<>) 'sequential' THEN
+		PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', mode, true);
+	END IF;
+END
+$$;
