@@ -1247,3 +1247,322 @@ FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
 	 pg_catalog.unnest(ARRAY['@extschema@.paynotify_bill_due(integer)',
 	 '@extschema@.paynotify_bill_request(text, date)',
 	 '@extschema@.paynotify_bill_apply(text, date, integer, jsonb, bytea)']) f;
+
+-- ===== The operator's functions on Citus =====
+--
+-- On a cluster (paynotify_distribute) the operator's functions run on the
+-- coordinator, as on one server, with the same answers: what Citus does not
+-- plan is read across the shards without locks and then done on each row's
+-- own shard, by order_no (docs/CITUS.md).
+
+-- paynotify's own move of an order, told to the node of the order's shard
+-- (the guard there records the application's moves in the order history):
+-- called by the library, as the extension's owner, only.
+CREATE FUNCTION @extschema@.paynotify_own_move(order_no text, from_state text, to_state text)
+	RETURNS boolean
+	AS 'MODULE_PATHNAME', 'paynotify_own_move'
+	LANGUAGE C VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_own_move(text, text, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_own_move(text, text, text) IS
+	'internal (Citus): the next move of the order in this transaction is paynotify''s own';
+
+-- The statistics, read as the function's owner: Citus reads a view's
+-- tables on the shards as the caller, who may not read the outbox.
+CREATE FUNCTION @extschema@.paynotify_stats_rows()
+	RETURNS TABLE (channel text, gateway text, notifications bigint, succeeded bigint, ignored bigint,
+		anomaly bigint, parked bigint, failed bigint, deliveries bigint, duplicate_ratio numeric,
+		oldest_failed_seconds bigint, oldest_parked_seconds bigint, anomalies_24h bigint,
+		anomalies_unresolved bigint, outbox_backlog bigint, outbox_oldest_seconds bigint, outbox_dead bigint)
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	SELECT ch.name AS channel, ch.gateway,
+		COALESCE(l.notifications, 0) AS notifications,
+		COALESCE(l.succeeded, 0) AS succeeded,
+		COALESCE(l.ignored, 0) AS ignored,
+		COALESCE(l.anomaly, 0) AS anomaly,
+		COALESCE(l.parked, 0) AS parked,
+		COALESCE(l.failed, 0) AS failed,
+		COALESCE(l.deliveries, 0) AS deliveries,
+		CASE WHEN COALESCE(l.deliveries, 0) OPERATOR(pg_catalog.>) 0
+			THEN pg_catalog.round((l.deliveries OPERATOR(pg_catalog.-) l.notifications)::numeric
+								  OPERATOR(pg_catalog./) l.deliveries::numeric, 4)
+			ELSE 0 END AS duplicate_ratio,
+		COALESCE(pg_catalog.extract('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.oldest_failed), 0)::bigint
+			AS oldest_failed_seconds,
+		COALESCE(pg_catalog.extract('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) l.oldest_parked), 0)::bigint
+			AS oldest_parked_seconds,
+		COALESCE(a.last_24h, 0) AS anomalies_24h,
+		COALESCE(a.unresolved, 0) AS anomalies_unresolved,
+		COALESCE(o.backlog, 0) AS outbox_backlog,
+		COALESCE(pg_catalog.extract('epoch', pg_catalog.now() OPERATOR(pg_catalog.-) o.oldest), 0)::bigint
+			AS outbox_oldest_seconds,
+		COALESCE(o.dead, 0) AS outbox_dead
+	FROM @extschema@.paynotify_channel ch
+	LEFT JOIN (
+		SELECT x.channel, pg_catalog.count(*) AS notifications,
+			pg_catalog.count(*) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'succeeded') AS succeeded,
+			pg_catalog.count(*) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'ignored') AS ignored,
+			pg_catalog.count(*) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'anomaly') AS anomaly,
+			pg_catalog.count(*) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'parked') AS parked,
+			pg_catalog.count(*) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'failed') AS failed,
+			pg_catalog.sum(x.delivery_count) AS deliveries,
+			pg_catalog.min(x.first_seen) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'failed') AS oldest_failed,
+			pg_catalog.min(x.first_seen) FILTER (WHERE x.status OPERATOR(pg_catalog.=) 'parked') AS oldest_parked
+		FROM @extschema@.payment_notify_log x GROUP BY x.channel) l ON l.channel OPERATOR(pg_catalog.=) ch.name
+	LEFT JOIN (
+		SELECT y.channel,
+			pg_catalog.count(*) FILTER (WHERE y.created_at OPERATOR(pg_catalog.>)
+										(pg_catalog.now() OPERATOR(pg_catalog.-) '24 hours'::interval)) AS last_24h,
+			pg_catalog.count(*) FILTER (WHERE y.resolved_at IS NULL) AS unresolved
+		FROM @extschema@.paynotify_anomaly y GROUP BY y.channel) a ON a.channel OPERATOR(pg_catalog.=) ch.name
+	LEFT JOIN (
+		SELECT z.channel, pg_catalog.count(*) FILTER (WHERE NOT z.dead) AS backlog,
+			pg_catalog.min(z.created_at) FILTER (WHERE NOT z.dead) AS oldest,
+			pg_catalog.count(*) FILTER (WHERE z.dead) AS dead
+		FROM (SELECT q.channel, q.created_at, false AS dead FROM @extschema@.paynotify_outbox q
+			  UNION ALL
+			  SELECT d.channel, d.created_at, d.dead_at IS NOT NULL
+			  FROM @extschema@.paynotify_delivery d WHERE d.delivered_at IS NULL) z
+		GROUP BY z.channel) o ON o.channel OPERATOR(pg_catalog.=) ch.name
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_stats_rows() FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_stats_rows() IS
+	'the rows of the view paynotify_stats (read as the extension''s owner)';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_stats_rows()'::regprocedure, NULL);
+CREATE OR REPLACE VIEW @extschema@.paynotify_stats AS
+	SELECT s.channel, s.gateway, s.notifications, s.succeeded, s.ignored, s.anomaly, s.parked, s.failed,
+		s.deliveries, s.duplicate_ratio, s.oldest_failed_seconds, s.oldest_parked_seconds, s.anomalies_24h,
+		s.anomalies_unresolved, s.outbox_backlog, s.outbox_oldest_seconds, s.outbox_dead
+	FROM @extschema@.paynotify_stats_rows() s;
+
+-- Dead letters back into the queue.  On Citus each on its own shard (the
+-- clock read once: Citus plans no now() beside columns in SET).
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_redeliver(endpoint_id bigint DEFAULT NULL,
+		delivery_id bigint DEFAULT NULL)
+	RETURNS bigint
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	v_now timestamptz := pg_catalog.now();
+	n bigint := 0;
+	k bigint;
+	r record;
+BEGIN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		WITH again AS (
+			UPDATE @extschema@.paynotify_delivery d
+			SET dead_at = NULL, attempts = 0, next_attempt_at = v_now, started_at = v_now
+			WHERE d.dead_at IS NOT NULL AND d.delivered_at IS NULL
+			  AND ($1 IS NULL OR d.endpoint_id OPERATOR(pg_catalog.=) $1)
+			  AND ($2 IS NULL OR d.id OPERATOR(pg_catalog.=) $2)
+			RETURNING 1)
+		SELECT pg_catalog.count(*) INTO n FROM again;
+		RETURN n;
+	END IF;
+	FOR r IN SELECT d.order_no, d.id FROM @extschema@.paynotify_delivery d
+			 WHERE d.dead_at IS NOT NULL AND d.delivered_at IS NULL
+			   AND ($1 IS NULL OR d.endpoint_id OPERATOR(pg_catalog.=) $1)
+			   AND ($2 IS NULL OR d.id OPERATOR(pg_catalog.=) $2) LOOP
+		UPDATE @extschema@.paynotify_delivery d
+			SET dead_at = NULL, attempts = 0, next_attempt_at = v_now, started_at = v_now
+			WHERE d.order_no OPERATOR(pg_catalog.=) r.order_no AND d.id OPERATOR(pg_catalog.=) r.id
+			  AND d.dead_at IS NOT NULL AND d.delivered_at IS NULL;
+		GET DIAGNOSTICS k = ROW_COUNT;
+		n := n OPERATOR(pg_catalog.+) k;
+	END LOOP;
+	RETURN n;
+END
+$$;
+
+-- Marks an anomaly as looked at.  On Citus the anomaly is found across the
+-- shards, then locked and written on its own (by order_no).
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_resolve_anomaly(id bigint, note text)
+	RETURNS SETOF @extschema@.paynotify_anomaly
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	a @extschema@.paynotify_anomaly;
+	v_order text;
+	v_now timestamptz := pg_catalog.now();
+	v_by text := session_user;
+BEGIN
+	IF $1 IS NULL OR $2 IS NULL THEN
+		RAISE EXCEPTION 'id and note must not be null' USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF pg_catalog.btrim($2) OPERATOR(pg_catalog.=) '' THEN
+		RAISE EXCEPTION 'note must say what was done' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_anomaly') THEN
+		SELECT x.order_no INTO v_order FROM @extschema@.paynotify_anomaly x WHERE x.id OPERATOR(pg_catalog.=) $1;
+		SELECT * INTO a FROM @extschema@.paynotify_anomaly x
+			WHERE x.order_no OPERATOR(pg_catalog.=) v_order AND x.id OPERATOR(pg_catalog.=) $1 FOR UPDATE;
+	ELSE
+		SELECT * INTO a FROM @extschema@.paynotify_anomaly x WHERE x.id OPERATOR(pg_catalog.=) $1 FOR UPDATE;
+	END IF;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'anomaly % does not exist', $1 USING ERRCODE = 'no_data_found';
+	END IF;
+	IF a.resolved_at IS NOT NULL THEN
+		RAISE EXCEPTION 'anomaly % was already resolved by %', $1, a.resolved_by
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = pg_catalog.format('Resolved at %s: %s', a.resolved_at, a.note);
+	END IF;
+	RETURN QUERY UPDATE @extschema@.paynotify_anomaly x
+		SET resolved_at = v_now, resolved_by = v_by, note = $2
+		WHERE x.order_no OPERATOR(pg_catalog.=) a.order_no AND x.id OPERATOR(pg_catalog.=) $1 RETURNING x.*;
+END
+$$;
+
+-- Deletes settled notifications older than keep.  On one server as in 1.1;
+-- on Citus, which takes no FOR UPDATE across shards and no anomaly looked
+-- up by a notification's id beside the log: the channel's anomalies read
+-- first, the candidates across the shards without locks, then each
+-- notification locked (SKIP LOCKED) and deleted on its order's shard with
+-- its delivery history.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_purge(keep interval, max_rows integer DEFAULT 10000,
+		batch_size integer DEFAULT 1000, only_channel text DEFAULT NULL)
+	RETURNS TABLE (channel text, kept interval, notifications bigint, deliveries bigint)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	c record;
+	cand record;
+	floor_ interval;
+	n bigint;
+	d bigint;
+	dsum bigint;
+	batch bigint;
+	budget bigint := max_rows;
+	cutoff timestamptz;
+	citus boolean := @extschema@.paynotify_distributed('@extschema@.payment_notify_log');
+	flagged text[];
+BEGIN
+	IF keep IS NULL OR max_rows IS NULL OR batch_size IS NULL THEN
+		RAISE EXCEPTION 'keep, max_rows and batch_size must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF max_rows OPERATOR(pg_catalog.<) 1 OR batch_size OPERATOR(pg_catalog.<) 1 THEN
+		RAISE EXCEPTION 'max_rows and batch_size must be at least 1'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	FOR c IN SELECT x.channel, ch.gateway
+			 FROM (SELECT DISTINCT l.channel FROM @extschema@.payment_notify_log l
+				   WHERE only_channel IS NULL OR l.channel OPERATOR(pg_catalog.=) only_channel) x
+			 LEFT JOIN @extschema@.paynotify_channel ch ON ch.name OPERATOR(pg_catalog.=) x.channel
+			 ORDER BY x.channel LOOP
+		floor_ := @extschema@.paynotify_retention_floor(c.gateway);
+		kept := greatest(keep, floor_);
+		cutoff := pg_catalog.now() OPERATOR(pg_catalog.-) kept;
+		IF keep OPERATOR(pg_catalog.<) floor_ THEN
+			RAISE NOTICE 'channel "%" keeps notifications for %, not %', c.channel, floor_, keep
+				USING DETAIL = pg_catalog.format('The %s gateway may redeliver a notification until its retry horizon has passed; a row deleted earlier would let that redelivery be applied twice.',
+												 COALESCE(c.gateway, 'unknown')),
+					  HINT = 'paynotify_retention_floor(gateway) gives the shortest keep of each gateway.';
+		END IF;
+		n := 0;
+		dsum := 0;
+		IF citus THEN
+			flagged := ARRAY(SELECT DISTINCT a.notify_id FROM @extschema@.paynotify_anomaly a
+							 WHERE a.channel OPERATOR(pg_catalog.=) c.channel AND a.notify_id IS NOT NULL);
+		END IF;
+		LOOP
+			EXIT WHEN budget OPERATOR(pg_catalog.<=) 0;
+			IF NOT citus THEN
+				WITH victims AS (
+					SELECT l.channel, l.notify_id FROM @extschema@.payment_notify_log l
+					WHERE l.channel OPERATOR(pg_catalog.=) c.channel AND l.status IN ('succeeded', 'ignored')
+					  AND l.last_seen OPERATOR(pg_catalog.<) cutoff
+					  AND NOT EXISTS (SELECT FROM @extschema@.paynotify_anomaly a
+									  WHERE a.channel OPERATOR(pg_catalog.=) l.channel
+										AND a.notify_id OPERATOR(pg_catalog.=) l.notify_id)
+					LIMIT least(batch_size, budget)
+					FOR UPDATE SKIP LOCKED
+				), gone AS (
+					DELETE FROM @extschema@.payment_notify_log l USING victims v
+					WHERE l.channel OPERATOR(pg_catalog.=) v.channel AND l.notify_id OPERATOR(pg_catalog.=) v.notify_id
+					RETURNING l.channel, l.notify_id
+				), dgone AS (
+					DELETE FROM @extschema@.paynotify_delivery_history dl USING gone g
+					WHERE dl.channel OPERATOR(pg_catalog.=) g.channel AND dl.notify_id OPERATOR(pg_catalog.=) g.notify_id
+					RETURNING 1
+				)
+				SELECT (SELECT pg_catalog.count(*) FROM gone), (SELECT pg_catalog.count(*) FROM dgone) INTO batch, d;
+			ELSE
+				batch := 0;
+				d := 0;
+				FOR cand IN SELECT l.order_no, l.notify_id FROM @extschema@.payment_notify_log l
+						 WHERE l.channel OPERATOR(pg_catalog.=) c.channel AND l.status IN ('succeeded', 'ignored')
+						   AND l.last_seen OPERATOR(pg_catalog.<) cutoff
+						   AND l.notify_id OPERATOR(pg_catalog.<>) ALL (flagged)
+						 LIMIT least(batch_size, budget) LOOP
+					PERFORM FROM @extschema@.payment_notify_log l
+						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
+						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id AND l.status IN ('succeeded', 'ignored')
+						  AND l.last_seen OPERATOR(pg_catalog.<) cutoff
+						FOR UPDATE SKIP LOCKED;
+					CONTINUE WHEN NOT FOUND;
+					DELETE FROM @extschema@.payment_notify_log l
+						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
+						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id;
+					batch := batch OPERATOR(pg_catalog.+) 1;
+					WITH dgone AS (
+						DELETE FROM @extschema@.paynotify_delivery_history dl
+						WHERE dl.order_no OPERATOR(pg_catalog.=) cand.order_no AND dl.channel OPERATOR(pg_catalog.=) c.channel
+						  AND dl.notify_id OPERATOR(pg_catalog.=) cand.notify_id
+						RETURNING 1)
+					SELECT d OPERATOR(pg_catalog.+) pg_catalog.count(*) INTO d FROM dgone;
+				END LOOP;
+			END IF;
+			EXIT WHEN batch OPERATOR(pg_catalog.=) 0;
+			n := n OPERATOR(pg_catalog.+) batch;
+			dsum := dsum OPERATOR(pg_catalog.+) d;
+			budget := budget OPERATOR(pg_catalog.-) batch;
+		END LOOP;
+		channel := c.channel;
+		notifications := n;
+		deliveries := dsum;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+
+-- A capacity's privileges given or taken.  On Citus, GRANT on a distributed
+-- table runs on its shards in parallel, after which Citus refuses the next
+-- GRANT on a reference table in the same transaction ("parallel DDL
+-- access"): the statements run one connection at a time there (the mode
+-- the caller had is put back).
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_capacity_acl(role regrole, capacity text, give boolean)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	p record;
+	mode text := pg_catalog.current_setting('citus.multi_shard_modify_mode', true);
+BEGIN
+	IF mode IS NOT NULL AND mode OPERATOR(pg_catalog.<>) 'sequential' THEN
+		PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+	END IF;
+	FOR p IN SELECT c.privilege, c.fn, c.rel, c.columns FROM @extschema@.paynotify_capacity c
+			 WHERE c.capacity OPERATOR(pg_catalog.=) paynotify_capacity_acl.capacity LOOP
+		EXECUTE pg_catalog.format('%s %s%s ON %s %s %s %s',
+			CASE WHEN give THEN 'GRANT' ELSE 'REVOKE' END,
+			p.privilege,
+			CASE WHEN p.columns IS NULL THEN ''
+				 ELSE pg_catalog.format(' (%s)', (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(x), ', ')
+												 FROM pg_catalog.unnest(p.columns) x)) END,
+			CASE WHEN p.fn IS NOT NULL THEN 'FUNCTION' ELSE 'TABLE' END,
+			coalesce(p.fn::text, p.rel::text),
+			CASE WHEN give THEN 'TO' ELSE 'FROM' END,
+			role);
+	END LOOP;
+	IF mode IS NOT NULL AND mode OPERATOR(pg_catalog.<>) 'sequential' THEN
+		PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', mode, true);
+	END IF;
+END
+$$;

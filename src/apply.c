@@ -424,7 +424,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		nulls[3] = 'n';
 	if (n->currency == NULL)
 		nulls[4] = 'n';
-	pn_history_own_move(true);
+	pn_history_own_move_of(cfg, n->order_no, "pending", "paid");
 	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: order update failed");
 	pn_history_own_move(false);

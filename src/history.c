@@ -15,9 +15,12 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -49,6 +52,17 @@ static int	delivery_history = DH_OFF;
 /* A move of paynotify's own is under way: the guard does not record it. */
 static bool own_move = false;
 
+/*
+ * Citus: paynotify's own move of an order, told to the backend that holds
+ * the order's shard (paynotify_own_move, called there by a statement
+ * routed by the order's number just before the move): the guard on the
+ * shard does not record it as the application's.  Kept until the move, or
+ * the end of the transaction.
+ */
+static char *mark_order = NULL;
+static char *mark_from = NULL;
+static char *mark_to = NULL;
+
 /* The notification whose business step is running (for its moves). */
 static char *cause_channel = NULL;
 static char *cause_notify_id = NULL;
@@ -62,6 +76,7 @@ static SPIPlanPtr delivery_plan_11 = NULL;	/* before 1.2: no order_no column */
 static Oid	delivery_nsp_11 = InvalidOid;
 
 static void history_xact_callback(XactEvent event, void *arg);
+static void mark_clear(void);
 static void history_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 									 SubTransactionId parentSubid, void *arg);
 static SPIPlanPtr saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *tmpl,
@@ -93,6 +108,90 @@ history_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
 		own_move = false;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PARALLEL_ABORT)
+		mark_clear();
+}
+
+static void
+mark_clear(void)
+{
+	if (mark_order)
+		pfree(mark_order);
+	if (mark_from)
+		pfree(mark_from);
+	if (mark_to)
+		pfree(mark_to);
+	mark_order = mark_from = mark_to = NULL;
+}
+
+PG_FUNCTION_INFO_V1(paynotify_own_move);
+
+/*
+ * paynotify_own_move(order_no, from_state, to_state): the next move of the
+ * order from → to in this backend's transaction is paynotify's own (see
+ * mark_order).  Not for PUBLIC: the extension's owner calls it, on the
+ * node of the order's shard (pn_history_own_move_of).
+ */
+Datum
+paynotify_own_move(PG_FUNCTION_ARGS)
+{
+	mark_clear();
+	mark_order = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	mark_from = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(1)));
+	mark_to = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * paynotify is about to move order_no from → to (states are the table's
+ * values): own_move set, and on Citus the move also told to the node that
+ * holds the order's shard, where the guard runs in another backend (a
+ * statement routed by the order's number over the connection the move
+ * then takes, when the orders table and paynotify's tables have one owner).
+ * SPI connected, as the extension's owner.
+ */
+void
+pn_history_own_move_of(PnConfig *cfg, const char *order_no, const char *from, const char *to)
+{
+	static SPIPlanPtr mark_plan = NULL;
+	static Oid	mark_nsp = InvalidOid;
+	static SPIPlanPtr begin_plan = NULL;
+	static Oid	begin_nsp = InvalidOid;
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[3];
+	List	   *fname;
+
+	own_move = true;
+	if (!pn_config_distributed(cfg))
+		return;
+	fname = list_make2(makeString(get_namespace_name(cfg->nsp)), makeString("paynotify_own_move"));
+	if (!OidIsValid(LookupFuncName(fname, 3, argtypes, true)) ||
+		!OidIsValid(get_relname_relid("paynotify_order_seq", cfg->nsp)))
+		return;					/* a schema before 1.4 */
+	args[0] = CStringGetTextDatum(order_no);
+	args[1] = CStringGetTextDatum(from);
+	args[2] = CStringGetTextDatum(to);
+	/*
+	 * First a write that changes nothing, so that Citus has begun the
+	 * transaction on the shard's node (a read alone may run there in a
+	 * transaction of its own, before, and the mark end with it); then the
+	 * mark, over the same connection: one row whatever the shard holds,
+	 * Citus sends it whole to the shard.
+	 */
+	if (SPI_execute_plan(saved_plan(&begin_plan, &begin_nsp, cfg->nsp,
+									"UPDATE %s.paynotify_order_seq s SET last = s.last"
+									" WHERE s.order_no = $1 AND s.last < 0",
+									1, argtypes),
+						 args, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: own move mark failed");
+	if (SPI_execute_plan(saved_plan(&mark_plan, &mark_nsp, cfg->nsp,
+									"SELECT pg_catalog.count(*), %1$s.paynotify_own_move($1, $2, $3)"
+									" FROM %1$s.paynotify_order_seq s WHERE s.order_no = $1",
+									3, argtypes),
+						 args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: own move mark failed");
 }
 
 static void
@@ -214,6 +313,8 @@ pn_history_before(PnConfig *cfg, const char *order_no, const char *state)
 typedef struct GuardRecord
 {
 	Oid			nsp;
+	const char *shard_id;		/* Citus: the orders shard's id */
+	Oid			orders_oid;
 	const char *order_no;
 	const char *from;
 	const char *to;
@@ -249,6 +350,96 @@ pn_history_guard(Oid fn_oid, const char *order_no, const char *from, const char 
 	g.from = from;
 	g.to = to;
 	pn_run_as(pn_function_owner(fn_oid), guard_record, &g);
+}
+
+static void
+guard_record_shard(void *arg)
+{
+	GuardRecord *g = (GuardRecord *) arg;
+	const char *nsp = quote_identifier(get_namespace_name(g->nsp));
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[4];
+	Oid			inargtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	char	   *shard;
+	char	   *seq;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	args[0] = CStringGetTextDatum(g->order_no);
+	/* (a table named as a shard, but none: nothing recorded, as before 1.4) */
+	if (SPI_execute_with_args(psprintf("SELECT pg_catalog.get_shard_id_for_distribution_column("
+									   "'%1$s.paynotify_order_history'::pg_catalog.regclass, $1)::text,"
+									   " pg_catalog.pg_get_serial_sequence('%1$s.paynotify_order_history', 'id')"
+									   " FROM pg_catalog.pg_dist_shard s WHERE s.shardid OPERATOR(pg_catalog.=) %2$s"
+									   " AND s.logicalrelid OPERATOR(pg_catalog.=) %3$u::pg_catalog.oid"
+									   " AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p"
+									   "  WHERE p.logicalrelid OPERATOR(pg_catalog.=)"
+									   "  '%1$s.paynotify_order_history'::pg_catalog.regclass)",
+									   nsp, g->shard_id, g->orders_oid),
+							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: the order history's shard of order \"%s\" not found", g->order_no);
+	if (SPI_processed != 1)
+	{
+		SPI_finish();
+		return;
+	}
+	shard = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	seq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	if (shard == NULL || seq == NULL)
+		elog(ERROR, "paynotify: the order history's shard of order \"%s\" not found", g->order_no);
+	args[1] = CStringGetTextDatum(g->from);
+	args[2] = CStringGetTextDatum(g->to);
+	args[3] = CStringGetTextDatum(seq);
+	/*
+	 * The shard on this node, written directly: the guard runs inside the
+	 * statement Citus sent to the orders shard, where no distributed
+	 * statement may run; its id from this node's range of the identity
+	 * (paynotify_distribute), its other columns as their defaults are
+	 */
+	if (SPI_execute_with_args(psprintf("INSERT INTO %s.%s (id, order_no, from_state, to_state, source, by_role, at)"
+									   " VALUES (pg_catalog.nextval($4::pg_catalog.regclass), $1, $2, $3,"
+									   " 'application', pg_catalog.session_user(), pg_catalog.clock_timestamp())",
+									   nsp, quote_identifier(psprintf("paynotify_order_history_%s", shard))),
+							  4, inargtypes, args, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "paynotify: order history insert failed");
+	SPI_finish();
+}
+
+/*
+ * Citus: the guard let a status change of order order_no through on a
+ * shard of the bound orders table (the trigger runs on the node that holds
+ * it, in the backend of the statement Citus sent there): unless paynotify
+ * is making it (own_move, here when the shard is local, else the mark its
+ * node was given), recorded as the application's in the co-located shard
+ * of the order history, as the extension's owner.
+ */
+void
+pn_history_guard_shard(Oid fn_oid, Relation shard, Oid orders_oid,
+					   const char *order_no, const char *from, const char *to)
+{
+	GuardRecord g;
+	const char *name = RelationGetRelationName(shard);
+	const char *id = strrchr(name, '_');
+
+	if (own_move)
+		return;
+	if (mark_order != NULL && strcmp(mark_order, order_no) == 0 &&
+		strcmp(mark_from, from) == 0 && strcmp(mark_to, to) == 0)
+	{
+		mark_clear();
+		return;
+	}
+	g.nsp = get_func_namespace(fn_oid);
+	/* (is_orders: the name is the table's, '_' and digits) */
+	if (id == NULL || !OidIsValid(get_relname_relid("paynotify_order_history", g.nsp)) ||
+		!OidIsValid(get_relname_relid("pg_dist_shard", PG_CATALOG_NAMESPACE)))
+		return;
+	g.shard_id = id + 1;
+	g.orders_oid = orders_oid;
+	g.order_no = order_no;
+	g.from = from;
+	g.to = to;
+	pn_run_as(pn_function_owner(fn_oid), guard_record_shard, &g);
 }
 
 /* Hex SHA-256 of a payload as jsonb prints it (payload::text), or NULL. */

@@ -9,9 +9,14 @@
 #define PN_HISTORY_H
 
 #include "pipeline.h"
+#include "utils/rel.h"
 
 extern void pn_history_init(void);
 extern void pn_history_own_move(bool on);
+extern void pn_history_own_move_of(PnConfig *cfg, const char *order_no, const char *from,
+								   const char *to);
+extern void pn_history_guard_shard(Oid fn_oid, Relation shard, Oid orders_oid,
+								   const char *order_no, const char *from, const char *to);
 extern void pn_history_cause(const char *channel, const char *notify_id);
 extern void pn_history_move(PnConfig *cfg, const char *order_no, const char *from,
 							const char *to);

@@ -142,7 +142,7 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = CStringGetTextDatum(pn_status_value(&cfg->status_map, from));
 	args[2] = CStringGetTextDatum(pn_status_value(&cfg->status_map, to));
-	pn_history_own_move(true);
+	pn_history_own_move_of(cfg, order_no, from, to);
 	if (pn_orders_execute(cfg, PLAN_ORDER_MOVE, args, NULL, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: order update failed");
 	pn_history_own_move(false);
@@ -331,21 +331,25 @@ paynotify_guard_transition(PG_FUNCTION_ARGS)
 				 errhint("Legal transitions are listed in paynotify_transition.")));
 	}
 	/*
-	 * The application's move, in the order history.  Not on a Citus shard:
-	 * there the trigger runs in the shard's node's backend, which cannot
-	 * tell paynotify's own moves (recorded by paynotify) from the
-	 * application's, nor write the history from inside the distributed
-	 * statement.
+	 * The application's move, in the order history.  On a Citus shard the
+	 * trigger runs in the backend of the statement Citus sent to the
+	 * shard's node: paynotify's own moves are told to it (mark), and the
+	 * history is written to the co-located shard (pn_history_guard_shard).
 	 */
-	if (bound && RelationGetRelid(td->tg_relation) == cfg->orders_oid)
+	if (bound)
 	{
 		int			keyno = SPI_fnumber(RelationGetDescr(td->tg_relation), cfg->key_col_name);
 		char	   *order_no = keyno > 0 ? SPI_getvalue(td->tg_newtuple,
 														RelationGetDescr(td->tg_relation),
 														keyno) : NULL;
 
-		if (order_no != NULL)
+		if (order_no == NULL)
+			;
+		else if (RelationGetRelid(td->tg_relation) == cfg->orders_oid)
 			pn_history_guard(fcinfo->flinfo->fn_oid, order_no, from_state, to_state);
+		else
+			pn_history_guard_shard(fcinfo->flinfo->fn_oid, td->tg_relation, cfg->orders_oid,
+								   order_no, from_state, to_state);
 	}
 	return PointerGetDatum(td->tg_newtuple);
 }

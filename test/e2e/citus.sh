@@ -64,6 +64,23 @@
 #              left on any node (the dispute's log row and event, on two
 #              nodes, take a two-phase commit: a figure, after the routing
 #              count so as not to disturb it)
+#   ops        the operator's functions on the coordinator, as a role with the
+#              admin capacity (granted after the distribution): WeChat Pay
+#              payments failed by their hook, retried by paynotify_retry
+#              (dry run first) and paynotify_retry_failed: paid once each;
+#              the application's own moves (its UPDATE of orders, on the
+#              coordinator and on a worker) in the order history as its
+#              own, none of paynotify's moves recorded twice or as the
+#              application's (paynotify_transit too); paynotify_trace_order
+#              and paynotify_trace of a retried notification;
+#              paynotify_purge of 40 old Stripe notifications on every
+#              shard, one with an anomaly kept, recent ones kept, their
+#              delivery history deleted; paynotify_stats against each
+#              shard's own counts (run_command_on_shards);
+#              paynotify_resolve_anomaly, paynotify_redeliver of dead
+#              letters on several shards, paynotify_reconcile_summary
+#              (P0002 without a bill); the handler's and the relay's roles
+#              refused (42501) by each
 #   model      test/model/run.sh against the cluster (a database of its own,
 #              its backends spread over the three nodes): "all equal"
 # Throughput figures: test/bench/citus.sh.  Everything is started here on
@@ -89,9 +106,13 @@ MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-120}
 K=${CITUS_RELAY_ORDERS:-40}
 # order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21..
 # restart, then for the relay: P0.. paid before the distribution, A0.. paid on
-# worker 1 and refunded on the coordinator, B0.. both through the shims
+# worker 1 and refunded on the coordinator, B0.. both through the shims;
+# then F0 and C0 (ops)
 D0=11 S0=$((N + 15)) R0=$((N + 21))
 P0=$((R0 + M + 10)) A0=$((R0 + M + 20)) B0=$((R0 + M + 20 + K))
+# the operator's functions: F0.. failed by their hook and retried, C0.. cancelled
+# by the application; the first 40 of the restart's Stripe orders purged
+F0=$((B0 + K + 1)) C0=$((B0 + K + 5)) PU0=$R0
 citus_begin citus
 citus_cluster "track_functions = 'all'" || exit 1
 echo "# coordinator 127.0.0.1:${CITUS_PORTS[0]}, workers :${CITUS_PORTS[1]} :${CITUS_PORTS[2]}"
@@ -558,6 +579,157 @@ tpc_h1=$(citus_2pc_count)
 echo "# handed on: $((tpc_h1 - tpc_h0)) two-phase commit records from these three calls, $((SECONDS - t_h0)) s"
 check "handed on: no prepared transaction left on any node (pg_prepared_xacts on the coordinator, worker 1, worker 2)" \
     "0 0 0" "$(for i in 0 1 2; do citus_q $i "SELECT count(*) FROM pg_prepared_xacts" 2>&1; done | tr '\n' ' ' | sed 's/ $//')"
+
+# ---- the operator's functions on the cluster ------------------------------------------
+# As an operator's role (the admin capacity, on the coordinator), with
+# answers equal to one server's: a notification failed by its hook retried
+# (one by paynotify_retry, the others by paynotify_retry_failed), traced
+# with its payment, history and event; the application's own moves (its
+# UPDATE of orders, the guard on the shards) in the order history, and
+# none of paynotify's own moves counted twice; a purge of old notifications
+# on every shard that keeps the recent ones and one with an anomaly;
+# paynotify_stats against each shard's own count; dead letters redelivered;
+# an anomaly resolved; and the handler's and the relay's roles refused.
+ops_q() { "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=${2:-notify_ops}" -c "$1" 2>&1; }
+ops_state() { "$PN_PGBIN/psql" -X -q -tA -v VERBOSITY=sqlstate "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=$2" \
+                  -c "$1" 2>&1 | tr -d '\n'; }
+# (made after paynotify_distribute(): paynotify_grant's GRANTs on distributed and reference tables in one transaction)
+out=$(citus_sql 0 -c "CREATE ROLE notify_ops LOGIN" -c "SELECT paynotify_grant('notify_ops', 'admin')" 2>&1)
+check "ops: paynotify_grant(notify_ops, admin) on the coordinator after the distribution" "" "$(echo "$out" | grep -m1 ERROR)"
+fo=$(printf 'PN%08d' $F0) fl=$(printf 'PN%08d' $((F0 + 3)))
+# the hook fails while hook_faults says 100 (a reference table: read on every node)
+citus_sql 0 >/dev/null <<'SQL'
+CREATE OR REPLACE FUNCTION erp_hook(ev jsonb) RETURNS void LANGUAGE plpgsql AS $f$
+BEGIN
+	IF EXISTS (SELECT FROM public.hook_faults WHERE fail_pct = 100) THEN
+		RAISE EXCEPTION 'ERP unavailable (injected)';
+	END IF;
+	IF ev->>'channel' <> 'stripe' THEN
+		INSERT INTO public.erp_calls (order_no, event) VALUES (ev->'notice'->>'order_no', ev->>'event');
+	END IF;
+END
+$f$;
+UPDATE hook_faults SET fail_pct = 100;
+SQL
+shim/paynotify-send --gateway wxpay --mode distinct -n 4 --start $F0 --seed 70 --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/fail.sql" >/dev/null 2>&1
+check "ops: 4 WeChat Pay payments whose hook fails, on worker 1: failed, stored failed" "failed failed failed failed|4" \
+    "$("$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[1]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fail.sql" 2>/dev/null |
+       grep -v '^$' | tr '\n' ' ' | sed 's/ $//')|$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE channel = 'wxpay'
+                                                       AND order_no BETWEEN '$fo' AND '$fl' AND status = 'failed' AND notice IS NOT NULL")"
+fid=$(citus_q 0 "SELECT notify_id FROM payment_notify_log WHERE channel = 'wxpay' AND order_no = '$fo'")
+check "ops: paynotify_retry(dry_run) on the coordinator, the hook still failing: failed, rolled back" \
+    "wxpay|$fid|failed|failed|failed|pending" \
+    "$(ops_q "SELECT channel || '|' || notify_id || '|' || status_before || '|' || outcome || '|' || status FROM paynotify_retry('wxpay', '$fid', true)" |
+       grep -v '^WARNING:\|^DETAIL:')|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$fo'")"
+citus_q 0 "UPDATE hook_faults SET fail_pct = 0" >/dev/null
+check "ops: paynotify_retry of the failed notification: processed, succeeded; the order paid" \
+    "failed|processed|succeeded||paid" \
+    "$(ops_q "SELECT status_before || '|' || outcome || '|' || status || '|' || coalesce(error, '') FROM paynotify_retry('wxpay', '$fid')")|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$fo'")"
+check "ops: paynotify_retry_failed('0 s') retries the 3 others (on both workers' shards): processed, succeeded" \
+    "3|3|0" \
+    "$(ops_q "SELECT count(*) || '|' || count(*) FILTER (WHERE status_before = 'failed' AND outcome = 'processed' AND status = 'succeeded')
+              FROM paynotify_retry_failed('0 s')")|$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE status = 'failed'")"
+check "ops: the 4 retried: each order paid once (payment, paid event, hook call)" "4|4|4|4" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM orders WHERE status = 'paid' AND order_no BETWEEN '$fo' AND '$fl') || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE order_no BETWEEN '$fo' AND '$fl') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE event = 'paid' AND order_no BETWEEN '$fo' AND '$fl') || '|' ||
+                  (SELECT count(*) FROM erp_calls WHERE event = 'paid' AND order_no BETWEEN '$fo' AND '$fl')")"
+# the application moves orders itself (as the tables' owner: its own UPDATE, the guard on the shards)
+co=$(printf 'PN%08d' $C0) cl=$(printf 'PN%08d' $((C0 + 3)))
+citus_q 0 "UPDATE orders SET status = 'cancelled' WHERE order_no BETWEEN '$co' AND '$cl'" >/dev/null
+citus_q 2 "UPDATE orders SET status = 'shipped' WHERE order_no = '$fo'" >/dev/null
+citus_q 0 "SELECT paynotify_transit('$(printf 'PN%08d' $((F0 + 1)))', 'paid', 'shipped')" >/dev/null
+check "ops: the application's moves in the order history (4 cancelled on the coordinator, 1 shipped on worker 2), as the application's, by its role" \
+    "$co:pending>cancelled:postgres,$(printf 'PN%08d' $((C0 + 1))):pending>cancelled:postgres,$(printf 'PN%08d' $((C0 + 2))):pending>cancelled:postgres,$cl:pending>cancelled:postgres,$fo:paid>shipped:postgres" \
+    "$(ops_q "SELECT string_agg(order_no || ':' || from_state || '>' || to_state || ':' || by_role, ',' ORDER BY to_state, order_no)
+              FROM paynotify_order_history WHERE source = 'application'")"
+check "ops: none of paynotify's moves recorded as the application's: one history row per payment applied (and the transit's)" \
+    "0|1" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record r WHERE (SELECT count(*) FROM paynotify_order_history h
+                       WHERE h.order_no = r.order_no AND h.from_state = 'pending' AND h.to_state = 'paid') <> 1) || '|' ||
+                  (SELECT count(*) FROM paynotify_order_history WHERE order_no = '$(printf 'PN%08d' $((F0 + 1)))'
+                   AND to_state = 'shipped' AND source = 'paynotify')")"
+check "ops: paynotify_trace_order($fo) on the coordinator: the retried notification, its payment, event and both moves" \
+    "notification:succeeded:2,outbox:paid,payment:$(citus_q 0 "SELECT trade_no FROM payment_record WHERE order_no = '$fo'"),state:pending>paid:paynotify,state:paid>shipped:application" \
+    "$(ops_q "SELECT string_agg(kind || ':' || CASE kind WHEN 'notification' THEN (detail->>'status') || ':' || (detail->>'attempts')
+                                                  WHEN 'outbox' THEN detail->>'event' WHEN 'payment' THEN detail->>'trade_no'
+                                                  WHEN 'state' THEN (detail->>'from') || '>' || (detail->>'to') || ':' || (detail->>'source')
+                                                  ELSE kind END, ',' ORDER BY at, kind)
+              FROM paynotify_trace_order('$fo')")"
+check "ops: paynotify_trace(wxpay, its id) gives the same rows as paynotify_trace_order but the application's move" \
+    "$(ops_q "SELECT count(*) FROM paynotify_trace_order('$fo') WHERE NOT (kind = 'state' AND detail->>'source' = 'application')")" \
+    "$(ops_q "SELECT count(*) FROM paynotify_trace('wxpay', '$fid')")"
+# purge: 40 Stripe notifications made old (every shard), one of them with an anomaly, each with a delivery history row
+po=$(printf 'PN%08d' $PU0) pl=$(printf 'PN%08d' $((PU0 + 39))) pk=$(printf 'PN%08d' $((PU0 + 5)))
+citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01', first_seen = '2000-01-01'
+           WHERE channel = 'stripe' AND order_no BETWEEN '$po' AND '$pl'" >/dev/null
+# (one row at a time: each takes its id from the coordinator's range)
+citus_q 0 "SELECT format('INSERT INTO paynotify_delivery_history (channel, notify_id, order_no, outcome, http_status)
+                          VALUES (%L, %L, %L, %L, 200);', channel, notify_id, order_no, 'processed')
+           FROM payment_notify_log WHERE channel = 'stripe' AND order_no BETWEEN '$po' AND '$pl'
+           UNION ALL
+           SELECT format('INSERT INTO paynotify_anomaly (channel, notify_id, order_no, kind, detail)
+                          VALUES (%L, %L, %L, %L, %L);', channel, notify_id, order_no, 'amount_mismatch', '{\"by\": \"citus.sh\"}')
+           FROM payment_notify_log WHERE channel = 'stripe' AND order_no = '$pk'" | citus_sql 0 >/dev/null
+stripe_before=$(citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE channel = 'stripe'")
+check "ops: 40 old Stripe notifications with a delivery row each, on every shard (${CITUS_SHARD_COUNT:-4})" "40|40|${CITUS_SHARD_COUNT:-4}" \
+    "$(citus_q 0 "SELECT count(*) || '|' || count(DISTINCT get_shard_id_for_distribution_column('payment_notify_log', order_no))
+                  FROM payment_notify_log WHERE channel = 'stripe' AND last_seen < now() - interval '10 days'" |
+       sed "s/|/|$(citus_q 0 "SELECT count(*) FROM paynotify_delivery_history WHERE channel = 'stripe'")|/")"
+check "ops: paynotify_purge('10 days', only_channel => stripe): 39 notifications and their 39 delivery rows deleted" \
+    "stripe|10 days|39|39" \
+    "$(ops_q "SELECT channel || '|' || kept || '|' || notifications || '|' || deliveries FROM paynotify_purge('10 days', only_channel => 'stripe')")"
+check "ops: after the purge: the one with an anomaly kept (and its delivery row), every recent one kept, payments kept" \
+    "$pk|1|$((stripe_before - 39))|40" \
+    "$(citus_q 0 "SELECT (SELECT string_agg(order_no, ',') FROM payment_notify_log WHERE channel = 'stripe' AND last_seen < now() - interval '10 days') || '|' ||
+                  (SELECT count(*) FROM paynotify_delivery_history WHERE channel = 'stripe') || '|' ||
+                  (SELECT count(*) FROM payment_notify_log WHERE channel = 'stripe') || '|' ||
+                  (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no BETWEEN '$po' AND '$pl')")"
+check "ops: paynotify_purge again: nothing more" "stripe|0|0" \
+    "$(ops_q "SELECT channel || '|' || notifications || '|' || deliveries FROM paynotify_purge('10 days', only_channel => 'stripe')")"
+# paynotify_stats against each shard's own count
+shard_sum() {	# shard_sum TABLE EXPR: EXPR (comma-separated counts) summed over the table's shards
+    citus_q 0 "SELECT string_agg(s::text, ',' ORDER BY i) FROM (
+                 SELECT i, sum(split_part(result, ',', i)::bigint) s
+                 FROM run_command_on_shards('$1', \$\$SELECT $2 FROM %s\$\$), generate_series(1, 9) i
+                 WHERE success AND split_part(result, ',', i) <> '' GROUP BY i) x"
+}
+want=""
+for ch in alipay stripe wxpay; do
+    want+="$ch:$(shard_sum payment_notify_log "count(*) FILTER (WHERE channel = '$ch') || ',' || count(*) FILTER (WHERE channel = '$ch' AND status = 'succeeded') || ',' || count(*) FILTER (WHERE channel = '$ch' AND status = 'ignored') || ',' || count(*) FILTER (WHERE channel = '$ch' AND status = 'failed') || ',' || coalesce(sum(delivery_count) FILTER (WHERE channel = '$ch'), 0)"):$(shard_sum paynotify_anomaly "count(*) FILTER (WHERE channel = '$ch' AND resolved_at IS NULL)") "
+done
+check "ops: paynotify_stats as the operator: each channel's counts equal the sums of each shard's own counts" "${want% }" \
+    "$(ops_q "SELECT string_agg(channel || ':' || notifications || ',' || succeeded || ',' || ignored || ',' || failed || ',' || deliveries || ':' || anomalies_unresolved, ' ' ORDER BY channel)
+              FROM paynotify_stats WHERE channel IN ('alipay', 'stripe', 'wxpay')")"
+check "ops: paynotify_stats counts something on each channel (the check can fail)" yes \
+    "$(ops_q "SELECT CASE WHEN bool_and(notifications > 0) AND sum(anomalies_unresolved) >= 1 THEN 'yes' ELSE 'no' END FROM paynotify_stats WHERE channel IN ('alipay', 'stripe', 'wxpay')")"
+# an anomaly resolved; dead letters back in the queue
+aid=$(citus_q 0 "SELECT id FROM paynotify_anomaly WHERE order_no = '$pk'")
+check "ops: paynotify_resolve_anomaly on the coordinator: resolved by the operator; a second time 55000" \
+    "notify_ops|checked|ERROR:  55000" \
+    "$(ops_q "SELECT resolved_by || '|' || note FROM paynotify_resolve_anomaly($aid, 'checked')")|$(ops_state "SELECT paynotify_resolve_anomaly($aid, 'again')" notify_ops)"
+citus_q 0 "UPDATE paynotify_delivery SET delivered_at = NULL, dead_at = '2026-01-01', attempts = 9
+           WHERE id IN (SELECT id FROM paynotify_delivery ORDER BY id LIMIT 6)" >/dev/null
+one=$(citus_q 0 "SELECT id FROM paynotify_delivery WHERE dead_at IS NOT NULL ORDER BY id DESC LIMIT 1")
+check "ops: 6 dead letters on $(citus_q 0 "SELECT count(DISTINCT get_shard_id_for_distribution_column('paynotify_delivery', order_no)) FROM paynotify_delivery WHERE dead_at IS NOT NULL") shards: paynotify_redeliver(delivery_id) puts one back, paynotify_redeliver() the 5 others" \
+    "1|5|0|6" \
+    "$(ops_q "SELECT paynotify_redeliver(NULL, $one)")|$(ops_q "SELECT paynotify_redeliver()")|$(citus_q 0 "SELECT count(*) FROM paynotify_delivery WHERE dead_at IS NOT NULL")|$(
+       citus_q 0 "SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL AND attempts = 0 AND next_attempt_at IS NOT NULL")"
+check "ops: paynotify_reconcile_summary of a day without a bill: P0002, as on one server" "ERROR:  P0002" \
+    "$(ops_state "SELECT * FROM paynotify_reconcile_summary('stripe', current_date)" notify_ops)"
+# the handler's and the relay's roles may call none of them
+refused=""
+for r in notify_shim notify_relay; do
+    for sql in "SELECT * FROM paynotify_trace('wxpay', '$fid')" "SELECT * FROM paynotify_trace_order('$fo')" \
+               "SELECT * FROM paynotify_retry('wxpay', '$fid')" "SELECT * FROM paynotify_retry_failed('0 s')" \
+               "SELECT * FROM paynotify_purge('10 days')" "SELECT * FROM paynotify_stats" "SELECT paynotify_redeliver()" \
+               "SELECT paynotify_resolve_anomaly($aid, 'x')" "SELECT * FROM paynotify_order_history"; do
+        refused+="$(ops_state "$sql" $r | grep -o '42501' | head -1 || true) "
+    done
+done
+check "ops: the handler's and the relay's roles refused (42501) by each of them on the coordinator, as on one server" \
+    "$(printf '42501 %.0s' $(seq 1 18))" "$refused"
 
 # ---- the model-based ledger test on the cluster --------------------------------------
 if citus_database model; then
