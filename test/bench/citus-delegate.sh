@@ -28,8 +28,9 @@
 #   one node   paynotify_handle (Stripe), and the stand-in called in place
 #   cluster    paynotify_handle on the coordinator and on a worker (today's
 #              routing: every statement a round trip), the stand-in
-#              routed statement by statement (not distributed), delegated
-#              with the two cross-shard reads in front, delegated alone
+#              routed statement by statement (not distributed) with the
+#              two cross-shard reads in front and without them, delegated
+#              with them and without them, and an empty step delegated
 # and the remote commands (citus.log_remote_commands) of one first
 # delivery for each.  Everything on one machine (nproc printed), fsync off.
 set -uo pipefail
@@ -201,6 +202,8 @@ handle_sql "$STACK_DIR/h1.sql" $((N + 1))
 run "cluster: paynotify_handle on worker 1" "$W" "$STACK_DIR/h1.sql"
 standin_sql "$STACK_DIR/s0.sql" $((2 * N + 1)) true
 run "cluster: stand-in routed, with the reads" "${CITUS_PORTS[0]}" "$STACK_DIR/s0.sql"
+standin_sql "$STACK_DIR/s4.sql" $((6 * N + 1)) false
+run "cluster: stand-in routed, coordinator" "${CITUS_PORTS[0]}" "$STACK_DIR/s4.sql"
 handle_sql "$STACK_DIR/r.sql" $((8 * N + 1))
 remote "remote commands: paynotify_handle, coordinator" "${CITUS_PORTS[0]}" "$(sed -n 1p "$STACK_DIR/r.sql")"
 remote "remote commands: stand-in routed with reads" "${CITUS_PORTS[0]}" \
