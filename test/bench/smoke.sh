@@ -4,9 +4,10 @@
 # Asserts only that each one ends well and prints its figures: nothing
 # about speed.
 #
-#   test/bench/smoke.sh [run|callgrind|relay|fresh|vs-seed|citus] ...
+#   test/bench/smoke.sh [run|callgrind|relay|fresh|vs-seed|citus|citus-delegate] ...
 #
-# Without arguments: all but citus, which test/bench/smoke-citus.sh runs
+# Without arguments: all but citus and citus-delegate, which
+# test/bench/smoke-citus.sh runs
 # (the full suite only: it starts a three-node cluster).  vs-seed is
 # skipped when the seed it compares against is not there (SEED_PHP, see
 # vs-seed.sh).  Run as root from anywhere in the repository; what a
@@ -97,11 +98,20 @@ smoke_citus() {
         "^(one node|3-node cluster, coordinator|3-node cluster, worker 1) +[0-9]+ notifications/s in one session" 3
 }
 
+smoke_citus_delegate() {
+    bench citus-delegate test/bench/citus-delegate.sh --smoke
+    figures citus-delegate "calls/s and server CPU per call, one node and the cluster" \
+        "^(one node|cluster): .* $num/s +$num us CPU per call" 10
+    figures citus-delegate "remote commands of one first delivery, today's and delegated" \
+        "^remote commands: .* [0-9]+ remote commands" 11
+}
+
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=(run callgrind relay fresh vs-seed)
 for name in "${names[@]}"; do
     case $name in
         run | callgrind | relay | fresh | citus) "smoke_$name" ;;
+        citus-delegate) smoke_citus_delegate ;;
         vs-seed) smoke_vs_seed ;;
         *) not_ok "no benchmark called $name" ;;
     esac
