@@ -1264,7 +1264,7 @@ FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
 -- still undelivered and still holds that lease: a relay whose lease
 -- expired (it hung, or lost its database for longer) and was taken by
 -- another changes nothing.  A relay that dies gives its claims back when
--- their leases end (2 * its request timeout + 30 s), no longer at once.
+-- their leases end (2 * its request timeout + 10 s), no longer at once.
 -- An earlier delivery of an order that is leased is still undelivered, so
 -- its later ones wait for it as before.  max_in_flight is now counted over
 -- the leases of all relays: a claim takes at most an endpoint's
@@ -1310,7 +1310,7 @@ BEGIN
 	-- longer than the relay's longest attempt (one request timeout), with
 	-- room for the start and the report
 	lease_end := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(
-		secs => ((2 OPERATOR(pg_catalog.*) request_timeout_ms) OPERATOR(pg_catalog.+) 30000)
+		secs => ((2 OPERATOR(pg_catalog.*) request_timeout_ms) OPERATOR(pg_catalog.+) 10000)
 				OPERATOR(pg_catalog./) 1000.0);
 	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
 		RETURN QUERY
@@ -1409,7 +1409,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer) IS
-	'paynotify-relay: leases up to max_rows due deliveries, at most an endpoint''s max_in_flight less its leases in flight, for 2 * request_timeout_ms + 30 s (with the endpoint and its secret, and the lease''s token to report with)';
+	'paynotify-relay: leases up to max_rows due deliveries, at most an endpoint''s max_in_flight less its leases in flight, for 2 * request_timeout_ms + 10 s (with the endpoint and its secret, and the lease''s token to report with)';
 
 CREATE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
 		errors text[], leases bigint[])

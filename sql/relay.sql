@@ -400,7 +400,7 @@ SELECT paynotify_drop_endpoint(:notes);
 
 -- 1.4: leases.  paynotify_relay_lease(n, request_timeout_ms) commits its
 -- claims at once: each leased delivery's next_attempt_at is the lease's end
--- (2 * the request timeout + 30 s), so that no claim takes it before then;
+-- (2 * the request timeout + 10 s), so that no claim takes it before then;
 -- an endpoint gets at most its max_in_flight less its leases in flight;
 -- a result is recorded only where the delivery still holds the lease given.
 SELECT paynotify_add_endpoint('http://127.0.0.1:8080/lease', 'whsec_' || repeat('H', 32),
@@ -443,11 +443,11 @@ INSERT INTO public.ls_claims SELECT 'l1', * FROM paynotify_relay_lease(10, 1000)
 SELECT body::jsonb->>'order_no' AS o, body::jsonb->>'event' AS e, attempts, url, max_in_flight
 FROM l1 ORDER BY 1, 2;
 SELECT count(DISTINCT lease) AS tokens, bool_and(lease IS NOT NULL) AS leased FROM l1;
--- committed (this is a fresh backend): leased until 32 s from now, not due
+-- committed (this is a fresh backend): leased until 12 s from now, not due
 \c - :su
 SET search_path = pay, public;
 SELECT order_no, leased_until = next_attempt_at AS until_is_next,
-	leased_until - clock_timestamp() BETWEEN '25 s' AND '32 s' AS lease_32s
+	leased_until - clock_timestamp() BETWEEN '5 s' AND '12 s' AS lease_12s
 FROM paynotify_delivery WHERE lease IS NOT NULL ORDER BY order_no;
 \c - rl_relay
 SET search_path = pay, public;

@@ -46,87 +46,205 @@
  */
 #include "relay.h"
 
-#include <string.h>
-#include <time.h>
+#include <stdlib.h>
 
-/* Sleeps up to ms, returning early on a signal. */
+/* The slots' counts: running, done and not yet recorded, free. */
 static void
-nap(long long ms)
+count_slots(relay_tally *tally, job *jobs, int nslots, int *running, int *unreported, int *free_slots)
 {
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	*running = *unreported = *free_slots = 0;
+	for (int i = 0; i < nslots; i++)
+	{
+		job		   *j = &jobs[i];
 
-	if (!stop_requested)
-		nanosleep(&ts, NULL);
+		if (j->state == JOB_DONE && !j->counted)
+		{
+			count_job(j, tally);
+			j->counted = true;
+		}
+		if (j->state == JOB_RUNNING)
+			(*running)++;
+		else if (j->state == JOB_DONE)
+			(*unreported)++;
+		else if (j->state == JOB_FREE)
+			(*free_slots)++;
+	}
 }
 
-/* The reconnect back-off: sleeps, then doubles it up to its cap. */
+/* The database failed: the connection dropped, tried again after the back-off. */
 static void
-back_off(long long *backoff_ms)
+db_failed(PGconn **conn, long long now, long long *retry_at, long long *backoff_ms)
 {
-	nap(*backoff_ms);
+	PQfinish(*conn);
+	*conn = NULL;
+	*retry_at = now + *backoff_ms;
 	*backoff_ms = *backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : *backoff_ms * 2;
 }
 
 /*
- * Rounds until SIGTERM (with --once: until nothing is due).  0, or 1 when
- * --once met a database error.
+ * Starts the leased jobs, or, once a stop is asked for, gives them back
+ * unattempted.
+ */
+static void
+start_leased(CURLM *multi, job *jobs, int nslots)
+{
+	for (int i = 0; i < nslots; i++)
+	{
+		if (jobs[i].state != JOB_LEASED)
+			continue;
+		if (stop_requested)
+		{
+			jobs[i].state = JOB_DONE;
+			jobs[i].released = true;
+		}
+		else
+			start_job(multi, &jobs[i]);
+	}
+}
+
+/*
+ * Keeps up to max_in_flight requests in flight until SIGTERM (with
+ * --once: until nothing is due): each finished request's result is
+ * recorded and its slot filled again at once.  0, or 1 when --once met a
+ * database error.
  */
 static int
 relay_loop(CURLM *multi, relay_tally *tally)
 {
+	int			nslots = (int) cfg.max_in_flight;
+	job		   *jobs = calloc((size_t) nslots, sizeof(job));
 	PGconn	   *conn = NULL;
 	long long	idle_ms = cfg.poll_min_ms,
-				backoff_ms = 100;
+				backoff_ms = 100,
+				next_claim_at = 0,
+				db_retry_at = 0,
+				give_up_at = -1;
+	bool		db_error = false;
 	int			rc = 0;
 
-	while (!stop_requested)
+	if (jobs == NULL)
 	{
-		int			got = -1,
-					lost = 0;
+		pn_log("out of memory");
+		return 1;
+	}
+	for (;;)
+	{
+		long long	now = pn_now_ms(),
+					wait;
+		int			running,
+					unreported,
+					free_slots,
+					lost = 0,
+					finished;
+		bool		stopping = stop_requested || (once && db_error),
+					pg_ready;
 
-		if (conn != NULL || (conn = connect_db()) != NULL)
-			got = round_once(conn, multi, tally, &lost);
-		if (got < 0)
-		{
-			/* no connection, a broken one or a failing statement: start afresh, slowly */
-			PQfinish(conn);
-			conn = NULL;
-			if (once)
-			{
-				rc = 1;
-				break;
-			}
-			back_off(&backoff_ms);
-			continue;
-		}
-		if (lost > 0)
-		{
-			/* a result the database refuses: its delivery is due again at once */
-			if (once)
-			{
-				rc = 1;
-				break;
-			}
-			back_off(&backoff_ms);
-			continue;
-		}
-		backoff_ms = 100;
-		if (got > 0)
-		{
-			idle_ms = cfg.poll_min_ms;
-			continue;
-		}
-		if (once)
+		count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
+		if (stopping && running == 0 && unreported == 0)
 			break;
-		if (!wait_for_work(conn, idle_ms))
+		if (stopping && give_up_at < 0)
+			/* no result is worth recording after its lease has ended */
+			give_up_at = now + (once && db_error ? cfg.reconnect_max_ms : 2 * cfg.timeout_ms + 30000);
+		if (stopping && running == 0 && now >= give_up_at)
 		{
-			PQfinish(conn);
-			conn = NULL;
+			pn_log("the results of %d deliveries could not be recorded: they are due again when their leases end",
+				   unreported);
+			if (once)
+				rc = 1;
+			break;
+		}
+
+		/* the database: the results first, then a claim when there is room */
+		if (conn == NULL && now >= db_retry_at && (unreported > 0 || !stopping))
+		{
+			if ((conn = connect_db()) == NULL)
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+			}
+		}
+		if (conn != NULL && unreported > 0)
+		{
+			if (report_jobs(conn, jobs, nslots, &lost) < 0 || !drain_notifies(conn))
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+			}
+			else if (lost > 0)
+			{
+				/* a result the database refuses: claim again slowly */
+				next_claim_at = now + backoff_ms;
+				backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
+				db_error = true;
+			}
+			count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
+		}
+		stopping = stop_requested || (once && db_error);
+		if (conn != NULL && !stopping && free_slots > 0 && now >= next_claim_at)
+		{
+			int			limit = free_slots < cfg.batch ? free_slots : (int) cfg.batch,
+						taken = -1,
+						got = -1;
+
+			if (drain_notifies(conn) && (taken = fanout(conn)) >= 0)
+				got = lease_jobs(conn, jobs, nslots, limit);
+			if (got < 0)
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+				continue;
+			}
+			if (!db_error || !once)
+				backoff_ms = 100;
+			tally->claimed += got;
+			start_leased(multi, jobs, nslots);
+			if (got == 0 && taken == 0)
+			{
+				if (once && running == 0 && unreported == 0)
+					break;		/* nothing is due */
+				next_claim_at = now + idle_ms;
+				idle_ms = idle_ms * 2 > cfg.poll_max_ms ? cfg.poll_max_ms : idle_ms * 2;
+			}
+			else
+			{
+				/* full: again as soon as a slot frees; else soon */
+				next_claim_at = got == limit ? now : now + cfg.poll_min_ms;
+				idle_ms = cfg.poll_min_ms;
+			}
 			continue;
 		}
-		idle_ms = idle_ms * 2 > cfg.poll_max_ms ? cfg.poll_max_ms : idle_ms * 2;
+
+		/* the requests: until one finishes, a NOTIFY, or the next claim */
+		wait = 1000;
+		if (conn != NULL && !stopping && free_slots > 0)
+			wait = next_claim_at - now;
+		if (conn == NULL && (unreported > 0 || !stopping))
+			wait = db_retry_at - now;
+		if (stopping && running == 0)
+			wait = (give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+		if (wait > 1000)
+			wait = 1000;
+		finished = pump_jobs(multi, wait, conn != NULL ? PQsocket(conn) : -1, &pg_ready);
+		if (finished > 0)
+		{
+			/* a slot is free, and an order's next event may be due */
+			next_claim_at = pn_now_ms();
+			idle_ms = cfg.poll_min_ms;
+		}
+		if (pg_ready && conn != NULL)
+		{
+			if (!drain_notifies(conn))
+				db_failed(&conn, pn_now_ms(), &db_retry_at, &backoff_ms);
+			else
+				next_claim_at = pn_now_ms();
+		}
 	}
 	PQfinish(conn);
+	for (int i = 0; i < nslots; i++)
+		free_job(&jobs[i]);
+	free(jobs);
+	if (once && db_error)
+		rc = 1;
 	return rc;
 }
 
