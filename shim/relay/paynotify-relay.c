@@ -4,37 +4,42 @@
  *	  format (webhook-id, webhook-timestamp, webhook-signature), at least
  *	  once, to the endpoints of the table paynotify_endpoint.
  *
- * One loop, one database connection, one libcurl multi handle:
- *   1. paynotify_relay_fanout() turns new outbox rows into deliveries (its
- *      own short transaction);
- *   2. BEGIN; paynotify_relay_claim(n) locks the due deliveries (FOR
- *      UPDATE SKIP LOCKED), at most the endpoint's max_in_flight per
- *      endpoint and n = min(PAYNOTIFY_RELAY_BATCH,
- *      PAYNOTIFY_RELAY_MAX_IN_FLIGHT) in all: the claim is the row lock,
- *      held by this open transaction;
- *   3. every claimed delivery is signed and POSTed at once, each bounded by
- *      the request timeout (so a receiver that hangs holds the others of
- *      the round for one timeout at most, and its backlog never fills the
- *      batch); no request starts later than two timeouts after the claim;
- *   4. paynotify_relay_report() records each result (2xx: delivered; else a
- *      retry with backoff, or dead past the endpoint's horizon); COMMIT.
+ * One loop, one database connection, one libcurl multi handle, and
+ * PAYNOTIFY_RELAY_MAX_IN_FLIGHT slots for requests, kept full:
+ *   1. when a slot is free: paynotify_relay_fanout() turns new outbox rows
+ *      into deliveries, then paynotify_relay_lease(n, timeout) leases the
+ *      due deliveries (FOR UPDATE SKIP LOCKED and committed at once, each
+ *      one's next_attempt_at set to the lease's end, 2 * the request
+ *      timeout + 10 s, with the claim's token): n at most the free slots
+ *      and PAYNOTIFY_RELAY_BATCH, per endpoint at most its max_in_flight
+ *      less its leases in flight (any relay's);
+ *   2. every leased delivery is signed and POSTed at once, each bounded by
+ *      the request timeout;
+ *   3. as requests end, paynotify_relay_report() records their results
+ *      (2xx: delivered; else a retry with backoff, or dead past the
+ *      endpoint's horizon; all those that ended together in one call),
+ *      only where the delivery still holds the lease, and the slots are
+ *      filled again at once (an order's next event may be due now).
  *      Should the report fail, each result is recorded on its own, so that
- *      one the database refuses does not undo the others; the relay then
- *      backs off as after a database error.
- * A relay that dies, or whose database connection breaks, rolls back: its
- * claims are due again at once for any relay (deliveries it had made are
- * made again: at least once).  The session's
- * idle_in_transaction_session_timeout ends a relay that hangs.
+ *      one the database refuses does not hold back the others; that one is
+ *      logged and given back (due again at once), and the relay claims
+ *      again only after a back-off.
+ * Each call is its own short transaction.  A relay that dies, hangs or
+ * loses its database for longer than a lease gives its claims back when
+ * the leases end (deliveries it had made are made again: at least once).
+ * Results that wait for a lost connection are reported once it is back.
  *
- * Waking up: after a batch with work the loop goes on at once; when idle it
- * polls the due-deliveries index every PAYNOTIFY_RELAY_POLL_MIN ms, doubling
- * up to PAYNOTIFY_RELAY_POLL_MAX, and a NOTIFY on channel "paynotify" (when
- * the extension sends them) wakes it before that.
+ * Waking up: after a request ends the relay claims at once; a claim that
+ * found nothing waits PAYNOTIFY_RELAY_POLL_MIN ms, doubling up to
+ * PAYNOTIFY_RELAY_POLL_MAX, and a NOTIFY on channel "paynotify" (when the
+ * extension sends them) wakes it before that.
  *
- * SIGTERM / SIGINT: no new request starts; those in flight finish and are
- * reported; the claimed rest is released by the COMMIT; exit 0.
+ * SIGTERM / SIGINT: no new request starts (a delivery leased but not
+ * started is given back, due at once); those in flight finish and are
+ * reported; exit 0.  A database that cannot be reached then is tried
+ * until the leases end.
  *
- * --once: rounds until nothing is due, then exit.  Standard output has one
+ * --once: claims until nothing is due and nothing is in flight, then exit.  Standard output has one
  * line per failed attempt (the delivery, its webhook-id, the endpoint and
  * the reason recorded in last_error) and, last, the summary "claimed N,
  * delivered N, failed N"; the exit status is 0 only when every claimed
