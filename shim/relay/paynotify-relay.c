@@ -170,7 +170,9 @@ relay_loop(CURLM *multi, relay_tally *tally)
 		}
 		if (conn != NULL && unreported > 0)
 		{
-			if (report_jobs(conn, jobs, nslots, &lost) < 0 || !drain_notifies(conn))
+			int			woken = -1;
+
+			if (report_jobs(conn, jobs, nslots, &lost) < 0 || (woken = drain_notifies(conn)) < 0)
 			{
 				db_failed(&conn, now, &db_retry_at, &backoff_ms);
 				db_error = true;
@@ -182,6 +184,8 @@ relay_loop(CURLM *multi, relay_tally *tally)
 				backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
 				db_error = true;
 			}
+			if (woken > 0)
+				next_claim_at = now;
 			count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
 		}
 		stopping = stop_requested || (once && db_error);
@@ -189,11 +193,19 @@ relay_loop(CURLM *multi, relay_tally *tally)
 		{
 			int			limit = free_slots < cfg.batch ? free_slots : (int) cfg.batch,
 						taken = -1,
-						got = -1;
+						got = -1,
+						woken = -1;
 
-			if (drain_notifies(conn) && (taken = fanout(conn)) >= 0)
+			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) >= 0)
 				got = lease_jobs(conn, jobs, nslots, limit);
-			if (got < 0)
+			if (got >= 0)
+			{
+				tally->claimed += got;
+				start_leased(multi, jobs, nslots);
+				/* a NOTIFY that came meanwhile may announce what the claim missed */
+				woken = drain_notifies(conn);
+			}
+			if (woken < 0)
 			{
 				db_failed(&conn, now, &db_retry_at, &backoff_ms);
 				db_error = true;
@@ -201,9 +213,7 @@ relay_loop(CURLM *multi, relay_tally *tally)
 			}
 			if (!db_error || !once)
 				backoff_ms = 100;
-			tally->claimed += got;
-			start_leased(multi, jobs, nslots);
-			if (got == 0 && taken == 0)
+			if (got == 0 && taken == 0 && woken == 0)
 			{
 				if (once && running == 0 && unreported == 0)
 					break;		/* nothing is due */
@@ -238,7 +248,7 @@ relay_loop(CURLM *multi, relay_tally *tally)
 		}
 		if (pg_ready && conn != NULL)
 		{
-			if (!drain_notifies(conn))
+			if (drain_notifies(conn) < 0)
 				db_failed(&conn, pn_now_ms(), &db_retry_at, &backoff_ms);
 			else
 				next_claim_at = pn_now_ms();

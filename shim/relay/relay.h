@@ -105,7 +105,7 @@ extern int	pump_jobs(CURLM *multi, long long wait_ms, int pg_sock, bool *pg_read
 
 /* relay_db.c */
 extern PGconn *connect_db(void);
-extern bool drain_notifies(PGconn *conn);
+extern int	drain_notifies(PGconn *conn);
 extern int	fanout(PGconn *conn);
 extern int	lease_jobs(PGconn *conn, job *jobs, int nslots, int limit);
 extern void free_job(job *j);

@@ -7,6 +7,7 @@
 #include "relay.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -379,9 +380,11 @@ lease_jobs(PGconn *conn, job *jobs, int nslots, int limit)
  * connection has something to read, so that a relay that is never idle
  * does not keep them.  A flood of them (one statement may bring thousands)
  * is given back to the system: the jobs allocated meanwhile would
- * otherwise pin the heap they grew.  False when the connection is broken.
+ * otherwise pin the heap they grew.  How many there were (a NOTIFY that
+ * came during a statement may announce an event it did not see), or -1
+ * when the connection is broken.
  */
-bool
+int
 drain_notifies(PGconn *conn)
 {
 	PGnotify   *note;
@@ -390,7 +393,7 @@ drain_notifies(PGconn *conn)
 	if (!PQconsumeInput(conn))
 	{
 		pn_log("database connection lost: %s", pn_pq_message(conn));
-		return false;
+		return -1;
 	}
 	while ((note = PQnotifies(conn)) != NULL)
 	{
@@ -399,6 +402,6 @@ drain_notifies(PGconn *conn)
 	}
 	if (freed >= 1000)
 		malloc_trim(0);
-	return true;
+	return freed > INT_MAX ? INT_MAX : (int) freed;
 }
 
