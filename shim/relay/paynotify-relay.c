@@ -149,7 +149,7 @@ relay_loop(CURLM *multi, relay_tally *tally)
 			break;
 		if (stopping && give_up_at < 0)
 			/* no result is worth recording after its lease has ended */
-			give_up_at = now + (once && db_error ? cfg.reconnect_max_ms : 2 * cfg.timeout_ms + 30000);
+			give_up_at = now + (once && db_error ? cfg.reconnect_max_ms : 2 * cfg.timeout_ms + 10000);
 		if (stopping && running == 0 && now >= give_up_at)
 		{
 			pn_log("the results of %d deliveries could not be recorded: they are due again when their leases end",
@@ -184,8 +184,8 @@ relay_loop(CURLM *multi, relay_tally *tally)
 				backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
 				db_error = true;
 			}
-			if (woken > 0)
-				next_claim_at = now;
+			else if (woken > 0)
+				next_claim_at = now;	/* a NOTIFY read meanwhile */
 			count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
 		}
 		stopping = stop_requested || (once && db_error);
