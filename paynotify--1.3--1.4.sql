@@ -1566,3 +1566,279 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- ===== The relay's leases: requests kept in flight =====
+--
+-- Up to 1.3 a relay's claim was a row lock held by its open transaction,
+-- so the relay worked in rounds: claim, POST every claimed delivery,
+-- report, COMMIT, claim again; each round waited for its slowest request,
+-- and one receiver that sometimes answers only at the request timeout held
+-- back every event of its endpoint (issue 23).  From 1.4 the claim is a
+-- lease, committed at once: paynotify_relay_lease locks the due deliveries
+-- FOR UPDATE SKIP LOCKED in its own short transaction (two claimers never
+-- take the same row), sets each one's next_attempt_at to the lease's end,
+-- so that no claim takes it again before then, and marks it with the
+-- claim's token.  paynotify_relay_report(ids, statuses, errors, leases),
+-- called as results come, records a result only where the delivery is
+-- still undelivered and still holds that lease: a relay whose lease
+-- expired (it hung, or lost its database for longer) and was taken by
+-- another changes nothing.  A relay that dies gives its claims back when
+-- their leases end (2 * its request timeout + 10 s), no longer at once.
+-- An earlier delivery of an order that is leased is still undelivered, so
+-- its later ones wait for it as before.  max_in_flight is now counted over
+-- the leases of all relays: a claim takes at most an endpoint's
+-- max_in_flight less its deliveries leased and in flight (two claims at
+-- the same instant may each take the remainder).
+-- paynotify_relay_claim(integer) and the three-argument report are kept,
+-- unchanged, for a relay of 1.3 still running during an upgrade: its
+-- claims (row locks) and the leases skip each other.  Existing rows have
+-- no lease.
+ALTER TABLE @extschema@.paynotify_delivery
+	ADD COLUMN lease bigint,				-- the token of the claim that holds it
+	ADD COLUMN leased_until timestamptz;	-- its end (next_attempt_at, while it holds)
+CREATE INDEX paynotify_delivery_leased ON @extschema@.paynotify_delivery (endpoint_id, leased_until)
+	WHERE leased_until IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
+
+CREATE FUNCTION @extschema@.paynotify_relay_lease(max_rows integer, request_timeout_ms integer)
+	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
+				   secret text, max_in_flight integer, attempts integer, body text, lease bigint)
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	-- this claim's token: a report must show it to be recorded
+	claim_token bigint := pg_catalog.floor(pg_catalog.random() * 9e18)::bigint OPERATOR(pg_catalog.+) 1;
+	lease_end timestamptz;
+	ep record;
+	cand record;
+	got record;
+	busy jsonb;
+	ids bigint[] := '{}';
+	orders text[] := '{}';
+	dues timestamptz[] := '{}';
+BEGIN
+	IF max_rows IS NULL OR max_rows OPERATOR(pg_catalog.<) 0 THEN
+		RAISE EXCEPTION 'max_rows must be 0 or more' USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF request_timeout_ms IS NULL OR request_timeout_ms OPERATOR(pg_catalog.<) 100
+	   OR request_timeout_ms OPERATOR(pg_catalog.>) 600000 THEN
+		RAISE EXCEPTION 'request_timeout_ms must be from 100 to 600000'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	-- longer than the relay's longest attempt (one request timeout), with
+	-- room for the start and the report
+	lease_end := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(
+		secs => ((2 OPERATOR(pg_catalog.*) request_timeout_ms) OPERATOR(pg_catalog.+) 10000)
+				OPERATOR(pg_catalog./) 1000.0);
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		RETURN QUERY
+		WITH candidate AS MATERIALIZED (
+			SELECT c.id
+			FROM @extschema@.paynotify_endpoint e
+				CROSS JOIN LATERAL (
+					SELECT pg_catalog.count(*)::integer AS n
+					FROM @extschema@.paynotify_delivery l
+					WHERE l.endpoint_id OPERATOR(pg_catalog.=) e.id
+					  AND l.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()
+					  AND l.delivered_at IS NULL AND l.dead_at IS NULL) f
+				CROSS JOIN LATERAL (
+					SELECT r.id, r.next_attempt_at
+					FROM @extschema@.paynotify_delivery_ready r
+					WHERE r.endpoint_id OPERATOR(pg_catalog.=) e.id
+					ORDER BY r.next_attempt_at
+					LIMIT pg_catalog.int4larger(e.max_in_flight OPERATOR(pg_catalog.-) f.n, 0)) c
+			WHERE e.enabled
+			ORDER BY c.next_attempt_at
+			LIMIT max_rows),
+		locked AS (
+			SELECT d.id
+			FROM @extschema@.paynotify_delivery d
+			WHERE d.id OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT candidate.id FROM candidate))
+			  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			  AND d.next_attempt_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+			FOR UPDATE OF d SKIP LOCKED),
+		leased AS (
+			UPDATE @extschema@.paynotify_delivery d
+			SET next_attempt_at = lease_end, lease = claim_token, leased_until = lease_end
+			FROM locked
+			WHERE d.id OPERATOR(pg_catalog.=) locked.id
+			RETURNING d.id, d.webhook_id, d.endpoint_id, d.attempts, d.body)
+		SELECT l.id, l.webhook_id, l.endpoint_id, e.url, e.secret, e.max_in_flight,
+			l.attempts, l.body, claim_token
+		FROM leased l
+			JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) l.endpoint_id
+		ORDER BY l.id;
+		RETURN;
+	END IF;
+	-- Citus: as paynotify_relay_claim (the candidates read across the shards
+	-- without locks, an order's delivery also waiting for its earlier
+	-- events still in the outbox), each locked on its own shard by order_no
+	-- and id with SKIP LOCKED, then leased there: no statement waits for a
+	-- lock another relay holds, so two relays cannot deadlock.
+	SELECT pg_catalog.jsonb_object_agg(b.endpoint_id, b.n) INTO busy
+	FROM (SELECT l.endpoint_id, pg_catalog.count(*) AS n
+		  FROM @extschema@.paynotify_delivery l
+		  WHERE l.leased_until OPERATOR(pg_catalog.>) pg_catalog.now()
+			AND l.delivered_at IS NULL AND l.dead_at IS NULL
+		  GROUP BY l.endpoint_id) b;
+	FOR ep IN SELECT e.id, e.max_in_flight FROM @extschema@.paynotify_endpoint e WHERE e.enabled LOOP
+		FOR cand IN
+			SELECT r.id, r.order_no, r.next_attempt_at
+			FROM @extschema@.paynotify_delivery_ready r
+			WHERE r.endpoint_id OPERATOR(pg_catalog.=) ep.id
+			  AND (r.order_no OPERATOR(pg_catalog.=) ''
+				   OR NOT EXISTS (SELECT FROM @extschema@.paynotify_outbox o
+								  WHERE o.order_no OPERATOR(pg_catalog.=) r.order_no
+									AND coalesce(o.order_seq, o.id) OPERATOR(pg_catalog.<) r.order_seq))
+			ORDER BY r.next_attempt_at
+			LIMIT pg_catalog.int4larger(ep.max_in_flight OPERATOR(pg_catalog.-)
+				coalesce((busy OPERATOR(pg_catalog.->>) ep.id::text)::integer, 0), 0) LOOP
+			ids := ids OPERATOR(pg_catalog.||) cand.id;
+			orders := orders OPERATOR(pg_catalog.||) cand.order_no;
+			dues := dues OPERATOR(pg_catalog.||) cand.next_attempt_at;
+		END LOOP;
+	END LOOP;
+	FOR cand IN SELECT u.id, u.order_no FROM unnest(ids, orders, dues) u(id, order_no, due)
+				ORDER BY u.due LIMIT max_rows LOOP
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight, d.attempts, d.body
+		INTO got
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
+		WHERE d.order_no OPERATOR(pg_catalog.=) cand.order_no AND d.id OPERATOR(pg_catalog.=) cand.id
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+		  AND d.next_attempt_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+		  AND e.enabled
+		FOR UPDATE OF d SKIP LOCKED;
+		CONTINUE WHEN got.id IS NULL;
+		UPDATE @extschema@.paynotify_delivery d
+		SET next_attempt_at = lease_end, lease = claim_token, leased_until = lease_end
+		WHERE d.order_no OPERATOR(pg_catalog.=) cand.order_no AND d.id OPERATOR(pg_catalog.=) cand.id;
+		delivery_id := got.id;
+		webhook_id := got.webhook_id;
+		endpoint_id := got.endpoint_id;
+		url := got.url;
+		secret := got.secret;
+		max_in_flight := got.max_in_flight;
+		attempts := got.attempts;
+		body := got.body;
+		lease := claim_token;
+		RETURN NEXT;
+	END LOOP;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer) IS
+	'paynotify-relay: leases up to max_rows due deliveries, at most an endpoint''s max_in_flight less its leases in flight, for 2 * request_timeout_ms + 10 s (with the endpoint and its secret, and the lease''s token to report with)';
+
+CREATE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
+		errors text[], leases bigint[])
+	RETURNS integer
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	n integer;
+	attempt_at timestamptz := pg_catalog.clock_timestamp();
+	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
+							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
+	ids bigint[];
+	orders text[];
+	toks bigint[];
+	att integer[];
+	lasts timestamptz[];
+	st integer[];
+	errs text[];
+	done timestamptz[];
+	dead timestamptz[];
+	nexts timestamptz[];
+BEGIN
+	-- As the three-argument report (the new values read first, then
+	-- written as they are, one way on one server and on Citus), for the
+	-- deliveries that still hold the lease given.  A status and an error
+	-- both NULL: the delivery was not attempted (the relay stopped before
+	-- it started), given back due at once, its attempts unchanged.
+	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(d.lease),
+		pg_catalog.array_agg(CASE WHEN r.released THEN d.attempts
+			ELSE pg_catalog.int4smaller(d.attempts, 2147483646) OPERATOR(pg_catalog.+) 1 END),
+		pg_catalog.array_agg(CASE WHEN r.released THEN d.last_attempt_at ELSE attempt_at END),
+		pg_catalog.array_agg(CASE WHEN r.released THEN d.last_status ELSE r.status END),
+		pg_catalog.array_agg(CASE WHEN r.released THEN d.last_error WHEN r.ok THEN NULL
+			ELSE pg_catalog.left(coalesce(r.error, 'HTTP ' OPERATOR(pg_catalog.||) r.status), 500) END),
+		pg_catalog.array_agg(CASE WHEN r.ok THEN attempt_at END),
+		pg_catalog.array_agg(CASE WHEN NOT r.ok AND NOT r.released
+			AND attempt_at OPERATOR(pg_catalog.>=) (d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) THEN attempt_at END),
+		pg_catalog.array_agg(CASE WHEN r.released THEN attempt_at WHEN r.ok THEN d.next_attempt_at
+			ELSE least(attempt_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+							least(pg_catalog.date_part('epoch', e.retry_max),
+								  pg_catalog.date_part('epoch', e.retry_base)
+								  OPERATOR(pg_catalog.*) pg_catalog.power(2::float8, pg_catalog.int4smaller(d.attempts, 30)::float8))
+							OPERATOR(pg_catalog.*) r.jitter),
+					   d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) END)
+	INTO ids, orders, toks, att, lasts, st, errs, done, dead, nexts
+	FROM (SELECT u.id, u.status, u.error, u.lease,
+				 coalesce(u.status OPERATOR(pg_catalog.>=) 200 AND u.status OPERATOR(pg_catalog.<=) 299, false) AS ok,
+				 u.status IS NULL AND u.error IS NULL AS released, u.jitter
+		  FROM unnest(delivery_ids, statuses, errors, leases, jitters) u(id, status, error, lease, jitter)
+		  WHERE u.id IS NOT NULL AND u.lease IS NOT NULL) r
+		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
+		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease;
+	UPDATE @extschema@.paynotify_delivery d SET
+		attempts = v.attempts,
+		last_attempt_at = v.last_attempt_at,
+		last_status = v.status,
+		last_error = v.error,
+		delivered_at = v.delivered_at,
+		dead_at = v.dead_at,
+		next_attempt_at = v.next_attempt_at,
+		lease = NULL,
+		leased_until = NULL
+	FROM unnest(ids, orders, toks, att, lasts, st, errs, done, dead, nexts)
+		v(id, order_no, lease, attempts, last_attempt_at, status, error, delivered_at, dead_at, next_attempt_at)
+	WHERE d.order_no OPERATOR(pg_catalog.=) v.order_no AND d.id OPERATOR(pg_catalog.=) v.id
+	  AND d.lease OPERATOR(pg_catalog.=) v.lease
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) IS
+	'paynotify-relay: records the results of leased deliveries (2xx delivered, else a retry with backoff or dead past the horizon; status and error NULL: not attempted, due again) where each still holds its lease; returns how many were recorded';
+
+REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer),
+	@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('relay', f::regprocedure, NULL)
+FROM pg_catalog.unnest(ARRAY['@extschema@.paynotify_relay_lease(integer, integer)',
+	 '@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[])']) f;
+
+-- On Citus the lease and its report reach each node over one connection,
+-- as the claim and the report of 1.3 (paynotify_relay_on_citus).
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_on_citus()
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	SET citus.enable_ddl_propagation = off
+	AS $$
+BEGIN
+	ALTER FUNCTION @extschema@.paynotify_relay_claim(integer)
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+	ALTER FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[])
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+	ALTER FUNCTION @extschema@.paynotify_relay_lease(integer, integer)
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+	ALTER FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[])
+		SET citus.max_adaptive_executor_pool_size = 1
+		SET citus.force_max_query_parallelization = off;
+END
+$$;
+
+DO $$
+BEGIN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		PERFORM @extschema@.paynotify_relay_on_citus();
+	END IF;
+END
+$$;

@@ -13,7 +13,7 @@ CREATE ROLE rl_op LOGIN;
 CREATE ROLE rl_relay LOGIN;
 SELECT paynotify_grant('rl_op', 'admin');
 SELECT paynotify_grant('rl_relay', 'relay');
--- what the relay's role may execute: its three calls, nothing else
+-- what the relay's role may execute: its calls, nothing else
 SELECT p.oid::regprocedure AS relay_may_execute
 FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'paynotify'
@@ -397,6 +397,114 @@ DROP ROLE rl_hooker;
 \c - rl_op
 SET search_path = pay, public;
 SELECT paynotify_drop_endpoint(:notes);
+
+-- 1.4: leases.  paynotify_relay_lease(n, request_timeout_ms) commits its
+-- claims at once: each leased delivery's next_attempt_at is the lease's end
+-- (2 * the request timeout + 10 s), so that no claim takes it before then;
+-- an endpoint gets at most its max_in_flight less its leases in flight;
+-- a result is recorded only where the delivery still holds the lease given.
+SELECT paynotify_add_endpoint('http://127.0.0.1:8080/lease', 'whsec_' || repeat('H', 32),
+	channels => '{ls}', max_in_flight => 2) AS ls \gset
+SELECT paynotify_alter_endpoint(:erp, enabled => false);
+-- the operator neither leases nor reports
+SELECT * FROM paynotify_relay_lease(1, 1000);
+SELECT paynotify_relay_report('{}', '{}', '{}', '{}');
+\c - :su
+SET search_path = pay, public;
+INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount, order_seq) VALUES
+	('paid', 'ls', 'LS-1', 'n_l1', 100, 1), ('refunded', 'ls', 'LS-1', 'n_l2', 40, 2),
+	('paid', 'ls', 'LS-2', 'n_l3', 100, 1), ('paid', 'ls', 'LS-3', 'n_l4', 100, 1);
+SELECT paynotify_relay_fanout();
+-- due in this order: LS-1's refund (it waits for its payment), LS-1, LS-2, LS-3
+UPDATE paynotify_delivery SET next_attempt_at = now() - CASE body::jsonb->>'notify_id'
+	WHEN 'n_l2' THEN '4 min' WHEN 'n_l1' THEN '3 min' WHEN 'n_l3' THEN '2 min' ELSE '1 min' END::interval
+WHERE endpoint_id = :ls;
+CREATE FUNCTION public.ls_state() RETURNS TABLE (o text, e text, attempts int, last_status int,
+		delivered boolean, leased boolean, due boolean) LANGUAGE sql AS $$
+	SELECT order_no, event, attempts, last_status, delivered_at IS NOT NULL, lease IS NOT NULL,
+		next_attempt_at <= clock_timestamp()
+	FROM pay.paynotify_delivery WHERE channel = 'ls' ORDER BY order_no, order_seq $$ SECURITY DEFINER;
+-- what the relay leased, kept across its backends
+CREATE TABLE public.ls_claims AS SELECT ''::text AS claim, * FROM paynotify_relay_lease(0, 1000);
+GRANT SELECT, INSERT ON public.ls_claims TO rl_relay;
+CREATE VIEW public.l1 AS SELECT * FROM public.ls_claims WHERE claim = 'l1';
+CREATE VIEW public.l2 AS SELECT * FROM public.ls_claims WHERE claim = 'l2';
+CREATE VIEW public.l3 AS SELECT * FROM public.ls_claims WHERE claim = 'l3';
+GRANT SELECT ON public.l1, public.l2, public.l3 TO rl_relay;
+\c - rl_relay
+SET search_path = pay, public;
+-- a timeout out of the relay's range, a negative count
+SELECT * FROM paynotify_relay_lease(10, 99);
+SELECT * FROM paynotify_relay_lease(10, 600001);
+SELECT * FROM paynotify_relay_lease(10, NULL);
+SELECT * FROM paynotify_relay_lease(-1, 1000);
+-- the endpoint's two slots: the first two due, one token
+INSERT INTO public.ls_claims SELECT 'l1', * FROM paynotify_relay_lease(10, 1000);
+SELECT body::jsonb->>'order_no' AS o, body::jsonb->>'event' AS e, attempts, url, max_in_flight
+FROM l1 ORDER BY 1, 2;
+SELECT count(DISTINCT lease) AS tokens, bool_and(lease IS NOT NULL) AS leased FROM l1;
+-- committed (this is a fresh backend): leased until 12 s from now, not due
+\c - :su
+SET search_path = pay, public;
+SELECT order_no, leased_until = next_attempt_at AS until_is_next,
+	leased_until - clock_timestamp() BETWEEN '5 s' AND '12 s' AS lease_12s
+FROM paynotify_delivery WHERE lease IS NOT NULL ORDER BY order_no;
+\c - rl_relay
+SET search_path = pay, public;
+-- a second claimer: the endpoint is full (its leases count, whoever holds them)
+SELECT count(*) AS second_claimer FROM paynotify_relay_lease(10, 1000);
+-- a relay of 1.3 (a row-lock claim) skips the leased ones too
+BEGIN;
+SELECT body::jsonb->>'order_no' AS old_claim FROM paynotify_relay_claim(10);
+ROLLBACK;
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_alter_endpoint(:ls, max_in_flight => 10);
+\c - rl_relay
+SET search_path = pay, public;
+-- room again: LS-3; LS-1's refund waits for its leased payment
+INSERT INTO public.ls_claims SELECT 'l2', * FROM paynotify_relay_lease(10, 1000);
+SELECT body::jsonb->>'order_no' AS o, body::jsonb->>'event' AS e,
+	lease <> (SELECT min(lease) FROM l1) AS new_token FROM l2;
+-- results: LS-1 delivered; LS-2 reported with another claim's token (nothing)
+SELECT paynotify_relay_report(array_agg(delivery_id), '{200}', '{NULL}', array_agg(lease))
+FROM l1 WHERE body::jsonb->>'order_no' = 'LS-1';
+SELECT paynotify_relay_report(array_agg(delivery_id), '{200}', '{NULL}', (SELECT array_agg(lease) FROM l2))
+FROM l1 WHERE body::jsonb->>'order_no' = 'LS-2';
+-- LS-3 not attempted (the relay stopped first): due again at once, attempts unchanged
+SELECT paynotify_relay_report(array_agg(delivery_id), '{NULL}', '{NULL}', array_agg(lease)) FROM l2;
+SELECT * FROM public.ls_state();
+-- LS-1's refund is due now that its payment is delivered; LS-3 again
+SELECT body::jsonb->>'order_no' AS o, body::jsonb->>'event' AS e
+FROM paynotify_relay_lease(10, 1000) ORDER BY 1, 2;
+-- LS-2's relay hangs: its lease ends, and LS-2 is due again for a new claim
+\c - :su
+SET search_path = pay, public;
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval, leased_until = now() - '1 s'::interval
+WHERE channel = 'ls' AND order_no = 'LS-2';
+\c - rl_relay
+SET search_path = pay, public;
+INSERT INTO public.ls_claims SELECT 'l3', * FROM paynotify_relay_lease(10, 1000);
+SELECT body::jsonb->>'order_no' AS o, lease <> (SELECT min(lease) FROM l1) AS new_token FROM l3;
+-- the hung relay's late report is stale: nothing recorded; the new holder's is
+SELECT paynotify_relay_report(array_agg(delivery_id), '{500}', '{NULL}', array_agg(lease))
+FROM l1 WHERE body::jsonb->>'order_no' = 'LS-2';
+SELECT paynotify_relay_report(array_agg(delivery_id), '{503}', '{NULL}', array_agg(lease)) FROM l3;
+-- a report for a delivery delivered already changes nothing
+SELECT paynotify_relay_report(array_agg(delivery_id), '{500}', '{NULL}', array_agg(lease))
+FROM l1 WHERE body::jsonb->>'order_no' = 'LS-1';
+SELECT * FROM public.ls_state();
+\c - :su
+SET search_path = pay, public;
+SELECT order_no, last_error, next_attempt_at > now() AS retry_later, leased_until, lease
+FROM paynotify_delivery WHERE channel = 'ls' AND order_no = 'LS-2';
+DROP FUNCTION public.ls_state();
+DROP VIEW public.l1, public.l2, public.l3;
+DROP TABLE public.ls_claims;
+\c - rl_op
+SET search_path = pay, public;
+SELECT paynotify_drop_endpoint(:ls);
+SELECT paynotify_alter_endpoint(:erp, enabled => true);
 
 -- purge and drop
 SELECT paynotify_purge_deliveries('1 day');

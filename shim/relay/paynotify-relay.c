@@ -4,37 +4,42 @@
  *	  format (webhook-id, webhook-timestamp, webhook-signature), at least
  *	  once, to the endpoints of the table paynotify_endpoint.
  *
- * One loop, one database connection, one libcurl multi handle:
- *   1. paynotify_relay_fanout() turns new outbox rows into deliveries (its
- *      own short transaction);
- *   2. BEGIN; paynotify_relay_claim(n) locks the due deliveries (FOR
- *      UPDATE SKIP LOCKED), at most the endpoint's max_in_flight per
- *      endpoint and n = min(PAYNOTIFY_RELAY_BATCH,
- *      PAYNOTIFY_RELAY_MAX_IN_FLIGHT) in all: the claim is the row lock,
- *      held by this open transaction;
- *   3. every claimed delivery is signed and POSTed at once, each bounded by
- *      the request timeout (so a receiver that hangs holds the others of
- *      the round for one timeout at most, and its backlog never fills the
- *      batch); no request starts later than two timeouts after the claim;
- *   4. paynotify_relay_report() records each result (2xx: delivered; else a
- *      retry with backoff, or dead past the endpoint's horizon); COMMIT.
+ * One loop, one database connection, one libcurl multi handle, and
+ * PAYNOTIFY_RELAY_MAX_IN_FLIGHT slots for requests, kept full:
+ *   1. when a slot is free: paynotify_relay_fanout() turns new outbox rows
+ *      into deliveries, then paynotify_relay_lease(n, timeout) leases the
+ *      due deliveries (FOR UPDATE SKIP LOCKED and committed at once, each
+ *      one's next_attempt_at set to the lease's end, 2 * the request
+ *      timeout + 10 s, with the claim's token): n at most the free slots
+ *      and PAYNOTIFY_RELAY_BATCH, per endpoint at most its max_in_flight
+ *      less its leases in flight (any relay's);
+ *   2. every leased delivery is signed and POSTed at once, each bounded by
+ *      the request timeout;
+ *   3. as requests end, paynotify_relay_report() records their results
+ *      (2xx: delivered; else a retry with backoff, or dead past the
+ *      endpoint's horizon; all those that ended together in one call),
+ *      only where the delivery still holds the lease, and the slots are
+ *      filled again at once (an order's next event may be due now).
  *      Should the report fail, each result is recorded on its own, so that
- *      one the database refuses does not undo the others; the relay then
- *      backs off as after a database error.
- * A relay that dies, or whose database connection breaks, rolls back: its
- * claims are due again at once for any relay (deliveries it had made are
- * made again: at least once).  The session's
- * idle_in_transaction_session_timeout ends a relay that hangs.
+ *      one the database refuses does not hold back the others; that one is
+ *      logged and given back (due again at once), and the relay claims
+ *      again only after a back-off.
+ * Each call is its own short transaction.  A relay that dies, hangs or
+ * loses its database for longer than a lease gives its claims back when
+ * the leases end (deliveries it had made are made again: at least once).
+ * Results that wait for a lost connection are reported once it is back.
  *
- * Waking up: after a batch with work the loop goes on at once; when idle it
- * polls the due-deliveries index every PAYNOTIFY_RELAY_POLL_MIN ms, doubling
- * up to PAYNOTIFY_RELAY_POLL_MAX, and a NOTIFY on channel "paynotify" (when
- * the extension sends them) wakes it before that.
+ * Waking up: after a request ends the relay claims at once; a claim that
+ * found nothing waits PAYNOTIFY_RELAY_POLL_MIN ms, doubling up to
+ * PAYNOTIFY_RELAY_POLL_MAX, and a NOTIFY on channel "paynotify" (when the
+ * extension sends them) wakes it before that.
  *
- * SIGTERM / SIGINT: no new request starts; those in flight finish and are
- * reported; the claimed rest is released by the COMMIT; exit 0.
+ * SIGTERM / SIGINT: no new request starts (a delivery leased but not
+ * started is given back, due at once); those in flight finish and are
+ * reported; exit 0.  A database that cannot be reached then is tried
+ * until the leases end.
  *
- * --once: rounds until nothing is due, then exit.  Standard output has one
+ * --once: claims until nothing is due and nothing is in flight, then exit.  Standard output has one
  * line per failed attempt (the delivery, its webhook-id, the endpoint and
  * the reason recorded in last_error) and, last, the summary "claimed N,
  * delivered N, failed N"; the exit status is 0 only when every claimed
@@ -46,87 +51,215 @@
  */
 #include "relay.h"
 
-#include <string.h>
-#include <time.h>
+#include <stdlib.h>
 
-/* Sleeps up to ms, returning early on a signal. */
+/* The slots' counts: running, done and not yet recorded, free. */
 static void
-nap(long long ms)
+count_slots(relay_tally *tally, job *jobs, int nslots, int *running, int *unreported, int *free_slots)
 {
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	*running = *unreported = *free_slots = 0;
+	for (int i = 0; i < nslots; i++)
+	{
+		job		   *j = &jobs[i];
 
-	if (!stop_requested)
-		nanosleep(&ts, NULL);
+		if (j->state == JOB_DONE && !j->counted)
+		{
+			count_job(j, tally);
+			j->counted = true;
+		}
+		if (j->state == JOB_RUNNING)
+			(*running)++;
+		else if (j->state == JOB_DONE)
+			(*unreported)++;
+		else if (j->state == JOB_FREE)
+			(*free_slots)++;
+	}
 }
 
-/* The reconnect back-off: sleeps, then doubles it up to its cap. */
+/* The database failed: the connection dropped, tried again after the back-off. */
 static void
-back_off(long long *backoff_ms)
+db_failed(PGconn **conn, long long now, long long *retry_at, long long *backoff_ms)
 {
-	nap(*backoff_ms);
+	PQfinish(*conn);
+	*conn = NULL;
+	*retry_at = now + *backoff_ms;
 	*backoff_ms = *backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : *backoff_ms * 2;
 }
 
 /*
- * Rounds until SIGTERM (with --once: until nothing is due).  0, or 1 when
- * --once met a database error.
+ * Starts the leased jobs, or, once a stop is asked for, gives them back
+ * unattempted.
+ */
+static void
+start_leased(CURLM *multi, job *jobs, int nslots)
+{
+	for (int i = 0; i < nslots; i++)
+	{
+		if (jobs[i].state != JOB_LEASED)
+			continue;
+		if (stop_requested)
+		{
+			jobs[i].state = JOB_DONE;
+			jobs[i].released = true;
+		}
+		else
+			start_job(multi, &jobs[i]);
+	}
+}
+
+/*
+ * Keeps up to max_in_flight requests in flight until SIGTERM (with
+ * --once: until nothing is due): each finished request's result is
+ * recorded and its slot filled again at once.  0, or 1 when --once met a
+ * database error.
  */
 static int
 relay_loop(CURLM *multi, relay_tally *tally)
 {
+	int			nslots = (int) cfg.max_in_flight;
+	job		   *jobs = calloc((size_t) nslots, sizeof(job));
 	PGconn	   *conn = NULL;
 	long long	idle_ms = cfg.poll_min_ms,
-				backoff_ms = 100;
+				backoff_ms = 100,
+				next_claim_at = 0,
+				db_retry_at = 0,
+				give_up_at = -1;
+	bool		db_error = false;
 	int			rc = 0;
 
-	while (!stop_requested)
+	if (jobs == NULL)
 	{
-		int			got = -1,
-					lost = 0;
+		pn_log("out of memory");
+		return 1;
+	}
+	for (;;)
+	{
+		long long	now = pn_now_ms(),
+					wait;
+		int			running,
+					unreported,
+					free_slots,
+					lost = 0,
+					finished;
+		bool		stopping = stop_requested || (once && db_error),
+					pg_ready;
 
-		if (conn != NULL || (conn = connect_db()) != NULL)
-			got = round_once(conn, multi, tally, &lost);
-		if (got < 0)
-		{
-			/* no connection, a broken one or a failing statement: start afresh, slowly */
-			PQfinish(conn);
-			conn = NULL;
-			if (once)
-			{
-				rc = 1;
-				break;
-			}
-			back_off(&backoff_ms);
-			continue;
-		}
-		if (lost > 0)
-		{
-			/* a result the database refuses: its delivery is due again at once */
-			if (once)
-			{
-				rc = 1;
-				break;
-			}
-			back_off(&backoff_ms);
-			continue;
-		}
-		backoff_ms = 100;
-		if (got > 0)
-		{
-			idle_ms = cfg.poll_min_ms;
-			continue;
-		}
-		if (once)
+		count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
+		if (stopping && running == 0 && unreported == 0)
 			break;
-		if (!wait_for_work(conn, idle_ms))
+		if (stopping && give_up_at < 0)
+			/* no result is worth recording after its lease has ended */
+			give_up_at = now + (once && db_error ? cfg.reconnect_max_ms : 2 * cfg.timeout_ms + 10000);
+		if (stopping && running == 0 && now >= give_up_at)
 		{
-			PQfinish(conn);
-			conn = NULL;
+			pn_log("the results of %d deliveries could not be recorded: they are due again when their leases end",
+				   unreported);
+			if (once)
+				rc = 1;
+			break;
+		}
+
+		/* the database: the results first, then a claim when there is room */
+		if (conn == NULL && now >= db_retry_at && (unreported > 0 || !stopping))
+		{
+			if ((conn = connect_db()) == NULL)
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+			}
+		}
+		if (conn != NULL && unreported > 0)
+		{
+			int			woken = -1;
+
+			if (report_jobs(conn, jobs, nslots, &lost) < 0 || (woken = drain_notifies(conn)) < 0)
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+			}
+			else if (lost > 0)
+			{
+				/* a result the database refuses: claim again slowly */
+				next_claim_at = now + backoff_ms;
+				backoff_ms = backoff_ms * 2 > cfg.reconnect_max_ms ? cfg.reconnect_max_ms : backoff_ms * 2;
+				db_error = true;
+			}
+			else if (woken > 0)
+				next_claim_at = now;	/* a NOTIFY read meanwhile */
+			count_slots(tally, jobs, nslots, &running, &unreported, &free_slots);
+		}
+		stopping = stop_requested || (once && db_error);
+		if (conn != NULL && !stopping && free_slots > 0 && now >= next_claim_at)
+		{
+			int			limit = free_slots < cfg.batch ? free_slots : (int) cfg.batch,
+						taken = -1,
+						got = -1,
+						woken = -1;
+
+			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) >= 0)
+				got = lease_jobs(conn, jobs, nslots, limit);
+			if (got >= 0)
+			{
+				tally->claimed += got;
+				start_leased(multi, jobs, nslots);
+				/* a NOTIFY that came meanwhile may announce what the claim missed */
+				woken = drain_notifies(conn);
+			}
+			if (woken < 0)
+			{
+				db_failed(&conn, now, &db_retry_at, &backoff_ms);
+				db_error = true;
+				continue;
+			}
+			if (!db_error || !once)
+				backoff_ms = 100;
+			if (got == 0 && taken == 0 && woken == 0)
+			{
+				if (once && running == 0 && unreported == 0)
+					break;		/* nothing is due */
+				next_claim_at = now + idle_ms;
+				idle_ms = idle_ms * 2 > cfg.poll_max_ms ? cfg.poll_max_ms : idle_ms * 2;
+			}
+			else
+			{
+				/* full: again as soon as a slot frees; else soon */
+				next_claim_at = got == limit ? now : now + cfg.poll_min_ms;
+				idle_ms = cfg.poll_min_ms;
+			}
 			continue;
 		}
-		idle_ms = idle_ms * 2 > cfg.poll_max_ms ? cfg.poll_max_ms : idle_ms * 2;
+
+		/* the requests: until one finishes, a NOTIFY, or the next claim */
+		wait = 1000;
+		if (conn != NULL && !stopping && free_slots > 0)
+			wait = next_claim_at - now;
+		if (conn == NULL && (unreported > 0 || !stopping))
+			wait = db_retry_at - now;
+		if (stopping && running == 0)
+			wait = (give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+		if (wait > 1000)
+			wait = 1000;
+		finished = pump_jobs(multi, wait, conn != NULL ? PQsocket(conn) : -1, &pg_ready);
+		if (finished > 0)
+		{
+			/* a slot is free, and an order's next event may be due */
+			next_claim_at = pn_now_ms();
+			idle_ms = cfg.poll_min_ms;
+		}
+		if (pg_ready && conn != NULL)
+		{
+			if (drain_notifies(conn) < 0)
+				db_failed(&conn, pn_now_ms(), &db_retry_at, &backoff_ms);
+			else
+				next_claim_at = pn_now_ms();
+		}
 	}
 	PQfinish(conn);
+	for (int i = 0; i < nslots; i++)
+		free_job(&jobs[i]);
+	free(jobs);
+	if (once && db_error)
+		rc = 1;
 	return rc;
 }
 

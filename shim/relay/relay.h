@@ -45,23 +45,28 @@ typedef struct relay_config
 	long long	verbose;
 } relay_config;
 
-/* One claimed delivery. */
+/*
+ * One slot for a request: free, leased (about to start), running, or done
+ * and waiting for its result to be recorded.  The strings are the job's
+ * own copies of the lease's row.
+ */
 typedef struct job
 {
-	const char *delivery_id;	/* text from the claim (points into res) */
-	const char *webhook_id;
-	const char *endpoint_id;
-	const char *url;
-	const char *body;
-	int			body_len;
-	int			max_in_flight;
-	int		   *in_flight;		/* shared by the jobs of one endpoint */
-	unsigned char secret[SECRET_MAX];
-	int			secret_len;		/* -1: the secret did not decode */
 	enum
 	{
-		JOB_WAITING, JOB_RUNNING, JOB_DONE
+		JOB_FREE, JOB_LEASED, JOB_RUNNING, JOB_DONE
 	}			state;
+	char	   *delivery_id;
+	char	   *webhook_id;
+	char	   *endpoint_id;
+	char	   *url;
+	char	   *body;
+	char	   *lease;			/* the lease's token, shown to the report */
+	int			body_len;
+	unsigned char secret[SECRET_MAX];
+	int			secret_len;		/* -1: the secret did not decode */
+	bool		released;		/* not attempted: given back due at once */
+	bool		counted;		/* in the tally (once done) */
 	long		status;			/* HTTP status, 0: none */
 	bool		blocked;		/* an address refused by allow_private */
 	char		error[ERROR_MAX];
@@ -77,7 +82,7 @@ typedef struct relay_tally
 	long long	claimed;		/* deliveries claimed */
 	long long	delivered;		/* answered 2xx */
 	long long	failed;			/* attempted, not 2xx: retried later, or dead */
-	long long	not_attempted;	/* claimed, released unstarted (stop, deadline) */
+	long long	not_attempted;	/* claimed, released unstarted (stop) */
 } relay_tally;
 
 extern relay_config cfg;
@@ -95,11 +100,16 @@ extern int	decode_secret(const char *s, unsigned char *out);
 extern bool sign(const job *j, long long ts, char *out, size_t outsz);
 
 /* relay_http.c */
-extern void run_jobs(CURLM *multi, job *jobs, int n);
+extern void start_job(CURLM *multi, job *j);
+extern int	pump_jobs(CURLM *multi, long long wait_ms, int pg_sock, bool *pg_ready);
 
 /* relay_db.c */
 extern PGconn *connect_db(void);
-extern int	round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost);
-extern bool wait_for_work(PGconn *conn, long long ms);
+extern int	drain_notifies(PGconn *conn);
+extern int	fanout(PGconn *conn);
+extern int	lease_jobs(PGconn *conn, job *jobs, int nslots, int limit);
+extern void free_job(job *j);
+extern void count_job(const job *j, relay_tally *tally);
+extern int	report_jobs(PGconn *conn, job *jobs, int nslots, int *lost);
 
 #endif							/* PAYNOTIFY_RELAY_H */

@@ -1,11 +1,14 @@
 /*
  * relay_db.c
- *	  paynotify-relay's database calls: the connection, one round (fan-out,
- *	  claim, deliver, report) and waiting for a NOTIFY.
+ *	  paynotify-relay's database calls: the connection, the fan-out, the
+ *	  lease of due deliveries (into free job slots) and the report of the
+ *	  finished ones.  Each is its own short transaction (autocommit).
  */
 #include "relay.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,22 +24,18 @@ connect_db(void)
 {
 	pn_pq_who	who = relay_who;
 	PGconn	   *conn;
-	char		sql[128];
 
 	who.schema = cfg.schema;
 	if ((conn = pn_pq_connect(cfg.dsn, &who)) == NULL)
 		return NULL;
-	/* a relay that hangs inside a batch gives its claims back */
-	snprintf(sql, sizeof(sql), "SET idle_in_transaction_session_timeout = %lld",
-			 3 * cfg.timeout_ms + 30000);
 	/*
 	 * The relay's own commits need not wait for the WAL flush: a fan-out is
 	 * one transaction (outbox rows out, deliveries in), so a crash loses it
 	 * whole and the outbox rows come back; a lost result means a delivery
-	 * made again.  Either way at least once, and the round is shorter.
+	 * made again; a lost lease, a delivery due again at once.  Either way
+	 * at least once, and each call is shorter.
 	 */
-	if (!pn_pq_command_ok(conn, sql) ||
-		!pn_pq_command_ok(conn, "SET synchronous_commit = off") ||
+	if (!pn_pq_command_ok(conn, "SET synchronous_commit = off") ||
 		(cfg.listen && !pn_pq_command_ok(conn, "LISTEN paynotify")))
 	{
 		PQfinish(conn);
@@ -67,19 +66,21 @@ array_element(pn_buf *b, const char *s)
 }
 
 /*
- * paynotify_relay_report() of the jobs listed in idx; false when it failed
+ * paynotify_relay_report() of the jobs listed in idx: how many results
+ * were recorded (those whose lease still held), or -1 when it failed
  * (logged when log_failure).
  */
-static bool
+static int
 report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure)
 {
-	pn_buf		arr[3];
+	pn_buf		arr[4];
 	char		sql[256];
-	const char *params[3];
+	const char *params[4];
 	PGresult   *res;
 	bool		ok = true;
+	int			recorded = -1;
 
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 	{
 		pn_buf_init(&arr[k]);
 		pn_buf_append(&arr[k], "{", 1);
@@ -93,9 +94,11 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
 		snprintf(status, sizeof(status), "%ld", j->status);
 		array_element(&arr[0], j->delivery_id);
 		array_element(&arr[1], j->status ? status : NULL);
-		array_element(&arr[2], good ? NULL : j->error);
+		/* status and error NULL: not attempted */
+		array_element(&arr[2], good || j->released ? NULL : j->error);
+		array_element(&arr[3], j->lease);
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 	{
 		pn_buf_append(&arr[k], "}", 1);
 		ok = ok && !arr[k].failed;
@@ -106,100 +109,145 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
 	else
 	{
 		snprintf(sql, sizeof(sql),
-				 "SELECT %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[])",
+				 "SELECT %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[], $4::bigint[])",
 				 cfg.schema);
-		res = PQexecParams(conn, sql, 3, NULL, params, NULL, NULL, 0);
+		res = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			if (log_failure)
 				pn_log("report failed: %s", pn_pq_message(conn));
-			ok = false;
 		}
+		else
+			recorded = atoi(PQgetvalue(res, 0, 0));
 		PQclear(res);
 	}
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		pn_buf_free(&arr[k]);
-	return ok;
+	return recorded;
 }
 
 /*
- * Counts the jobs of a batch in *tally; with --once, prints each failure
- * on standard output with the reason recorded in last_error.
+ * Counts a finished (or released) job in *tally; with --once, prints a
+ * failure on standard output with the reason recorded in last_error.
  */
-static void
-count_jobs(const job *jobs, int n, relay_tally *tally)
+void
+count_job(const job *j, relay_tally *tally)
 {
-	for (int i = 0; i < n; i++)
+	if (j->released)
+		tally->not_attempted++;
+	else if (j->status >= 200 && j->status <= 299)
+		tally->delivered++;
+	else
 	{
-		const job  *j = &jobs[i];
-
-		tally->claimed++;
-		if (j->state != JOB_DONE)
-			tally->not_attempted++;
-		else if (j->status >= 200 && j->status <= 299)
-			tally->delivered++;
-		else
+		tally->failed++;
+		if (once)
 		{
-			tally->failed++;
-			if (once)
-				printf("delivery %s (%s) to endpoint %s failed: %s\n",
-					   j->delivery_id, j->webhook_id, j->endpoint_id, j->error);
+			printf("delivery %s (%s) to endpoint %s failed: %s\n",
+				   j->delivery_id, j->webhook_id, j->endpoint_id, j->error);
+			fflush(stdout);
 		}
 	}
-	if (once)
-		fflush(stdout);
+}
+
+/* Empties a slot: its copies freed, its secret wiped. */
+void
+free_job(job *j)
+{
+	OPENSSL_cleanse(j->secret, sizeof(j->secret));
+	free(j->delivery_id);
+	free(j->webhook_id);
+	free(j->endpoint_id);
+	free(j->url);
+	free(j->body);
+	free(j->lease);
+	memset(j, 0, sizeof(*j));
+	j->state = JOB_FREE;
 }
 
 /*
- * Records the done jobs; false on a database error.  When the report of
- * the batch fails, each result is recorded on its own (a savepoint each),
- * so that one result the database refuses does not give back the others
- * (deliveries made, to be made again); that one is logged, left as it was
- * (due again) and counted in *lost.
+ * Records the results of the done jobs (JOB_DONE) and frees their slots:
+ * the number recorded, or -1 on a database error (the done jobs are kept,
+ * to be reported once the connection is back).  When the report of them
+ * all fails, each is reported on its own, so that one result the database
+ * refuses does not hold back the others; that one is logged, counted in
+ * *lost and given back (due again at once; if the database refuses that
+ * too, when its lease ends).  A
+ * result whose lease has ended (taken by another relay) is not recorded:
+ * logged.
  */
-static bool
-report(PGconn *conn, job *jobs, int n, int *lost)
+int
+report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 {
-	int		   *idx = malloc(sizeof(int) * (n > 0 ? n : 1));
-	int			done = 0;
-	bool		ok = true;
+	int		   *idx = malloc(sizeof(int) * (nslots > 0 ? nslots : 1));
+	int			done = 0,
+				refused = 0,
+				recorded;
 
 	if (idx == NULL)
 	{
 		pn_log("out of memory");
-		return false;
+		return -1;
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < nslots; i++)
 	{
 		if (jobs[i].state == JOB_DONE)
 			idx[done++] = i;
 	}
-	if (done > 0)
+	if (done == 0)
 	{
-		ok = pn_pq_command_ok(conn, "SAVEPOINT report");
-		if (ok && !report_rows(conn, jobs, idx, done, true))
+		free(idx);
+		return 0;
+	}
+	recorded = report_rows(conn, jobs, idx, done, true);
+	if (recorded < 0)
+	{
+		if (PQstatus(conn) != CONNECTION_OK)
 		{
-			ok = pn_pq_command_ok(conn, "ROLLBACK TO SAVEPOINT report");
-			for (int c = 0; ok && c < done; c++)
-			{
-				job		   *j = &jobs[idx[c]];
+			free(idx);
+			return -1;
+		}
+		recorded = 0;
+		for (int c = 0; c < done; c++)
+		{
+			job		   *j = &jobs[idx[c]];
+			int			one = report_rows(conn, jobs, &idx[c], 1, false);
 
-				if (!pn_pq_command_ok(conn, "SAVEPOINT one"))
-					ok = false;
-				else if (report_rows(conn, jobs, &idx[c], 1, false))
-					ok = pn_pq_command_ok(conn, "RELEASE SAVEPOINT one");
-				else
+			if (one < 0 && PQstatus(conn) != CONNECTION_OK)
+			{
+				/* those reported on their own are freed; the rest wait */
+				free(idx);
+				return -1;
+			}
+			if (one < 0)
+			{
+				pn_log("could not record the result of delivery %s to endpoint %s: %s",
+					   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
+				refused++;
+				/* given back, due again at once, if the database takes that */
+				j->released = true;
+				j->status = 0;
+				if (report_rows(conn, jobs, &idx[c], 1, false) < 0 && PQstatus(conn) != CONNECTION_OK)
 				{
-					pn_log("could not record the result of delivery %s to endpoint %s: %s",
-						   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
-					(*lost)++;
-					ok = pn_pq_command_ok(conn, "ROLLBACK TO SAVEPOINT one");
+					free(idx);
+					return -1;
 				}
 			}
+			else
+				recorded += one;
+			free_job(j);
 		}
 	}
+	else
+	{
+		for (int c = 0; c < done; c++)
+			free_job(&jobs[idx[c]]);
+	}
+	if (recorded < done - refused)
+		pn_log("%d of %d results not recorded: their lease had ended (due again, or taken by another relay)",
+			   done - refused - recorded, done);
+	*lost += refused;
 	free(idx);
-	return ok;
+	return recorded;
 }
 
 /* What to do about an error whose cause is the setup (see pn_pq_explain_error). */
@@ -213,20 +261,22 @@ explain_error(PGconn *conn, const char *sqlstate)
 }
 
 /*
- * SELECT schema.function($1::integer) with limit as $1; NULL (logged as
- * what failed) on an error.
+ * SELECT schema.function($1::integer[, $2::integer]) with limit as $1 and
+ * the request timeout as $2; NULL (logged as what failed) on an error.
  */
 static PGresult *
 call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long limit)
 {
 	char		sql[256];
-	char		value[24];
-	const char *params[1] = {value};
+	char		value[24],
+				timeout[24];
+	const char *params[2] = {value, timeout};
 	PGresult   *res;
 
 	snprintf(value, sizeof(value), "%lld", limit);
+	snprintf(timeout, sizeof(timeout), "%lld", cfg.timeout_ms);
 	snprintf(sql, sizeof(sql), sql_fmt, cfg.schema);
-	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+	res = PQexecParams(conn, sql, strstr(sql_fmt, "$2") ? 2 : 1, NULL, params, NULL, NULL, 0);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK)
 	{
 		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -243,7 +293,7 @@ call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long l
 }
 
 /* The new outbox events turned into deliveries: how many, or -1. */
-static int
+int
 fanout(PGconn *conn)
 {
 	PGresult   *res = call_with_limit(conn, "fan-out",
@@ -258,155 +308,100 @@ fanout(PGconn *conn)
 	return taken;
 }
 
-/* Job i from row i of the claim; jobs[0 .. i-1] are filled. */
-static void
-job_from_row(PGresult *res, int i, job *jobs, int *counts)
+/* A copy of a value of res, or NULL (out of memory). */
+static char *
+copy_value(PGresult *res, int row, int col)
 {
-	job		   *j = &jobs[i];
-
-	j->delivery_id = PQgetvalue(res, i, 0);
-	j->webhook_id = PQgetvalue(res, i, 1);
-	j->endpoint_id = PQgetvalue(res, i, 2);
-	j->url = PQgetvalue(res, i, 3);
-	j->secret_len = decode_secret(PQgetvalue(res, i, 4), j->secret);
-	j->max_in_flight = atoi(PQgetvalue(res, i, 5));
-	if (j->max_in_flight < 1)
-		j->max_in_flight = 1;
-	j->body = PQgetvalue(res, i, 6);
-	j->body_len = PQgetlength(res, i, 6);
-	j->state = JOB_WAITING;
-	/* the counter of the first job of the same endpoint (rows are few) */
-	j->in_flight = &counts[i];
-	for (int k = 0; k < i; k++)
-		if (strcmp(jobs[k].endpoint_id, j->endpoint_id) == 0)
-		{
-			j->in_flight = jobs[k].in_flight;
-			break;
-		}
-}
-
-/* Wipes the decoded secrets (jobs may be NULL) and the whsec_ texts of the claim. */
-static void
-cleanse_secrets(PGresult *res, job *jobs, int n)
-{
-	for (int i = 0; i < n; i++)
-	{
-		if (jobs != NULL)
-			OPENSSL_cleanse(jobs[i].secret, sizeof(jobs[i].secret));
-		OPENSSL_cleanse(PQgetvalue(res, i, 4), (size_t) PQgetlength(res, i, 4));
-	}
+	return strdup(PQgetvalue(res, row, col));
 }
 
 /*
- * Delivers the claimed rows of res, reports the results and commits: the
- * number of deliveries, or -1 on a database error; *lost counts the
- * results that could not be recorded.
+ * Leases up to limit due deliveries into the free slots of jobs (limit is
+ * at most their number): how many, or -1 on a database error.  Each leased
+ * job is JOB_LEASED, for the caller to start (or give back).
  */
-static int
-deliver_claimed(PGconn *conn, CURLM *multi, PGresult *res, relay_tally *tally, int *lost)
+int
+lease_jobs(PGconn *conn, job *jobs, int nslots, int limit)
 {
-	int			n = PQntuples(res);
-	job		   *jobs = calloc(n, sizeof(job));
-	int		   *counts = calloc(n, sizeof(int));
-	bool		ok;
+	PGresult   *res = call_with_limit(conn, "claim",
+									  "SELECT delivery_id, webhook_id, endpoint_id, url, secret, body, lease"
+									  " FROM %s.paynotify_relay_lease($1::integer, $2::integer)",
+									  limit);
+	int			n,
+				slot = 0;
 
-	if (jobs == NULL || counts == NULL)
-	{
-		pn_log("out of memory");
-		free(jobs);
-		free(counts);
-		cleanse_secrets(res, NULL, n);
+	if (res == NULL)
 		return -1;
+	n = PQntuples(res);
+	for (int i = 0; i < n; i++)
+	{
+		job		   *j;
+
+		while (slot < nslots && jobs[slot].state != JOB_FREE)
+			slot++;
+		if (slot == nslots)
+		{
+			/* cannot be (limit <= free slots): the rest's leases end */
+			pn_log("claim returned more rows than asked for");
+			break;
+		}
+		j = &jobs[slot];
+		j->delivery_id = copy_value(res, i, 0);
+		j->webhook_id = copy_value(res, i, 1);
+		j->endpoint_id = copy_value(res, i, 2);
+		j->url = copy_value(res, i, 3);
+		j->secret_len = decode_secret(PQgetvalue(res, i, 4), j->secret);
+		j->body_len = PQgetlength(res, i, 5);
+		j->body = malloc((size_t) j->body_len + 1);
+		if (j->body != NULL)
+			memcpy(j->body, PQgetvalue(res, i, 5), (size_t) j->body_len + 1);
+		j->lease = copy_value(res, i, 6);
+		j->state = JOB_LEASED;
+		if (j->delivery_id == NULL || j->webhook_id == NULL || j->endpoint_id == NULL ||
+			j->url == NULL || j->body == NULL || j->lease == NULL)
+		{
+			/* given back at once if it can be reported, else when its lease ends */
+			pn_log("out of memory");
+			j->state = JOB_DONE;
+			j->released = true;
+			if (j->delivery_id == NULL || j->lease == NULL)
+				free_job(j);
+		}
 	}
 	for (int i = 0; i < n; i++)
-		job_from_row(res, i, jobs, counts);
-	run_jobs(multi, jobs, n);
-	count_jobs(jobs, n, tally);
-	ok = report(conn, jobs, n, lost) && pn_pq_command_ok(conn, "COMMIT");
-	cleanse_secrets(res, jobs, n);
-	free(jobs);
-	free(counts);
-	return ok ? n : -1;
+		OPENSSL_cleanse(PQgetvalue(res, i, 4), (size_t) PQgetlength(res, i, 4));
+	PQclear(res);
+	return n;
 }
 
 /*
  * Frees the NOTIFYs libpq has queued (every statement's result may bring
- * some): called every round, so that a relay that is never idle does not
- * keep them all.  False when the connection is broken.
+ * some): called before each claim, after each report and whenever the
+ * connection has something to read, so that a relay that is never idle
+ * does not keep them.  A flood of them (one statement may bring thousands)
+ * is given back to the system: the jobs allocated meanwhile would
+ * otherwise pin the heap they grew.  How many there were (a NOTIFY that
+ * came during a statement may announce an event it did not see), or -1
+ * when the connection is broken.
  */
-static bool
+int
 drain_notifies(PGconn *conn)
 {
 	PGnotify   *note;
+	long		freed = 0;
 
 	if (!PQconsumeInput(conn))
 	{
 		pn_log("database connection lost: %s", pn_pq_message(conn));
-		return false;
+		return -1;
 	}
 	while ((note = PQnotifies(conn)) != NULL)
-		PQfreemem(note);
-	return true;
-}
-
-/*
- * One round: fan out, claim, deliver, report.  Returns the number of
- * outbox events and deliveries handled (0: nothing to do), -1 on a
- * database error (the caller reconnects).  *lost is set to the number of
- * results the database refused (the caller backs off).
- */
-int
-round_once(PGconn *conn, CURLM *multi, relay_tally *tally, int *lost)
-{
-	int			taken,
-				n;
-	PGresult   *res;
-
-	*lost = 0;
-	if (!drain_notifies(conn))
-		return -1;
-	taken = fanout(conn);
-	if (taken < 0 || !pn_pq_command_ok(conn, "BEGIN"))
-		return -1;
-	/*
-	 * No more than can be in flight at once: the claim gives each endpoint
-	 * at most its max_in_flight, so every claimed delivery starts at once
-	 * and none waits, claimed but unstarted, behind a slow receiver.
-	 */
-	res = call_with_limit(conn, "claim",
-						  "SELECT delivery_id, webhook_id, endpoint_id, url, secret, max_in_flight, body"
-						  " FROM %s.paynotify_relay_claim($1::integer)",
-						  cfg.batch < cfg.max_in_flight ? cfg.batch : cfg.max_in_flight);
-	if (res == NULL)
-		return -1;
-	if (PQntuples(res) == 0)
 	{
-		PQclear(res);
-		return pn_pq_command_ok(conn, "COMMIT") ? taken : -1;
+		PQfreemem(note);
+		freed++;
 	}
-	n = deliver_claimed(conn, multi, res, tally, lost);
-	PQclear(res);
-	return n < 0 ? -1 : taken + n;
+	if (freed >= 1000)
+		malloc_trim(0);
+	return freed > INT_MAX ? INT_MAX : (int) freed;
 }
 
-/*
- * Waits up to ms for a NOTIFY (or just sleeps when not listening).
- * Returns false when the connection is broken.
- */
-bool
-wait_for_work(PGconn *conn, long long ms)
-{
-	int			sock = PQsocket(conn);
-	fd_set		rd;
-	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-
-	if (sock < 0)
-		return false;
-	if (stop_requested)
-		return true;
-	FD_ZERO(&rd);
-	FD_SET(sock, &rd);
-	if (select(sock + 1, &rd, NULL, NULL, &tv) < 0 && errno != EINTR)
-		return false;
-	return drain_notifies(conn);
-}

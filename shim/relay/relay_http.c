@@ -1,7 +1,8 @@
 /*
  * relay_http.c
- *	  The POSTs of one batch with one libcurl multi handle: each signed
- *	  delivery started as the limits allow, its result kept in its job.
+ *	  The POSTs, with one libcurl multi handle: each leased delivery is
+ *	  signed and started at once, its result kept in its job until the
+ *	  loop has it recorded.
  */
 #include "relay.h"
 
@@ -29,7 +30,11 @@ error_class(const job *j, CURLcode rc)
 	return pn_curl_error_class(rc);
 }
 
-static bool
+/*
+ * Starts the POST of a leased delivery: JOB_RUNNING, or JOB_DONE with the
+ * reason when it could not start (a failed attempt).
+ */
+void
 start_job(CURLM *multi, job *j)
 {
 	char		line[256];
@@ -39,15 +44,18 @@ start_job(CURLM *multi, job *j)
 			   *t;
 
 	j->state = JOB_DONE;
+	j->released = false;
+	j->status = 0;
+	j->error[0] = '\0';
 	if (j->secret_len < 0)
 	{
 		snprintf(j->error, sizeof(j->error), "endpoint secret is not whsec_ base64");
-		return false;
+		return;
 	}
 	if (!sign(j, ts, sig, sizeof(sig)))
 	{
 		snprintf(j->error, sizeof(j->error), "signing failed");
-		return false;
+		return;
 	}
 #define ADD(...) do { snprintf(line, sizeof(line), __VA_ARGS__); \
 		t = curl_slist_append(h, line); if (t == NULL) goto oom; h = t; } while (0)
@@ -86,12 +94,11 @@ start_job(CURLM *multi, job *j)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &j->started);
 	j->state = JOB_RUNNING;
-	return true;
+	return;
 oom:
 	curl_slist_free_all(h);
 	j->headers = NULL;
 	snprintf(j->error, sizeof(j->error), "out of memory");
-	return false;
 }
 
 static void
@@ -120,50 +127,54 @@ finish_job(CURLM *multi, job *j, CURLcode rc)
 			   rc != CURLE_OK && j->curl_error[0] ? ": " : "", rc != CURLE_OK ? j->curl_error : "");
 }
 
-/*
- * POSTs the jobs: starts what the limits allow, until every job is done or
- * may no longer start (deadline, SIGTERM) and none is running.
- */
-void
-run_jobs(CURLM *multi, job *jobs, int n)
+/* The finished requests: each one's job JOB_DONE.  How many. */
+static int
+collect(CURLM *multi)
 {
-	long long	deadline = pn_now_ms() + 2 * cfg.timeout_ms;
-	int			running = 0;
+	CURLMsg    *msg;
+	int			left,
+				still,
+				finished = 0;
 
-	for (;;)
+	curl_multi_perform(multi, &still);
+	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
 	{
-		bool		may_start = !stop_requested && pn_now_ms() < deadline;
-		int			still,
-					left;
-		CURLMsg    *msg;
+		job		   *j = NULL;
 
-		for (int i = 0; may_start && i < n && running < cfg.max_in_flight; i++)
-		{
-			if (jobs[i].state != JOB_WAITING || *jobs[i].in_flight >= jobs[i].max_in_flight)
-				continue;
-			if (start_job(multi, &jobs[i]))
-			{
-				running++;
-				(*jobs[i].in_flight)++;
-			}
-		}
-		if (running == 0)
-			break;
-		curl_multi_perform(multi, &still);
-		while ((msg = curl_multi_info_read(multi, &left)) != NULL)
-		{
-			job		   *j = NULL;
-
-			if (msg->msg != CURLMSG_DONE)
-				continue;
-			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &j);
-			if (j == NULL)
-				continue;
-			finish_job(multi, j, msg->data.result);
-			running--;
-			(*j->in_flight)--;
-		}
-		if (running > 0)
-			curl_multi_poll(multi, NULL, 0, 50, NULL);
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **) &j);
+		if (j == NULL)
+			continue;
+		finish_job(multi, j, msg->data.result);
+		finished++;
 	}
+	return finished;
+}
+
+/*
+ * Moves the running requests on: the number that finished (their jobs
+ * JOB_DONE).  When none has, waits up to wait_ms for one to, or for the
+ * database connection's socket pg_sock (-1: none) to be readable, which
+ * sets *pg_ready.  A signal ends the wait early.
+ */
+int
+pump_jobs(CURLM *multi, long long wait_ms, int pg_sock, bool *pg_ready)
+{
+	struct curl_waitfd pg = {0};
+	int			finished = collect(multi),
+				nfds = 0;
+
+	*pg_ready = false;
+	if (finished > 0 || wait_ms <= 0 || stop_requested)
+		return finished;
+	if (pg_sock >= 0)
+	{
+		pg.fd = pg_sock;
+		pg.events = CURL_WAIT_POLLIN;
+		nfds = 1;
+	}
+	curl_multi_poll(multi, nfds ? &pg : NULL, nfds, wait_ms > 1000 ? 1000 : (int) wait_ms, NULL);
+	*pg_ready = nfds && (pg.revents & CURL_WAIT_POLLIN);
+	return collect(multi);
 }

@@ -21,6 +21,16 @@
 # backend per MS, paynotify.notify_interval) and off (the relay only polls
 # the index of due deliveries).  Each run starts
 # after 2 s without load, so the relay has backed off to a slow poll.
+#
+# Then a receiver that is sometimes slow, against a healthy one, in the
+# same run: BENCH_SLOW_RATE payments/s (default 10) for BENCH_SECONDS to an
+# endpoint that answers every request at once (healthy), then to one that
+# answers 20 % of the requests 500 and 5 % only after the relay's request
+# timeout (sometimes slow; test/e2e/relay_receiver.py's /flaky/ path), with
+# a relay whose request timeout is 2 s (paynotify.notify = on).  Figures:
+# the commit-to-acceptance latency of the events accepted at their first
+# attempt (the others wait for their retry, by design).  BENCH_RELAY names
+# another relay binary to measure (e.g. an earlier version's).
 # Everything started is stopped by pid.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,12 +39,15 @@ cd "$(dirname "$0")/../.."
 rates=${BENCH_RATES:-${BENCH_RATE:-1000 20}}
 modes=${BENCH_MODES:-on coalesced:50 coalesced:1000 off}
 secs=${BENCH_SECONDS:-10}
+slow_rate=${BENCH_SLOW_RATE:-10}
+relay_bin=${BENCH_RELAY:-$PWD/shim/relay/paynotify-relay}
 if [ "${1:-}" = --smoke ]; then
     rates=${BENCH_RATES:-${BENCH_RATE:-100}}
     secs=${BENCH_SECONDS:-2}
 fi
 n=1000
 for rate in $rates; do for _ in $modes; do n=$((n + rate * secs + rate)); done; done
+n=$((n + 2 * (slow_rate * secs + slow_rate)))
 dir=$(mktemp -d /tmp/paynotify-relaybench.XXXXXX)
 chmod 755 "$dir"
 port=$(pn_free_port)
@@ -74,13 +87,14 @@ cat >"$dir/handle.sql" <<'EOS'
 SELECT h.outcome FROM bench.req r, LATERAL paynotify_handle('st', r.headers, r.body) h WHERE r.id = (SELECT nextval('bench.seq'));
 EOS
 
-python3 test/e2e/relay_receiver.py "$dir/rport" "$dir/received" "$secret" &
+python3 test/e2e/relay_receiver.py "$dir/rport" "$dir/received" "$secret" --hang 2.5 &
 pids+=($!)
 for _ in $(seq 50); do [ -s "$dir/rport" ] && break; sleep 0.1; done
 sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/fast/erp', '$secret', events => '{paid}')" >/dev/null
 PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 \
-    shim/relay/paynotify-relay >"$dir/relay.log" 2>&1 &
-pids+=($!)
+    "$relay_bin" >"$dir/relay.log" 2>&1 &
+relay_pid=$!
+pids+=($relay_pid)
 
 for rate in $rates; do
 for notify in $modes; do
@@ -111,4 +125,45 @@ print('   received %d events (%d unverified); commit-to-receiver latency ms: p50
       % (len(lat), bad, p(0.5), p(0.9), p(0.99), lat[-1]))
 EOF
 done
+done
+
+# a healthy receiver, then a sometimes-slow one
+kill -TERM "$relay_pid"; wait "$relay_pid" 2>/dev/null || true
+PAYNOTIFY_DSN="host=$dir port=$port dbname=postgres user=relay" PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 \
+    PAYNOTIFY_RELAY_TIMEOUT=2000 "$relay_bin" >>"$dir/relay.log" 2>&1 &
+pids+=($!)
+sql -q -c "ALTER DATABASE postgres SET paynotify.notify = on" >/dev/null
+for receiver in healthy sometimes-slow; do
+    path=$(case $receiver in healthy) echo fast ;; *) echo flaky ;; esac)
+    sql -q -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" \
+        -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/$path/$receiver', '$secret', events => '{paid}')" >/dev/null
+    sleep 2
+    : >"$dir/received"
+    echo "== receiver $receiver: $slow_rate payments/s for $secs s (pgbench -R), one relay, request timeout 2 s"
+    "$PN_PGBIN/pgbench" -n -h "$dir" -p "$port" -U postgres -c 4 -j 2 -R "$slow_rate" -T "$secs" \
+        -f "$dir/handle.sql" postgres 2>&1 | grep -E "^(tps|number of transactions actually)" | sed 's/^/   /'
+    # until every event had its first attempt (retries come later, by design)
+    for _ in $(seq 300); do
+        [ "$(sql -Atc "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE e.enabled AND d.attempts = 0)")" = 0 ] && break
+        sleep 0.1
+    done
+    python3 - "$dir/received" "$receiver" <<'EOF'
+import json, sys, datetime
+first = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    first.setdefault(r['id'], r)
+lat = []
+for r in first.values():
+    if r['verdict'] != 'ok' or not r['verified']:
+        continue
+    b = json.loads(r['body'])
+    t = datetime.datetime.strptime(b['occurred_at'], '%Y-%m-%dT%H:%M:%S.%fZ').replace(tzinfo=datetime.timezone.utc).timestamp()
+    lat.append((r['at'] - t) * 1000)
+lat.sort()
+if not lat: print('   nothing accepted'); sys.exit(0)
+p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+print('   receiver %s: %d events, %d accepted at the first attempt; their commit-to-acceptance ms: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f'
+      % (sys.argv[2], len(first), len(lat), p(0.5), p(0.9), p(0.99), lat[-1]))
+EOF
 done

@@ -71,6 +71,8 @@ smoke_relay() {
     bench relay test/bench/relay.sh --smoke
     figures relay "events received and their latency in each of the four modes" \
         "received [1-9][0-9]* events .*latency ms: p50 $num +p90 $num +p99 $num" 4
+    figures relay "first attempts' latency with a healthy and a sometimes-slow receiver" \
+        "receiver (healthy|sometimes-slow): [0-9]+ events, [1-9][0-9]* accepted at the first attempt; .*ms: p50 $num +p90 $num +p99 $num" 2
 }
 
 smoke_vs_seed() {

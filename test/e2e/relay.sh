@@ -11,7 +11,9 @@
 # connections dead-letters each delivery right when its horizon passes, and
 # one paynotify_redeliver call brings them all to the receiver.  SIGTERM
 # stops idle relays with status 0, and one in the middle of a batch after
-# recording the requests in flight and releasing the rest.  The roles are those of a real
+# recording the requests in flight and releasing the rest.  A request that
+# hangs holds back no other delivery of its endpoint: its slot is the only
+# one it holds.  The roles are those of a real
 # installation, each given its capacity by paynotify_grant: the shim's
 # (handler), the operator's (admin) and the relay's (relay).
 #
@@ -294,6 +296,40 @@ check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 oth
     "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
 check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
 
+# A request that hangs does not hold back the other deliveries of its
+# endpoint: a slot refilled as soon as a request ends.  One order's event
+# hangs at the receiver (past the relay's 1 s request timeout); the 12
+# events of other orders that come after it, to the same endpoint
+# (max_in_flight 3), all arrive before that request times out.  (In rounds,
+# they waited for it.)
+as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
+ep_o=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/hang-order/O1/', '$secret', channels => '{hangone}', max_in_flight => 3)")
+as_role ops -c "SELECT paynotify_alter_endpoint($ep_o, retry_base => '1 day', retry_max => '1 day')" >/dev/null
+start_relay r6
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'hangone', 'O1', 'o1', 1)" >/dev/null
+for _ in $(seq 100); do grep -q '"path": "/hang-order/O1/"' "$dir/received" && break; sleep 0.05; done
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
+   SELECT 'paid', 'hangone', 'O' || i, 'o' || i, 1 FROM generate_series(2, 13) i" >/dev/null
+for _ in $(seq 100); do [ "$(grep -c '"path": "/hang-order/O1/"' "$dir/received")" -ge 13 ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_o AND attempts > 0")" = 13 ] && break; sleep 0.05; done
+kill -TERM "${relay_pid[r6]}"; wait "${relay_pid[r6]}" 2>/dev/null
+hang_order=$(python3 - "$dir/received" <<'EOF'
+import json, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+reqs = [r for r in reqs if r["path"] == "/hang-order/O1/"]
+first = {}
+for r in reqs:
+    first.setdefault(json.loads(r["body"])["order_no"], r["at"])
+hung = first.get("O1")
+others = [t for o, t in first.items() if o != "O1"]
+# the relay's request timeout is 1 s: what arrived while O1's request was in flight
+print(len(others), sum(1 for t in others if hung is not None and hung < t < hung + 1.0), len(reqs))
+EOF
+)
+check "a hanging request: the endpoint's 12 other events all arrive while it is in flight (13 requests)" "12 12 13" "$hang_order"
+check "... and it is recorded as a failed attempt (timeout), the 12 others delivered" "1|1|12" \
+    "$(q "SELECT count(*) FILTER (WHERE order_no = 'O1' AND delivered_at IS NULL AND attempts = 1 AND last_error = 'timed out'), count(*) FILTER (WHERE order_no = 'O1'), count(delivered_at) FROM paynotify_delivery WHERE endpoint_id = $ep_o")"
+
 # A receiver that hangs does not hold the other endpoints back: its backlog
 # of 300 events (distinct orders) and one event for a healthy endpoint, a
 # relay with a 1 s request timeout.  The claim gives each endpoint at most
@@ -331,7 +367,7 @@ check "a busy relay does not keep the NOTIFYs it gets (RSS grows < 5 MB over 150
 kill -TERM "${relay_pid[r4]}"; wait "${relay_pid[r4]}" 2>/dev/null
 
 # One result the database refuses (here a trigger, as superuser, fails the
-# update of one delivery) does not undo the other results of the batch:
+# update that records an attempt of one delivery) does not undo the other results of the batch:
 # the healthy endpoint's event is recorded delivered and POSTed once, the
 # refused one is logged and tried again after a back-off
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
@@ -341,7 +377,7 @@ sql -q >/dev/null <<'SQL'
 CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
 	$$BEGIN RAISE EXCEPTION 'refused for the test'; END$$;
 CREATE TRIGGER refuse_poison BEFORE UPDATE ON paynotify_delivery
-	FOR EACH ROW WHEN (NEW.channel = 'poison') EXECUTE FUNCTION refuse_poison();
+	FOR EACH ROW WHEN (NEW.channel = 'poison' AND NEW.attempts > OLD.attempts) EXECUTE FUNCTION refuse_poison();
 INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
 	VALUES ('paid', 'poison', 'P1', 'p1', 1), ('paid', 'healthy', 'Q1', 'q1', 1);
 SQL

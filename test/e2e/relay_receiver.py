@@ -12,7 +12,11 @@ id "." timestamp "." body)).  Then, at random: with probability --fail it
 answers 500, with --timeout it waits --hang seconds (longer than the relay's
 timeout) before answering, with --slow it waits 0.2 s and answers 200, else
 it answers 200 at once.  Paths under /fast/ never fail; under /slow/ every
-request waits 1 s and is answered 200.  Each request is
+request waits 1 s and is answered 200; under /flaky/ (a sometimes-slow
+receiver, whatever the options) 20 % of the requests are answered 500, 5 %
+only after --hang seconds, the rest at once; under /hang-order/ORDER/ a
+request for the order ORDER (the body's order_no) is answered after --hang
+seconds, every other at once.  Each request is
 appended to LOGFILE as one JSON line before the answer:
     {"at": unix time, "id", "timestamp", "signature", "body",
      "verified": bool, "verdict": "ok" | "fail" | "timeout", "path"}
@@ -75,6 +79,14 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path.startswith("/slow/"):
             verdict = "ok"
             delay = 1.0
+        elif self.path.startswith("/flaky/"):
+            verdict = "fail" if r < 0.20 else "timeout" if r < 0.25 else "ok"
+        elif self.path.startswith("/hang-order/"):
+            try:
+                order = json.loads(body).get("order_no")
+            except ValueError:
+                order = None
+            verdict = "timeout" if order == self.path.split("/")[2] else "ok"
         elif r < args.fail:
             verdict = "fail"
         elif r < args.fail + args.timeout:
