@@ -171,6 +171,7 @@ typedef struct PnLogRow
 	char	   *status;
 	bool		same_payload;	/* the stored payload equals this one */
 	const char *order_no;		/* the row's order_no (another's: see pn_log_get_any) */
+	int			index;			/* its row in SPI_tuptable, until the next query */
 } PnLogRow;
 
 /*

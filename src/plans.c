@@ -43,12 +43,12 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * known id is never applied, whatever order it names.  On Citus it reads
 	 * every shard.  When the lock is free it is the only read of the log;
 	 * while another delivery holds it, PLAN_LOG_GET answers a settled
-	 * duplicate without waiting.
+	 * duplicate without waiting.  Every row of the id (one, nearly always):
+	 * log_read takes the one for $4, else the first seen, without a sort.
 	 */
 	[PLAN_LOG_ANY] = {
-		"SELECT status, payload = $3, order_no FROM @s.payment_notify_log"
-		" WHERE channel = $1 AND notify_id = $2"
-		" ORDER BY order_no = $4 DESC, first_seen LIMIT 1",
+		"SELECT status, payload = $3, order_no, first_seen FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2",
 		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
 	},
 	[PLAN_LOG_INSERT] = {
