@@ -2,7 +2,7 @@
  *
  * log.c
  *	  Layer 3: payment_notify_log, the one row per authentic notification
- *	  (primary key channel, notify_id) that makes repeats recognisable and
+ *	  (unique on channel, notify_id) that makes repeats recognisable and
  *	  keeps each notification's story: payload, status, deliveries, attempts,
  *	  last error.
  *
