@@ -1842,3 +1842,15 @@ BEGIN
 	END IF;
 END
 $$;
+
+-- The log's primary key leads with order_no, as payment_record's does
+-- (1.3): the same three columns, so the same rows are unique, and the
+-- order's notifications (paynotify_trace_order, the parked list) read by
+-- its prefix, which makes payment_notify_log_order, an index every first
+-- delivery also wrote, redundant.  The key still holds the distribution
+-- column, as a Citus key must; (channel, notify_id) keeps its own unique
+-- constraint (a plain index on Citus).
+ALTER TABLE @extschema@.payment_notify_log
+	DROP CONSTRAINT payment_notify_log_pkey,
+	ADD CONSTRAINT payment_notify_log_pkey PRIMARY KEY (order_no, channel, notify_id);
+DROP INDEX @extschema@.payment_notify_log_order;

@@ -122,5 +122,40 @@ SELECT paynotify_bind_orders('orf.o9', 'k', 'st', 'amount');
 SELECT orf.pay('evt_orf_9_2', 'H2') AS outcome;
 SELECT k, month, st FROM orf.o9 ORDER BY k, month;
 
+-- Where an index makes the key unique, a move does not count the key's
+-- rows; an index that does not make it unique for the key's own equality
+-- leaves the count in: each of these tables holds the reference twice,
+-- once paid and once pending, and a payment pays neither.
+-- A parent's primary key does not cover its inheritance children:
+CREATE TABLE orf.o11 (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+CREATE TABLE orf.o11_child () INHERITS (orf.o11);
+INSERT INTO orf.o11 VALUES ('I1', 'pending', 500);
+INSERT INTO orf.o11_child VALUES ('I1', 'paid', 500);
+SELECT paynotify_bind_orders('orf.o11', 'k', 'st', 'amount');
+SELECT orf.pay('evt_orf_11_1', 'I1') AS outcome;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'orf' AND notify_id = 'evt_orf_11_1';
+SELECT k, st FROM orf.o11 ORDER BY st;
+-- a unique index under another collation than the key column's:
+CREATE TABLE orf.o12 (k text COLLATE orf.ci NOT NULL, st text NOT NULL, amount bigint NOT NULL);
+CREATE UNIQUE INDEX ON orf.o12 (k COLLATE "C");
+INSERT INTO orf.o12 VALUES ('ord-c', 'paid', 500), ('ORD-C', 'pending', 500);
+SELECT paynotify_bind_orders('orf.o12', 'k', 'st', 'amount');
+SELECT orf.pay('evt_orf_12_1', 'ORD-C') AS outcome;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'orf' AND notify_id = 'evt_orf_12_1';
+SELECT k, st FROM orf.o12 ORDER BY k COLLATE "C";
+-- a deferred unique constraint, in the transaction that broke it:
+CREATE TABLE orf.o13 (k text UNIQUE DEFERRABLE INITIALLY DEFERRED, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO orf.o13 VALUES ('D1', 'pending', 500);
+SELECT paynotify_bind_orders('orf.o13', 'k', 'st', 'amount');
+BEGIN;
+INSERT INTO orf.o13 VALUES ('D1', 'paid', 500);
+SELECT orf.pay('evt_orf_13_1', 'D1') AS outcome;
+SELECT status, error_msg FROM payment_notify_log WHERE channel = 'orf' AND notify_id = 'evt_orf_13_1';
+SELECT k, st FROM orf.o13 ORDER BY st;
+ROLLBACK;
+-- and once it holds, the key pays
+SELECT orf.pay('evt_orf_13_2', 'D1') AS outcome;
+SELECT k, st FROM orf.o13;
+
 -- the fixture's binding again, for the tests after this one
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');

@@ -2,7 +2,7 @@
  *
  * log.c
  *	  Layer 3: payment_notify_log, the one row per authentic notification
- *	  (primary key channel, notify_id) that makes repeats recognisable and
+ *	  (unique on channel, notify_id) that makes repeats recognisable and
  *	  keeps each notification's story: payload, status, deliveries, attempts,
  *	  last error.
  *
@@ -74,7 +74,7 @@ pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *
 	log_read(cfg, PLAN_LOG_ANY, channel, n, row);
 	if (row->found)
 	{
-		row->order_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3);
+		row->order_no = SPI_getvalue(SPI_tuptable->vals[row->index], SPI_tuptable->tupdesc, 3);
 		/*
 		 * NULL only in a row 1.1 wrote, read by this library before
 		 * ALTER EXTENSION paynotify UPDATE: refuse (retryable) until then.
@@ -88,6 +88,36 @@ pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *
 		if (strcmp(row->order_no, pn_order_key(n)) != 0)
 			row->same_payload = false;
 	}
+}
+
+/*
+ * Of the rows PLAN_LOG_ANY read (every row of the id), the one for the
+ * notice's own order, else the first seen (the earliest first_seen; of
+ * equal ones, the first read).
+ */
+static int
+log_pick(const PnNotice *n)
+{
+	const char *own = pn_order_key(n);
+	int			best = 0;
+	TimestampTz best_seen = 0;
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		bool		isnull;
+		char	   *order_no = SPI_getvalue(tup, SPI_tuptable->tupdesc, 3);
+		TimestampTz seen = DatumGetTimestampTz(SPI_getbinval(tup, SPI_tuptable->tupdesc, 4, &isnull));
+
+		if (order_no != NULL && strcmp(order_no, own) == 0)
+			return (int) i;
+		if (i == 0 || seen < best_seen)
+		{
+			best = (int) i;
+			best_seen = seen;
+		}
+	}
+	return best;
 }
 
 static void
@@ -104,13 +134,14 @@ log_read(PnConfig *cfg, PnPlanId plan, const char *channel, const PnNotice *n, P
 	args[2] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
 	if (n->payload == NULL)
 		nulls[2] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, plan == PLAN_LOG_ANY ? 0 : 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: notification log lookup failed");
-	row->found = (SPI_processed == 1);
+	row->found = (SPI_processed > 0);
 	if (!row->found)
 		return;
-	row->status = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	same = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
+	row->index = plan == PLAN_LOG_ANY ? log_pick(n) : 0;
+	row->status = SPI_getvalue(SPI_tuptable->vals[row->index], SPI_tuptable->tupdesc, 1);
+	same = SPI_getbinval(SPI_tuptable->vals[row->index], SPI_tuptable->tupdesc, 2, &isnull);
 	/* both payloads absent counts as the same */
 	row->same_payload = isnull ? (n->payload == NULL) : DatumGetBool(same);
 }

@@ -54,6 +54,8 @@ typedef enum PnPlanId
 	PLAN_ORDER_MOVE,
 	PLAN_ORDER_KEY_TEXT,
 	PLAN_ORDER_PAY,
+	PLAN_ORDER_MOVE_UNIQUE,
+	PLAN_ORDER_PAY_UNIQUE,
 	PLAN_SHARD_COMMIT_LEVEL,
 	PN_NPLANS
 } PnPlanId;
@@ -92,6 +94,9 @@ typedef struct PnConfig
 	char	   *orders;			/* quoted qualified name */
 	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
+	char	   *key_attname;	/* key_col unquoted */
+	Oid			key_opclass_type;	/* the type key_opclass is for */
+	Oid			key_opclass;	/* its default btree operator class */
 	char	   *key_type;
 	char	   *status_col;
 	char	   *status_col_name;
@@ -171,6 +176,7 @@ typedef struct PnLogRow
 	char	   *status;
 	bool		same_payload;	/* the stored payload equals this one */
 	const char *order_no;		/* the row's order_no (another's: see pn_log_get_any) */
+	int			index;			/* its row in SPI_tuptable, until the next query */
 } PnLogRow;
 
 /*

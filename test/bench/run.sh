@@ -9,7 +9,8 @@
 #           defaults below become BENCH_NOTIFICATIONS=200, BENCH_*ROUNDS=1,
 #           BENCH_STORM_DELIVERIES=100, BENCH_STORM_NOTIFICATIONS=100,
 #           BENCH_HTTP_SECONDS=1, BENCH_HTTP_PROBE=100, BENCH_CGI_PROBE=20,
-#           BENCH_GROWTH_ROWS=2000, BENCH_WAKE_MODES without coalesced:1000
+#           BENCH_GROWTH_ROWS=2000, BENCH_WAKE_MODES without coalesced:1000,
+#           BENCH_CRYPTO_SECONDS=0.2
 #           (the environment still overrides them), and no VACUUM or
 #           CHECKPOINT between runs.  The figures mean nothing at that size.
 #   db      pgbench drives paynotify_handle with pre-signed, distinct WeChat
@@ -24,8 +25,17 @@
 #           per-round ratios.  With each run the server's CPU per
 #           transaction (all of the cluster's processes, from /proc), which
 #           other load on the machine moves much less than throughput, and
-#           its ratio (the baseline's over paynotify's).  Then the same
-#           notifications again: duplicates/s against first deliveries/s.
+#           its ratio (the baseline's over paynotify's).  And the limit:
+#           the baseline's writes plus the crypto no verifier can skip,
+#           one RSA-2048 verification (SHA-256, PKCS#1 v1.5) of the signed
+#           message and one AES-256-GCM decryption of a 1 KB resource,
+#           measured in each round by test/bench/crypto_cost.c (CPU of one
+#           core per notification; BENCH_CRYPTO_SECONDS per part, default
+#           2): the limit's CPU per transaction is the baseline's plus
+#           that, and the limit ratio the limit's over paynotify's (1.00:
+#           paynotify costs no more than its writes and its crypto).  Then
+#           the same notifications again: duplicates/s against first
+#           deliveries/s.
 #   storm   1000 deliveries (BENCH_STORM_DELIVERIES) of one notification at
 #           concurrency 50 through nginx and the FastCGI shim: latency
 #           p50/p99.
@@ -67,6 +77,7 @@ if [ "${1:-}" = --smoke ]; then
     : "${BENCH_STORM_DELIVERIES:=100}" "${BENCH_STORM_NOTIFICATIONS:=100}" "${BENCH_HTTP_ROUNDS:=1}"
     : "${BENCH_HTTP_SECONDS:=1}" "${BENCH_HTTP_PROBE:=100}" "${BENCH_CGI_PROBE:=20}" "${BENCH_CGI_ROUNDS:=1}"
     : "${BENCH_GROWTH_ROWS:=2000}" "${BENCH_ROUNDS:=1}" "${BENCH_WAKE_MODES:=on coalesced:50 off baseline+notify}"
+    : "${BENCH_CRYPTO_SECONDS:=0.2}"
 fi
 parts=("$@")
 if [ ${#parts[@]} -eq 0 ]; then
@@ -136,6 +147,8 @@ pgbench_tps() {
     echo "$out" | sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+# median_ratio R...: the median of ratios, two decimals.
+median_ratio() { python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' "$@"; }
 # cluster_cpu: CPU time (clock ticks, user + system) the cluster has used so
 # far: the postmaster's own and that of its children it has reaped (every
 # backend of a finished pgbench run, autovacuum workers), plus its live
@@ -174,11 +187,14 @@ declare -A TPS
 # autovacuum work or WAL segments to create), and the side that runs first
 # alternates between rounds.  The ratio of each round and the median of them.
 run_db() {
-    local rounds=${BENCH_DB_ROUNDS:-3} r c p b seen side t0 pc bc
-    local -A rat tp crat
+    local rounds=${BENCH_DB_ROUNDS:-3} r c p b seen side t0 pc bc cr lc
+    local -A rat tp crat lrat
+    cc -O2 -o "$STACK_DIR/crypto_cost" test/bench/crypto_cost.c -lcrypto
     echo "== db: paynotify_handle vs plain SQL writes ($nsig notifications each, fsync on, synchronous_commit on, $rounds interleaved rounds)"
-    echo "   (cpu_us: server CPU per transaction, all of the cluster's processes; cpu ratio: the baseline's over paynotify's)"
-    printf '%-6s %-8s %14s %14s %7s %8s %8s %9s\n' round clients paynotify/s baseline/s ratio p_cpu_us b_cpu_us cpu_ratio
+    echo "   (cpu_us: server CPU per transaction, all of the cluster's processes; cpu ratio: the baseline's over paynotify's;"
+    echo "    crypto_us: one RSA-2048 verification + AES-256-GCM decryption (test/bench/crypto_cost.c), measured in the round;"
+    echo "    l_cpu_us: the limit, b_cpu_us + crypto_us; lim_ratio: the limit's over paynotify's)"
+    printf '%-6s %-8s %14s %14s %7s %8s %8s %9s %9s %8s %9s\n' round clients paynotify/s baseline/s ratio p_cpu_us b_cpu_us cpu_ratio crypto_us l_cpu_us lim_ratio
     for r in $(seq 1 "$rounds"); do
         for c in 8 32; do
             if [ $((r % 2)) = 1 ]; then side="handle baseline"; else side="baseline handle"; fi
@@ -194,10 +210,13 @@ run_db() {
                     bc=$(cpu_us "$t0" "$(cluster_cpu)")
                 fi
             done
-            printf '%-6s %-8s %14s %14s %7s %8s %8s %9s   (log: %s)\n' "$r" "$c" "$p" "$b" "$(ratio "$p" "$b")" \
-                "$pc" "$bc" "$(ratio "$bc" "$pc")" "$seen"
+            cr=$("$STACK_DIR/crypto_cost" "${BENCH_CRYPTO_SECONDS:-2}" | sed -n 's/^crypto_us=\([0-9.]*\) .*/\1/p')
+            lc=$(python3 -c "print(f'{$bc + $cr:.1f}')")
+            printf '%-6s %-8s %14s %14s %7s %8s %8s %9s %9s %8s %9s   (log: %s)\n' "$r" "$c" "$p" "$b" "$(ratio "$p" "$b")" \
+                "$pc" "$bc" "$(ratio "$bc" "$pc")" "$cr" "$lc" "$(ratio "$lc" "$pc")" "$seen"
             rat[$c]+="$(ratio "$p" "$b") "
             crat[$c]+="$(ratio "$bc" "$pc") "
+            lrat[$c]+="$(ratio "$lc" "$pc") "
             tp[$c]+="$p "
         done
     done
@@ -205,7 +224,7 @@ run_db() {
         # shellcheck disable=SC2086 # the values are a space-separated list
         TPS[db$c]=$(median ${tp[$c]})
         # shellcheck disable=SC2086
-        echo "median ratio to the baseline, $c clients: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${rat[$c]}) (rounds: ${rat[$c]% }); server CPU per transaction, baseline's over paynotify's: $(python3 -c 'import statistics, sys; print(f"{statistics.median(map(float, sys.argv[1:])):.2f}")' ${crat[$c]}) (rounds: ${crat[$c]% })"
+        echo "median ratio to the baseline, $c clients: $(median_ratio ${rat[$c]}) (rounds: ${rat[$c]% }); server CPU per transaction, baseline's over paynotify's: $(median_ratio ${crat[$c]}) (rounds: ${crat[$c]% }); the limit's over paynotify's: $(median_ratio ${lrat[$c]}) (rounds: ${lrat[$c]% })"
     done
     # the same notifications again: every one is a duplicate now
     reset_tables
