@@ -18,7 +18,11 @@
 # tables paynotify_distribute() has taken), and paynotify_distribute()
 # commits; the order's refund follows on another node.  Checked:
 # the payment has an order_seq, and the order's events are in order
-# (paid, then refunded) by the relay's key.  Last line: "N passed, M failed".
+# (paid, then refunded) by the relay's key.
+#
+# Then, on the same nodes, ALTER EXTENSION paynotify UPDATE from 1.3 to 1.4
+# of a distributed installation with traffic, compared with a database
+# created at 1.4 (the last section).  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
