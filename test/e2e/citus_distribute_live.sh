@@ -109,8 +109,9 @@ check "order 1's events in the relay's order: paid, then refunded" "paid refunde
 up_setup() {	# up_setup DB [VERSION]: paynotify (at VERSION), stripe, 20 orders, distributed
     local i db=$1
     citus_database "$db" || return 1
+    local version=${2:+"VERSION '$2'"}
     citus_sql 0 -d "$db" -q -v whsec="$(tr -d '\n' <test/vectors/keys/stripe_secret_1.txt)" >/dev/null <<SQL || return 1
-CREATE EXTENSION paynotify ${2:+VERSION '$2'};
+CREATE EXTENSION paynotify $version;
 SELECT paynotify_add_channel('stripe', 'stripe', '{}');
 SELECT paynotify_add_key('stripe', 'whsec_1', :'whsec');
 CREATE TABLE orders (order_no text PRIMARY KEY, status text NOT NULL DEFAULT 'pending', amount_fen bigint NOT NULL);
@@ -176,7 +177,7 @@ env PAYNOTIFY_DSN="host=127.0.0.1 port=${CITUS_PORTS[1]} dbname=up13 user=notify
     PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_RECONNECT_MAX=500 \
     PAYNOTIFY_RELAY_VERBOSE=2 shim/relay/paynotify-relay --batch=64 >>"$STACK_DIR/log/up-relay.log" 2>&1 &
 up_relay=$!
-STACK_PIDS+=($up_relay)
+STACK_PIDS+=("$up_relay")
 pending=-1 last=-1 still=0
 while [ "$still" -lt 300 ]; do
     pending=$(dq 0 up13 "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)")
