@@ -21,16 +21,59 @@ CREATE FUNCTION @extschema@.paynotify_capacity_extend(p_capacity text, p_fn regp
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 DECLARE
-	holders name[] := ARRAY(SELECT o.role FROM @extschema@.paynotify_role o
-							WHERE o.capacity OPERATOR(pg_catalog.=) p_capacity
-							  AND @extschema@.paynotify_capacity_held(o.role, o.capacity));
+	holders name[];
 	holder name;
+	placement text;
+	manual text;
+	nested text;
 BEGIN
 	IF (p_fn IS NULL) OPERATOR(pg_catalog.=) (p_rel IS NULL) THEN
 		RAISE EXCEPTION 'one of a function and a relation' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, fn, rel)
-		VALUES (p_capacity, CASE WHEN p_fn IS NULL THEN 'SELECT' ELSE 'EXECUTE' END, p_fn, p_rel);
+	-- On Citus (after paynotify_distribute) paynotify_capacity is a
+	-- reference table, and ALTER EXTENSION paynotify UPDATE runs this script
+	-- on the coordinator, then on each worker: a row naming an object the
+	-- update creates cannot be written to every node from the coordinator
+	-- (the workers do not have the object yet; a regclass or regprocedure is
+	-- each node's own oid).  Each node writes its own placement instead, when
+	-- it runs the script: the same rows everywhere once the update is done.
+	IF pg_catalog.to_regclass('pg_catalog.pg_dist_shard') IS NOT NULL THEN
+		EXECUTE 'SELECT pg_catalog.format(''%I.%I'', n.nspname, c.relname OPERATOR(pg_catalog.||) ''_'' OPERATOR(pg_catalog.||) s.shardid)'
+				' FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.logicalrelid'
+				' JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace'
+				' WHERE s.logicalrelid OPERATOR(pg_catalog.=) $1'
+			INTO placement USING '@extschema@.paynotify_capacity'::regclass;
+	END IF;
+	-- (on a worker, this script runs in the coordinator's command, where Citus
+	-- takes no query of a reference table unless told: the node's own
+	-- placements, read here, are the same rows as everywhere)
+	IF placement IS NOT NULL THEN
+		nested := pg_catalog.current_setting('citus.allow_nested_distributed_execution', true);
+		PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', 'on', true);
+	END IF;
+	-- The holders: on Citus every role the capacity was given to
+	-- (paynotify_role), as paynotify_capacity_held cannot tell on a worker:
+	-- Citus copied the coordinator's rows of paynotify_capacity to the
+	-- workers' placements with the coordinator's oids of its functions
+	holders := ARRAY(SELECT o.role FROM @extschema@.paynotify_role o
+					 WHERE o.capacity OPERATOR(pg_catalog.=) p_capacity
+					   AND (placement IS NOT NULL OR @extschema@.paynotify_capacity_held(o.role, o.capacity))
+					   AND EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname OPERATOR(pg_catalog.=) o.role));
+	IF placement IS NULL THEN
+		INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, fn, rel)
+			VALUES (p_capacity, CASE WHEN p_fn IS NULL THEN 'SELECT' ELSE 'EXECUTE' END, p_fn, p_rel);
+	ELSIF pg_catalog.to_regclass(placement) IS NOT NULL THEN
+		-- (a node without a placement, a coordinator not in the metadata, has
+		-- nothing to write)
+		manual := pg_catalog.current_setting('citus.enable_manual_changes_to_shards', true);
+		PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', 'on', true);
+		EXECUTE pg_catalog.format('INSERT INTO %s (capacity, privilege, fn, rel) VALUES ($1, $2, $3, $4)', placement)
+			USING p_capacity, CASE WHEN p_fn IS NULL THEN 'SELECT' ELSE 'EXECUTE' END, p_fn, p_rel;
+		PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', coalesce(manual, 'off'), true);
+	END IF;
+	IF placement IS NOT NULL THEN
+		PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', coalesce(nested, 'off'), true);
+	END IF;
 	FOREACH holder IN ARRAY holders LOOP
 		IF p_fn IS NULL THEN
 			EXECUTE pg_catalog.format('GRANT SELECT ON %s TO %I', p_rel, holder);
@@ -174,9 +217,30 @@ SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_exp
 
 -- Where a notification's row came from: the gateway's notification, or a
 -- query's answer (notify_id query:<trade or order>:<state>).
-ALTER TABLE @extschema@.payment_notify_log
-	ADD COLUMN source text NOT NULL DEFAULT 'notification'
-	CHECK (source OPERATOR(pg_catalog.=) ANY ('{notification,query}'::text[]));
+--
+-- The changes of the tables that 1.3 had are made by EXECUTE and only where
+-- not made yet.  On Citus (paynotify_distribute) the tables are distributed:
+-- Citus sends a DDL statement on a distributed table to its shards and the
+-- workers as its query text, which in an extension script is the whole
+-- script (refused: "cannot insert multiple commands into a prepared
+-- statement"), where EXECUTE makes it the statement's own; and ALTER
+-- EXTENSION paynotify UPDATE runs this script again on each worker after
+-- the coordinator, whose statements may have changed the worker's copy of
+-- the table already.  (The check added on its own, by the name PostgreSQL
+-- gives it: Citus takes no ADD COLUMN with an unnamed constraint.)
+DO $$
+BEGIN
+	EXECUTE 'ALTER TABLE @extschema@.payment_notify_log
+		ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT ''notification''';
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_constraint
+				   WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.payment_notify_log'::regclass
+					 AND conname OPERATOR(pg_catalog.=) 'payment_notify_log_source_check') THEN
+		EXECUTE 'ALTER TABLE @extschema@.payment_notify_log
+			ADD CONSTRAINT payment_notify_log_source_check
+			CHECK (source OPERATOR(pg_catalog.=) ANY (''{notification,query}''::text[]))';
+	END IF;
+END
+$$;
 COMMENT ON COLUMN @extschema@.payment_notify_log.source IS
 	'notification: delivered by the gateway; query: the gateway''s answer to paynotify_query_request';
 
@@ -1593,11 +1657,18 @@ $$;
 -- unchanged, for a relay of 1.3 still running during an upgrade: its
 -- claims (row locks) and the leases skip each other.  Existing rows have
 -- no lease.
-ALTER TABLE @extschema@.paynotify_delivery
-	ADD COLUMN lease bigint,				-- the token of the claim that holds it
-	ADD COLUMN leased_until timestamptz;	-- its end (next_attempt_at, while it holds)
-CREATE INDEX paynotify_delivery_leased ON @extschema@.paynotify_delivery (endpoint_id, leased_until)
-	WHERE leased_until IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL;
+-- lease: the token of the claim that holds it; leased_until: its end
+-- (next_attempt_at, while it holds).  By EXECUTE, where not made yet: on
+-- Citus, see the log's source column.
+DO $$
+BEGIN
+	EXECUTE 'ALTER TABLE @extschema@.paynotify_delivery
+		ADD COLUMN IF NOT EXISTS lease bigint,
+		ADD COLUMN IF NOT EXISTS leased_until timestamptz';
+	EXECUTE 'CREATE INDEX IF NOT EXISTS paynotify_delivery_leased ON @extschema@.paynotify_delivery (endpoint_id, leased_until)
+		WHERE leased_until IS NOT NULL AND delivered_at IS NULL AND dead_at IS NULL';
+END
+$$;
 
 CREATE FUNCTION @extschema@.paynotify_relay_lease(max_rows integer, request_timeout_ms integer)
 	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
@@ -1850,7 +1921,22 @@ $$;
 -- delivery also wrote, redundant.  The key still holds the distribution
 -- column, as a Citus key must; (channel, notify_id) keeps its own unique
 -- constraint (a plain index on Citus).
-ALTER TABLE @extschema@.payment_notify_log
-	DROP CONSTRAINT payment_notify_log_pkey,
-	ADD CONSTRAINT payment_notify_log_pkey PRIMARY KEY (order_no, channel, notify_id);
-DROP INDEX @extschema@.payment_notify_log_order;
+-- By EXECUTE, where not made yet: on Citus, see the log's source column.
+DO $$
+BEGIN
+	IF (SELECT pg_catalog.array_agg(a.attname ORDER BY k.n)
+		FROM pg_catalog.pg_constraint c,
+			 LATERAL pg_catalog.unnest(c.conkey) WITH ORDINALITY k(attnum, n)
+		JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) '@extschema@.payment_notify_log'::regclass
+			AND a.attnum OPERATOR(pg_catalog.=) k.attnum
+		WHERE c.conrelid OPERATOR(pg_catalog.=) '@extschema@.payment_notify_log'::regclass
+		  AND c.conname OPERATOR(pg_catalog.=) 'payment_notify_log_pkey')
+	   IS DISTINCT FROM '{order_no,channel,notify_id}'::name[] THEN
+		-- (two statements: Citus takes no ADD CONSTRAINT beside another subcommand)
+		EXECUTE 'ALTER TABLE @extschema@.payment_notify_log DROP CONSTRAINT payment_notify_log_pkey';
+		EXECUTE 'ALTER TABLE @extschema@.payment_notify_log
+			ADD CONSTRAINT payment_notify_log_pkey PRIMARY KEY (order_no, channel, notify_id)';
+	END IF;
+	EXECUTE 'DROP INDEX IF EXISTS @extschema@.payment_notify_log_order';
+END
+$$;
