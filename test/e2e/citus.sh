@@ -660,6 +660,54 @@ check "ops: paynotify_trace_order($fo) on the coordinator: the retried notificat
 check "ops: paynotify_trace(wxpay, its id) gives the same rows as paynotify_trace_order but the application's move" \
     "$(ops_q "SELECT count(*) FROM paynotify_trace_order('$fo') WHERE NOT (kind = 'state' AND detail->>'source' = 'application')")" \
     "$(ops_q "SELECT count(*) FROM paynotify_trace('wxpay', '$fid')")"
+# paynotify's mark of its own move (Citus: told to the shard's node) lives no
+# longer than the move: not past a rolled-back savepoint, not when the shard
+# is on the session's node (local execution), not when the move changed
+# nothing; each time the application's later move is recorded as its own.
+# Pending orders 4..10 (no notification), on a given worker's shard.
+pend_on() {	# pend_on NODE [SKIP]: a pending order among 4..10 whose shard is on worker NODE
+    citus_q 0 "WITH p AS MATERIALIZED (SELECT o.order_no FROM orders o WHERE o.status = 'pending'
+                   AND o.order_no BETWEEN 'PN00000004' AND 'PN00000010' AND o.order_no <> '${2:-}')
+               SELECT p.order_no FROM p JOIN citus_shards s
+                 ON s.shardid = get_shard_id_for_distribution_column('orders', p.order_no) AND s.table_name = 'orders'::regclass
+               WHERE s.nodeport = ${CITUS_PORTS[$1]} ORDER BY p.order_no LIMIT 1"
+}
+app_moves() { citus_q 0 "SELECT coalesce(string_agg(from_state || '>' || to_state || ':' || source, ',' ORDER BY id), '-')
+                         FROM paynotify_order_history WHERE order_no = '$1'"; }
+mk1=$(pend_on 2)
+( citus_sql 0 -c "BEGIN" -c "SELECT 1 FROM orders WHERE order_no = '$mk1' FOR UPDATE" -c "SELECT pg_sleep(3)" -c "COMMIT" \
+      >/dev/null 2>&1 ) &
+locker=$!
+sleep 1
+out=$(citus_sql 0 2>&1 <<SQL
+BEGIN;
+SET LOCAL statement_timeout = '500ms';
+DO \$\$ BEGIN PERFORM paynotify_transit('$mk1', 'pending', 'paid');
+EXCEPTION WHEN query_canceled THEN RAISE NOTICE 'move cancelled'; END \$\$;
+SET LOCAL statement_timeout = 0;
+UPDATE orders SET status = 'paid' WHERE order_no = '$mk1';
+COMMIT;
+SQL
+)
+wait $locker
+check "ops: mark: paynotify_transit($mk1) cancelled in a savepoint, then the application's UPDATE: recorded as the application's" \
+    "move cancelled|paid|pending>paid:application" \
+    "$(echo "$out" | grep -o 'move cancelled' | head -1)|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$mk1'")|$(app_moves "$mk1")"
+mk2=$(pend_on 1)
+citus_q 1 "SELECT paynotify_transit('$mk2', 'pending', 'paid')" >/dev/null
+out=$(citus_sql 1 -c "BEGIN" -c "SELECT paynotify_transit('$mk2', 'paid', 'refunding')" \
+          -c "UPDATE orders SET status = 'paid' WHERE order_no = '$mk2'" \
+          -c "UPDATE orders SET status = 'refunding' WHERE order_no = '$mk2'" -c "COMMIT" 2>&1)
+check "ops: mark: on worker 1, $mk2's shard there: paynotify_transit, then the application's moves back and again: all four recorded" \
+    "|pending>paid:paynotify,paid>refunding:paynotify,refunding>paid:application,paid>refunding:application" \
+    "$(echo "$out" | grep -m1 ERROR)|$(app_moves "$mk2")"
+mk3=$(pend_on 2 "$mk1")
+out=$(citus_sql 0 -c "BEGIN" -c "SELECT paynotify_transit('$mk3', 'paid', 'refunding')" \
+          -c "UPDATE orders SET status = 'paid' WHERE order_no = '$mk3'" \
+          -c "UPDATE orders SET status = 'refunding' WHERE order_no = '$mk3'" -c "COMMIT" 2>&1)
+check "ops: mark: paynotify_transit($mk3, paid, refunding) of a pending order (no move), then the application's two moves: both recorded" \
+    "|pending>paid:application,paid>refunding:application" \
+    "$(echo "$out" | grep -m1 ERROR)|$(app_moves "$mk3")"
 # purge: 40 Stripe notifications made old (every shard), one of them with an anomaly, each with a delivery history row
 po=$(printf 'PN%08d' $PU0) pl=$(printf 'PN%08d' $((PU0 + 39))) pk=$(printf 'PN%08d' $((PU0 + 5)))
 citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01', first_seen = '2000-01-01'
