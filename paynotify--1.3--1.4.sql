@@ -1422,7 +1422,8 @@ $$;
 -- up by a notification's id beside the log: the channel's anomalies read
 -- first, the candidates across the shards without locks, then each
 -- notification locked (SKIP LOCKED) and deleted on its order's shard with
--- its delivery history.
+-- its delivery history; one found locked (or changed) is left out of the
+-- next reads, which go on until one finds no candidate.
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_purge(keep interval, max_rows integer DEFAULT 10000,
 		batch_size integer DEFAULT 1000, only_channel text DEFAULT NULL)
 	RETURNS TABLE (channel text, kept interval, notifications bigint, deliveries bigint)
@@ -1441,6 +1442,8 @@ DECLARE
 	cutoff timestamptz;
 	citus boolean := @extschema@.paynotify_distributed('@extschema@.payment_notify_log');
 	flagged text[];
+	skipped text[];
+	seen bigint;
 BEGIN
 	IF keep IS NULL OR max_rows IS NULL OR batch_size IS NULL THEN
 		RAISE EXCEPTION 'keep, max_rows and batch_size must not be null'
@@ -1466,6 +1469,7 @@ BEGIN
 		END IF;
 		n := 0;
 		dsum := 0;
+		skipped := '{}';
 		IF citus THEN
 			flagged := ARRAY(SELECT DISTINCT a.notify_id FROM @extschema@.paynotify_anomaly a
 							 WHERE a.channel OPERATOR(pg_catalog.=) c.channel AND a.notify_id IS NOT NULL);
@@ -1495,17 +1499,23 @@ BEGIN
 			ELSE
 				batch := 0;
 				d := 0;
+				seen := 0;
 				FOR cand IN SELECT l.order_no, l.notify_id FROM @extschema@.payment_notify_log l
 						 WHERE l.channel OPERATOR(pg_catalog.=) c.channel AND l.status IN ('succeeded', 'ignored')
 						   AND l.last_seen OPERATOR(pg_catalog.<) cutoff
 						   AND l.notify_id OPERATOR(pg_catalog.<>) ALL (flagged)
+						   AND l.notify_id OPERATOR(pg_catalog.<>) ALL (skipped)
 						 LIMIT least(batch_size, budget) LOOP
+					seen := seen OPERATOR(pg_catalog.+) 1;
 					PERFORM FROM @extschema@.payment_notify_log l
 						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
 						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id AND l.status IN ('succeeded', 'ignored')
 						  AND l.last_seen OPERATOR(pg_catalog.<) cutoff
 						FOR UPDATE SKIP LOCKED;
-					CONTINUE WHEN NOT FOUND;
+					IF NOT FOUND THEN
+						skipped := skipped OPERATOR(pg_catalog.||) cand.notify_id;
+						CONTINUE;
+					END IF;
 					DELETE FROM @extschema@.payment_notify_log l
 						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
 						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id;
@@ -1518,7 +1528,8 @@ BEGIN
 					SELECT d OPERATOR(pg_catalog.+) pg_catalog.count(*) INTO d FROM dgone;
 				END LOOP;
 			END IF;
-			EXIT WHEN batch OPERATOR(pg_catalog.=) 0;
+			-- (Citus: on while a read found candidates, even all locked)
+			EXIT WHEN batch OPERATOR(pg_catalog.=) 0 AND NOT (citus AND seen OPERATOR(pg_catalog.>) 0);
 			n := n OPERATOR(pg_catalog.+) batch;
 			dsum := dsum OPERATOR(pg_catalog.+) d;
 			budget := budget OPERATOR(pg_catalog.-) batch;

@@ -736,6 +736,26 @@ check "ops: after the purge: the one with an anomaly kept (and its delivery row)
                   (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no BETWEEN '$po' AND '$pl')")"
 check "ops: paynotify_purge again: nothing more" "stripe|0|0" \
     "$(ops_q "SELECT channel || '|' || notifications || '|' || deliveries FROM paynotify_purge('10 days', only_channel => 'stripe')")"
+# a purge whose first reads find only locked notifications goes on to the others:
+# 10 more made old, 9 held FOR UPDATE by another session, the 10th made old last
+# (each shard's scan reads it after its locked neighbours), one per batch
+q0=$(printf 'PN%08d' $((PU0 + 40))) q8=$(printf 'PN%08d' $((PU0 + 48))) q9=$(printf 'PN%08d' $((PU0 + 49)))
+citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
+citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no = '$q9'" >/dev/null
+locks=(-c "BEGIN")
+for i in $(seq 40 48); do
+    locks+=(-c "SELECT 1 FROM payment_notify_log WHERE channel = 'stripe' AND order_no = '$(printf 'PN%08d' $((PU0 + i)))' FOR UPDATE")
+done
+( citus_sql 0 "${locks[@]}" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 ) &
+locker=$!
+sleep 1.5
+check "ops: paynotify_purge('10 days', 100, 1, stripe) with 9 of 10 old notifications locked: the 10th purged, the 9 kept" \
+    "stripe|1|$q9|9" \
+    "$(ops_q "SELECT channel || '|' || notifications FROM paynotify_purge('10 days', 100, 1, 'stripe')")|$(
+       citus_q 0 "SELECT count(*) FILTER (WHERE order_no = '$q9') FROM payment_notify_log WHERE channel = 'stripe'" | sed "s/^0$/$q9/")|$(
+       citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'")"
+wait $locker
+citus_q 0 "UPDATE payment_notify_log SET last_seen = now() WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
 # paynotify_stats against each shard's own count
 shard_sum() {	# shard_sum TABLE EXPR: EXPR (comma-separated counts) summed over the table's shards
     citus_q 0 "SELECT string_agg(s::text, ',' ORDER BY i) FROM (
