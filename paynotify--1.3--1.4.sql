@@ -1336,6 +1336,32 @@ CREATE OR REPLACE VIEW @extschema@.paynotify_stats AS
 		s.deliveries, s.duplicate_ratio, s.oldest_failed_seconds, s.oldest_parked_seconds, s.anomalies_24h,
 		s.anomalies_unresolved, s.outbox_backlog, s.outbox_oldest_seconds, s.outbox_dead
 	FROM @extschema@.paynotify_stats_rows() s;
+-- A role that could read the view before the update (SELECT given by hand,
+-- a monitoring role without the admin capacity) reads it after: EXECUTE on
+-- the function to every grantee of SELECT on the view (PUBLIC too), its
+-- owner aside; names from the catalogs, quoted by format.
+DO $$
+DECLARE
+	v oid;
+	f pg_catalog.regprocedure;
+	g record;
+BEGIN
+	SELECT c.oid INTO v FROM pg_catalog.pg_class c, pg_catalog.pg_extension e
+		WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify' AND c.relnamespace OPERATOR(pg_catalog.=) e.extnamespace
+		  AND c.relname OPERATOR(pg_catalog.=) 'paynotify_stats';
+	SELECT p.oid INTO f FROM pg_catalog.pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=)
+		(SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')
+		AND p.proname OPERATOR(pg_catalog.=) 'paynotify_stats_rows' AND p.pronargs OPERATOR(pg_catalog.=) 0;
+	FOR g IN SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+			 WHERE c.oid OPERATOR(pg_catalog.=) v AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+			   AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+			 ORDER BY a.grantee LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f,
+								  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+									   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+	END LOOP;
+END
+$$;
 
 -- Dead letters back into the queue.  On Citus each on its own shard (the
 -- clock read once: Citus plans no now() beside columns in SET).
