@@ -406,15 +406,17 @@ guard_record_shard(void *arg)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	args[0] = CStringGetTextDatum(g->order_no);
 	/* (a table named as a shard, but none: nothing recorded, as before 1.4) */
+	/* (the table's name as a literal: quoted, then quoted again as a string) */
 	if (SPI_execute_with_args(psprintf("SELECT pg_catalog.get_shard_id_for_distribution_column("
-									   "'%1$s.paynotify_order_history'::pg_catalog.regclass, $1)::text,"
-									   " pg_catalog.pg_get_serial_sequence('%1$s.paynotify_order_history', 'id')"
+									   "%1$s::pg_catalog.regclass, $1)::text,"
+									   " pg_catalog.pg_get_serial_sequence(%1$s, 'id')"
 									   " FROM pg_catalog.pg_dist_shard s WHERE s.shardid OPERATOR(pg_catalog.=) %2$s"
 									   " AND s.logicalrelid OPERATOR(pg_catalog.=) %3$u::pg_catalog.oid"
 									   " AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p"
 									   "  WHERE p.logicalrelid OPERATOR(pg_catalog.=)"
-									   "  '%1$s.paynotify_order_history'::pg_catalog.regclass)",
-									   nsp, g->shard_id, g->orders_oid),
+									   "  %1$s::pg_catalog.regclass)",
+									   quote_literal_cstr(psprintf("%s.paynotify_order_history", nsp)),
+									   g->shard_id, g->orders_oid),
 							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: the order history's shard of order \"%s\" not found", g->order_no);
 	if (SPI_processed != 1)
