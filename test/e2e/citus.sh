@@ -596,6 +596,16 @@ ops_state() { "$PN_PGBIN/psql" -X -q -tA -v VERBOSITY=sqlstate "host=127.0.0.1 p
 # (made after paynotify_distribute(): paynotify_grant's GRANTs on distributed and reference tables in one transaction)
 out=$(citus_sql 0 -c "CREATE ROLE notify_ops LOGIN" -c "SELECT paynotify_grant('notify_ops', 'admin')" 2>&1)
 check "ops: paynotify_grant(notify_ops, admin) on the coordinator after the distribution" "" "$(echo "$out" | grep -m1 ERROR)"
+# paynotify_grant after a parallel GRANT on a distributed table in one
+# transaction: refused by Citus; sequential mode first (docs/CITUS.md) lets it run
+out=$(citus_sql 0 -v VERBOSITY=terse -c "CREATE ROLE notify_ops2" -c "BEGIN" -c "GRANT SELECT ON orders TO notify_ops2" \
+          -c "SELECT paynotify_grant('notify_ops2', 'admin')" -c "ROLLBACK" 2>&1)
+out2=$(citus_sql 0 -c "BEGIN" -c "SET LOCAL citus.multi_shard_modify_mode = sequential" -c "GRANT SELECT ON orders TO notify_ops2" \
+           -c "SELECT paynotify_grant('notify_ops2', 'admin')" -c "COMMIT" 2>&1)
+check "ops: paynotify_grant after a GRANT on orders in one transaction: refused (parallel operation); in sequential mode: granted" \
+    "1||admin" \
+    "$(echo "$out" | grep -c 'parallel operation on a distributed table')|$(echo "$out2" | grep -m1 ERROR)|$(
+       citus_q 0 "SELECT string_agg(capacity, ',') FROM paynotify_role WHERE role = 'notify_ops2'")"
 fo=$(printf 'PN%08d' $F0) fl=$(printf 'PN%08d' $((F0 + 3)))
 # the hook fails while hook_faults says 100 (a reference table: read on every node)
 citus_sql 0 >/dev/null <<'SQL'
