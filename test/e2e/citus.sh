@@ -71,11 +71,17 @@
 #              the application's own moves (its UPDATE of orders, on the
 #              coordinator and on a worker) in the order history as its
 #              own, none of paynotify's moves recorded twice or as the
-#              application's (paynotify_transit too); paynotify_trace_order
+#              application's (paynotify_transit too); paynotify's mark of
+#              its own move gone with a rolled-back savepoint, used up on
+#              the shard's own node, taken back when the move changed
+#              nothing (the application's later moves recorded);
+#              paynotify_grant after a parallel GRANT (refused; sequential
+#              mode first: granted); paynotify_trace_order
 #              and paynotify_trace of a retried notification;
 #              paynotify_purge of 40 old Stripe notifications on every
 #              shard, one with an anomaly kept, recent ones kept, their
-#              delivery history deleted; paynotify_stats against each
+#              delivery history deleted; a purge past 9 locked old
+#              notifications purges the 10th; paynotify_stats against each
 #              shard's own counts (run_command_on_shards);
 #              paynotify_resolve_anomaly, paynotify_redeliver of dead
 #              letters on several shards, paynotify_reconcile_summary
