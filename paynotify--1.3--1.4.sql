@@ -1400,6 +1400,32 @@ CREATE OR REPLACE VIEW @extschema@.paynotify_stats AS
 		s.deliveries, s.duplicate_ratio, s.oldest_failed_seconds, s.oldest_parked_seconds, s.anomalies_24h,
 		s.anomalies_unresolved, s.outbox_backlog, s.outbox_oldest_seconds, s.outbox_dead
 	FROM @extschema@.paynotify_stats_rows() s;
+-- A role that could read the view before the update (SELECT given by hand,
+-- a monitoring role without the admin capacity) reads it after: EXECUTE on
+-- the function to every grantee of SELECT on the view (PUBLIC too), its
+-- owner aside; names from the catalogs, quoted by format.
+DO $$
+DECLARE
+	v oid;
+	f pg_catalog.regprocedure;
+	g record;
+BEGIN
+	SELECT c.oid INTO v FROM pg_catalog.pg_class c, pg_catalog.pg_extension e
+		WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify' AND c.relnamespace OPERATOR(pg_catalog.=) e.extnamespace
+		  AND c.relname OPERATOR(pg_catalog.=) 'paynotify_stats';
+	SELECT p.oid INTO f FROM pg_catalog.pg_proc p WHERE p.pronamespace OPERATOR(pg_catalog.=)
+		(SELECT e.extnamespace FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')
+		AND p.proname OPERATOR(pg_catalog.=) 'paynotify_stats_rows' AND p.pronargs OPERATOR(pg_catalog.=) 0;
+	FOR g IN SELECT DISTINCT a.grantee FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+			 WHERE c.oid OPERATOR(pg_catalog.=) v AND a.privilege_type OPERATOR(pg_catalog.=) 'SELECT'
+			   AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
+			 ORDER BY a.grantee LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s', f,
+								  CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+									   ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END);
+	END LOOP;
+END
+$$;
 
 -- Dead letters back into the queue.  On Citus each on its own shard (the
 -- clock read once: Citus plans no now() beside columns in SET).
@@ -1486,7 +1512,8 @@ $$;
 -- up by a notification's id beside the log: the channel's anomalies read
 -- first, the candidates across the shards without locks, then each
 -- notification locked (SKIP LOCKED) and deleted on its order's shard with
--- its delivery history.
+-- its delivery history; one found locked (or changed) is left out of the
+-- next reads, which go on until one finds no candidate.
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_purge(keep interval, max_rows integer DEFAULT 10000,
 		batch_size integer DEFAULT 1000, only_channel text DEFAULT NULL)
 	RETURNS TABLE (channel text, kept interval, notifications bigint, deliveries bigint)
@@ -1505,6 +1532,8 @@ DECLARE
 	cutoff timestamptz;
 	citus boolean := @extschema@.paynotify_distributed('@extschema@.payment_notify_log');
 	flagged text[];
+	skipped text[];
+	seen bigint;
 BEGIN
 	IF keep IS NULL OR max_rows IS NULL OR batch_size IS NULL THEN
 		RAISE EXCEPTION 'keep, max_rows and batch_size must not be null'
@@ -1530,6 +1559,7 @@ BEGIN
 		END IF;
 		n := 0;
 		dsum := 0;
+		skipped := '{}';
 		IF citus THEN
 			flagged := ARRAY(SELECT DISTINCT a.notify_id FROM @extschema@.paynotify_anomaly a
 							 WHERE a.channel OPERATOR(pg_catalog.=) c.channel AND a.notify_id IS NOT NULL);
@@ -1559,17 +1589,23 @@ BEGIN
 			ELSE
 				batch := 0;
 				d := 0;
+				seen := 0;
 				FOR cand IN SELECT l.order_no, l.notify_id FROM @extschema@.payment_notify_log l
 						 WHERE l.channel OPERATOR(pg_catalog.=) c.channel AND l.status IN ('succeeded', 'ignored')
 						   AND l.last_seen OPERATOR(pg_catalog.<) cutoff
 						   AND l.notify_id OPERATOR(pg_catalog.<>) ALL (flagged)
+						   AND l.notify_id OPERATOR(pg_catalog.<>) ALL (skipped)
 						 LIMIT least(batch_size, budget) LOOP
+					seen := seen OPERATOR(pg_catalog.+) 1;
 					PERFORM FROM @extschema@.payment_notify_log l
 						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
 						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id AND l.status IN ('succeeded', 'ignored')
 						  AND l.last_seen OPERATOR(pg_catalog.<) cutoff
 						FOR UPDATE SKIP LOCKED;
-					CONTINUE WHEN NOT FOUND;
+					IF NOT FOUND THEN
+						skipped := skipped OPERATOR(pg_catalog.||) cand.notify_id;
+						CONTINUE;
+					END IF;
 					DELETE FROM @extschema@.payment_notify_log l
 						WHERE l.order_no OPERATOR(pg_catalog.=) cand.order_no AND l.channel OPERATOR(pg_catalog.=) c.channel
 						  AND l.notify_id OPERATOR(pg_catalog.=) cand.notify_id;
@@ -1582,7 +1618,8 @@ BEGIN
 					SELECT d OPERATOR(pg_catalog.+) pg_catalog.count(*) INTO d FROM dgone;
 				END LOOP;
 			END IF;
-			EXIT WHEN batch OPERATOR(pg_catalog.=) 0;
+			-- (Citus: on while a read found candidates, even all locked)
+			EXIT WHEN batch OPERATOR(pg_catalog.=) 0 AND NOT (citus AND seen OPERATOR(pg_catalog.>) 0);
 			n := n OPERATOR(pg_catalog.+) batch;
 			dsum := dsum OPERATOR(pg_catalog.+) d;
 			budget := budget OPERATOR(pg_catalog.-) batch;

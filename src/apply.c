@@ -388,6 +388,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	PnOrderRow	row;
 	int64		amount;
 	bool		all_refunded;
+	bool		paid;
 	char	   *note;
 	char	   *recorded;
 
@@ -427,8 +428,9 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	pn_history_own_move_of(cfg, n->order_no, "pending", "paid");
 	if (pn_orders_execute(cfg, PLAN_ORDER_PAY, args, nulls, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: order update failed");
-	pn_history_own_move(false);
-	if (SPI_processed == 1)
+	paid = (SPI_processed == 1);
+	pn_history_own_move_done(cfg, n->order_no, paid);
+	if (paid)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
 		pn_payment_insert(cfg, ch, n);

@@ -62,6 +62,7 @@ static bool own_move = false;
 static char *mark_order = NULL;
 static char *mark_from = NULL;
 static char *mark_to = NULL;
+static SubTransactionId mark_subid = InvalidSubTransactionId;	/* where it was set */
 
 /* The notification whose business step is running (for its moves). */
 static char *cause_channel = NULL;
@@ -77,6 +78,7 @@ static Oid	delivery_nsp_11 = InvalidOid;
 
 static void history_xact_callback(XactEvent event, void *arg);
 static void mark_clear(void);
+static void mark_send(PnConfig *cfg, const char *order_no, const char *from, const char *to);
 static void history_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 									 SubTransactionId parentSubid, void *arg);
 static SPIPlanPtr saved_plan(SPIPlanPtr *plan, Oid *plan_nsp, Oid nsp, const char *tmpl,
@@ -124,6 +126,7 @@ mark_clear(void)
 	if (mark_to)
 		pfree(mark_to);
 	mark_order = mark_from = mark_to = NULL;
+	mark_subid = InvalidSubTransactionId;
 }
 
 PG_FUNCTION_INFO_V1(paynotify_own_move);
@@ -131,16 +134,24 @@ PG_FUNCTION_INFO_V1(paynotify_own_move);
 /*
  * paynotify_own_move(order_no, from_state, to_state): the next move of the
  * order from → to in this backend's transaction is paynotify's own (see
- * mark_order).  Not for PUBLIC: the extension's owner calls it, on the
- * node of the order's shard (pn_history_own_move_of).
+ * mark_order); ('', '') for the states clears the mark (paynotify's move
+ * changed nothing).  Not for PUBLIC: the extension's owner calls it, on
+ * the node of the order's shard (pn_history_own_move_of,
+ * pn_history_own_move_done).
  */
 Datum
 paynotify_own_move(PG_FUNCTION_ARGS)
 {
+	char	   *from = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	char	   *to = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
 	mark_clear();
+	if (from[0] == '\0' && to[0] == '\0')
+		PG_RETURN_BOOL(true);
+	mark_subid = GetCurrentSubTransactionId();
 	mark_order = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(0)));
-	mark_from = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	mark_to = MemoryContextStrdup(TopMemoryContext, text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	mark_from = MemoryContextStrdup(TopMemoryContext, from);
+	mark_to = MemoryContextStrdup(TopMemoryContext, to);
 	PG_RETURN_BOOL(true);
 }
 
@@ -155,6 +166,29 @@ paynotify_own_move(PG_FUNCTION_ARGS)
 void
 pn_history_own_move_of(PnConfig *cfg, const char *order_no, const char *from, const char *to)
 {
+	own_move = true;
+	mark_send(cfg, order_no, from, to);
+}
+
+/*
+ * paynotify's move of order_no (pn_history_own_move_of) is over: own_move
+ * reset, and when it changed nothing (moved false), on Citus the mark
+ * cleared where it was set, over the same route, so that it cannot hide a
+ * later move of the application's.  SPI connected, as the extension's
+ * owner.
+ */
+void
+pn_history_own_move_done(PnConfig *cfg, const char *order_no, bool moved)
+{
+	own_move = false;
+	if (!moved)
+		mark_send(cfg, order_no, "", "");
+}
+
+/* paynotify_own_move(order_no, from, to) on the node of the order's shard (Citus). */
+static void
+mark_send(PnConfig *cfg, const char *order_no, const char *from, const char *to)
+{
 	static SPIPlanPtr mark_plan = NULL;
 	static Oid	mark_nsp = InvalidOid;
 	static SPIPlanPtr begin_plan = NULL;
@@ -163,7 +197,6 @@ pn_history_own_move_of(PnConfig *cfg, const char *order_no, const char *from, co
 	Datum		args[3];
 	List	   *fname;
 
-	own_move = true;
 	if (!pn_config_distributed(cfg))
 		return;
 	fname = list_make2(makeString(get_namespace_name(cfg->nsp)), makeString("paynotify_own_move"));
@@ -200,12 +233,18 @@ history_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		own_move = false;
-}
-
-void
-pn_history_own_move(bool on)
-{
-	own_move = on;
+	/*
+	 * The mark belongs to the subtransaction that set it: rolled back with
+	 * it (the move it announced is undone or never made), handed to the
+	 * parent when released.
+	 */
+	if (mark_order != NULL && mark_subid == mySubid)
+	{
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			mark_clear();
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			mark_subid = parentSubid;
+	}
 }
 
 /* The notification the following moves are made for (NULLs: none). */
@@ -367,15 +406,17 @@ guard_record_shard(void *arg)
 		elog(ERROR, "paynotify: SPI_connect failed");
 	args[0] = CStringGetTextDatum(g->order_no);
 	/* (a table named as a shard, but none: nothing recorded, as before 1.4) */
+	/* (the table's name as a literal: quoted, then quoted again as a string) */
 	if (SPI_execute_with_args(psprintf("SELECT pg_catalog.get_shard_id_for_distribution_column("
-									   "'%1$s.paynotify_order_history'::pg_catalog.regclass, $1)::text,"
-									   " pg_catalog.pg_get_serial_sequence('%1$s.paynotify_order_history', 'id')"
+									   "%1$s::pg_catalog.regclass, $1)::text,"
+									   " pg_catalog.pg_get_serial_sequence(%1$s, 'id')"
 									   " FROM pg_catalog.pg_dist_shard s WHERE s.shardid OPERATOR(pg_catalog.=) %2$s"
 									   " AND s.logicalrelid OPERATOR(pg_catalog.=) %3$u::pg_catalog.oid"
 									   " AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p"
 									   "  WHERE p.logicalrelid OPERATOR(pg_catalog.=)"
-									   "  '%1$s.paynotify_order_history'::pg_catalog.regclass)",
-									   nsp, g->shard_id, g->orders_oid),
+									   "  %1$s::pg_catalog.regclass)",
+									   quote_literal_cstr(psprintf("%s.paynotify_order_history", nsp)),
+									   g->shard_id, g->orders_oid),
 							  1, argtypes, args, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: the order history's shard of order \"%s\" not found", g->order_no);
 	if (SPI_processed != 1)
@@ -421,14 +462,19 @@ pn_history_guard_shard(Oid fn_oid, Relation shard, Oid orders_oid,
 	const char *name = RelationGetRelationName(shard);
 	const char *id = strrchr(name, '_');
 
-	if (own_move)
-		return;
+	/*
+	 * The mark first: when the shard is on this node, own_move is set too,
+	 * and the mark, set here by the same move (Citus's local execution),
+	 * must not outlive it.
+	 */
 	if (mark_order != NULL && strcmp(mark_order, order_no) == 0 &&
 		strcmp(mark_from, from) == 0 && strcmp(mark_to, to) == 0)
 	{
 		mark_clear();
 		return;
 	}
+	if (own_move)
+		return;
 	g.nsp = get_func_namespace(fn_oid);
 	/* (is_orders: the name is the table's, '_' and digits) */
 	if (id == NULL || !OidIsValid(get_relname_relid("paynotify_order_history", g.nsp)) ||

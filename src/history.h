@@ -12,7 +12,7 @@
 #include "utils/rel.h"
 
 extern void pn_history_init(void);
-extern void pn_history_own_move(bool on);
+extern void pn_history_own_move_done(PnConfig *cfg, const char *order_no, bool moved);
 extern void pn_history_own_move_of(PnConfig *cfg, const char *order_no, const char *from,
 								   const char *to);
 extern void pn_history_guard_shard(Oid fn_oid, Relation shard, Oid orders_oid,

@@ -136,6 +136,7 @@ bool
 pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to)
 {
 	Datum		args[3];
+	bool		moved;
 
 	if (!pn_transition_allowed(cfg, from, to))
 		illegal_transition(from, to);
@@ -145,8 +146,9 @@ pn_transit(PnConfig *cfg, const char *order_no, const char *from, const char *to
 	pn_history_own_move_of(cfg, order_no, from, to);
 	if (pn_orders_execute(cfg, PLAN_ORDER_MOVE, args, NULL, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: order update failed");
-	pn_history_own_move(false);
-	if (SPI_processed != 1)
+	moved = (SPI_processed == 1);
+	pn_history_own_move_done(cfg, order_no, moved);
+	if (!moved)
 		return false;
 	pn_history_move(cfg, order_no, from, to);
 	return true;

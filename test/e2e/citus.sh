@@ -71,11 +71,17 @@
 #              the application's own moves (its UPDATE of orders, on the
 #              coordinator and on a worker) in the order history as its
 #              own, none of paynotify's moves recorded twice or as the
-#              application's (paynotify_transit too); paynotify_trace_order
+#              application's (paynotify_transit too); paynotify's mark of
+#              its own move gone with a rolled-back savepoint, used up on
+#              the shard's own node, taken back when the move changed
+#              nothing (the application's later moves recorded);
+#              paynotify_grant after a parallel GRANT (refused; sequential
+#              mode first: granted); paynotify_trace_order
 #              and paynotify_trace of a retried notification;
 #              paynotify_purge of 40 old Stripe notifications on every
 #              shard, one with an anomaly kept, recent ones kept, their
-#              delivery history deleted; paynotify_stats against each
+#              delivery history deleted; a purge past 9 locked old
+#              notifications purges the 10th; paynotify_stats against each
 #              shard's own counts (run_command_on_shards);
 #              paynotify_resolve_anomaly, paynotify_redeliver of dead
 #              letters on several shards, paynotify_reconcile_summary
@@ -596,6 +602,16 @@ ops_state() { "$PN_PGBIN/psql" -X -q -tA -v VERBOSITY=sqlstate "host=127.0.0.1 p
 # (made after paynotify_distribute(): paynotify_grant's GRANTs on distributed and reference tables in one transaction)
 out=$(citus_sql 0 -c "CREATE ROLE notify_ops LOGIN" -c "SELECT paynotify_grant('notify_ops', 'admin')" 2>&1)
 check "ops: paynotify_grant(notify_ops, admin) on the coordinator after the distribution" "" "$(echo "$out" | grep -m1 ERROR)"
+# paynotify_grant after a parallel GRANT on a distributed table in one
+# transaction: refused by Citus; sequential mode first (docs/CITUS.md) lets it run
+out=$(citus_sql 0 -v VERBOSITY=terse -c "CREATE ROLE notify_ops2" -c "BEGIN" -c "GRANT SELECT ON orders TO notify_ops2" \
+          -c "SELECT paynotify_grant('notify_ops2', 'admin')" -c "ROLLBACK" 2>&1)
+out2=$(citus_sql 0 -c "BEGIN" -c "SET LOCAL citus.multi_shard_modify_mode = sequential" -c "GRANT SELECT ON orders TO notify_ops2" \
+           -c "SELECT paynotify_grant('notify_ops2', 'admin')" -c "COMMIT" 2>&1)
+check "ops: paynotify_grant after a GRANT on orders in one transaction: refused (parallel operation); in sequential mode: granted" \
+    "1||admin" \
+    "$(echo "$out" | grep -c 'parallel operation on a distributed table')|$(echo "$out2" | grep -m1 ERROR)|$(
+       citus_q 0 "SELECT string_agg(capacity, ',') FROM paynotify_role WHERE role = 'notify_ops2'")"
 fo=$(printf 'PN%08d' $F0) fl=$(printf 'PN%08d' $((F0 + 3)))
 # the hook fails while hook_faults says 100 (a reference table: read on every node)
 citus_sql 0 >/dev/null <<'SQL'
@@ -660,6 +676,54 @@ check "ops: paynotify_trace_order($fo) on the coordinator: the retried notificat
 check "ops: paynotify_trace(wxpay, its id) gives the same rows as paynotify_trace_order but the application's move" \
     "$(ops_q "SELECT count(*) FROM paynotify_trace_order('$fo') WHERE NOT (kind = 'state' AND detail->>'source' = 'application')")" \
     "$(ops_q "SELECT count(*) FROM paynotify_trace('wxpay', '$fid')")"
+# paynotify's mark of its own move (Citus: told to the shard's node) lives no
+# longer than the move: not past a rolled-back savepoint, not when the shard
+# is on the session's node (local execution), not when the move changed
+# nothing; each time the application's later move is recorded as its own.
+# Pending orders 4..10 (no notification), on a given worker's shard.
+pend_on() {	# pend_on NODE [SKIP]: a pending order among 4..10 whose shard is on worker NODE
+    citus_q 0 "WITH p AS MATERIALIZED (SELECT o.order_no FROM orders o WHERE o.status = 'pending'
+                   AND o.order_no BETWEEN 'PN00000004' AND 'PN00000010' AND o.order_no <> '${2:-}')
+               SELECT p.order_no FROM p JOIN citus_shards s
+                 ON s.shardid = get_shard_id_for_distribution_column('orders', p.order_no) AND s.table_name = 'orders'::regclass
+               WHERE s.nodeport = ${CITUS_PORTS[$1]} ORDER BY p.order_no LIMIT 1"
+}
+app_moves() { citus_q 0 "SELECT coalesce(string_agg(from_state || '>' || to_state || ':' || source, ',' ORDER BY id), '-')
+                         FROM paynotify_order_history WHERE order_no = '$1'"; }
+mk1=$(pend_on 2)
+( citus_sql 0 -c "BEGIN" -c "SELECT 1 FROM orders WHERE order_no = '$mk1' FOR UPDATE" -c "SELECT pg_sleep(3)" -c "COMMIT" \
+      >/dev/null 2>&1 ) &
+locker=$!
+sleep 1
+out=$(citus_sql 0 2>&1 <<SQL
+BEGIN;
+SET LOCAL statement_timeout = '500ms';
+DO \$\$ BEGIN PERFORM paynotify_transit('$mk1', 'pending', 'paid');
+EXCEPTION WHEN query_canceled THEN RAISE NOTICE 'move cancelled'; END \$\$;
+SET LOCAL statement_timeout = 0;
+UPDATE orders SET status = 'paid' WHERE order_no = '$mk1';
+COMMIT;
+SQL
+)
+wait $locker
+check "ops: mark: paynotify_transit($mk1) cancelled in a savepoint, then the application's UPDATE: recorded as the application's" \
+    "move cancelled|paid|pending>paid:application" \
+    "$(echo "$out" | grep -o 'move cancelled' | head -1)|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$mk1'")|$(app_moves "$mk1")"
+mk2=$(pend_on 1)
+citus_q 1 "SELECT paynotify_transit('$mk2', 'pending', 'paid')" >/dev/null
+out=$(citus_sql 1 -c "BEGIN" -c "SELECT paynotify_transit('$mk2', 'paid', 'refunding')" \
+          -c "UPDATE orders SET status = 'paid' WHERE order_no = '$mk2'" \
+          -c "UPDATE orders SET status = 'refunding' WHERE order_no = '$mk2'" -c "COMMIT" 2>&1)
+check "ops: mark: on worker 1, $mk2's shard there: paynotify_transit, then the application's moves back and again: all four recorded" \
+    "|pending>paid:paynotify,paid>refunding:paynotify,refunding>paid:application,paid>refunding:application" \
+    "$(echo "$out" | grep -m1 ERROR)|$(app_moves "$mk2")"
+mk3=$(pend_on 2 "$mk1")
+out=$(citus_sql 0 -c "BEGIN" -c "SELECT paynotify_transit('$mk3', 'paid', 'refunding')" \
+          -c "UPDATE orders SET status = 'paid' WHERE order_no = '$mk3'" \
+          -c "UPDATE orders SET status = 'refunding' WHERE order_no = '$mk3'" -c "COMMIT" 2>&1)
+check "ops: mark: paynotify_transit($mk3, paid, refunding) of a pending order (no move), then the application's two moves: both recorded" \
+    "|pending>paid:application,paid>refunding:application" \
+    "$(echo "$out" | grep -m1 ERROR)|$(app_moves "$mk3")"
 # purge: 40 Stripe notifications made old (every shard), one of them with an anomaly, each with a delivery history row
 po=$(printf 'PN%08d' $PU0) pl=$(printf 'PN%08d' $((PU0 + 39))) pk=$(printf 'PN%08d' $((PU0 + 5)))
 citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01', first_seen = '2000-01-01'
@@ -688,6 +752,26 @@ check "ops: after the purge: the one with an anomaly kept (and its delivery row)
                   (SELECT count(*) FROM payment_record WHERE channel = 'stripe' AND order_no BETWEEN '$po' AND '$pl')")"
 check "ops: paynotify_purge again: nothing more" "stripe|0|0" \
     "$(ops_q "SELECT channel || '|' || notifications || '|' || deliveries FROM paynotify_purge('10 days', only_channel => 'stripe')")"
+# a purge whose first reads find only locked notifications goes on to the others:
+# 10 more made old, 9 held FOR UPDATE by another session, the 10th made old last
+# (each shard's scan reads it after its locked neighbours), one per batch
+q0=$(printf 'PN%08d' $((PU0 + 40))) q8=$(printf 'PN%08d' $((PU0 + 48))) q9=$(printf 'PN%08d' $((PU0 + 49)))
+citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
+citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no = '$q9'" >/dev/null
+locks=(-c "BEGIN")
+for i in $(seq 40 48); do
+    locks+=(-c "SELECT 1 FROM payment_notify_log WHERE channel = 'stripe' AND order_no = '$(printf 'PN%08d' $((PU0 + i)))' FOR UPDATE")
+done
+( citus_sql 0 "${locks[@]}" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 ) &
+locker=$!
+sleep 1.5
+check "ops: paynotify_purge('10 days', 100, 1, stripe) with 9 of 10 old notifications locked: the 10th purged, the 9 kept" \
+    "stripe|1|$q9|9" \
+    "$(ops_q "SELECT channel || '|' || notifications FROM paynotify_purge('10 days', 100, 1, 'stripe')")|$(
+       citus_q 0 "SELECT count(*) FILTER (WHERE order_no = '$q9') FROM payment_notify_log WHERE channel = 'stripe'" | sed "s/^0$/$q9/")|$(
+       citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'")"
+wait $locker
+citus_q 0 "UPDATE payment_notify_log SET last_seen = now() WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
 # paynotify_stats against each shard's own count
 shard_sum() {	# shard_sum TABLE EXPR: EXPR (comma-separated counts) summed over the table's shards
     citus_q 0 "SELECT string_agg(s::text, ',' ORDER BY i) FROM (

@@ -275,7 +275,14 @@ check "1.3: the operator still cannot read key material" "permission denied" \
 # 1.3 to 1.4: the operator kept by the update to 1.3 gets what 1.4 adds to
 # the admin capacity (paynotify_capacity_extend): it registers and reads
 # expectations; an order paid before the update settles one at once
+# a monitoring role given SELECT on paynotify_stats by hand (an odd name),
+# without the admin capacity: it still reads the view after the update
+sql -d old -c "CREATE ROLE \"mon'it\"\"or\" LOGIN" -c "GRANT USAGE ON SCHEMA pay TO \"mon'it\"\"or\"" \
+    -c "GRANT SELECT ON pay.paynotify_stats TO \"mon'it\"\"or\"" >/dev/null
 update_step 1.4
+check "1.4: a role given SELECT on paynotify_stats by hand before the update still reads it" "yes" \
+    "$("$PN_PGBIN/psql" -X -q -h "$dir" -p "$port" -U "mon'it\"or" -d old -Atc \
+       "SELECT CASE WHEN count(*) > 0 THEN 'yes' ELSE 'no' END FROM pay.paynotify_stats" 2>&1)"
 check "1.4: the operator registers an expectation and reads it; a paid order's is settled" "U-EX|t|payment" \
     "$(op "SELECT order_no FROM pay.paynotify_expect('st', 'U-EX')")|$(
        op "SELECT count(*) = 1 FROM pay.paynotify_expectation WHERE settled_at IS NULL")|$(
@@ -343,6 +350,9 @@ catalog() {
 # (privileges are compared too): the one granted now and the one kept by the
 # update are the same grants
 sql -d fresh -c "SELECT pay.paynotify_grant('upgrade_op', 'admin')" >/dev/null
+# (and the monitoring role's grants, as a DBA gives them at 1.4)
+sql -d fresh -c "GRANT USAGE ON SCHEMA pay TO \"mon'it\"\"or\"" -c "GRANT SELECT ON pay.paynotify_stats TO \"mon'it\"\"or\"" \
+    -c "GRANT EXECUTE ON FUNCTION pay.paynotify_stats_rows() TO \"mon'it\"\"or\"" >/dev/null
 catalog old >"$dir/catalog.old"
 catalog fresh >"$dir/catalog.fresh"
 if diff "$dir/catalog.old" "$dir/catalog.fresh" >"$dir/catalog.diff"; then
