@@ -22,8 +22,9 @@
  *      filled again at once (an order's next event may be due now).
  *      Should the report fail, each result is recorded on its own, so that
  *      one the database refuses does not hold back the others; that one is
- *      logged and given back (due again at once), and the relay claims
- *      again only after a back-off.
+ *      logged and kept, its report tried again every second until its
+ *      lease ends (an attempted request is never given back as not
+ *      attempted), and the relay claims again only after a back-off.
  * Each call is its own short transaction.  A relay that dies, hangs or
  * loses its database for longer than a lease gives its claims back when
  * the leases end (deliveries it had made are made again: at least once).
@@ -236,9 +237,20 @@ relay_loop(CURLM *multi, relay_tally *tally)
 		if (conn == NULL && (unreported > 0 || !stopping))
 			wait = db_retry_at - now;
 		if (stopping && running == 0)
-			wait = (give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+			wait = (conn != NULL || give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+		if (conn != NULL && unreported > 0)
+		{
+			/* results kept to be reported again (see report_jobs) */
+			for (int i = 0; i < nslots; i++)
+			{
+				if (job_waits(&jobs[i], now) && jobs[i].report_at - now < wait)
+					wait = jobs[i].report_at - now;
+			}
+		}
 		if (wait > 1000)
 			wait = 1000;
+		if (wait < 0)
+			wait = 0;
 		finished = pump_jobs(multi, wait, conn != NULL ? PQsocket(conn) : -1, &pg_ready);
 		if (finished > 0)
 		{

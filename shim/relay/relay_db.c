@@ -165,15 +165,26 @@ free_job(job *j)
 }
 
 /*
+ * Whether a done job waits to be reported again (not before report_at),
+ * so is left out of this turn's report.
+ */
+bool
+job_waits(const job *j, long long now)
+{
+	return j->state == JOB_DONE && j->report_at > now;
+}
+
+/*
  * Records the results of the done jobs (JOB_DONE) and frees their slots:
  * the number recorded, or -1 on a database error (the done jobs are kept,
  * to be reported once the connection is back).  When the report of them
  * all fails, each is reported on its own, so that one result the database
- * refuses does not hold back the others; that one is logged, counted in
- * *lost and given back (due again at once; if the database refuses that
- * too, when its lease ends).  A
- * result whose lease has ended (taken by another relay) is not recorded:
- * logged.
+ * refuses does not hold back the others; that one is logged (once),
+ * counted in *lost and kept, to be reported again after a back-off until
+ * its lease ends: an attempted request is never given back as not
+ * attempted (it would be sent again and again, its attempts never
+ * growing).  A result whose lease has ended (taken by another relay) is
+ * not recorded: logged.
  */
 int
 report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
@@ -182,6 +193,7 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 	int			done = 0,
 				refused = 0,
 				recorded;
+	long long	now = pn_now_ms();
 
 	if (idx == NULL)
 	{
@@ -190,8 +202,19 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 	}
 	for (int i = 0; i < nslots; i++)
 	{
-		if (jobs[i].state == JOB_DONE)
-			idx[done++] = i;
+		job		   *j = &jobs[i];
+
+		if (j->state != JOB_DONE || job_waits(j, now))
+			continue;
+		if (j->lease_end > 0 && now >= j->lease_end)
+		{
+			/* another relay may hold it by now: nothing to record */
+			pn_log("the result of delivery %s to endpoint %s was not recorded before its lease ended (due again)",
+				   j->delivery_id, j->endpoint_id);
+			free_job(j);
+			continue;
+		}
+		idx[done++] = i;
 	}
 	if (done == 0)
 	{
@@ -220,20 +243,21 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 			}
 			if (one < 0)
 			{
-				pn_log("could not record the result of delivery %s to endpoint %s: %s",
-					   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
+				if (!j->refused)
+					pn_log("could not record the result of delivery %s to endpoint %s (reported again until its lease ends): %s",
+						   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
 				refused++;
-				/* given back, due again at once, if the database takes that */
-				j->released = true;
-				j->status = 0;
-				if (report_rows(conn, jobs, &idx[c], 1, false) < 0 && PQstatus(conn) != CONNECTION_OK)
+				if (j->released)
 				{
-					free(idx);
-					return -1;
+					/* not attempted: due again when its lease ends */
+					free_job(j);
+					continue;
 				}
+				j->refused = true;
+				j->report_at = pn_now_ms() + 1000;
+				continue;
 			}
-			else
-				recorded += one;
+			recorded += one;
 			free_job(j);
 		}
 	}
@@ -356,6 +380,8 @@ lease_jobs(PGconn *conn, job *jobs, int nslots, int limit)
 		if (j->body != NULL)
 			memcpy(j->body, PQgetvalue(res, i, 5), (size_t) j->body_len + 1);
 		j->lease = copy_value(res, i, 6);
+		/* the lease's end (2 * timeout + 10 s from the claim), less a margin */
+		j->lease_end = pn_now_ms() + 2 * cfg.timeout_ms + 10000 - 2000;
 		j->state = JOB_LEASED;
 		if (j->delivery_id == NULL || j->webhook_id == NULL || j->endpoint_id == NULL ||
 			j->url == NULL || j->body == NULL || j->lease == NULL)
