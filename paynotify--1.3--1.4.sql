@@ -1733,12 +1733,18 @@ COMMENT ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer) IS
 
 CREATE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
 		errors text[], leases bigint[])
-	RETURNS integer
+	RETURNS TABLE (recorded integer, locked bigint[])
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+#variable_conflict use_column
 DECLARE
 	n integer;
+	cids bigint[];
+	corders text[];
+	ctoks bigint[];
+	got bigint[] := '{}';
+	one bigint;
 	attempt_at timestamptz := pg_catalog.clock_timestamp();
 	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
 							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
@@ -1758,6 +1764,41 @@ BEGIN
 	-- deliveries that still hold the lease given.  A status and an error
 	-- both NULL: the delivery was not attempted (the relay stopped before
 	-- it started), given back due at once, its attempts unchanged.
+	-- Each delivery is locked first, skipping one another transaction
+	-- holds (an operator's, a trigger's): the report never waits for a row
+	-- lock, and returns those it skipped (locked), for the relay to report
+	-- again while its lease holds, with how many it recorded.
+	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(d.lease)
+	INTO cids, corders, ctoks
+	FROM unnest(delivery_ids, leases) u(id, lease)
+		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) u.id
+	WHERE u.id IS NOT NULL AND u.lease IS NOT NULL
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) u.lease;
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO got
+		FROM (SELECT d.id
+			  FROM unnest(cids, ctoks) c(id, lease)
+				  JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) c.id
+			  WHERE d.lease OPERATOR(pg_catalog.=) c.lease
+				AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			  FOR UPDATE OF d SKIP LOCKED) x;
+	ELSE
+		-- Citus: each on its own shard, by order_no and id
+		FOR i IN 1 .. coalesce(pg_catalog.cardinality(cids), 0) LOOP
+			one := NULL;
+			SELECT d.id INTO one
+			FROM @extschema@.paynotify_delivery d
+			WHERE d.order_no OPERATOR(pg_catalog.=) corders[i] AND d.id OPERATOR(pg_catalog.=) cids[i]
+			  AND d.lease OPERATOR(pg_catalog.=) ctoks[i]
+			  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			FOR UPDATE OF d SKIP LOCKED;
+			IF one IS NOT NULL THEN
+				got := got OPERATOR(pg_catalog.||) one;
+			END IF;
+		END LOOP;
+	END IF;
+	locked := ARRAY(SELECT c.id FROM unnest(cids) c(id)
+					WHERE NOT c.id OPERATOR(pg_catalog.=) ANY (got) ORDER BY c.id);
 	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(d.lease),
 		pg_catalog.array_agg(CASE WHEN r.released THEN d.attempts
 			ELSE pg_catalog.int4smaller(d.attempts, 2147483646) OPERATOR(pg_catalog.+) 1 END),
@@ -1783,7 +1824,8 @@ BEGIN
 		  WHERE u.id IS NOT NULL AND u.lease IS NOT NULL) r
 		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
 		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
-	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease;
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease
+	  AND d.id OPERATOR(pg_catalog.=) ANY (got);
 	UPDATE @extschema@.paynotify_delivery d SET
 		attempts = v.attempts,
 		last_attempt_at = v.last_attempt_at,
@@ -1800,11 +1842,12 @@ BEGIN
 	  AND d.lease OPERATOR(pg_catalog.=) v.lease
 	  AND d.delivered_at IS NULL AND d.dead_at IS NULL;
 	GET DIAGNOSTICS n = ROW_COUNT;
-	RETURN n;
+	recorded := n;
+	RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) IS
-	'paynotify-relay: records the results of leased deliveries (2xx delivered, else a retry with backoff or dead past the horizon; status and error NULL: not attempted, due again) where each still holds its lease; returns how many were recorded';
+	'paynotify-relay: records the results of leased deliveries (2xx delivered, else a retry with backoff or dead past the horizon; status and error NULL: not attempted, due again) where each still holds its lease; returns how many were recorded, and the deliveries skipped because another transaction held their row lock (to report again)';
 
 REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer),
 	@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) FROM PUBLIC;

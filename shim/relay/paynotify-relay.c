@@ -20,6 +20,13 @@
  *      endpoint's horizon; all those that ended together in one call),
  *      only where the delivery still holds the lease, and the slots are
  *      filled again at once (an order's next event may be due now).
+ *      A delivery whose row another transaction holds locked is skipped
+ *      (the report waits for no row lock) and its result kept, reported
+ *      again every 250 ms while its lease holds; the session's
+ *      lock_timeout (a quarter of the request timeout, at most 1 s)
+ *      bounds any other lock wait.  The calls are synchronous: while one
+ *      runs, the requests in flight are not read (their timeouts run on),
+ *      so a database that is slow for other reasons still delays them.
  *      Should the report fail, each result is recorded on its own, so that
  *      one the database refuses does not hold back the others; that one is
  *      logged and kept, its report tried again every second until its
@@ -197,7 +204,9 @@ relay_loop(CURLM *multi, relay_tally *tally)
 						got = -1,
 						woken = -1;
 
-			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) >= 0)
+			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) == -2)
+				taken = 0;		/* a lock it waited for: lease what is due */
+			if (taken >= 0)
 				got = lease_jobs(conn, jobs, nslots, limit);
 			if (got >= 0)
 			{
