@@ -402,11 +402,14 @@ check "... and recorded once the database takes it: delivered, attempts 1, POSTe
 # request is recorded as timed out or sent twice, and other endpoints'
 # deliveries go on meanwhile.  Six deliveries over endpoints A and B
 # (answered 200 after 1 s), request timeout 2 s, B's rows locked for 4 s
-# from 0.3 s; at 1.5 s an event for endpoint C (answered at once)
+# from 0.3 s; at 0.6 s an event for endpoint C (answered after 1 s: in
+# flight when A's and B's results are reported), at 1.5 s one for E
+# (answered at once: a lease during the hold)
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
 ep_la=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/lka', '$secret', channels => '{lka}')")
 ep_lb=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/lkb', '$secret', channels => '{lkb}')")
-as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/lkc', '$secret', channels => '{lkc}')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/lkc', '$secret', channels => '{lkc}')" >/dev/null
+as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/lke', '$secret', channels => '{lke}')" >/dev/null
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
    SELECT 'paid', CASE WHEN i <= 3 THEN 'lka' ELSE 'lkb' END, 'K' || i, 'k' || i, 1 FROM generate_series(1, 6) i;
    SELECT paynotify_relay_fanout(10)" >/dev/null
@@ -414,16 +417,18 @@ start_relay r8 --timeout=2000
 sleep 0.3
 as_role ops -c "BEGIN" -c "SELECT paynotify_drop_endpoint($ep_lb)" -c "SELECT pg_sleep(4)" -c "ROLLBACK" >/dev/null 2>&1 &
 hold=$!; pids+=($hold)
-sleep 1.2
+sleep 0.3
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'lkc', 'K7', 'k7', 1)" >/dev/null
+sleep 0.9
+q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'lke', 'K8', 'k8', 1)" >/dev/null
 sleep 1.5
-check "while B's rows are locked, C's new delivery is leased and sent, A's results recorded" "1|3" \
-    "$(grep -c '"path": "/fast/lkc"' "$dir/received")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE endpoint_id = $ep_la")"
+check "while B's rows are locked: E's new delivery is leased and sent, A's and C's results recorded" "1|3|1" \
+    "$(grep -c '"path": "/fast/lke"' "$dir/received")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE endpoint_id = $ep_la")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE channel = 'lkc'")"
 wait "$hold" 2>/dev/null
-for _ in $(seq 40); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc') AND delivered_at IS NULL")" = 0 ] && break; sleep 0.1; done
+for _ in $(seq 40); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc', 'lke') AND delivered_at IS NULL")" = 0 ] && break; sleep 0.1; done
 kill -TERM "${relay_pid[r8]}"; wait "${relay_pid[r8]}" 2>/dev/null
-check "... then B's results are recorded: all 7 delivered at the first attempt, none timed out, each sent once" "7|7|0|3|3|1" \
-    "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 1), count(*) FILTER (WHERE last_error IS NOT NULL) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc')" | tr '|' ' ' | awk '{print $1 "|" $2 "|" $3}')|$(grep -c '"path": "/slow/lka"' "$dir/received")|$(grep -c '"path": "/slow/lkb"' "$dir/received")|$(grep -c '"path": "/fast/lkc"' "$dir/received")"
+check "... then B's results are recorded: all 8 delivered at the first attempt, none timed out, each sent once" "8|8|0|3|3|1|1" \
+    "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 1), count(*) FILTER (WHERE last_error IS NOT NULL) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc', 'lke')")|$(grep -c '"path": "/slow/lka"' "$dir/received")|$(grep -c '"path": "/slow/lkb"' "$dir/received")|$(grep -c '"path": "/slow/lkc"' "$dir/received")|$(grep -c '"path": "/fast/lke"' "$dir/received")"
 
 # A disabled endpoint's backlog is not walked by the claims: 20,000 pending
 # deliveries of a disabled endpoint, one due delivery of an enabled one; a
