@@ -1690,9 +1690,10 @@ $$;
 -- the leases of all relays: a claim takes at most an endpoint's
 -- max_in_flight less its deliveries leased and in flight (two claims at
 -- the same instant may each take the remainder).
--- paynotify_relay_claim(integer) and the three-argument report are kept,
--- unchanged, for a relay of 1.3 still running during an upgrade: its
--- claims (row locks) and the leases skip each other.  Existing rows have
+-- paynotify_relay_claim(integer) and the three-argument report are kept
+-- for a relay of 1.3 still running during an upgrade: its claims (row
+-- locks) and the leases skip each other, and its report leaves a delivery
+-- a live lease holds alone (below).  Existing rows have
 -- no lease.
 -- lease: the token of the claim that holds it; leased_until: its end
 -- (next_attempt_at, while it holds).  By EXECUTE, where not made yet: on
@@ -1840,12 +1841,18 @@ COMMENT ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer) IS
 
 CREATE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
 		errors text[], leases bigint[])
-	RETURNS integer
+	RETURNS TABLE (recorded integer, locked bigint[])
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $$
+#variable_conflict use_column
 DECLARE
 	n integer;
+	cids bigint[];
+	corders text[];
+	ctoks bigint[];
+	got bigint[] := '{}';
+	one bigint;
 	attempt_at timestamptz := pg_catalog.clock_timestamp();
 	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
 							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
@@ -1865,6 +1872,41 @@ BEGIN
 	-- deliveries that still hold the lease given.  A status and an error
 	-- both NULL: the delivery was not attempted (the relay stopped before
 	-- it started), given back due at once, its attempts unchanged.
+	-- Each delivery is locked first, skipping one another transaction
+	-- holds (an operator's, a trigger's): the report never waits for a row
+	-- lock, and returns those it skipped (locked), for the relay to report
+	-- again while its lease holds, with how many it recorded.
+	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(d.lease)
+	INTO cids, corders, ctoks
+	FROM unnest(delivery_ids, leases) u(id, lease)
+		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) u.id
+	WHERE u.id IS NOT NULL AND u.lease IS NOT NULL
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) u.lease;
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+		SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO got
+		FROM (SELECT d.id
+			  FROM unnest(cids, ctoks) c(id, lease)
+				  JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) c.id
+			  WHERE d.lease OPERATOR(pg_catalog.=) c.lease
+				AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			  FOR UPDATE OF d SKIP LOCKED) x;
+	ELSE
+		-- Citus: each on its own shard, by order_no and id
+		FOR i IN 1 .. coalesce(pg_catalog.cardinality(cids), 0) LOOP
+			one := NULL;
+			SELECT d.id INTO one
+			FROM @extschema@.paynotify_delivery d
+			WHERE d.order_no OPERATOR(pg_catalog.=) corders[i] AND d.id OPERATOR(pg_catalog.=) cids[i]
+			  AND d.lease OPERATOR(pg_catalog.=) ctoks[i]
+			  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+			FOR UPDATE OF d SKIP LOCKED;
+			IF one IS NOT NULL THEN
+				got := got OPERATOR(pg_catalog.||) one;
+			END IF;
+		END LOOP;
+	END IF;
+	locked := ARRAY(SELECT c.id FROM unnest(cids) c(id)
+					WHERE NOT c.id OPERATOR(pg_catalog.=) ANY (got) ORDER BY c.id);
 	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(d.lease),
 		pg_catalog.array_agg(CASE WHEN r.released THEN d.attempts
 			ELSE pg_catalog.int4smaller(d.attempts, 2147483646) OPERATOR(pg_catalog.+) 1 END),
@@ -1890,7 +1932,8 @@ BEGIN
 		  WHERE u.id IS NOT NULL AND u.lease IS NOT NULL) r
 		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
 		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
-	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease;
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease
+	  AND d.id OPERATOR(pg_catalog.=) ANY (got);
 	UPDATE @extschema@.paynotify_delivery d SET
 		attempts = v.attempts,
 		last_attempt_at = v.last_attempt_at,
@@ -1907,17 +1950,91 @@ BEGIN
 	  AND d.lease OPERATOR(pg_catalog.=) v.lease
 	  AND d.delivered_at IS NULL AND d.dead_at IS NULL;
 	GET DIAGNOSTICS n = ROW_COUNT;
-	RETURN n;
+	recorded := n;
+	RETURN NEXT;
 END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) IS
-	'paynotify-relay: records the results of leased deliveries (2xx delivered, else a retry with backoff or dead past the horizon; status and error NULL: not attempted, due again) where each still holds its lease; returns how many were recorded';
+	'paynotify-relay: records the results of leased deliveries (2xx delivered, else a retry with backoff or dead past the horizon; status and error NULL: not attempted, due again) where each still holds its lease; returns how many were recorded, and the deliveries skipped because another transaction held their row lock (to report again)';
 
 REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer),
 	@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) FROM PUBLIC;
 SELECT @extschema@.paynotify_capacity_extend('relay', f::regprocedure, NULL)
 FROM pg_catalog.unnest(ARRAY['@extschema@.paynotify_relay_lease(integer, integer)',
 	 '@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[])']) f;
+
+-- The three-argument report (a relay of 1.3 during the upgrade: its claim
+-- is a row lock held until it reports) records a result only for a
+-- delivery no lease holds (none, or one that has ended), and clears the
+-- ended lease: a 1.3 report could otherwise mark delivered a delivery a
+-- 1.4 relay holds, and one it failed kept the lease's token (the holder's
+-- later report still recorded) and counted against max_in_flight.  A 1.3
+-- claim takes a delivery only once its lease has ended (next_attempt_at is
+-- the lease's end), so its report is still recorded.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
+		errors text[])
+	RETURNS integer
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	n integer;
+	attempt_at timestamptz := pg_catalog.clock_timestamp();
+	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
+							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
+	ids bigint[];
+	orders text[];
+	st integer[];
+	errs text[];
+	done timestamptz[];
+	dead timestamptz[];
+	nexts timestamptz[];
+BEGIN
+	-- The new values are read first, then written as they are (one way on
+	-- one server and on Citus); the deliveries are the caller's claims,
+	-- locked, and no live lease holds them.
+	SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.order_no), pg_catalog.array_agg(r.status),
+		pg_catalog.array_agg(CASE WHEN r.ok THEN NULL
+			ELSE pg_catalog.left(coalesce(r.error, 'HTTP ' OPERATOR(pg_catalog.||) r.status), 500) END),
+		pg_catalog.array_agg(CASE WHEN r.ok THEN attempt_at END),
+		pg_catalog.array_agg(CASE WHEN NOT r.ok
+			AND attempt_at OPERATOR(pg_catalog.>=) (d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) THEN attempt_at END),
+		pg_catalog.array_agg(CASE WHEN r.ok THEN d.next_attempt_at
+			ELSE least(attempt_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+							least(pg_catalog.date_part('epoch', e.retry_max),
+								  pg_catalog.date_part('epoch', e.retry_base)
+								  OPERATOR(pg_catalog.*) pg_catalog.power(2::float8, pg_catalog.int4smaller(d.attempts, 30)::float8))
+							OPERATOR(pg_catalog.*) r.jitter),
+					   d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) END)
+	INTO ids, orders, st, errs, done, dead, nexts
+	FROM (SELECT u.id, u.status, u.error,
+				 coalesce(u.status OPERATOR(pg_catalog.>=) 200 AND u.status OPERATOR(pg_catalog.<=) 299, false) AS ok,
+				 u.jitter
+		  FROM unnest(delivery_ids, statuses, errors, jitters) u(id, status, error, jitter)
+		  WHERE u.id IS NOT NULL) r
+		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
+		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
+	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL
+	  AND (d.leased_until IS NULL OR d.leased_until OPERATOR(pg_catalog.<=) attempt_at);
+	UPDATE @extschema@.paynotify_delivery d SET
+		attempts = pg_catalog.int4smaller(d.attempts, 2147483646) OPERATOR(pg_catalog.+) 1,
+		last_attempt_at = attempt_at,
+		last_status = v.status,
+		last_error = v.error,
+		delivered_at = v.delivered_at,
+		dead_at = v.dead_at,
+		next_attempt_at = v.next_attempt_at,
+		lease = NULL,
+		leased_until = NULL
+	FROM unnest(ids, orders, st, errs, done, dead, nexts)
+		v(id, order_no, status, error, delivered_at, dead_at, next_attempt_at)
+	WHERE d.order_no OPERATOR(pg_catalog.=) v.order_no AND d.id OPERATOR(pg_catalog.=) v.id
+	  AND d.delivered_at IS NULL AND d.dead_at IS NULL
+	  AND (d.leased_until IS NULL OR d.leased_until OPERATOR(pg_catalog.<=) attempt_at);
+	GET DIAGNOSTICS n = ROW_COUNT;
+	RETURN n;
+END
+$$;
 
 -- On Citus the lease and its report reach each node over one connection,
 -- as the claim and the report of 1.3 (paynotify_relay_on_citus).

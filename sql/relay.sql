@@ -498,6 +498,26 @@ SELECT * FROM public.ls_state();
 SET search_path = pay, public;
 SELECT order_no, last_error, next_attempt_at > now() AS retry_later, leased_until, lease
 FROM paynotify_delivery WHERE channel = 'ls' AND order_no = 'LS-2';
+-- A relay of 1.3 during the upgrade: its three-argument report leaves a
+-- delivery a live lease holds alone (LS-3, leased again above)...
+SELECT paynotify_relay_report(array_agg(delivery_id), '{200}', '{NULL}') AS old_report_leased FROM l2;
+-- ...but once that lease has ended, a 1.3 claim takes it and its report is
+-- recorded, the ended lease cleared (no longer counted in flight)
+UPDATE paynotify_delivery SET next_attempt_at = now() - '1 s'::interval, leased_until = now() - '1 s'::interval
+WHERE channel = 'ls' AND order_no = 'LS-3';
+\c - rl_relay
+SET search_path = pay, public;
+BEGIN;
+SELECT body::jsonb->>'order_no' AS old_claim FROM paynotify_relay_claim(10)
+WHERE body::jsonb->>'order_no' = 'LS-3';
+SELECT paynotify_relay_report(array_agg(delivery_id), '{500}', '{NULL}') AS old_report_ended FROM l2;
+COMMIT;
+-- the ended lease's holder reports late: nothing
+SELECT paynotify_relay_report(array_agg(delivery_id), '{200}', '{NULL}', array_agg(lease)) AS stale FROM l2;
+\c - :su
+SET search_path = pay, public;
+SELECT order_no, attempts, last_status, delivered_at IS NOT NULL AS delivered, lease, leased_until
+FROM paynotify_delivery WHERE channel = 'ls' AND order_no = 'LS-3';
 DROP FUNCTION public.ls_state();
 DROP VIEW public.l1, public.l2, public.l3;
 DROP TABLE public.ls_claims;

@@ -20,10 +20,18 @@
  *      endpoint's horizon; all those that ended together in one call),
  *      only where the delivery still holds the lease, and the slots are
  *      filled again at once (an order's next event may be due now).
+ *      A delivery whose row another transaction holds locked is skipped
+ *      (the report waits for no row lock) and its result kept, reported
+ *      again every 250 ms while its lease holds; the session's
+ *      lock_timeout (a quarter of the request timeout, at most 1 s)
+ *      bounds any other lock wait.  The calls are synchronous: while one
+ *      runs, the requests in flight are not read (their timeouts run on),
+ *      so a database that is slow for other reasons still delays them.
  *      Should the report fail, each result is recorded on its own, so that
  *      one the database refuses does not hold back the others; that one is
- *      logged and given back (due again at once), and the relay claims
- *      again only after a back-off.
+ *      logged and kept, its report tried again every second until its
+ *      lease ends (an attempted request is never given back as not
+ *      attempted), and the relay claims again only after a back-off.
  * Each call is its own short transaction.  A relay that dies, hangs or
  * loses its database for longer than a lease gives its claims back when
  * the leases end (deliveries it had made are made again: at least once).
@@ -196,7 +204,9 @@ relay_loop(CURLM *multi, relay_tally *tally)
 						got = -1,
 						woken = -1;
 
-			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) >= 0)
+			if (drain_notifies(conn) >= 0 && (taken = fanout(conn)) == -2)
+				taken = 0;		/* a lock it waited for: lease what is due */
+			if (taken >= 0)
 				got = lease_jobs(conn, jobs, nslots, limit);
 			if (got >= 0)
 			{
@@ -236,9 +246,20 @@ relay_loop(CURLM *multi, relay_tally *tally)
 		if (conn == NULL && (unreported > 0 || !stopping))
 			wait = db_retry_at - now;
 		if (stopping && running == 0)
-			wait = (give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+			wait = (conn != NULL || give_up_at < db_retry_at ? give_up_at : db_retry_at) - now;
+		if (conn != NULL && unreported > 0)
+		{
+			/* results kept to be reported again (see report_jobs) */
+			for (int i = 0; i < nslots; i++)
+			{
+				if (job_waits(&jobs[i], now) && jobs[i].report_at - now < wait)
+					wait = jobs[i].report_at - now;
+			}
+		}
 		if (wait > 1000)
 			wait = 1000;
+		if (wait < 0)
+			wait = 0;
 		finished = pump_jobs(multi, wait, conn != NULL ? PQsocket(conn) : -1, &pg_ready);
 		if (finished > 0)
 		{

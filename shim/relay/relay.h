@@ -66,6 +66,10 @@ typedef struct job
 	unsigned char secret[SECRET_MAX];
 	int			secret_len;		/* -1: the secret did not decode */
 	bool		released;		/* not attempted: given back due at once */
+	bool		locked;			/* its row was locked by another transaction */
+	bool		refused;		/* the database refused its result (logged) */
+	long long	lease_end;		/* pn_now_ms() past which its lease may have ended */
+	long long	report_at;		/* not reported again before (pn_now_ms()) */
 	bool		counted;		/* in the tally (once done) */
 	long		status;			/* HTTP status, 0: none */
 	bool		blocked;		/* an address refused by allow_private */
@@ -106,10 +110,11 @@ extern int	pump_jobs(CURLM *multi, long long wait_ms, int pg_sock, bool *pg_read
 /* relay_db.c */
 extern PGconn *connect_db(void);
 extern int	drain_notifies(PGconn *conn);
-extern int	fanout(PGconn *conn);
+extern int	fanout(PGconn *conn);	/* -2: a lock it waited for (lock_timeout) */
 extern int	lease_jobs(PGconn *conn, job *jobs, int nslots, int limit);
 extern void free_job(job *j);
 extern void count_job(const job *j, relay_tally *tally);
 extern int	report_jobs(PGconn *conn, job *jobs, int nslots, int *lost);
+extern bool job_waits(const job *j, long long now);
 
 #endif							/* PAYNOTIFY_RELAY_H */

@@ -24,6 +24,7 @@ connect_db(void)
 {
 	pn_pq_who	who = relay_who;
 	PGconn	   *conn;
+	char		lock_timeout[64];
 
 	who.schema = cfg.schema;
 	if ((conn = pn_pq_connect(cfg.dsn, &who)) == NULL)
@@ -35,7 +36,16 @@ connect_db(void)
 	 * made again; a lost lease, a delivery due again at once.  Either way
 	 * at least once, and each call is shorter.
 	 */
+	/*
+	 * No call waits for a lock longer than a quarter of the request timeout
+	 * (at most 1 s): the requests in flight are not read meanwhile, and
+	 * their timeouts run on.  The report skips a row another transaction
+	 * has locked (and reports it again later); a lease skips them too.
+	 */
+	snprintf(lock_timeout, sizeof(lock_timeout), "SET lock_timeout = %lld",
+			 cfg.timeout_ms / 4 < 1000 ? cfg.timeout_ms / 4 : 1000);
 	if (!pn_pq_command_ok(conn, "SET synchronous_commit = off") ||
+		!pn_pq_command_ok(conn, lock_timeout) ||
 		(cfg.listen && !pn_pq_command_ok(conn, "LISTEN paynotify")))
 	{
 		PQfinish(conn);
@@ -66,9 +76,38 @@ array_element(pn_buf *b, const char *s)
 }
 
 /*
+ * Marks the jobs listed in idx whose delivery the report skipped because
+ * another transaction held its row lock (locked: an array literal of ids).
+ */
+static void
+mark_locked(job *jobs, const int *idx, int count, const char *locked)
+{
+	const char *p = locked;
+
+	while (*p == '{' || *p == ',')
+	{
+		const char *end;
+		size_t		len;
+
+		p++;
+		end = p + strcspn(p, ",}");
+		len = (size_t) (end - p);
+		for (int c = 0; len > 0 && c < count; c++)
+		{
+			job		   *j = &jobs[idx[c]];
+
+			if (strlen(j->delivery_id) == len && strncmp(j->delivery_id, p, len) == 0)
+				j->locked = true;
+		}
+		p = end;
+	}
+}
+
+/*
  * paynotify_relay_report() of the jobs listed in idx: how many results
  * were recorded (those whose lease still held), or -1 when it failed
- * (logged when log_failure).
+ * (logged when log_failure); those it skipped because their row was
+ * locked are marked locked.
  */
 static int
 report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure)
@@ -109,16 +148,19 @@ report_rows(PGconn *conn, job *jobs, const int *idx, int count, bool log_failure
 	else
 	{
 		snprintf(sql, sizeof(sql),
-				 "SELECT %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[], $4::bigint[])",
+				 "SELECT recorded, locked FROM %s.paynotify_relay_report($1::bigint[], $2::integer[], $3::text[], $4::bigint[])",
 				 cfg.schema);
 		res = PQexecParams(conn, sql, 4, NULL, params, NULL, NULL, 0);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1)
 		{
 			if (log_failure)
 				pn_log("report failed: %s", pn_pq_message(conn));
 		}
 		else
+		{
 			recorded = atoi(PQgetvalue(res, 0, 0));
+			mark_locked(jobs, idx, count, PQgetvalue(res, 0, 1));
+		}
 		PQclear(res);
 	}
 	for (int k = 0; k < 4; k++)
@@ -164,16 +206,33 @@ free_job(job *j)
 	j->state = JOB_FREE;
 }
 
+/* A result whose row another transaction had locked: reported again after */
+#define LOCKED_RETRY_MS 250
+
+/*
+ * Whether a done job waits to be reported again (not before report_at),
+ * so is left out of this turn's report.
+ */
+bool
+job_waits(const job *j, long long now)
+{
+	return j->state == JOB_DONE && j->report_at > now;
+}
+
 /*
  * Records the results of the done jobs (JOB_DONE) and frees their slots:
  * the number recorded, or -1 on a database error (the done jobs are kept,
  * to be reported once the connection is back).  When the report of them
  * all fails, each is reported on its own, so that one result the database
- * refuses does not hold back the others; that one is logged, counted in
- * *lost and given back (due again at once; if the database refuses that
- * too, when its lease ends).  A
- * result whose lease has ended (taken by another relay) is not recorded:
- * logged.
+ * refuses does not hold back the others; that one is logged (once),
+ * counted in *lost and kept, to be reported again after a back-off until
+ * its lease ends: an attempted request is never given back as not
+ * attempted (it would be sent again and again, its attempts never
+ * growing).  A result whose row another transaction holds locked (an
+ * operator's, say) is skipped by the report and kept, reported again
+ * after LOCKED_RETRY_MS until its lease ends: it holds back neither the
+ * other results nor new leases.  A result whose lease has ended (taken by
+ * another relay) is not recorded: logged.
  */
 int
 report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
@@ -181,7 +240,9 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 	int		   *idx = malloc(sizeof(int) * (nslots > 0 ? nslots : 1));
 	int			done = 0,
 				refused = 0,
+				locked = 0,
 				recorded;
+	long long	now = pn_now_ms();
 
 	if (idx == NULL)
 	{
@@ -190,14 +251,27 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 	}
 	for (int i = 0; i < nslots; i++)
 	{
-		if (jobs[i].state == JOB_DONE)
-			idx[done++] = i;
+		job		   *j = &jobs[i];
+
+		if (j->state != JOB_DONE || job_waits(j, now))
+			continue;
+		if (j->lease_end > 0 && now >= j->lease_end)
+		{
+			/* another relay may hold it by now: nothing to record */
+			pn_log("the result of delivery %s to endpoint %s was not recorded before its lease ended (due again)",
+				   j->delivery_id, j->endpoint_id);
+			free_job(j);
+			continue;
+		}
+		idx[done++] = i;
 	}
 	if (done == 0)
 	{
 		free(idx);
 		return 0;
 	}
+	for (int c = 0; c < done; c++)
+		jobs[idx[c]].locked = false;
 	recorded = report_rows(conn, jobs, idx, done, true);
 	if (recorded < 0)
 	{
@@ -220,35 +294,56 @@ report_jobs(PGconn *conn, job *jobs, int nslots, int *lost)
 			}
 			if (one < 0)
 			{
-				pn_log("could not record the result of delivery %s to endpoint %s: %s",
-					   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
+				if (!j->refused)
+					pn_log("could not record the result of delivery %s to endpoint %s (reported again until its lease ends): %s",
+						   j->delivery_id, j->endpoint_id, pn_pq_message(conn));
 				refused++;
-				/* given back, due again at once, if the database takes that */
-				j->released = true;
-				j->status = 0;
-				if (report_rows(conn, jobs, &idx[c], 1, false) < 0 && PQstatus(conn) != CONNECTION_OK)
+				if (j->released)
 				{
-					free(idx);
-					return -1;
+					/* not attempted: due again when its lease ends */
+					free_job(j);
+					continue;
 				}
+				j->refused = true;
+				j->report_at = pn_now_ms() + 1000;
+				continue;
+			}
+			recorded += one;
+			if (j->locked)
+			{
+				locked++;
+				j->report_at = pn_now_ms() + LOCKED_RETRY_MS;
 			}
 			else
-				recorded += one;
-			free_job(j);
+				free_job(j);
 		}
 	}
 	else
 	{
 		for (int c = 0; c < done; c++)
-			free_job(&jobs[idx[c]]);
+		{
+			job		   *j = &jobs[idx[c]];
+
+			if (j->locked)
+			{
+				/* another transaction holds its row: again next turn */
+				locked++;
+				j->report_at = pn_now_ms() + LOCKED_RETRY_MS;
+			}
+			else
+				free_job(j);
+		}
 	}
-	if (recorded < done - refused)
+	if (recorded < done - refused - locked)
 		pn_log("%d of %d results not recorded: their lease had ended (due again, or taken by another relay)",
-			   done - refused - recorded, done);
+			   done - refused - locked - recorded, done);
 	*lost += refused;
 	free(idx);
 	return recorded;
 }
+
+/* The last failed call waited for a lock past lock_timeout (55P03). */
+static bool last_lock_timeout = false;
 
 /* What to do about an error whose cause is the setup (see pn_pq_explain_error). */
 static void
@@ -284,6 +379,7 @@ call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long l
 
 		if (state != NULL)
 			snprintf(sqlstate, sizeof(sqlstate), "%s", state);
+		last_lock_timeout = strcmp(sqlstate, "55P03") == 0;
 		pn_log("%s failed: %s", what, pn_pq_message(conn));
 		PQclear(res);
 		explain_error(conn, sqlstate);
@@ -292,7 +388,11 @@ call_with_limit(PGconn *conn, const char *what, const char *sql_fmt, long long l
 	return res;
 }
 
-/* The new outbox events turned into deliveries: how many, or -1. */
+/*
+ * The new outbox events turned into deliveries: how many, -2 when it
+ * waited for a lock past lock_timeout (a row an operator holds: the
+ * connection is fine, the claim goes on), or -1.
+ */
 int
 fanout(PGconn *conn)
 {
@@ -302,7 +402,7 @@ fanout(PGconn *conn)
 	int			taken;
 
 	if (res == NULL)
-		return -1;
+		return PQstatus(conn) == CONNECTION_OK && last_lock_timeout ? -2 : -1;
 	taken = atoi(PQgetvalue(res, 0, 0));
 	PQclear(res);
 	return taken;
@@ -356,6 +456,8 @@ lease_jobs(PGconn *conn, job *jobs, int nslots, int limit)
 		if (j->body != NULL)
 			memcpy(j->body, PQgetvalue(res, i, 5), (size_t) j->body_len + 1);
 		j->lease = copy_value(res, i, 6);
+		/* the lease's end (2 * timeout + 10 s from the claim), less a margin */
+		j->lease_end = pn_now_ms() + 2 * cfg.timeout_ms + 10000 - 2000;
 		j->state = JOB_LEASED;
 		if (j->delivery_id == NULL || j->webhook_id == NULL || j->endpoint_id == NULL ||
 			j->url == NULL || j->body == NULL || j->lease == NULL)

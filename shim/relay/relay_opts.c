@@ -30,7 +30,7 @@ static const pn_setting settings[] = {
 	"requests kept in flight at once in all, a slot refilled as soon as a request ends (per endpoint: its max_in_flight column)"},
 	{"PAYNOTIFY_RELAY_TIMEOUT", "timeout", "10000", PN_SETTING_NUMBER, 100, 600000,
 		offsetof(relay_config, timeout_ms),
-	"whole-request timeout in milliseconds; a timeout is a failed attempt"},
+	"whole-request timeout in milliseconds; a timeout is a failed attempt (the database session's lock_timeout is a quarter of it, at most 1 s)"},
 	{"PAYNOTIFY_RELAY_CONNECT_TIMEOUT", "connect-timeout", "3000", PN_SETTING_NUMBER, 100, 600000,
 		offsetof(relay_config, connect_timeout_ms),
 	"TCP/TLS connect timeout in milliseconds"},
