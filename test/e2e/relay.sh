@@ -384,13 +384,23 @@ INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
 	VALUES ('paid', 'poison', 'P1', 'p1', 1), ('paid', 'healthy', 'Q1', 'q1', 1);
 SQL
 start_relay r5
-sleep 3
+# (it waits for what it checks, up to 60 s, never a fixed time; then one
+# second more, in which the relay's reports of it are refused again)
+for _ in $(seq 600); do
+    [ "$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE channel = 'healthy'")" = 1 ] &&
+        grep -q 'could not record the result of delivery' "$dir/relay-r5.log" && break
+    sleep 0.1
+done
+sleep 1
 check "a refused result: the other endpoint's delivery is recorded and POSTed once" "1|1|1" \
     "$(q "SELECT count(delivered_at), sum(attempts) FROM paynotify_delivery WHERE channel = 'healthy'")|$(grep -c '"path": "/fast/healthy"' "$dir/received")"
 check "a refused result is logged once, kept (POSTed once, not released: attempts 0, still leased)" "1|1|0|t" \
     "$(grep -c 'could not record the result of delivery' "$dir/relay-r5.log")|$(grep -c '"path": "/fast/poison"' "$dir/received")|$(q "SELECT attempts, lease IS NOT NULL FROM paynotify_delivery WHERE channel = 'poison'")"
 q "DROP TRIGGER refuse_poison ON paynotify_delivery" >/dev/null
-sleep 1.5
+for _ in $(seq 600); do
+    [ "$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE channel = 'poison'")" = 1 ] && break
+    sleep 0.1
+done
 kill -TERM "${relay_pid[r5]}"; wait "${relay_pid[r5]}" 2>/dev/null
 check "... and recorded once the database takes it: delivered, attempts 1, POSTed once" "1|1|1" \
     "$(q "SELECT count(delivered_at), sum(attempts) FROM paynotify_delivery WHERE channel = 'poison'")|$(grep -c '"path": "/fast/poison"' "$dir/received")"
@@ -401,10 +411,13 @@ check "... and recorded once the database takes it: delivered, attempts 1, POSTe
 # other wait) and reports it again once the lock is gone, so no answered
 # request is recorded as timed out or sent twice, and other endpoints'
 # deliveries go on meanwhile.  Six deliveries over endpoints A and B
-# (answered 200 after 1 s), request timeout 2 s, B's rows locked for 4 s
-# from 0.3 s; at 0.6 s an event for endpoint C (answered after 1 s: in
-# flight when A's and B's results are reported), at 1.5 s one for E
-# (answered at once: a lease during the hold)
+# (answered 200 after 1 s), request timeout 4 s; as soon as B's are leased,
+# an operator's transaction locks them (paynotify_drop_endpoint) and holds
+# them until this test has seen what it checks and at least 5 s have
+# passed (then it is cancelled: rolled back); meanwhile an event for C
+# (answered after 1 s: in flight when A's and B's results are reported)
+# and one for E (answered at once: a lease during the hold).  Each wait
+# waits for what it checks (up to 60 s), never a fixed time.
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
 ep_la=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/lka', '$secret', channels => '{lka}')")
 ep_lb=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/slow/lkb', '$secret', channels => '{lkb}')")
@@ -413,19 +426,32 @@ as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/lk
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
    SELECT 'paid', CASE WHEN i <= 3 THEN 'lka' ELSE 'lkb' END, 'K' || i, 'k' || i, 1 FROM generate_series(1, 6) i;
    SELECT paynotify_relay_fanout(10)" >/dev/null
-start_relay r8 --timeout=2000
-sleep 0.3
-as_role ops -c "BEGIN" -c "SELECT paynotify_drop_endpoint($ep_lb)" -c "SELECT pg_sleep(4)" -c "ROLLBACK" >/dev/null 2>&1 &
-hold=$!; pids+=($hold)
-sleep 0.3
+start_relay r8 --timeout=4000
+for _ in $(seq 600); do
+    [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE channel = 'lkb' AND lease IS NOT NULL")" = 3 ] && break
+    sleep 0.02
+done
+PGAPPNAME=pn_relay_hold as_role ops -c "BEGIN" -c "SELECT paynotify_drop_endpoint($ep_lb)" -c "SELECT pg_sleep(120)" \
+    -c "ROLLBACK" >/dev/null 2>&1 &
+hold=$!; pids+=($hold); t_hold=$(date +%s.%N)
+for _ in $(seq 600); do
+    [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pn_relay_hold' AND query LIKE '%pg_sleep%'")" = 1 ] && break
+    sleep 0.02
+done
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'lkc', 'K7', 'k7', 1)" >/dev/null
-sleep 0.9
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'lke', 'K8', 'k8', 1)" >/dev/null
-sleep 1.5
-check "while B's rows are locked: E's new delivery is leased and sent, A's and C's results recorded" "1|3|1" \
-    "$(grep -c '"path": "/fast/lke"' "$dir/received")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE endpoint_id = $ep_la")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE channel = 'lkc'")"
+during=""
+for _ in $(seq 600); do
+    during="$(grep -c '"path": "/fast/lke"' "$dir/received")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE endpoint_id = $ep_la")|$(q "SELECT count(delivered_at) FROM paynotify_delivery WHERE channel = 'lkc'")"
+    [ "$during" = "1|3|1" ] && break
+    sleep 0.1
+done
+held=$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pn_relay_hold'")
+check "while B's rows are locked: E's new delivery is leased and sent, A's and C's results recorded" "1|3|1|1" "$during|$held"
+while python3 -c "import sys; sys.exit(0 if $(date +%s.%N) - $t_hold < 5 else 1)"; do sleep 0.2; done
+q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'pn_relay_hold'" >/dev/null
 wait "$hold" 2>/dev/null
-for _ in $(seq 40); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc', 'lke') AND delivered_at IS NULL")" = 0 ] && break; sleep 0.1; done
+for _ in $(seq 600); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc', 'lke') AND delivered_at IS NULL")" = 0 ] && break; sleep 0.1; done
 kill -TERM "${relay_pid[r8]}"; wait "${relay_pid[r8]}" 2>/dev/null
 check "... then B's results are recorded: all 8 delivered at the first attempt, none timed out, each sent once" "8|8|0|3|3|1|1" \
     "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 1), count(*) FILTER (WHERE last_error IS NOT NULL) FROM paynotify_delivery WHERE channel IN ('lka', 'lkb', 'lkc', 'lke')")|$(grep -c '"path": "/slow/lka"' "$dir/received")|$(grep -c '"path": "/slow/lkb"' "$dir/received")|$(grep -c '"path": "/slow/lkc"' "$dir/received")|$(grep -c '"path": "/fast/lke"' "$dir/received")"
