@@ -2078,14 +2078,16 @@ $$;
 -- By EXECUTE, where not made yet: on Citus, see the log's source column.
 DO $$
 BEGIN
-	IF (SELECT pg_catalog.array_agg(a.attname ORDER BY k.n)
+	-- (the comparison by OPERATOR(pg_catalog.=): IS DISTINCT FROM would
+	-- look its operator up on the search_path)
+	IF NOT coalesce((SELECT pg_catalog.array_agg(a.attname ORDER BY k.n)
 		FROM pg_catalog.pg_constraint c,
 			 LATERAL pg_catalog.unnest(c.conkey) WITH ORDINALITY k(attnum, n)
 		JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) '@extschema@.payment_notify_log'::regclass
 			AND a.attnum OPERATOR(pg_catalog.=) k.attnum
 		WHERE c.conrelid OPERATOR(pg_catalog.=) '@extschema@.payment_notify_log'::regclass
 		  AND c.conname OPERATOR(pg_catalog.=) 'payment_notify_log_pkey')
-	   IS DISTINCT FROM '{order_no,channel,notify_id}'::name[] THEN
+	   OPERATOR(pg_catalog.=) '{order_no,channel,notify_id}'::pg_catalog.name[], false) THEN
 		-- (two statements: Citus takes no ADD CONSTRAINT beside another subcommand)
 		EXECUTE 'ALTER TABLE @extschema@.payment_notify_log DROP CONSTRAINT payment_notify_log_pkey';
 		EXECUTE 'ALTER TABLE @extschema@.payment_notify_log
