@@ -47,36 +47,11 @@
  *
  * This file is the loop; reconcile_opts.c the settings, reconcile_db.c
  * the database calls, reconcile_http.c the request, reconcile_pace.c the
- * pace of each channel.
+ * pace of each channel, reconcile_stop.c the stop flag and the nap.
  */
 #include "reconcile.h"
 
 #include <stdio.h>
-#include <time.h>
-
-volatile sig_atomic_t stop_requested;
-
-/* The stop signals' handler: only sets the flag (async-signal-safe). */
-static void
-on_stop_signal(int sig)
-{
-	(void) sig;
-	stop_requested = 1;
-}
-
-/* Sleeps until when_ms (monotonic), returning early on a signal. */
-void
-nap_until(long long when_ms)
-{
-	long long	ms = when_ms - pn_now_ms();
-	struct timespec ts;
-
-	if (ms <= 0 || stop_requested)
-		return;
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000;
-	nanosleep(&ts, NULL);
-}
 
 /*
  * Rounds until SIGTERM (with --once: one round).  0, or 1 when --once met

@@ -84,9 +84,10 @@ typedef struct reconcile_tally
 
 extern reconcile_config cfg;
 extern bool once;
-extern volatile sig_atomic_t stop_requested;
 
-/* paynotify-reconcile.c */
+/* reconcile_stop.c */
+extern volatile sig_atomic_t stop_requested;
+extern void on_stop_signal(int sig);
 extern void nap_until(long long when_ms);
 
 /* reconcile_opts.c: -1 to go on, else the exit status */
