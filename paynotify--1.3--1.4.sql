@@ -1674,7 +1674,7 @@ $$;
 -- so the relay worked in rounds: claim, POST every claimed delivery,
 -- report, COMMIT, claim again; each round waited for its slowest request,
 -- and one receiver that sometimes answers only at the request timeout held
--- back every event of its endpoint (issue 23).  From 1.4 the claim is a
+-- back every event of its endpoint.  From 1.4 the claim is a
 -- lease, committed at once: paynotify_relay_lease locks the due deliveries
 -- FOR UPDATE SKIP LOCKED in its own short transaction (two claimers never
 -- take the same row), sets each one's next_attempt_at to the lease's end,
