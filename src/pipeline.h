@@ -54,8 +54,6 @@ typedef enum PnPlanId
 	PLAN_ORDER_MOVE,
 	PLAN_ORDER_KEY_TEXT,
 	PLAN_ORDER_PAY,
-	PLAN_ORDER_MOVE_UNIQUE,
-	PLAN_ORDER_PAY_UNIQUE,
 	PLAN_SHARD_COMMIT_LEVEL,
 	PN_NPLANS
 } PnPlanId;
@@ -94,9 +92,6 @@ typedef struct PnConfig
 	char	   *orders;			/* quoted qualified name */
 	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
-	char	   *key_attname;	/* key_col unquoted */
-	Oid			key_opclass_type;	/* the type key_opclass is for */
-	Oid			key_opclass;	/* its default btree operator class */
 	char	   *key_type;
 	char	   *status_col;
 	char	   *status_col_name;

@@ -14,18 +14,10 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "access/relation.h"
-#include "catalog/pg_am.h"
-#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -306,20 +298,6 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		PN_SAME_KEY,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
-	/*
-	 * The same two where the key column is unique (orders_key_unique): no
-	 * other row can have the key, so there is nothing to count.
-	 */
-	[PLAN_ORDER_MOVE_UNIQUE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt",
-		3, {TEXTOID, TEXTOID, TEXTOID}, true
-	},
-	[PLAN_ORDER_PAY_UNIQUE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-		" AND ($4 IS NULL OR @am = $4)"
-		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))",
-		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
-	},
 };
 
 static void orders_call(void *arg);
@@ -418,84 +396,6 @@ orders_call(void *arg)
 }
 
 /*
- * Whether the key column of the bound orders table is unique by itself: a
- * unique index, checked at once (not deferrable), valid, without predicate,
- * on that column alone, with its type's default btree operator class and
- * its own collation, so that the key's equality the statements use finds
- * at most one row.  The table is a table or a partitioned one (whose unique
- * index holds for every partition) without inheritance children: an
- * UPDATE of a parent updates its children's rows too, which no index of
- * the parent's covers.  Checked at every move, under the lock the UPDATE
- * takes (RowExclusiveLock): dropping or replacing the index needs a lock
- * that waits for it.
- */
-static bool
-orders_key_unique(PnConfig *cfg)
-{
-	Relation	rel;
-	AttrNumber	attnum;
-	Oid			atttype,
-				attcoll,
-				opclass;
-	int32		typmod;
-	List	   *indexes;
-	ListCell   *lc;
-	bool		unique = false;
-
-	attnum = get_attnum(cfg->orders_oid, cfg->key_attname);
-	if (attnum <= 0)
-		return false;
-	rel = try_relation_open(cfg->orders_oid, RowExclusiveLock);
-	if (rel == NULL)
-		return false;
-	if (!(rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass) &&
-		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
-	{
-		relation_close(rel, NoLock);
-		return false;
-	}
-	get_atttypetypmodcoll(cfg->orders_oid, attnum, &atttype, &typmod, &attcoll);
-	/* a scan of pg_opclass: once per generation and key type */
-	if (cfg->key_opclass_type != atttype)
-	{
-		cfg->key_opclass = GetDefaultOpClass(atttype, BTREE_AM_OID);
-		cfg->key_opclass_type = atttype;
-	}
-	opclass = cfg->key_opclass;
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(lfirst_oid(lc)));
-		Form_pg_index ind;
-
-		if (!HeapTupleIsValid(tup))
-			continue;
-		ind = (Form_pg_index) GETSTRUCT(tup);
-		if (ind->indisunique && ind->indimmediate && ind->indisvalid &&
-			ind->indisready && ind->indislive && ind->indnkeyatts == 1 &&
-			ind->indkey.values[0] == attnum &&
-			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
-			heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
-			OidIsValid(opclass))
-		{
-			bool		isnull;
-			oidvector  *classes = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
-																			   Anum_pg_index_indclass, &isnull));
-			oidvector  *colls = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
-																			 Anum_pg_index_indcollation, &isnull));
-
-			unique = classes->values[0] == opclass && colls->values[0] == attcoll;
-		}
-		ReleaseSysCache(tup);
-		if (unique)
-			break;
-	}
-	list_free(indexes);
-	relation_close(rel, NoLock);
-	return unique;
-}
-
-/*
  * Execute one of the plans on the orders table as that table's owner, in a
  * security-restricted operation: its triggers, defaults, constraints and
  * index expressions run with its owner's rights, never paynotify's.
@@ -516,8 +416,6 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the bound orders table %s no longer exists", cfg->orders),
 				 errhint("Call paynotify_bind_orders again.")));
-	if ((id == PLAN_ORDER_MOVE || id == PLAN_ORDER_PAY) && orders_key_unique(cfg))
-		c.id = id == PLAN_ORDER_MOVE ? PLAN_ORDER_MOVE_UNIQUE : PLAN_ORDER_PAY_UNIQUE;
 	pn_run_orders(owner, orders_call, &c);
 
 	/*
@@ -527,7 +425,7 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 	 * every row with it, or the one row of several in the status it
 	 * expects: an error instead, which undoes the statement (failed,
 	 * retried, with the reason) until the key is unique.  A move returns
-	 * how many rows have its key, unless an index makes the key unique.
+	 * how many rows have its key.
 	 */
 	if (c.rc == SPI_OK_UPDATE_RETURNING)
 	{
