@@ -1839,6 +1839,29 @@ $$;
 COMMENT ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer) IS
 	'paynotify-relay: leases up to max_rows due deliveries, at most an endpoint''s max_in_flight less its leases in flight, for 2 * request_timeout_ms + 10 s (with the endpoint and its secret, and the lease''s token to report with)';
 
+-- The retry schedule of a delivery whose attempt at attempt_at failed, one
+-- for both reports: dead (at attempt_at) once its retry horizon from
+-- started_at has passed, else due again after retry_base * 2^attempts (at
+-- most retry_max, in seconds: as an interval 2^30 times the base can
+-- overflow), times a jitter in [0.5, 1), and never after the horizon.
+CREATE FUNCTION @extschema@.paynotify_retry_schedule(attempt_at timestamptz, started_at timestamptz,
+		attempts integer, retry_base interval, retry_max interval, retry_horizon interval,
+		OUT dead_at timestamptz, OUT next_attempt_at timestamptz)
+	LANGUAGE sql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	SELECT CASE WHEN attempt_at OPERATOR(pg_catalog.>=) (started_at OPERATOR(pg_catalog.+) retry_horizon)
+				THEN attempt_at END,
+		   least(attempt_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
+					least(pg_catalog.date_part('epoch', retry_max),
+						  pg_catalog.date_part('epoch', retry_base)
+						  OPERATOR(pg_catalog.*) pg_catalog.power(2::float8, pg_catalog.int4smaller(attempts, 30)::float8))
+					OPERATOR(pg_catalog.*) (0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random()))),
+				 started_at OPERATOR(pg_catalog.+) retry_horizon)
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_retry_schedule(timestamptz, timestamptz, integer, interval,
+	interval, interval) FROM PUBLIC;
+
 CREATE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigint[], statuses integer[],
 		errors text[], leases bigint[])
 	RETURNS TABLE (recorded integer, locked bigint[])
@@ -1854,8 +1877,6 @@ DECLARE
 	got bigint[] := '{}';
 	one bigint;
 	attempt_at timestamptz := pg_catalog.clock_timestamp();
-	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
-							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
 	ids bigint[];
 	orders text[];
 	toks bigint[];
@@ -1915,23 +1936,19 @@ BEGIN
 		pg_catalog.array_agg(CASE WHEN r.released THEN d.last_error WHEN r.ok THEN NULL
 			ELSE pg_catalog.left(coalesce(r.error, 'HTTP ' OPERATOR(pg_catalog.||) r.status), 500) END),
 		pg_catalog.array_agg(CASE WHEN r.ok THEN attempt_at END),
-		pg_catalog.array_agg(CASE WHEN NOT r.ok AND NOT r.released
-			AND attempt_at OPERATOR(pg_catalog.>=) (d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) THEN attempt_at END),
+		pg_catalog.array_agg(CASE WHEN NOT r.ok AND NOT r.released THEN s.dead_at END),
 		pg_catalog.array_agg(CASE WHEN r.released THEN attempt_at WHEN r.ok THEN d.next_attempt_at
-			ELSE least(attempt_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
-							least(pg_catalog.date_part('epoch', e.retry_max),
-								  pg_catalog.date_part('epoch', e.retry_base)
-								  OPERATOR(pg_catalog.*) pg_catalog.power(2::float8, pg_catalog.int4smaller(d.attempts, 30)::float8))
-							OPERATOR(pg_catalog.*) r.jitter),
-					   d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) END)
+			ELSE s.next_attempt_at END)
 	INTO ids, orders, toks, att, lasts, st, errs, done, dead, nexts
 	FROM (SELECT u.id, u.status, u.error, u.lease,
 				 coalesce(u.status OPERATOR(pg_catalog.>=) 200 AND u.status OPERATOR(pg_catalog.<=) 299, false) AS ok,
-				 u.status IS NULL AND u.error IS NULL AS released, u.jitter
-		  FROM unnest(delivery_ids, statuses, errors, leases, jitters) u(id, status, error, lease, jitter)
+				 u.status IS NULL AND u.error IS NULL AS released
+		  FROM unnest(delivery_ids, statuses, errors, leases) u(id, status, error, lease)
 		  WHERE u.id IS NOT NULL AND u.lease IS NOT NULL) r
 		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
 		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
+		CROSS JOIN LATERAL @extschema@.paynotify_retry_schedule(attempt_at, d.started_at, d.attempts,
+			e.retry_base, e.retry_max, e.retry_horizon) s
 	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) r.lease
 	  AND d.id OPERATOR(pg_catalog.=) ANY (got);
 	UPDATE @extschema@.paynotify_delivery d SET
@@ -1980,8 +1997,6 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_report(delivery_ids bigin
 DECLARE
 	n integer;
 	attempt_at timestamptz := pg_catalog.clock_timestamp();
-	jitters float8[] := ARRAY(SELECT 0.5 OPERATOR(pg_catalog.+) (0.5 OPERATOR(pg_catalog.*) pg_catalog.random())
-							  FROM pg_catalog.generate_series(1, coalesce(pg_catalog.cardinality(delivery_ids), 0)));
 	ids bigint[];
 	orders text[];
 	st integer[];
@@ -1997,23 +2012,17 @@ BEGIN
 		pg_catalog.array_agg(CASE WHEN r.ok THEN NULL
 			ELSE pg_catalog.left(coalesce(r.error, 'HTTP ' OPERATOR(pg_catalog.||) r.status), 500) END),
 		pg_catalog.array_agg(CASE WHEN r.ok THEN attempt_at END),
-		pg_catalog.array_agg(CASE WHEN NOT r.ok
-			AND attempt_at OPERATOR(pg_catalog.>=) (d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) THEN attempt_at END),
-		pg_catalog.array_agg(CASE WHEN r.ok THEN d.next_attempt_at
-			ELSE least(attempt_at OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs =>
-							least(pg_catalog.date_part('epoch', e.retry_max),
-								  pg_catalog.date_part('epoch', e.retry_base)
-								  OPERATOR(pg_catalog.*) pg_catalog.power(2::float8, pg_catalog.int4smaller(d.attempts, 30)::float8))
-							OPERATOR(pg_catalog.*) r.jitter),
-					   d.started_at OPERATOR(pg_catalog.+) e.retry_horizon) END)
+		pg_catalog.array_agg(CASE WHEN NOT r.ok THEN s.dead_at END),
+		pg_catalog.array_agg(CASE WHEN r.ok THEN d.next_attempt_at ELSE s.next_attempt_at END)
 	INTO ids, orders, st, errs, done, dead, nexts
 	FROM (SELECT u.id, u.status, u.error,
-				 coalesce(u.status OPERATOR(pg_catalog.>=) 200 AND u.status OPERATOR(pg_catalog.<=) 299, false) AS ok,
-				 u.jitter
-		  FROM unnest(delivery_ids, statuses, errors, jitters) u(id, status, error, jitter)
+				 coalesce(u.status OPERATOR(pg_catalog.>=) 200 AND u.status OPERATOR(pg_catalog.<=) 299, false) AS ok
+		  FROM unnest(delivery_ids, statuses, errors) u(id, status, error)
 		  WHERE u.id IS NOT NULL) r
 		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) r.id
 		JOIN @extschema@.paynotify_endpoint e ON e.id OPERATOR(pg_catalog.=) d.endpoint_id
+		CROSS JOIN LATERAL @extschema@.paynotify_retry_schedule(attempt_at, d.started_at, d.attempts,
+			e.retry_base, e.retry_max, e.retry_horizon) s
 	WHERE d.delivered_at IS NULL AND d.dead_at IS NULL
 	  AND (d.leased_until IS NULL OR d.leased_until OPERATOR(pg_catalog.<=) attempt_at);
 	UPDATE @extschema@.paynotify_delivery d SET

@@ -430,6 +430,36 @@ for i in 0 2; do
         yes "$(echo "$out" | awk -F'|' 'NR == 1 && NF == 2 && $1 > 0 && $1 == $2 { ok = 1 } /ERROR/ && !err { err = $0 }
                                          END { print (ok && NR == 1) ? "yes" : "no: " (err ? err : $0) }')"
 done
+# a failed round by hand on each node, rolled back: leased deliveries
+# reported 500 (four arguments) and claimed ones reported 502 (three): each
+# attempted once, due again later by the one retry schedule, not dead
+relay_fail_round() {	# relay_fail_round NODE: "leased|recorded|scheduled|claimed|reported|scheduled"
+    citus_sql "$1" -q -tA -v ON_ERROR_STOP=1 2>&1 <<'SQL' | grep -v '^$' | paste -sd'|'
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SET LOCAL ROLE notify_relay;
+SELECT array_agg(delivery_id) AS ids, array_agg(lease) AS leases, count(*) AS n FROM paynotify_relay_lease(8, 2000) \gset
+SELECT :n, recorded FROM paynotify_relay_report(:'ids', array_fill(500, ARRAY[:n]), array_fill(NULL::text, ARRAY[:n]), :'leases');
+RESET ROLE;
+SELECT count(*) FROM paynotify_delivery WHERE id = ANY (:'ids') AND attempts = 1 AND last_status = 500
+   AND next_attempt_at > now() AND lease IS NULL AND dead_at IS NULL AND delivered_at IS NULL;
+ROLLBACK;
+BEGIN;
+SET LOCAL statement_timeout = '60s';
+SET LOCAL ROLE notify_relay;
+SELECT array_agg(delivery_id) AS ids, count(*) AS n FROM paynotify_relay_claim(8) \gset
+SELECT :n, paynotify_relay_report(:'ids', array_fill(502, ARRAY[:n]), array_fill(NULL::text, ARRAY[:n]));
+RESET ROLE;
+SELECT count(*) FROM paynotify_delivery WHERE id = ANY (:'ids') AND attempts = 1 AND last_status = 502
+   AND next_attempt_at > now() AND dead_at IS NULL AND delivered_at IS NULL;
+ROLLBACK;
+SQL
+}
+for i in 0 2; do
+    out=$(relay_fail_round $i)
+    check "relay: failed deliveries reported on ${node_names[i]} (lease and claim): attempted once, due again later" \
+        yes "$(echo "$out" | awk -F'|' 'NF == 6 && $1 > 0 && $1 == $2 && $2 == $3 && $4 > 0 && $4 == $5 && $5 == $6 { print "yes"; next } { print "no: " $0 }')"
+done
 # two relays, on the coordinator and on worker 2 (fan-outs on two nodes at
 # once), fanning out 50 events at a time: an order's refund is often made a
 # delivery before its payment
