@@ -247,7 +247,15 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	}
 	pn_force_synchronous_commit();
 	initStringInfo(&q);
-	appendStringInfo(&q, "SELECT outcome, error FROM %s.paynotify_step_at(%s, %s, %s, %s, %s, %s, %d, %s, %s)",
+	/*
+	 * Every argument of its exact type: with untyped literals a function of
+	 * the same name whose arguments are all text, planted in the
+	 * extension's schema (public, where others may create), would be the
+	 * better match, and run as paynotify's owner.
+	 */
+	appendStringInfo(&q, "SELECT outcome, error FROM %s.paynotify_step_at(%s::pg_catalog.text,"
+					 " %s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.jsonb, %s::pg_catalog.jsonb,"
+					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
 					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
 					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
 					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
