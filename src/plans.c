@@ -270,12 +270,16 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * Before a delegated step, the two reads of every shard as one: the id
 	 * under another order, the trade recorded for another order.  A row
 	 * keeps the notification on the caller's path, which reads them again
-	 * and answers as it always did.
+	 * and answers as it always did.  The distribution column in both
+	 * branches' target lists lets Citus push the union down to each shard
+	 * pair: one command per shard, not one per shard and table.
 	 */
 	[PLAN_CROSS_SHARD] = {
-		"SELECT 1 FROM @s.payment_notify_log WHERE channel = $1 AND notify_id = $2 AND order_no <> $3"
+		"SELECT 1 FROM (SELECT order_no FROM @s.payment_notify_log"
+		"  WHERE channel = $1 AND notify_id = $2 AND order_no <> $3"
 		" UNION ALL"
-		" SELECT 1 FROM @s.payment_record WHERE channel = $1 AND trade_no = $4 AND order_no <> $3",
+		" SELECT order_no FROM @s.payment_record"
+		"  WHERE channel = $1 AND trade_no = $4 AND order_no <> $3) u",
 		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 	},
 	[PLAN_ANOMALY_INSERT] = {

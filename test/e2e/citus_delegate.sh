@@ -33,11 +33,11 @@ citus_cluster "autovacuum = off" || exit 1
 dist=$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)
 echo "# paynotify_distribute(): $dist"
 STEP="paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text)"
-check "paynotify_step_at distributed by order_no, with the orders table, force_delegation" "0|t|t" \
+check "paynotify_step_at distributed by order_no, with the orders table, force_delegation" "0|true|true" \
     "$(citus_q 0 "SELECT o.distribution_argument_index || '|' ||
                   (o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass)) || '|' ||
                   o.force_delegation FROM pg_dist_object o WHERE o.objid = '$STEP'::regprocedure" 2>&1)"
-check "paynotify_distribute() again: already" "delegated function: already: $STEP" \
+check "paynotify_distribute() again: already" "delegated function: already: $(citus_q 0 "SELECT '$STEP'::regprocedure")" \
     "$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)"
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
@@ -72,12 +72,14 @@ for from in 0 1; do
     sed -n 's/^remote: /#   /p' <<<"$out" | cut -c1-200
     check "node $from: a first payment of $ord (shard on worker 2): processed" processed "$(grep -v '^remote: ' <<<"$out")"
     n=$(remote_count "$out")
-    # 4: the one read of every shard (4 shards); the call: BEGIN, its SELECT, COMMIT (and the
-    # distributed transaction id): never the step's statements one by one
+    # the one read of every shard (4 shards: 4 commands, those of a shard on this node run
+    # here), BEGIN per node, the call, COMMIT per node: never the step's statements one by one
     check "node $from: delegated: the call sent as one statement, no step statement routed ($n remote commands)" \
         "1|0" "$(grep -c 'paynotify_step_at' <<<"$out")|$(grep -Eci 'INSERT INTO|UPDATE ' <<<"$out")"
-    check "node $from: applied once: one payment, one log row processed, the order paid, one delivery recorded in the outbox" \
-        "1|1|processed|paid|1" \
+    check "node $from: the cross-shard reads one command per shard, not per shard and table" 0 \
+        "$(grep -c 'FROM public.payment_record_[0-9]* payment_record WHERE' <<<"$out")"
+    check "node $from: applied once: one payment, one log row succeeded, the order paid, one event in the outbox" \
+        "1|1|succeeded|paid|1" \
         "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
                       (SELECT count(*) FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
                       (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
