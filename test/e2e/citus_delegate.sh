@@ -77,7 +77,7 @@ for from in 0 1; do
     check "node $from: delegated: the call sent as one statement, no step statement routed ($n remote commands)" \
         "1|0" "$(grep -c 'paynotify_step_at' <<<"$out")|$(grep -Eci 'INSERT INTO|UPDATE ' <<<"$out")"
     check "node $from: the cross-shard reads one command per shard, not per shard and table" 0 \
-        "$(grep -c 'FROM public.payment_record_[0-9]* payment_record WHERE' <<<"$out")"
+        "$(grep 'payment_record_[0-9]' <<<"$out" | grep -vc 'payment_notify_log_[0-9]')"
     check "node $from: applied once: one payment, one log row succeeded, the order paid, one event in the outbox" \
         "1|1|succeeded|paid|1" \
         "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
