@@ -37,7 +37,7 @@ check "paynotify_step_at distributed by order_no, with the orders table, force_d
     "$(citus_q 0 "SELECT o.distribution_argument_index || '|' ||
                   (o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass)) || '|' ||
                   o.force_delegation FROM pg_dist_object o WHERE o.objid = '$STEP'::regprocedure" 2>&1)"
-check "paynotify_distribute() again: already" "delegated function: already: $(citus_q 0 "SELECT '$STEP'::regprocedure")" \
+check "paynotify_distribute() again: already" "delegated function: already: $(citus_q 0 "SET search_path = pg_catalog; SELECT 'public.$STEP'::regprocedure")" \
     "$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)"
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
