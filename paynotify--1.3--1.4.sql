@@ -2105,3 +2105,369 @@ BEGIN
 	EXECUTE 'DROP INDEX IF EXISTS @extschema@.payment_notify_log_order';
 END
 $$;
+
+
+-- ===== The business step on the order's node (Citus) =====
+--
+-- paynotify_step_at runs an authentic notice's business step where it is
+-- called: on Citus, paynotify_distribute() distributes it by its order_no
+-- argument with force_delegation, so that paynotify_handle's call (the
+-- order number a literal) is sent to the node that holds the order's
+-- shard, as one statement.  It trusts its notice as authentic: whoever
+-- can call it can pay any order.  EXECUTE is revoked from PUBLIC and
+-- granted to nobody (no capacity of paynotify_grant names it): only
+-- paynotify's owner, inside paynotify_handle and paynotify_query_apply,
+-- calls it.  On one server paynotify_handle runs the same code in process.
+CREATE FUNCTION @extschema@.paynotify_step_at(order_no text, channel text, notify_id text,
+		notice jsonb, payload jsonb, headers jsonb, lock_timeout_ms integer,
+		commit_level text, delivery_history text,
+		OUT outcome text, OUT error text)
+	RETURNS record
+	AS 'MODULE_PATHNAME', 'paynotify_step_at'
+	LANGUAGE C VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	SET enable_seqscan = off
+	SET jit = off;
+COMMENT ON FUNCTION @extschema@.paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text) IS
+	'internal: the business step of an authentic notice on its order''s node (Citus); callable by paynotify''s owner only';
+REVOKE ALL ON FUNCTION @extschema@.paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text) FROM PUBLIC;
+
+-- paynotify_distribute() distributes it too (see above)
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_distribute()
+	RETURNS TABLE (relation regclass, kind text, action text)
+	LANGUAGE plpgsql VOLATILE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	step_at regprocedure := '@extschema@.paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text)'::regprocedure;
+	b record;
+	orders regclass;
+	key_type regtype;
+	part record;
+	orders_colocation integer;
+	t record;
+	u record;
+	ext oid := (SELECT e.oid FROM pg_catalog.pg_extension e WHERE e.extname = 'paynotify');
+	fk_rels regclass[];
+	fk_names name[];
+	fk_defs text[];
+	orders_owner regrole;
+	orders_code text;
+	-- What each node needs of its own, run on every node (the same text;
+	-- on the workers in a session of their own, whose search_path is the
+	-- node's: the block pins it before anything else).
+	-- Each node's identity sequences of the notification tables get their
+	-- own range: node group g hands out ids (g << 48) + 1 .. (g + 1) << 48
+	-- (the coordinator, group 0, from 1), as Citus does for the tables it
+	-- creates itself.  CREATE EXTENSION made every node's copy start at 1,
+	-- and ids are taken on the node that runs paynotify_handle: without
+	-- this, two nodes would hand out the same outbox id (webhook-id
+	-- "evt_<id>") or anomaly id.  And the relay's claim and report reach
+	-- each node over one connection (paynotify_relay_on_citus).
+	ranges constant text := $do$
+DO $r$
+DECLARE
+	g bigint;
+	lo bigint;
+	hi bigint;
+	q record;
+BEGIN
+	-- first of all: what follows is parsed now, and resolves nothing in a
+	-- schema of the node's search_path (public, with operators of someone
+	-- else's: "=" for oid and regclass is an exact match there, a better
+	-- one than pg_catalog's); each name and operator is qualified as well
+	PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	PERFORM pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+	g := (SELECT l.groupid FROM pg_catalog.pg_dist_local_group l);
+	lo := (g OPERATOR(pg_catalog.<<) 48) OPERATOR(pg_catalog.+) 1;
+	hi := (g OPERATOR(pg_catalog.+) 1) OPERATOR(pg_catalog.<<) 48;
+	FOR q IN SELECT d.objid::pg_catalog.regclass AS seq, s.min_value, s.last_value
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_depend e
+				ON e.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+				AND e.objid OPERATOR(pg_catalog.=) d.refobjid AND e.deptype OPERATOR(pg_catalog.=) 'e'
+				AND e.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass::pg_catalog.oid
+				AND e.refobjid OPERATOR(pg_catalog.=) (SELECT x.oid FROM pg_catalog.pg_extension x
+													   WHERE x.extname OPERATOR(pg_catalog.=) 'paynotify')
+			 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid
+			 JOIN pg_catalog.pg_sequences s
+				ON s.schemaname OPERATOR(pg_catalog.=) c.relnamespace::pg_catalog.regnamespace::pg_catalog.name
+				AND s.sequencename OPERATOR(pg_catalog.=) c.relname
+			 WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND d.deptype OPERATOR(pg_catalog.=) 'i'
+			   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass::pg_catalog.oid
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a
+						   WHERE a.attrelid OPERATOR(pg_catalog.=) d.refobjid
+							 AND a.attname OPERATOR(pg_catalog.=) 'order_no' AND NOT a.attisdropped) LOOP
+		IF q.min_value OPERATOR(pg_catalog.<>) lo THEN
+			EXECUTE pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s MAXVALUE %s START %s RESTART %s',
+				q.seq, lo, hi, lo, greatest(lo, coalesce(q.last_value OPERATOR(pg_catalog.+) 1, lo)));
+		END IF;
+	END LOOP;
+	PERFORM @extschema@.paynotify_relay_on_citus();
+END
+$r$
+$do$;
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+		RAISE EXCEPTION 'paynotify_distribute needs the citus extension in this database'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'On the Citus coordinator: CREATE EXTENSION citus, add the workers, CREATE EXTENSION paynotify, paynotify_bind_orders, then SELECT * FROM paynotify_distribute().';
+	END IF;
+	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user)
+			AND current_user::regrole <> (SELECT e.extowner::regrole FROM pg_catalog.pg_extension e
+										  WHERE e.extname = 'paynotify') THEN
+		RAISE EXCEPTION 'only a superuser or the owner of extension paynotify may distribute its tables'
+			USING ERRCODE = 'insufficient_privilege';
+	END IF;
+	SELECT * INTO b FROM @extschema@.paynotify_binding;
+	orders := pg_catalog.to_regclass(b.orders);
+	IF orders IS NULL THEN
+		RAISE EXCEPTION 'no orders table is bound'
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  HINT = 'Call paynotify_bind_orders first: the notification tables are co-located with the orders table.';
+	END IF;
+	SELECT a.atttypid::regtype INTO key_type FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = orders AND a.attname = b.key_column AND NOT a.attisdropped;
+	IF key_type IS DISTINCT FROM 'text'::regtype THEN
+		RAISE EXCEPTION 'the key column "%" of the orders table % is %, not text', b.key_column, orders, key_type
+			USING ERRCODE = 'datatype_mismatch',
+				  DETAIL = 'Citus co-locates only tables whose distribution columns have the same type; paynotify''s order numbers are text.',
+				  HINT = pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I TYPE text (before the orders table is distributed), then call paynotify_distribute() again.', orders, b.key_column);
+	END IF;
+	-- Copying a table's rows into its shards runs the table's code (its
+	-- triggers, constraints, index expressions, its columns' types and
+	-- domains) with the rights of the role that distributes it, here the
+	-- caller's, and on the workers over the caller's connections.  No table
+	-- is distributed here whose owner could have put code there that must
+	-- not run with those rights: the owner of a table still to be
+	-- distributed has the caller's privileges (is the caller, a superuser,
+	-- or a member of the caller's role), or, for the orders table, the
+	-- table holds no code of its own that the copy would run
+	-- (paynotify_table_authors).  Checked before anything is changed.
+	SELECT c.oid::regclass AS rel, c.relowner::regrole AS owner INTO u
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+		WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+		  AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = c.oid)
+		  AND NOT pg_catalog.pg_has_role(c.relowner, current_user, 'USAGE')
+		ORDER BY c.relname LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'table % of extension paynotify is owned by role "%", whose code may not run as role "%"',
+				u.rel, u.owner, current_user
+			USING ERRCODE = 'insufficient_privilege',
+				  DETAIL = 'Distributing a table copies its rows into its shards, which runs its triggers with the rights of the role that distributes it.',
+				  HINT = pg_catalog.format('Call paynotify_distribute() as role "%s".', u.owner);
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
+		-- the table (and its partitions) held until the copy: no trigger,
+		-- rule, policy or column is given to it meanwhile, so its owner's
+		-- and the TRIGGER grantees' rows need not be judged, its code is
+		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', orders);
+		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
+		SELECT a.what OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) a.object
+			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||)
+			   CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.owner::text END
+			INTO orders_code
+			FROM (SELECT f.what, 'function ' OPERATOR(pg_catalog.||) f.fn::text AS object, f.owner::oid AS owner
+				  FROM @extschema@.paynotify_table_authors(orders) f
+				  UNION ALL
+				  SELECT o.what, o.object, o.owner::oid FROM @extschema@.paynotify_table_owners(orders) o) a
+			WHERE CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN true
+					   ELSE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE') END
+			  AND a.what OPERATOR(pg_catalog.<>) pg_catalog.format('the code of %s', orders)
+			ORDER BY a.what LIMIT 1;
+		IF orders_code IS NOT NULL THEN
+			RAISE EXCEPTION 'the orders table % runs code of a role whose rights role "%" has and it has not',
+					orders, current_user
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
+					  HINT = pg_catalog.format('Have its owner, %s, distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
+											   orders_owner, orders, b.key_column);
+		END IF;
+	END IF;
+	-- Citus refuses to distribute tables with triggers unless told that it
+	-- may: the configuration tables' triggers only touch configuration
+	-- tables (reference tables, the same rows on every node)
+	PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+	-- foreign keys to reference tables are added in the same transaction as
+	-- the distribution, which Citus allows one shard at a time only
+	PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
+	-- The foreign keys between the extension's tables (a key's channel, a
+	-- delivery's endpoint) are taken off while their tables are not all
+	-- distributed, and put back at the end: Citus would otherwise turn the
+	-- referencing table into a local table of its own when the referenced
+	-- one becomes a reference table.
+	SELECT pg_catalog.array_agg(f.conrelid::regclass ORDER BY f.conname),
+		   pg_catalog.array_agg(f.conname ORDER BY f.conname),
+		   pg_catalog.array_agg(pg_catalog.pg_get_constraintdef(f.oid) ORDER BY f.conname)
+		INTO fk_rels, fk_names, fk_defs
+		FROM pg_catalog.pg_constraint f
+		JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass
+			AND d.objid = f.conrelid AND d.deptype = 'e'
+			AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+		WHERE f.contype = 'f'
+		  AND NOT (EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.conrelid)
+				   AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = f.confrelid));
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', fk_rels[i], fk_names[i]);
+		-- the workers' copies of the table (CREATE EXTENSION made them) too:
+		-- Citus puts the key back on them when it is added below.  Not in
+		-- this transaction: if this function fails later, a second call
+		-- finds them gone already and adds them back.
+		IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(
+					   pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT IF EXISTS %I', fk_rels[i], fk_names[i])) w
+				   WHERE NOT w.success) THEN
+			RAISE EXCEPTION 'could not drop foreign key % of % on every worker', fk_names[i], fk_rels[i]
+				USING ERRCODE = 'connection_failure',
+					  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+		END IF;
+	END LOOP;
+
+	-- configuration: reference tables
+	FOR t IN SELECT c.oid::regclass AS rel, p.partmethod
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
+			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+			   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+							   AND a.attname = 'order_no' AND NOT a.attisdropped)
+			 ORDER BY c.relname LOOP
+		relation := t.rel;
+		kind := 'reference';
+		IF t.partmethod IS NULL THEN
+			PERFORM pg_catalog.create_reference_table(t.rel);
+			action := 'created';
+		ELSIF t.partmethod = 'n' AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+				WHERE p.logicalrelid = t.rel AND p.repmodel = 't') THEN
+			action := 'already';
+		ELSE
+			RAISE EXCEPTION 'table % is already distributed, not a reference table', t.rel
+				USING ERRCODE = 'invalid_table_definition',
+					  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again.', t.rel);
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+
+	-- the orders table, by its key column
+	SELECT p.partmethod, p.colocationid,
+		   CASE WHEN p.partmethod = 'h' THEN pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) END AS col
+		INTO part FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders;
+	relation := orders;
+	kind := 'orders';
+	IF NOT FOUND THEN
+		PERFORM pg_catalog.create_distributed_table(orders, b.key_column::text);
+		action := 'created';
+	ELSIF part.partmethod = 'h' AND part.col = b.key_column THEN
+		action := 'already';
+	ELSE
+		RAISE EXCEPTION 'the orders table % is distributed otherwise than by its key column "%"%', orders, b.key_column,
+				CASE WHEN part.col IS NOT NULL THEN pg_catalog.format(' (by "%s")', part.col)
+					 ELSE ' (a reference or local table)' END
+			USING ERRCODE = 'invalid_table_definition',
+				  DETAIL = 'Every notification is routed to the node of its order: the orders table must be hash-distributed by the column that holds the order number.',
+				  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again (it distributes it by %I).', orders, b.key_column);
+	END IF;
+	RETURN NEXT;
+	SELECT p.colocationid INTO orders_colocation FROM pg_catalog.pg_dist_partition p
+		WHERE p.logicalrelid = orders;
+
+	-- notification data: by order_no, co-located with the orders table
+	FOR t IN SELECT c.oid::regclass AS rel, p.partmethod, p.colocationid
+			 FROM pg_catalog.pg_depend d
+			 JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
+			 LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = c.oid
+			 WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.deptype = 'e'
+			   AND d.refclassid = 'pg_catalog.pg_extension'::regclass AND d.refobjid = ext
+			   AND EXISTS (SELECT FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+						   AND a.attname = 'order_no' AND NOT a.attisdropped)
+			 ORDER BY c.relname LOOP
+		relation := t.rel;
+		kind := 'distributed';
+		IF t.partmethod IS NULL THEN
+			-- a unique key without order_no (payment_notify_log_notify,
+			-- payment_record_trade: see above) cannot exist on Citus: a
+			-- plain index of the same name and columns takes its place
+			FOR u IN SELECT con.conname,
+						 (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY k.i)
+						  FROM pg_catalog.unnest(con.conkey) WITH ORDINALITY k(n, i)
+						  JOIN pg_catalog.pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n) AS cols
+					 FROM pg_catalog.pg_constraint con
+					 WHERE con.conrelid = t.rel AND con.contype = 'u'
+					   AND NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+									   WHERE a.attrelid = con.conrelid AND a.attnum = ANY (con.conkey)
+										 AND a.attname = 'order_no') LOOP
+				EXECUTE pg_catalog.format('ALTER TABLE %s DROP CONSTRAINT %I', t.rel, u.conname);
+				EXECUTE pg_catalog.format('CREATE INDEX %I ON %s (%s)', u.conname, t.rel, u.cols);
+			END LOOP;
+			PERFORM pg_catalog.create_distributed_table(t.rel, 'order_no', colocate_with => orders::text);
+			action := 'created';
+		ELSIF t.colocationid = orders_colocation THEN
+			action := 'already';
+		ELSE
+			RAISE EXCEPTION 'table % is already distributed, not by order_no with the orders table %', t.rel, orders
+				USING ERRCODE = 'invalid_table_definition',
+					  HINT = pg_catalog.format('SELECT undistribute_table(%L), then call paynotify_distribute() again.', t.rel);
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+
+	FOR i IN 1 .. coalesce(pg_catalog.array_length(fk_names, 1), 0) LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk_rels[i], fk_names[i], fk_defs[i]);
+	END LOOP;
+
+	-- each order's sequence (paynotify_order_seq) continues above every
+	-- event recorded for it before: on one server the outbox id was its
+	-- sequence (idempotent: a value is never lowered)
+	INSERT INTO @extschema@.paynotify_order_seq AS q (order_no, last)
+		SELECT s.order_no, pg_catalog.max(s.seq)
+		FROM (SELECT o.order_no, coalesce(o.order_seq, o.id) AS seq FROM @extschema@.paynotify_outbox o
+			  UNION ALL
+			  SELECT d.order_no, d.order_seq FROM @extschema@.paynotify_delivery d) s
+		GROUP BY s.order_no
+		ON CONFLICT (order_no) DO UPDATE SET last = greatest(q.last, excluded.last);
+	relation := '@extschema@.paynotify_order_seq'::regclass;
+	kind := 'order sequences';
+	action := 'continued above the events recorded before';
+	RETURN NEXT;
+
+	-- the identity ranges (see ranges above), here and on every worker
+	EXECUTE ranges;
+	IF EXISTS (SELECT FROM pg_catalog.run_command_on_workers(ranges) w WHERE NOT w.success) THEN
+		RAISE EXCEPTION 'could not give the identity sequences of every worker their range'
+			USING ERRCODE = 'connection_failure',
+				  HINT = 'Check that every worker is up (citus_check_cluster_node_health()), then call paynotify_distribute() again.';
+	END IF;
+	relation := NULL;
+	kind := 'identity ranges';
+	action := 'node group g: ids (g << 48) + 1 .. (g + 1) << 48';
+	RETURN NEXT;
+
+	-- the business step (1.4): delegated to the node of its order's shard
+	-- (its order_no argument, co-located with the orders table), so that a
+	-- first delivery's statements run there as one call
+	relation := NULL;
+	kind := 'delegated function';
+	IF EXISTS (SELECT FROM pg_catalog.pg_dist_object o
+			   WHERE o.classid = 'pg_catalog.pg_proc'::regclass
+				 AND o.objid = step_at
+				 AND o.distribution_argument_index = 0
+				 AND o.colocationid = orders_colocation
+				 AND o.force_delegation) THEN
+		action := pg_catalog.format('already: %s', step_at);
+	ELSE
+		PERFORM pg_catalog.create_distributed_function(step_at, 'order_no',
+			colocate_with => orders::text, force_delegation => true);
+		action := pg_catalog.format('created: %s', step_at);
+	END IF;
+	RETURN NEXT;
+END
+$$;
+COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
+	'Citus: makes the configuration tables reference tables, distributes the orders table and every notification table by order number, co-located, and the business step (paynotify_step_at) by its order; idempotent';
+
+

@@ -210,8 +210,6 @@ set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const
 				bool keep)
 {
 	Datum		args[4];
-	MemoryContext old;
-	ShardLevel *sl;
 
 	args[0] = CStringGetTextDatum(channel);
 	args[1] = CStringGetTextDatum(notify_id);
@@ -219,8 +217,23 @@ set_shard_level(PnConfig *cfg, const char *channel, const char *notify_id, const
 	args[3] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_SHARD_COMMIT_LEVEL), args, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: commit level query failed");
-	if (!keep)
-		return;
+	if (keep)
+		pn_shard_commit_level_kept(cfg, channel, notify_id, order_no);
+}
+
+/*
+ * Keep a log row for shard_commit_level_again, without a query now: a
+ * delegated step (paynotify_step_at) set the level in its own transaction
+ * on the order's node, passed to it.
+ */
+void
+pn_shard_commit_level_kept(PnConfig *cfg, const char *channel, const char *notify_id,
+						   const char *order_no)
+{
+	MemoryContext old;
+	ShardLevel *sl;
+
+	register_xact_callback();
 	/* the same row as the last one kept (a batch's repeats): once */
 	if (shard_levels != NIL)
 	{

@@ -36,13 +36,17 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
 #include "history.h"
 
 PG_FUNCTION_INFO_V1(paynotify_handle);
+PG_FUNCTION_INFO_V1(paynotify_step_at);
 
 static PnOutcome dedup_and_apply(PnConfig *cfg, const PnChannel *ch, PnNotice *n);
 static PnOutcome first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
@@ -50,6 +54,11 @@ static PnOutcome repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNot
 								 const PnLogRow *ex);
 static PnOutcome taken_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 static void log_seen(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const char *order_no);
+static bool delegable(PnConfig *cfg, const PnNotice *n);
+static bool delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
+					 PnOutcome *outcome);
+
+const char *pn_step_order = NULL;
 
 /*
  * The call's memory context, and the order of a log row this call wrote
@@ -153,11 +162,249 @@ pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *he
 
 	call_cxt = CurrentMemoryContext;
 	other_order = NULL;
+	if (delegable(cfg, notice) && delegate(cfg, ch, notice, headers, &outcome))
+	{
+		pn_relaxed_call_ended(call_start);
+		return outcome;
+	}
 	outcome = dedup_and_apply(cfg, ch, notice);
 	pn_delivery_record(cfg, ch, notice, outcome, headers);
 	pn_shard_commit_level(cfg, ch->name, notice->notify_id, pn_order_key(notice), other_order);
 	pn_relaxed_call_ended(call_start);
 	return outcome;
+}
+
+/*
+ * On Citus, whether the notice's business step can run on its order's node
+ * as one delegated call (paynotify_step_at): everything it writes is under
+ * its one order (not a combine payment, whose log row is under the combine
+ * number; not a dispute or another event keyed by a trade, whose records
+ * go under the order the trade paid), no hook is registered (a hook's
+ * function may write tables of another co-location group, which Citus
+ * refuses inside the call: hooks keep today's path), and the schema has
+ * the function (1.4).  The caller's lock and reads are then not taken here.
+ */
+static bool
+delegable(PnConfig *cfg, const PnNotice *n)
+{
+	return cfg->schema_14 && cfg->nhooks == 0 && pn_config_distributed(cfg) &&
+		n->order_no != NULL && n->order_no[0] != '\0' &&
+		(n->action == PN_ACT_PAY || n->action == PN_ACT_REFUND ||
+		 n->action == PN_ACT_REFUND_FAILED || n->action == PN_ACT_CLOSE ||
+		 n->action == PN_ACT_NONE);
+}
+
+/* a literal of s for a query's text, or NULL */
+static const char *
+literal_or_null(const char *s)
+{
+	return s != NULL ? quote_literal_cstr(s) : "NULL";
+}
+
+static const char *
+jsonb_literal(Jsonb *j)
+{
+	return j != NULL ? quote_literal_cstr(JsonbToCString(NULL, &j->root, VARSIZE(j))) : "NULL";
+}
+
+/*
+ * Run the business step on the order's node: first the two reads of every
+ * shard as one (the id under another order, the trade recorded for
+ * another order); a row there keeps the notification on today's path
+ * (false: the caller goes on with dedup_and_apply, which reads them again
+ * and answers as always).  Else one call, SELECT * FROM
+ * paynotify_step_at('<order>', ...), every argument a literal: Citus sends
+ * it to the node that holds the order's shard (force_delegation), which
+ * takes the notification's lock, deduplicates, applies, records the
+ * delivery and sets the commit level in its transaction; it returns the
+ * outcome and, for an error it caught, its message.  On one server, or
+ * where the function is not distributed, the call runs here, as the same
+ * code.
+ */
+static bool
+delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
+		 PnOutcome *outcome)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	StringInfoData q;
+	const char *name;
+	char	   *error;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->notify_id);
+	args[2] = CStringGetTextDatum(n->order_no);
+	args[3] = n->trade_no ? CStringGetTextDatum(n->trade_no) : (Datum) 0;
+	nulls[3] = n->trade_no ? ' ' : 'n';
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_CROSS_SHARD), args, nulls, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: cross-shard read failed");
+	if (SPI_processed > 0)
+	{
+		SPI_finish();
+		return false;
+	}
+	pn_force_synchronous_commit();
+	initStringInfo(&q);
+	/*
+	 * Every argument of its exact type: with untyped literals a function of
+	 * the same name whose arguments are all text, planted in the
+	 * extension's schema (public, where others may create), would be the
+	 * better match, and run as paynotify's owner.
+	 */
+	appendStringInfo(&q, "SELECT outcome, error FROM %s.paynotify_step_at(%s::pg_catalog.text,"
+					 " %s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.jsonb, %s::pg_catalog.jsonb,"
+					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
+					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
+					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
+					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
+					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
+					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
+	if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "paynotify: the delegated business step returned no row");
+	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+	*outcome = PN_FAILED;
+	for (int o = PN_PROCESSED; o <= PN_MALFORMED; o++)
+		if (name != NULL && strcmp(name, pn_outcome_name((PnOutcome) o)) == 0)
+			*outcome = (PnOutcome) o;
+	if (error != NULL)
+		ereport(WARNING,
+				(errmsg("paynotify: business step failed on the node of order \"%s\" for notification \"%s\" on channel \"%s\"",
+						n->order_no, n->notify_id, ch->name),
+				 errdetail("%s", error)));
+	/* where Citus propagates SET LOCAL: the level set there again at commit */
+	if (*outcome != PN_BUSY)
+		pn_shard_commit_level_kept(cfg, ch->name, n->notify_id, n->order_no);
+	SPI_finish();
+	return true;
+}
+
+typedef struct StepAt
+{
+	PnConfig   *cfg;
+	const char *order_no;
+	const char *channel;
+	const char *notify_id;
+	Jsonb	   *notice;
+	Jsonb	   *payload;
+	Jsonb	   *headers;
+	PnOutcome	outcome;
+} StepAt;
+
+/* paynotify_step_at's work, in its subtransaction */
+static void
+step_at_run(void *arg)
+{
+	StepAt	   *sa = (StepAt *) arg;
+	const PnChannel *ch = pn_channel_find(sa->cfg, sa->channel);
+	PnNotice   *n;
+
+	if (ch == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("paynotify: no channel \"%s\" on this node", sa->channel)));
+	n = pn_notice_from_jsonb(sa->notice, sa->notify_id);
+	n->payload = sa->payload;
+	if (n->order_no == NULL || strcmp(n->order_no, sa->order_no) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("paynotify: the notice is not of order \"%s\"", sa->order_no)));
+	call_cxt = CurrentMemoryContext;
+	other_order = NULL;
+	pn_step_order = sa->order_no;
+	PG_TRY();
+	{
+		sa->outcome = dedup_and_apply(sa->cfg, ch, n);
+		pn_delivery_record(sa->cfg, ch, n, sa->outcome, sa->headers);
+	}
+	PG_FINALLY();
+	{
+		pn_step_order = NULL;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * paynotify_step_at(order_no text, channel text, notify_id text, notice
+ *   jsonb, payload jsonb, headers jsonb, lock_timeout_ms integer,
+ *   commit_level text, delivery_history text,
+ *   OUT outcome text, OUT error text)
+ *
+ * The business step of an authentic notice, on the node that holds its
+ * order's shard (distributed by order_no with force_delegation): the
+ * notice rebuilt from jsonb as a retry rebuilds a parked one, the
+ * notification's lock taken here with the caller's paynotify.lock_timeout,
+ * the log row read under the order, the step in its subtransaction, the
+ * delivery recorded, and the caller's synchronous_commit set in this
+ * transaction (the caller's settings do not reach this node).  Every error
+ * is caught here and returned with outcome "failed": none crosses nodes.
+ * It trusts its notice: EXECUTE is revoked from PUBLIC and granted to
+ * nobody; only paynotify_handle and paynotify_query_apply (as paynotify's
+ * owner) call it.
+ */
+Datum
+paynotify_step_at(PG_FUNCTION_ARGS)
+{
+	StepAt		sa;
+	TupleDesc	desc;
+	Datum		values[2];
+	bool		nulls[2] = {false, true};
+	ErrorData  *edata;
+	int			nestlevel;
+	char		buf[32];
+
+	for (int i = 0; i <= 6; i++)
+		if (PG_ARGISNULL(i) && i != 5)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("paynotify_step_at: argument %d is null", i + 1)));
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "paynotify: return type must be a row type");
+	desc = BlessTupleDesc(desc);
+	pn_require_read_committed("paynotify_step_at");
+	if (pn_running_as())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify_step_at cannot be called from a paynotify hook or a trigger of the orders table")));
+	memset(&sa, 0, sizeof(sa));
+	sa.cfg = pn_config(fcinfo->flinfo->fn_oid);
+	sa.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	sa.channel = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	sa.notify_id = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	sa.notice = PG_GETARG_JSONB_P(3);
+	sa.payload = PG_GETARG_JSONB_P(4);
+	sa.headers = PG_ARGISNULL(5) ? NULL : PG_GETARG_JSONB_P(5);
+	sa.outcome = PN_FAILED;
+
+	/* the caller's settings, for this call */
+	nestlevel = NewGUCNestLevel();
+	snprintf(buf, sizeof(buf), "%d", Max(PG_GETARG_INT32(6), 0));
+	(void) set_config_option("paynotify.lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (!PG_ARGISNULL(8))
+		(void) set_config_option("paynotify.delivery_history", text_to_cstring(PG_GETARG_TEXT_PP(8)),
+								 PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	edata = pn_subxact_run(step_at_run, &sa);
+	AtEOXact_GUC(true, nestlevel);
+	if (edata != NULL)
+	{
+		sa.outcome = PN_FAILED;
+		values[1] = CStringGetTextDatum(edata->message ? edata->message : "error");
+		nulls[1] = false;
+		ereport(WARNING,
+				(errmsg("paynotify: delegated business step failed for notification \"%s\" on channel \"%s\"",
+						sa.notify_id, sa.channel),
+				 errdetail("%s", edata->message ? edata->message : "error")));
+		FreeErrorData(edata);
+	}
+	/* the commit level of the caller's transaction, in this one */
+	if (!PG_ARGISNULL(7) && sa.outcome != PN_BUSY)
+		(void) set_config_option("synchronous_commit", text_to_cstring(PG_GETARG_TEXT_PP(7)),
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+	values[0] = CStringGetTextDatum(pn_outcome_name(sa.outcome));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
 }
 
 /*

@@ -87,15 +87,31 @@ pn_order_lock(PnConfig *cfg, const char *order_no)
 	return SPI_processed > 0;
 }
 
+/*
+ * Read a trade's payment record (SPI_tuptable: order_no, amount,
+ * notify_id): under any order, or inside a delegated step under its order
+ * only (pn_step_order; the caller looked under the others before).
+ */
+static bool
+payment_read(PnConfig *cfg, const char *channel, const char *trade_no)
+{
+	Datum		args[3];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(trade_no);
+	if (pn_step_order != NULL)
+	{
+		args[2] = CStringGetTextDatum(pn_step_order);
+		return SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET_AT), args, NULL, false, 1) == SPI_OK_SELECT;
+	}
+	return SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) == SPI_OK_SELECT;
+}
+
 /* The order a trade was recorded for, or NULL. */
 char *
 pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
 {
-	Datum		args[2];
-
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+	if (!payment_read(cfg, channel, trade_no))
 		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)
 		return NULL;
@@ -106,12 +122,9 @@ pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
 bool
 pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount)
 {
-	Datum		args[2];
 	bool		isnull;
 
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+	if (!payment_read(cfg, channel, trade_no))
 		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)
 		return false;
@@ -127,12 +140,9 @@ pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *
 bool
 pn_payment_by_query(PnConfig *cfg, const char *channel, const char *trade_no)
 {
-	Datum		args[2];
 	char	   *notify_id;
 
-	args[0] = CStringGetTextDatum(channel);
-	args[1] = CStringGetTextDatum(trade_no);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_PAYMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+	if (!payment_read(cfg, channel, trade_no))
 		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)
 		return false;

@@ -71,7 +71,7 @@ pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 void
 pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 {
-	log_read(cfg, PLAN_LOG_ANY, channel, n, row);
+	log_read(cfg, pn_step_order != NULL ? PLAN_LOG_ANY_AT : PLAN_LOG_ANY, channel, n, row);
 	if (row->found)
 	{
 		row->order_no = SPI_getvalue(SPI_tuptable->vals[row->index], SPI_tuptable->tupdesc, 3);

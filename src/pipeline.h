@@ -55,6 +55,9 @@ typedef enum PnPlanId
 	PLAN_ORDER_KEY_TEXT,
 	PLAN_ORDER_PAY,
 	PLAN_SHARD_COMMIT_LEVEL,
+	PLAN_LOG_ANY_AT,
+	PLAN_PAYMENT_GET_AT,
+	PLAN_CROSS_SHARD,
 	PN_NPLANS
 } PnPlanId;
 
@@ -158,6 +161,17 @@ extern void pn_relax_synchronous_commit(void);
 extern void pn_relaxed_call_ended(XLogRecPtr call_start);
 extern void pn_shard_commit_level(PnConfig *cfg, const char *channel, const char *notify_id,
 								  const char *order_no, const char *other_order);
+extern void pn_shard_commit_level_kept(PnConfig *cfg, const char *channel, const char *notify_id,
+									   const char *order_no);
+
+/*
+ * handle.c: the order a delegated business step runs under on its order's
+ * node (paynotify_step_at), or NULL.  While set, the reads that would look
+ * under any order (the id under another order, the trade of another order:
+ * made before the call by the caller) look under this one only: Citus
+ * refuses any other statement inside a delegated call.
+ */
+extern const char *pn_step_order;
 
 /* state.c */
 extern bool pn_transition_allowed(PnConfig *cfg, const char *from, const char *to);

@@ -251,6 +251,37 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" WHERE channel = $1 AND notify_id = $2 AND order_no = $3",
 		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 	},
+	/*
+	 * Inside a delegated step (pn_step_order): PLAN_LOG_ANY and
+	 * PLAN_PAYMENT_GET under the step's order only; the caller read the
+	 * other orders' rows before the call (PLAN_CROSS_SHARD).
+	 */
+	[PLAN_LOG_ANY_AT] = {
+		"SELECT status, payload = $3, order_no, first_seen FROM @s.payment_notify_log"
+		" WHERE channel = $1 AND notify_id = $2 AND order_no = $4",
+		4, {TEXTOID, TEXTOID, JSONBOID, TEXTOID}
+	},
+	[PLAN_PAYMENT_GET_AT] = {
+		"SELECT order_no, amount, notify_id FROM @s.payment_record"
+		" WHERE channel = $1 AND trade_no = $2 AND order_no = $3",
+		3, {TEXTOID, TEXTOID, TEXTOID}
+	},
+	/*
+	 * Before a delegated step, the two reads of every shard as one: the id
+	 * under another order, the trade recorded for another order.  A row
+	 * keeps the notification on the caller's path, which reads them again
+	 * and answers as it always did.  The distribution column in both
+	 * branches' target lists lets Citus push the union down to each shard
+	 * pair: one command per shard, not one per shard and table.
+	 */
+	[PLAN_CROSS_SHARD] = {
+		"SELECT 1 FROM (SELECT order_no FROM @s.payment_notify_log"
+		"  WHERE channel = $1 AND notify_id = $2 AND order_no <> $3"
+		" UNION ALL"
+		" SELECT order_no FROM @s.payment_record"
+		"  WHERE channel = $1 AND trade_no = $4 AND order_no <> $3) u",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_ANOMALY_INSERT] = {
 		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
 		" VALUES ($1, $2, $3, $4, $5)",

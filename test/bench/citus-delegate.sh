@@ -9,8 +9,9 @@
 # --smoke: BENCH_DELEGATE_N 20 unless set, to see that it still runs (the
 # suite's test/bench/smoke-citus.sh); the figures mean little at that size.
 #
-# paynotify's own step is not delegated yet.  This script measures a
-# stand-in for it: pn_step_standin(order_no, channel, notify_id, trade_no,
+# It also times paynotify's own step delegated (1.4, paynotify_step_at:
+# paynotify_handle with no hook registered, on one node and on the cluster).
+# And a stand-in for it: pn_step_standin(order_no, channel, notify_id, trade_no,
 # amount), a PL/pgSQL function that takes the notification's advisory lock,
 # writes the log row (ON CONFLICT DO NOTHING), moves the order (through the
 # guard trigger), writes the payment and an outbox row and sets the commit
@@ -43,7 +44,7 @@ citus_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${BENCH_DELEGATE_N:-300}
 [ "${1:-}" = --smoke ] && N=${BENCH_DELEGATE_N:-20}
-ORDERS=$((8 * N + 100))
+ORDERS=$((12 * N + 100))
 
 STANDIN=$(cat <<'SQL'
 SET client_min_messages = warning;
@@ -184,6 +185,10 @@ standin_sql "$STACK_DIR/s.sql" $((N + 1)) false
 run "one node: stand-in" "$STACK_PGPORT" "$STACK_DIR/s.sql"
 empty_sql "$STACK_DIR/e.sql" 1
 run "one node: empty step" "$STACK_PGPORT" "$STACK_DIR/e.sql"
+# paynotify_handle without the hook, as on the cluster below (delegated there)
+stack_sql -q -c "DELETE FROM paynotify_hook" >/dev/null || exit 1
+handle_sql "$STACK_DIR/hn.sql" $((9 * N + 1))
+run "one node: paynotify_handle, no hook" "$STACK_PGPORT" "$STACK_DIR/hn.sql"
 idle "one node"
 stack_stop
 
@@ -231,3 +236,17 @@ for o in 9 10 11 12; do
         "SELECT public.pn_handle_standin('PN$(printf %08d $((8 * N + o)))', 'wxpay', 'sd-r$o', 'td-r$o', 100, false)"
 done
 echo "# (a call on the node that holds its order's shard runs there: 0 remote commands)"
+
+# ---- paynotify_handle delegated (paynotify_step_at, 1.4): no hook registered --------
+citus_sql 0 -c "DELETE FROM paynotify_hook" >/dev/null || exit 1
+handle_sql "$STACK_DIR/d0.sql" $((9 * N + 1))
+run "cluster: paynotify_handle delegated, coordinator" "${CITUS_PORTS[0]}" "$STACK_DIR/d0.sql"
+handle_sql "$STACK_DIR/d1.sql" $((10 * N + 1))
+run "cluster: paynotify_handle delegated, worker 1" "$W" "$STACK_DIR/d1.sql"
+handle_sql "$STACK_DIR/rd.sql" $((11 * N + 1))
+for l in 1 2 3 4; do
+    remote "remote commands: handle delegated, coordinator" "${CITUS_PORTS[0]}" "$(sed -n "${l}p" "$STACK_DIR/rd.sql")"
+done
+for l in 5 6 7 8; do
+    remote "remote commands: handle delegated, worker 1" "$W" "$(sed -n "${l}p" "$STACK_DIR/rd.sql")"
+done

@@ -160,6 +160,11 @@ echo "# paynotify_distribute() after the update: $(tr '\n' ' ' <"$STACK_DIR/up-d
 check "paynotify_distribute() after the update: no error" "" "$(grep -E 'ERROR|FATAL' "$STACK_DIR/up-dist.out")"
 check "1.4 on every node of up13" "1.4 1.4 1.4" \
     "$(for i in 0 1 2; do dq $i up13 "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'"; done | tr '\n' ' ' | sed 's/ $//')"
+check "paynotify_step_at distributed after the update: by order_no, with the orders table, force_delegation" "0|true|true" \
+    "$(dq 0 up13 "SELECT o.distribution_argument_index || '|' ||
+                  (o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass)) || '|' ||
+                  o.force_delegation FROM pg_dist_object o
+                  WHERE o.objid = 'paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text)'::regprocedure" 2>&1)"
 # at 1.4: payments on the coordinator and on worker 2, order 10 paid (its
 # parked refund then applies), order 1's payment sent again (applied once)
 check "at 1.4: new payments on the coordinator and on worker 2, order 10 paid, order 1's payment again" \

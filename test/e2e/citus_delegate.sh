@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The business step delegated to the order's node on Citus
+# (paynotify_step_at, docs/CITUS.md): a coordinator and two workers on
+# loopback (test/e2e/citus-lib.sh), 4 shards, no hook registered (a hook
+# keeps today's path).
+#
+#   test/e2e/citus_delegate.sh
+#
+# Checked: paynotify_distribute() distributes paynotify_step_at by its
+# order with force_delegation; a first Stripe payment from the coordinator
+# and one from the worker without the order's shard are sent there as one
+# call (the remote commands, citus.log_remote_commands, printed and
+# counted: the one read of every shard, then the call) and applied once,
+# a repeat a duplicate; no two-phase commit for any of it; the inner
+# function refused (42501) to the shim's, the relay's and an operator's
+# roles on every node, and a function of the same name with text
+# arguments planted in the extension's schema (public) on every node never
+# called; two deliveries of one notification on two nodes while the first
+# holds the lock: the second answered busy after paynotify.lock_timeout; a
+# Stripe dispute still on today's path.  Last line: "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. test/lib.sh
+. test/e2e/stack.sh
+. test/e2e/citus-lib.sh
+pass=0 fail=0
+citus_begin citus-delegate
+citus_cluster "autovacuum = off" || exit 1
+{ stack_schema 0 40 && citus_sql 0 -c "DELETE FROM paynotify_hook" && citus_grant notify_shim handler &&
+    citus_sql 0 -c "CREATE ROLE notify_relay LOGIN" -c "CREATE ROLE pn_ops LOGIN" &&
+    citus_grant notify_relay relay && citus_grant pn_ops admin; } >/dev/null 2>&1 ||
+    { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+dist=$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)
+echo "# paynotify_distribute(): $dist"
+STEP="paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text)"
+check "paynotify_step_at distributed by order_no, with the orders table, force_delegation" "0|true|true" \
+    "$(citus_q 0 "SELECT o.distribution_argument_index || '|' ||
+                  (o.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'orders'::regclass)) || '|' ||
+                  o.force_delegation FROM pg_dist_object o WHERE o.objid = '$STEP'::regprocedure" 2>&1)"
+check "paynotify_distribute() again: already" "delegated function: already: $(citus_q 0 "SET search_path = pg_catalog; SELECT 'public.$STEP'::regprocedure")" \
+    "$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)"
+
+node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
+# orders on worker 2, and one on worker 1
+w2=() w1=
+for i in $(seq 1 40); do
+    o=$(printf 'PN%08d' "$i")
+    p=$(node_of "$o")
+    if [ "$p" = "${CITUS_PORTS[2]}" ]; then w2+=("$i"); elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1" ]; then w1=$i; fi
+done
+echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
+dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
+    shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$1" --seed "$2" --keys test/vectors/keys \
+        --quiet --dump-sql "$3" >/dev/null 2>&1
+}
+# call NODE FILE: the call as notify_shim on NODE with the remote commands
+# logged; prints the outcome, then the remote commands (one a line)
+call() {
+    PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
+        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$2" 2>&1 |
+        grep -v '^$' | sed -n 's/^.*issuing /remote: /p; /^[a-z]*$/p'
+}
+remote_count() { grep -c '^remote: ' <<<"$1"; }
+tpc0=$(citus_2pc_count)
+
+# ---- a first delivery from the coordinator, and from worker 1 -------------------------
+for from in 0 1; do
+    idx=${w2[$from]} ord=$(printf 'PN%08d' "${w2[$from]}")
+    dump "$idx" $((90 + from)) "$STACK_DIR/first$from.sql"
+    out=$(call $from "$STACK_DIR/first$from.sql")
+    echo "# node $from, order $ord (on worker 2): remote commands"
+    sed -n 's/^remote: /#   /p' <<<"$out" | cut -c1-200
+    check "node $from: a first payment of $ord (shard on worker 2): processed" processed "$(grep -v '^remote: ' <<<"$out")"
+    n=$(remote_count "$out")
+    # the one read of every shard (4 shards: 4 commands, those of a shard on this node run
+    # here), BEGIN per node, the call, COMMIT per node: never the step's statements one by one
+    check "node $from: delegated: the call sent as one statement, no step statement routed ($n remote commands)" \
+        "1|0" "$(grep -c 'paynotify_step_at' <<<"$out")|$(grep -Eci 'INSERT INTO|UPDATE ' <<<"$out")"
+    check "node $from: the cross-shard reads one command per shard, not per shard and table" 0 \
+        "$(grep 'payment_record_[0-9]' <<<"$out" | grep -vc 'payment_notify_log_[0-9]')"
+    check "node $from: applied once: one payment, one log row succeeded, the order paid, one event in the outbox" \
+        "1|1|succeeded|paid|1" \
+        "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+                      (SELECT count(*) FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                      (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                      (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
+                      (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
+    out=$(call $((from + 1)) "$STACK_DIR/first$from.sql")
+    check "node $from: the same notification again on node $((from + 1)): duplicate, nothing more applied" \
+        "duplicate|1" "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
+done
+check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
+
+# ---- the inner function: nobody but paynotify's owner, on every node -----------------
+for i in 0 1 2; do
+    for r in notify_shim notify_relay pn_ops; do
+        got=$("$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$i]} dbname=postgres user=$r" \
+            -v VERBOSITY=verbose -c "SELECT * FROM paynotify_step_at('PN00000040', 'stripe', 'evt_forged', '{\"action\": \"pay\", \"order_no\": \"PN00000040\"}', '{}', NULL, 0, 'on', NULL)" 2>&1 |
+            sed -n 's/^ERROR: *\([0-9A-Z]\{5\}\):.*/\1/p')
+        check "node $i: $r calling paynotify_step_at directly: 42501" 42501 "$got"
+    done
+done
+check "nothing forged applied: order PN00000040 pending, no log row" "pending|0" \
+    "$(citus_q 0 "SELECT (SELECT status FROM orders WHERE order_no = 'PN00000040') || '|' ||
+                  (SELECT count(*) FROM payment_notify_log WHERE notify_id = 'evt_forged')" 2>&1)"
+
+# ---- a hostile public schema (the extension's schema here) on every node --------------
+# a role that may create in public plants paynotify_step_at with text
+# arguments, which untyped literals would prefer: the call must still reach
+# paynotify's function, and never run the planted one (as paynotify's owner)
+citus_sql 0 -c "CREATE ROLE mallory LOGIN" >/dev/null 2>&1
+for i in 0 1 2; do
+    citus_sql $i -q -c "GRANT CREATE ON SCHEMA public TO mallory" >/dev/null 2>&1
+    "$PN_PGBIN/psql" -X -q "host=127.0.0.1 port=${CITUS_PORTS[$i]} dbname=postgres user=mallory" >/dev/null 2>&1 <<'SQL'
+SET citus.enable_ddl_propagation = off;
+CREATE TABLE public.planted_calls (who text, at timestamptz DEFAULT now());
+GRANT INSERT ON public.planted_calls TO PUBLIC;
+CREATE FUNCTION public.paynotify_step_at(text, text, text, text, text, text, integer, text, text,
+    OUT outcome text, OUT error text) LANGUAGE sql
+    AS $$ INSERT INTO public.planted_calls (who) VALUES (current_user); SELECT 'processed'::text, NULL::text $$;
+GRANT EXECUTE ON FUNCTION public.paynotify_step_at(text, text, text, text, text, text, integer, text, text) TO PUBLIC;
+SQL
+done
+idx=${w2[2]} ord=$(printf 'PN%08d' "${w2[2]}")
+dump "$idx" 95 "$STACK_DIR/planted.sql"
+out=$(call 1 "$STACK_DIR/planted.sql")
+check "planted function on every node: a first payment of $ord from worker 1 processed and applied" "processed|1" \
+    "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
+planted=0
+for i in 0 1 2; do
+    n=$(citus_q $i "SELECT count(*) FROM public.planted_calls" 2>/dev/null) || n=missing
+    planted="$planted+$n"
+done
+check "the planted function never called on any node" "0+0+0+0" "$planted"
+
+# ---- two deliveries of one notification on two nodes, the first holding the lock ----
+idx=${w2[3]} ord=$(printf 'PN%08d' "${w2[3]}")
+dump "$idx" 96 "$STACK_DIR/busy.sql"
+{ echo "BEGIN;"; cat "$STACK_DIR/busy.sql"; echo "SELECT pg_sleep(4);"; echo "COMMIT;"; } >"$STACK_DIR/busy_hold.sql"
+citus_sql 0 -tA -f "$STACK_DIR/busy_hold.sql" >"$STACK_DIR/busy_hold.out" 2>&1 &
+holder=$!
+sleep 1.5
+t0=$(date +%s%N)
+second=$(citus_sql 1 -tA -c "SET paynotify.lock_timeout = 700" -f "$STACK_DIR/busy.sql" 2>&1 | grep -v '^$' | tail -1)
+ms=$((($(date +%s%N) - t0) / 1000000))
+wait "$holder"
+echo "# the second delivery answered after $ms ms (paynotify.lock_timeout 700 ms; the first held it about 4 s)"
+check "the first delivery (coordinator, held open 4 s): processed" processed "$(grep -E '^[a-z]+$' "$STACK_DIR/busy_hold.out" | head -1)"
+check "the second delivery on worker 1 meanwhile: busy" busy "$second"
+check "the second waited at least paynotify.lock_timeout, not the 4 s of the first ($ms ms)" yes \
+    "$([ "$ms" -ge 700 ] && [ "$ms" -lt 3500 ] && echo yes || echo "no: $ms ms")"
+check "applied once: one payment of $ord" 1 "$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
+
+# ---- a dispute: today's path ---------------------------------------------------------
+dord=$(printf 'PN%08d' "${w2[0]}")
+dtrade=$(citus_q 0 "SELECT trade_no FROM payment_record WHERE order_no = '$dord'")
+now=$(date +%s)
+cat >"$STACK_DIR/dispute.json" <<EOF
+{"id": "evt_delegDispute0001", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
+ "data": {"object": {"id": "dp_deleg0001", "object": "dispute", "amount": 1234, "currency": "usd",
+  "charge": "ch_deleg0001", "payment_intent": "$dtrade", "reason": "fraudulent", "status": "needs_response",
+  "metadata": {}, "is_charge_refundable": false}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "charge.dispute.created"}
+EOF
+shim/paynotify-send --gateway stripe --payload "$STACK_DIR/dispute.json" --mode one --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/dispute.sql" >/dev/null 2>&1
+out=$(call 1 "$STACK_DIR/dispute.sql")
+check "a dispute of $dord's trade on worker 1: processed, on today's path (no paynotify_step_at call)" "processed|0" \
+    "$(grep -v '^remote: ' <<<"$out")|$(grep -c 'paynotify_step_at' <<<"$out")"
+check "the dispute recorded once under $dord" "1" \
+    "$(citus_q 0 "SELECT count(*) FROM paynotify_dispute WHERE order_no = '$dord'" 2>&1)"
+finish
