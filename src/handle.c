@@ -182,7 +182,8 @@ pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *he
  * go under the order the trade paid), no hook is registered (a hook's
  * function may write tables of another co-location group, which Citus
  * refuses inside the call: hooks keep today's path), and the schema has
- * the function (1.4).  The caller's lock and reads are then not taken here.
+ * the function (1.4).  The caller then takes only the notification's lock
+ * and the read of the other orders' rows here (delegate).
  */
 static bool
 delegable(PnConfig *cfg, const PnNotice *n)
@@ -208,8 +209,8 @@ jsonb_literal(Jsonb *j)
 }
 
 /*
- * Run the business step on the order's node: first the two reads of every
- * shard as one (the id under another order, the trade recorded for
+ * Run the business step on the order's node: first the notification's
+ * lock on this node, then the two reads of every shard as one (the id under another order, the trade recorded for
  * another order); a row there keeps the notification on today's path
  * (false: the caller goes on with dedup_and_apply, which reads them again
  * and answers as always).  Else one call, SELECT * FROM
@@ -233,12 +234,30 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
+
+	/*
+	 * The notification's lock here first, held to the end of the
+	 * transaction, as on today's path: two deliveries of one id reaching
+	 * this node are taken one after the other, and the second's read below
+	 * (a snapshot taken after the lock) sees the first's log row under its
+	 * order, whichever order each names.  The step takes the lock again on
+	 * the order's node (the same lock when that is this node).
+	 */
+	if (pn_lock_notification(ch->name, n->notify_id) == PN_LOCK_BUSY)
+	{
+		SPI_finish();
+		ereport(LOG,
+				(errmsg("paynotify: channel \"%s\" notification \"%s\" is busy in another delivery",
+						ch->name, n->notify_id)));
+		*outcome = PN_BUSY;
+		return true;
+	}
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->notify_id);
 	args[2] = CStringGetTextDatum(n->order_no);
 	args[3] = n->trade_no ? CStringGetTextDatum(n->trade_no) : (Datum) 0;
 	nulls[3] = n->trade_no ? ' ' : 'n';
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_CROSS_SHARD), args, nulls, true, 1) != SPI_OK_SELECT)
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_CROSS_SHARD), args, nulls, false, 1) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: cross-shard read failed");
 	if (SPI_processed > 0)
 	{
