@@ -43,10 +43,10 @@ for p in patroni patronictl etcd; do
 done
 make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
-N=${PATRONI_N:-600}             # distinct WeChat Pay notifications, failover
-NS=${PATRONI_SWITCH_N:-$((5 * N))} # ... switchover (a switchover is over in
-                                # about a second: the traffic must outlast
-                                # patronictl's own start-up)
+N=${PATRONI_N:-400}             # distinct WeChat Pay notifications, failover
+NS=${PATRONI_SWITCH_N:-$((4 * N))} # ... switchover, 4 at a time: the traffic
+                                # must outlast patronictl (~3 s to start,
+                                # ~2 s to switch here)
 stack_init patroni
 chmod 755 "$STACK_DIR"
 D=$STACK_DIR
@@ -179,8 +179,13 @@ STACK_PGPORT=${PGPORT[pg1]}
 stack_sql() { pn_as_user "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$D/pg1" -p "${PGPORT[pg1]}" -U postgres "$@"; }
 stack_schema 0 $((N + NS + 10)) || exit 1
 secret="whsec_$(openssl rand -base64 32)"
-stack_sql -q -c "CREATE ROLE relay LOGIN" -c "SELECT paynotify_grant('relay', 'relay')" \
-    -c "ALTER ROLE notify_shim PASSWORD '$PW_SHIM'" -c "ALTER ROLE relay PASSWORD '$PW_RELAY'" >/dev/null
+# (the passwords on psql's standard input, not its command line)
+stack_sql -q >/dev/null <<SQL
+CREATE ROLE relay LOGIN;
+SELECT paynotify_grant('relay', 'relay');
+ALTER ROLE notify_shim PASSWORD '$PW_SHIM';
+ALTER ROLE relay PASSWORD '$PW_RELAY';
+SQL
 stack_sql -q -c "SELECT paynotify_alter_channel('wxpay', settings || '{\"tolerance_s\": 3600}') FROM paynotify_channel WHERE name = 'wxpay'" >/dev/null
 python3 test/e2e/relay_receiver.py "$D/rport" "$D/received" "$secret" --seed 1 >"$D/log/receiver.log" 2>&1 &
 STACK_PIDS+=("$!")
@@ -205,11 +210,12 @@ leader() {	# leader: the member whose REST API answers /primary 200 (none: "")
 }
 other() { [ "$1" = pg1 ] && echo pg2 || echo pg1; }
 
-# traffic NAME START COUNT: paynotify-send re-delivering COUNT notifications
-# (orders START...) in the background, its ledger ledger-NAME.tsv; its pid
-# in SENDER; returns once a third of N are acknowledged
+# traffic NAME START COUNT CONCURRENCY: paynotify-send re-delivering COUNT
+# notifications (orders START...) in the background, its ledger
+# ledger-NAME.tsv; its pid in SENDER; returns once a third of N are
+# acknowledged
 traffic() {
-    stack_send wxpay --mode retry -n "$3" -c 8 --start "$2" --now "$(date +%s)" --seed "$2" \
+    stack_send wxpay --mode retry -n "$3" -c "$4" --start "$2" --now "$(date +%s)" --seed "$2" \
         --schedule "$SCHEDULE" --timeout 3 --ledger "$D/ledger-$1.tsv" --quiet --json \
         >"$D/$1.json" 2>"$D/$1.err" &
     SENDER=$!
@@ -238,7 +244,7 @@ verdict() {
 }
 
 # ---- 1. the leader's machine dies ----------------------------------------------
-traffic failover 1 "$N" || echo "# the traffic did not reach a third acknowledged"
+traffic failover 1 "$N" 8 || echo "# the traffic did not reach a third acknowledged"
 old=$(leader) new=$(other "$old")
 pm=$(pn_cluster_pid "$D/$old")
 kids=$(ps --ppid "$pm" -o pid= 2>/dev/null)
@@ -272,7 +278,7 @@ args=()
 verdict failover "$tkill" "${args[@]}"
 
 # ---- 2. a planned switchover under traffic ------------------------------------------
-traffic switchover $((N + 1)) "$NS" || echo "# the traffic did not reach a third acknowledged"
+traffic switchover $((N + 1)) "$NS" 4 || echo "# the traffic did not reach a third acknowledged"
 old=$(leader) new=$(other "$old")
 tsw=$(date +%s.%N)
 (
@@ -300,6 +306,7 @@ check "$old follows as a streaming $mode standby" "200|streaming" \
     "$(rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )")|$(q "$new" "SELECT state FROM pg_stat_replication WHERE application_name = '$old'")"
 args=()
 [ "$ASYNC" = 1 ] && args+=(--lost-is-figure)
+echo "# (for the switchover, \"the kill\" is when patronictl was started)"
 verdict switchover "$tsw" "${args[@]}"
 check "one leader in the end" 1 "$(for m in pg1 pg2; do rest "$m" /primary; echo; done | grep -c '^200$')"
 
