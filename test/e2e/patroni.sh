@@ -28,7 +28,8 @@
 # without acknowledgements is printed.  Also: etcd, the REST API and
 # PostgreSQL listen on 127.0.0.1 only; the REST API refuses a switchover
 # without its password; no generated password in any file or log of the run
-# but the secrets file and the passfile.
+# (but the secrets file and the passfiles), in etcd or in what the REST API
+# answers without a password.
 # Everything started here is stopped by pid.  About 60-90 s.
 # Last line: "N passed, M failed".
 set -uo pipefail
@@ -310,7 +311,15 @@ echo "# (for the switchover, \"the kill\" is when patronictl was started)"
 verdict switchover "$tsw" "${args[@]}"
 check "one leader in the end" 1 "$(for m in pg1 pg2; do rest "$m" /primary; echo; done | grep -c '^200$')"
 
-# ---- no secret in the configuration or a log --------------------------------------
+# ---- no secret in the configuration, a log, etcd or the REST API ---------------------
+# what anyone on the host may read without a password: the REST API's GET
+# endpoints; and what etcd holds
+for ep in config patroni cluster history; do
+    curl -s -m 2 "http://127.0.0.1:${RESTPORT[pg1]}/$ep" >"$D/log/rest-$ep.json"
+done
+ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$EC" get --prefix / >"$D/log/etcd-dump.txt" 2>&1
+check "etcd holds the cluster's state (the dump is not empty)" yes \
+    "$(grep -q paynotify-test "$D/log/etcd-dump.txt" && echo yes || echo no)"
 leaks=0
 for s in "$PW_SUPER" "$PW_REPL" "$PW_REST" "$PW_SHIM" "$PW_RELAY"; do
     n=$(grep -rlF --exclude=patroni.env --exclude=client.pgpass --exclude=pgpass --exclude-dir=data \
@@ -321,6 +330,6 @@ for s in "$PW_SUPER" "$PW_REPL" "$PW_REST" "$PW_SHIM" "$PW_RELAY"; do
         leaks=$((leaks + n))
     done
 done
-check "no generated password in the Patroni configuration or any log" 0 "$leaks"
+check "no generated password in the Patroni configuration, any log, etcd or the REST API" 0 "$leaks"
 echo "# [${SECONDS} s] done"
 summary
