@@ -146,6 +146,32 @@ stop_members() {
 }
 trap stop_members EXIT
 
+# the README shows this file: every setting its excerpt names is in pg1's
+# (the template filled in) with the same value (a path there is a field)
+[ "$ASYNC" = 1 ] ||
+check "README's Patroni excerpt matches deploy/patroni/patroni.yml.in" "" "$(python3 - "$D/pg1/patroni.yml" <<'PY'
+import sys
+import re
+readme = open("README.md").read()
+sec = readme[readme.index("## Two machines: Patroni and etcd"):]
+block = re.search(r"```yaml\n(.*?)```", sec, re.S).group(1)
+tmpl = {}
+for l in open(sys.argv[1]):
+    l = l.split("#")[0].strip()
+    if ":" in l and not l.startswith("-"):
+        k, v = l.split(":", 1)
+        tmpl.setdefault(k.strip(), set()).add(v.strip())
+bad = []
+for l in block.splitlines():
+    l = l.split("#")[0].strip()
+    if not l:
+        continue
+    k, v = (x.strip() for x in l.split(":", 1))
+    if k not in tmpl or (v and not v.startswith("/") and v not in tmpl[k]):
+        bad.append(l)
+print(" | ".join(bad))
+PY
+)"
 mode=sync; [ "$ASYNC" = 1 ] && mode=async
 member_start pg1
 waited=$(wait_rest pg1 /primary 60)
