@@ -299,6 +299,8 @@ waited=$(wait_rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )" 9
 check "$old rejoins as a streaming $mode standby of $new" "200|streaming|$new" \
     "$(rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )")|$(q "$new" "SELECT state FROM pg_stat_replication WHERE application_name = '$old'")|$(leader)"
 echo "# [${SECONDS} s] $old rejoined $waited s after its Patroni started; pg_rewind ran $(grep -c 'pg_rewind exit code=0' "$D/log/patroni-$old.log") time(s)"
+check "$new's Patroni logged its promotion (when no primary took writes until)" yes \
+    "$([ -n "$tpromote0" ] && echo yes || echo no)"
 args=()
 [ -n "$tpromote0" ] && args+=(--promote-start "$tpromote0" --promote "$tpromote0")
 [ "$ASYNC" = 1 ] && args+=(--lost-is-figure)
