@@ -45,8 +45,8 @@ done
 make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${PATRONI_N:-400}             # distinct WeChat Pay notifications, failover
-NS=${PATRONI_SWITCH_N:-$((4 * N))} # ... switchover, 4 at a time: the traffic
-                                # must outlast patronictl (~3 s to start,
+NS=${PATRONI_SWITCH_N:-$((6 * N))} # ... switchover, 4 at a time: the traffic
+                                # must outlast patronictl (3-5 s to start,
                                 # ~2 s to switch here)
 stack_init patroni
 chmod 755 "$STACK_DIR"
@@ -231,6 +231,17 @@ stack_shim_named shimA 4 PAYNOTIFY_RECONNECT_MAX=1000 || exit 1
 stack_shim_named shimB 4 PAYNOTIFY_RECONNECT_MAX=1000 || exit 1
 stack_nginx_upstream "$D/run/shimA.sock" "$D/run/shimB.sock" || exit 1
 
+log_time() {	# log_time NAME TEXT AFTER: unix time of NAME's first Patroni log line with TEXT after AFTER
+    python3 - "$D/log/patroni-$1.log" "$2" "$3" <<'PY'
+import sys, time
+for line in open(sys.argv[1]):
+    if sys.argv[2] in line and line[:4].isdigit():
+        t = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+        if t > float(sys.argv[3]):
+            print(t)
+            break
+PY
+}
 leader() {	# leader: the member whose REST API answers /primary 200 (none: "")
     local m
     for m in pg1 pg2; do [ "$(rest "$m" /primary)" = 200 ] && { echo "$m"; return; }; done
@@ -284,15 +295,7 @@ waited=$(wait_rest "$new" /primary 60)
 check "Patroni promotes $new" 200 "$(rest "$new" /primary)"
 echo "# [${SECONDS} s] $new answered /primary $waited s after the kill"
 # when Patroni decided (its log): no primary accepted writes before that
-tpromote0=$(python3 - "$D/log/patroni-$new.log" "$tkill" <<'PY'
-import sys, time
-for line in open(sys.argv[1]):
-    if "promoted self to leader" in line:
-        t = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
-        if t > float(sys.argv[2]):
-            print(t); break
-PY
-)
+tpromote0=$(log_time "$new" "promoted self to leader" "$tkill")
 # the old machine comes back: its Patroni started on its data directory
 member_start "$old"
 waited=$(wait_rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )" 90)
@@ -335,8 +338,11 @@ check "$old follows as a streaming $mode standby" "200|streaming" \
     "$(rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )")|$(q "$new" "SELECT state FROM pg_stat_replication WHERE application_name = '$old'")"
 args=()
 [ "$ASYNC" = 1 ] && args+=(--lost-is-figure)
-echo "# (for the switchover, \"the kill\" is when patronictl was started)"
-verdict switchover "$tsw" "${args[@]}"
+# the switchover begins when the old leader starts to demote (its log)
+tdemote=$(log_time "$old" "manual failover: demot" "$tsw")
+check "$old's Patroni logged its demotion" yes "$([ -n "$tdemote" ] && echo yes || echo no)"
+echo "# (for the switchover, \"the kill\" is when $old began to demote, $(python3 -c "print(round(${tdemote:-$tsw} - $tsw, 2))") s after patronictl started)"
+verdict switchover "${tdemote:-$tsw}" "${args[@]}"
 check "one leader in the end" 1 "$(for m in pg1 pg2; do rest "$m" /primary; echo; done | grep -c '^200$')"
 
 # ---- no secret in the configuration, a log, etcd or the REST API ---------------------
