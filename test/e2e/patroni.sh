@@ -30,7 +30,8 @@
 # without its password; no generated password in any file or log of the run
 # (but the secrets file and the passfiles), in etcd or in what the REST API
 # answers without a password.
-# Everything started here is stopped by pid.  About 60-90 s.
+# Everything started here is stopped by pid.  80-115 s on the shared 2-core
+# machine (a third of it the failover: the leader key's ttl, 20 s, and the rejoin).
 # Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
