@@ -23,7 +23,9 @@
 #          curl, systemd (socket activation), python3
 #   test   what only the tests use: valgrind, clang with libFuzzer, lintian,
 #          cgi-fcgi, the Python libraries of the model test, pg_cron,
-#          prometheus-postgres-exporter, pgbouncer
+#          prometheus-postgres-exporter, pgbouncer, and Patroni with etcd
+#          (server and etcdctl) for test/e2e/patroni.sh, which reads
+#          the listening sockets with ss (iproute2)
 set -euo pipefail
 
 build=(build-essential pkg-config postgresql-server-dev-15
@@ -33,7 +35,8 @@ build=(build-essential pkg-config postgresql-server-dev-15
 run=(postgresql-15 nginx-light fcgiwrap spawn-fcgi curl systemd python3)
 test=(valgrind clang libclang-rt-14-dev lintian libfcgi-bin
       python3-psycopg2 python3-cryptography python3-hypothesis
-      postgresql-15-cron prometheus-postgres-exporter pgbouncer)
+      postgresql-15-cron prometheus-postgres-exporter pgbouncer
+      patroni etcd-server etcd-client iproute2)
 
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'

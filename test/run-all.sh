@@ -47,6 +47,7 @@ full_tests=(
     test/e2e/hostile.sh
     test/e2e/memory.sh
     test/e2e/failover.sh
+    test/e2e/patroni.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh

@@ -233,30 +233,11 @@ grep -q 'does not accept writes\|cannot connect' "$STACK_DIR/log/shim.err"
 check "the shim logged the outage" 0 $?
 
 # the audit, on the new primary
-q2 "COPY (SELECT channel, notify_id, status FROM payment_notify_log) TO STDOUT" >"$STACK_DIR/log.tsv"
-q2 "COPY (SELECT channel, notify_id, order_no FROM payment_record) TO STDOUT" >"$STACK_DIR/payments.tsv"
 args=(--kill "$tkill" --promote-start "$tpromote0" --promote "$tpromote")
 [ "$case" = async ] && args+=(--lost-is-figure)
-while IFS=$'\t' read -r desc want got; do
-    case $desc in '#'*) echo "$desc" ;; *) check "$desc" "$want" "$got" ;; esac
-done < <(python3 test/e2e/ledger_audit.py "$ledger" "$STACK_DIR" "${args[@]}")
+stack_ledger_audit q2 "$ledger" "${args[@]}"
 check "the storm's notification applied once" 1 "$(q2 "SELECT count(*) FROM payment_record WHERE channel = 'alipay'")"
 
 # the relay: every event of the new primary delivered, each received
-undelivered=-1
-for _ in $(seq 1 600); do
-    undelivered=$(q2 "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>/dev/null || echo -1)
-    [ "$undelivered" = 0 ] && break
-    sleep 0.1
-done
-check "relay: outbox empty and every delivery done on the new primary" 0 "$undelivered"
-check "relay: one delivery per payment" "$(q2 "SELECT count(*) FROM payment_record")" \
-    "$(q2 "SELECT count(*) FROM paynotify_delivery WHERE event = 'paid'")"
-python3 - "$STACK_DIR/received" "$(q2 "SELECT string_agg(webhook_id, ' ') FROM paynotify_delivery")" >"$STACK_DIR/relay.check" <<'PY'
-import json, sys
-got = {r["id"] for r in map(json.loads, open(sys.argv[1])) if r["verdict"] == "ok" and r["verified"]}
-want = set(sys.argv[2].split())
-print(len(want - got))
-PY
-check "relay: every event received and verified by the receiver" 0 "$(cat "$STACK_DIR/relay.check")"
+stack_relay_verify q2 "$STACK_DIR/received"
 summary

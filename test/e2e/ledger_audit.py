@@ -9,7 +9,8 @@ log.tsv (channel, notify_id, status of payment_notify_log) and payments.tsv
 that survived.  Prints one "description<TAB>expected<TAB>actual" line per
 check and "# ..." lines with figures.  --kill, --promote-start and --promote
 (unix times: the kill, and when the promotion was asked for and when it was
-seen complete) describe an outage: a request sent after the kill and
+seen complete) describe an outage (the longest time between two
+acknowledgements is printed, with when it began and ended): a request sent after the kill and
 answered before the promotion was asked for had no primary to commit on,
 and must not be answered 2xx (judged by when each request was sent, the
 ledger's last column, never by a grace period; the standby may accept
@@ -80,6 +81,11 @@ if a.kill is not None:
     after = sorted(unix(l[0]) for l in lines if l[8] == "1" and unix(l[0]) > a.kill)
     out("acknowledgements before the kill and after it (traffic spans the failover)", "yes|yes",
         f"{'yes' if before else 'no'}|{'yes' if after else 'no'}")
+    acks = sorted(unix(l[0]) for l in lines if l[8] == "1")
+    gap = max(zip(acks, acks[1:]), key=lambda p: p[1] - p[0], default=None)
+    if gap:
+        print(f"# longest time without an acknowledgement: {gap[1] - gap[0]:.2f} s, "
+              f"from {gap[0] - a.kill:+.2f} s to {gap[1] - a.kill:+.2f} s from the kill")
     if a.promote is not None:
         end = a.promote_start if a.promote_start is not None else a.promote
         during = [l for l in lines if a.kill < unix(l[0]) - float(l[10]) and unix(l[0]) < end]

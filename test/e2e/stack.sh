@@ -262,6 +262,44 @@ stack_send_summary() {
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["deliveries"], "deliveries", d["status"], d["outcome"], d["rps"], "req/s")' "$1" 2>/dev/null
 }
 
+# stack_ledger_audit QUERY LEDGER [ledger_audit.py options...]: the
+# gateway's ledger (paynotify-send --ledger) against the database that
+# survived, one check per line of test/e2e/ledger_audit.py ("# ..." lines,
+# figures, printed).  QUERY is a function that runs one statement there
+# (QUERY "SQL", psql -tA -c): failover tests pass the new primary's.
+stack_ledger_audit() {
+    local q=$1 ledger=$2 desc want got
+    shift 2
+    "$q" "COPY (SELECT channel, notify_id, status FROM payment_notify_log) TO STDOUT" >"$STACK_DIR/log.tsv"
+    "$q" "COPY (SELECT channel, notify_id, order_no FROM payment_record) TO STDOUT" >"$STACK_DIR/payments.tsv"
+    while IFS=$'\t' read -r desc want got; do
+        case $desc in '#'*) echo "$desc" ;; *) check "$desc" "$want" "$got" ;; esac
+    done < <(python3 "$STACK_ROOT/test/e2e/ledger_audit.py" "$ledger" "$STACK_DIR" "$@")
+}
+
+# stack_relay_verify QUERY RECEIVED: the relay's checks against the
+# database QUERY runs on (as stack_ledger_audit): the outbox empty and every
+# delivery done (60 s at most), one delivery per payment, and every event
+# received and verified by test/e2e/relay_receiver.py (its log RECEIVED).
+stack_relay_verify() {
+    local q=$1 received=$2 undelivered=-1
+    for _ in $(seq 1 600); do
+        undelivered=$("$q" "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>/dev/null || echo -1)
+        [ "$undelivered" = 0 ] && break
+        sleep 0.1
+    done
+    check "relay: outbox empty and every delivery done on the new primary" 0 "$undelivered"
+    check "relay: one delivery per payment" "$("$q" "SELECT count(*) FROM payment_record")" \
+        "$("$q" "SELECT count(*) FROM paynotify_delivery WHERE event = 'paid'")"
+    python3 - "$received" "$("$q" "SELECT string_agg(webhook_id, ' ') FROM paynotify_delivery")" >"$STACK_DIR/relay.check" <<'PY'
+import json, sys
+got = {r["id"] for r in map(json.loads, open(sys.argv[1])) if r["verdict"] == "ok" and r["verified"]}
+want = set(sys.argv[2].split())
+print(len(want - got))
+PY
+    check "relay: every event received and verified by the receiver" 0 "$(cat "$STACK_DIR/relay.check")"
+}
+
 # stack_stop: everything started, in reverse order, by pid; then the directory.
 # Safe under set -e: nothing here may end the cleanup early.
 stack_stop() {
