@@ -2221,6 +2221,25 @@ BEGIN
 		RAISE EXCEPTION 'only a superuser or the owner of extension paynotify may distribute its tables'
 			USING ERRCODE = 'insufficient_privilege';
 	END IF;
+	-- Citus's connections between the nodes (a notification's statements,
+	-- the delegated step) run as paynotify's owner with each node's own
+	-- settings, and name pg_catalog's types, operators and functions
+	-- unqualified: a search_path there that lists another schema before
+	-- pg_catalog would resolve them in that schema first, as that role.
+	-- Refused on every node before anything is changed.
+	FOR t IN SELECT 'the coordinator'::text AS node,
+					(SELECT s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = 'search_path') AS sp
+			 UNION ALL
+			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result
+			 FROM pg_catalog.run_command_on_workers('SHOW search_path') w WHERE w.success LOOP
+		IF EXISTS (SELECT FROM pg_catalog.unnest(pg_catalog.string_to_array(t.sp, ',')) WITH ORDINALITY u(s, i)
+				   WHERE pg_catalog.btrim(pg_catalog.btrim(u.s), '"') = 'pg_catalog' AND u.i > 1) THEN
+			RAISE EXCEPTION 'the search_path of % lists another schema before pg_catalog: %', t.node, t.sp
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  DETAIL = 'Citus''s connections between the nodes run as paynotify''s owner with the node''s settings and name pg_catalog''s types and operators unqualified: they would be looked up in that schema first.',
+					  HINT = 'Reset it on that node (ALTER DATABASE ... RESET search_path, or ALTER ROLE ... IN DATABASE ... RESET search_path), then call paynotify_distribute() again.  Each node''s database owner is trusted like a superuser (docs/CITUS.md).';
+		END IF;
+	END LOOP;
 	SELECT * INTO b FROM @extschema@.paynotify_binding;
 	orders := pg_catalog.to_regclass(b.orders);
 	IF orders IS NULL THEN

@@ -43,6 +43,15 @@ check "paynotify_step_at distributed by order_no, with the orders table, force_d
 check "paynotify_distribute() again: already" "delegated function: already: $(citus_q 0 "SET search_path = pg_catalog; SELECT 'public.$STEP'::regprocedure")" \
     "$(citus_q 0 "SELECT kind || ': ' || action FROM paynotify_distribute() WHERE kind = 'delegated function'" 2>&1)"
 
+# a worker whose database lists public before pg_catalog: refused before
+# anything is changed (Citus's connections would look pg_catalog's names
+# up in public first, as paynotify's owner)
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET search_path = public, pg_catalog" >/dev/null
+out=$(citus_sql 0 -tA -c "SELECT count(*) FROM paynotify_distribute()" 2>&1)
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET search_path" >/dev/null
+check "paynotify_distribute() refused while worker 1's database lists public before pg_catalog" yes \
+    "$(grep -q 'ERROR:  the search_path of worker 127.0.0.1:[0-9]* lists another schema before pg_catalog: public, pg_catalog' <<<"$out" && echo yes || echo "no: $out")"
+
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
 # orders on worker 2, and one on worker 1
 w2=() w1=
