@@ -715,6 +715,76 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A hook's row written as the extension's owner (paynotify_on): the row of
+ * (event, handler) locked and read first; one registered by a role that
+ * still exists and whose rights the caller does not have is left alone
+ * (refused), else it is taken over; no row: inserted, and when a
+ * concurrent registration inserted it first, read again.  Whose rights the
+ * caller has is decided here, on the node that runs paynotify_on, not in
+ * the statement: on Citus the table is a reference table, and a condition
+ * in it would be evaluated on every node against that node's role oids
+ * (and Citus refuses its subquery).
+ */
+typedef struct HookWrite
+{
+	const char *schema;
+	Oid			caller;
+	Datum	   *values;			/* event, handler, caller, its name, system id */
+	char	   *nulls;
+	bool		refused;		/* set by hook_write */
+} HookWrite;
+
+static void
+hook_write(void *arg)
+{
+	HookWrite  *h = (HookWrite *) arg;
+	Oid			types[5] = {TEXTOID, OIDOID, OIDOID, TEXTOID, INT8OID};
+	const char *where = "WHERE event OPERATOR(pg_catalog.=) $1"
+		" AND handler OPERATOR(pg_catalog.=) $2::pg_catalog.regprocedure::pg_catalog.text";
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "paynotify: SPI_connect failed");
+	h->refused = false;
+	for (int attempt = 0; attempt < 2; attempt++)
+	{
+		bool		isnull;
+		Oid			old;
+
+		if (SPI_execute_with_args(psprintf("SELECT registered_by::pg_catalog.oid FROM %s.paynotify_hook %s FOR UPDATE",
+										   h->schema, where),
+								  2, types, h->values, h->nulls, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "paynotify: hook read failed");
+		if (SPI_processed > 0)
+		{
+			old = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			if (!isnull && SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(old)) &&
+				!has_privs_of_role(h->caller, old))
+			{
+				h->refused = true;
+				break;
+			}
+			if (SPI_execute_with_args(psprintf("UPDATE %s.paynotify_hook SET registered_by = $3::pg_catalog.regrole,"
+											   " registrant = $4::pg_catalog.name, registered_on = $5 %s",
+											   h->schema, where),
+									  5, types, h->values, h->nulls, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "paynotify: hook write failed");
+			break;
+		}
+		if (SPI_execute_with_args(psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by, registrant, registered_on)"
+										   " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
+										   " $3::pg_catalog.regrole, $4::pg_catalog.name, $5)"
+										   " ON CONFLICT (event, handler) DO NOTHING", h->schema),
+								  5, types, h->values, h->nulls, false, 0) != SPI_OK_INSERT)
+			elog(ERROR, "paynotify: hook write failed");
+		if (SPI_processed > 0)
+			break;
+		if (attempt == 1)
+			elog(ERROR, "paynotify: hook row neither inserted nor found");
+	}
+	SPI_finish();
+}
+
+/*
  * paynotify_on(event text, handler regprocedure) returns void
  *
  * The hook runs as the role that calls this, which must own the function or
@@ -805,18 +875,18 @@ paynotify_on(PG_FUNCTION_ARGS)
 	values[2] = ObjectIdGetDatum(caller);
 	values[3] = CStringGetTextDatum(GetUserNameFromId(caller, false));
 	values[4] = Int64GetDatum((int64) GetSystemIdentifier());
-	w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by, registrant, registered_on)"
-					 " VALUES ($1, $2::pg_catalog.regprocedure::pg_catalog.text,"
-					 " $3::pg_catalog.regrole, $4::pg_catalog.name, $5)"
-					 " ON CONFLICT (event, handler)"
-					 " DO UPDATE SET registered_by = excluded.registered_by,"
-					 " registrant = excluded.registrant, registered_on = excluded.registered_on"
-					 " WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles r"
-					 " WHERE r.oid OPERATOR(pg_catalog.=) %s.paynotify_hook.registered_by::pg_catalog.oid)"
-					 " OR pg_catalog.pg_has_role($3, %s.paynotify_hook.registered_by::pg_catalog.oid, 'USAGE')",
-					 own_schema(fcinfo), own_schema(fcinfo), own_schema(fcinfo));
-	w.nargs = 5;
-	if (!pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
+	if (pn_schema_at_13(get_func_namespace(fcinfo->flinfo->fn_oid)))
+	{
+		HookWrite	h;
+
+		h.schema = own_schema(fcinfo);
+		h.caller = caller;
+		h.values = values;
+		h.nulls = nulls;
+		pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), hook_write, &h);
+		w.processed = h.refused ? 0 : 1;
+	}
+	else
 	{
 		/* a database not updated to 1.3 yet: the row as 1.2 wrote it */
 		w.sql = psprintf("INSERT INTO %s.paynotify_hook (event, handler, registered_by)"
@@ -829,11 +899,11 @@ paynotify_on(PG_FUNCTION_ARGS)
 						 " OR pg_catalog.pg_has_role($3, %s.paynotify_hook.registered_by::pg_catalog.oid, 'USAGE')",
 						 own_schema(fcinfo), own_schema(fcinfo), own_schema(fcinfo));
 		w.nargs = 3;
+		w.argtypes = argtypes;
+		w.values = values;
+		w.nulls = nulls;
+		pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
 	}
-	w.argtypes = argtypes;
-	w.values = values;
-	w.nulls = nulls;
-	pn_run_as(pn_function_owner(fcinfo->flinfo->fn_oid), spi_write, &w);
 	if (w.processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

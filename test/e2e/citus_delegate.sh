@@ -20,7 +20,9 @@
 # one notification id signed for two orders on two workers, delivered at
 # once to the coordinator: the second waits for the first and is ignored,
 # an anomaly (the caller's lock, taken before the read of every shard); a
-# Stripe dispute still on today's path.  Last line: "N passed, M failed".
+# Stripe dispute still on today's path; a hook registered after the
+# distribution (paynotify_on, twice as its role, refused to a role without
+# its rights) puts deliveries back on today's path.  Last line: "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . test/lib.sh
@@ -242,4 +244,28 @@ check "a dispute of $dord's trade on worker 1: processed, on today's path (no pa
     "$(grep -v '^remote: ' <<<"$out")|$(grep -c 'paynotify_step_at' <<<"$out")"
 check "the dispute recorded once under $dord" "1" \
     "$(citus_q 0 "SELECT count(*) FROM paynotify_dispute WHERE order_no = '$dord'" 2>&1)"
+
+# ---- a hook registered after the distribution: today's path again -------------------
+# paynotify_on writes a reference table then: the registrant's rights are
+# decided on the node that runs it, not in the statement (Citus refused its
+# subquery, and a worker would have judged the coordinator's role oids)
+citus_sql 0 >/dev/null 2>&1 <<'SQL'
+CREATE FUNCTION hook_noop(ev jsonb) RETURNS void LANGUAGE sql AS $$ SELECT $$;
+REVOKE EXECUTE ON FUNCTION hook_noop(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION hook_noop(jsonb) TO erp_ops;
+SQL
+out=$(citus_sql 0 -tA -c "SET ROLE erp_ops" -c "SELECT paynotify_on('paid', 'hook_noop(jsonb)')" \
+          -c "SELECT paynotify_on('paid', 'hook_noop(jsonb)')" -c "RESET ROLE" \
+          -c "SELECT registrant || '|' || count(*) OVER () FROM paynotify_hook" 2>&1 | grep -v '^$')
+check "paynotify_on after the distribution, twice, as the plain role erp_ops: one row, erp_ops's" "erp_ops|1" "$out"
+out=$(citus_sql 0 -tA -c "CREATE ROLE pn_other LOGIN" -c "SELECT paynotify_grant('pn_other', 'admin')" \
+          -c "GRANT EXECUTE ON FUNCTION hook_noop(jsonb) TO pn_other" \
+          -c "SET ROLE pn_other" -c "SELECT paynotify_on('paid', 'hook_noop(jsonb)')" 2>&1 | grep -o 'ERROR: .*')
+check "registering it again as a role without erp_ops's rights: refused" \
+    "ERROR:  hook public.hook_noop(jsonb) for event \"paid\" is registered by a role whose rights \"pn_other\" does not have" "$out"
+hidx=${w2[5]} hord=$(printf 'PN%08d' "${w2[5]}")
+dump "$hidx" 97 "$STACK_DIR/hooked.sql"
+out=$(call 0 "$STACK_DIR/hooked.sql")
+check "with the hook, a first payment of $hord on the coordinator: processed, not delegated" "processed|0" \
+    "$(grep -v '^remote: ' <<<"$out")|$(grep -c 'paynotify_step_at' <<<"$out")"
 finish
