@@ -90,15 +90,16 @@ if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; t
 fi
 
 note "build"
+jobs=$(nproc 2>/dev/null || echo 1)
 make -s clean >/dev/null 2>&1
-if make -s 2>&1 | tee /tmp/paynotify-build.$$ | grep -E 'warning|error' ; then
+if make -s -j"$jobs" 2>&1 | tee /tmp/paynotify-build.$$ | grep -E 'warning|error' ; then
     count "extension builds without warnings" 1
 else
     count "extension builds without warnings" 0
 fi
 rm -f /tmp/paynotify-build.$$
 make -s install >/dev/null || { echo "make install failed"; exit 1; }
-make -s -C shim >/dev/null 2>&1; count "shim builds" $?
+make -s -j"$jobs" -C shim >/dev/null 2>&1; count "shim builds" $?
 
 # pg_regress and the isolation tester refuse to run as root: run them as
 # the postgres user in a private copy of the tree.
