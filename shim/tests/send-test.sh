@@ -519,21 +519,34 @@ if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
 		"$SEND" --keys "$KEYS" --gateway wxpay --url "$BASE/notify/wxpay" --mode retry -n 3 -c 2 \
 		--time-scale 0.001 --extra-deliveries 1 --quiet --ledger "$TMP/valgrind.ledger"
+	# (the runs of one check are independent: they run side by side, and
+	# every one's exit status is checked)
 	check_cmd "valgrind: alipay bad run and SQL dump, no leaks or errors" sh -c "
 		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
-			'$SEND' --keys '$KEYS' --gateway alipay --url '$BASE/notify/alipay' --mode bad --bad tampered -n 1 --quiet &&
+			'$SEND' --keys '$KEYS' --gateway alipay --url '$BASE/notify/alipay' --mode bad --bad tampered -n 1 --quiet &
+		p1=\$!
 		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
-			'$SEND' --keys '$KEYS' --gateway stripe --mode storm -n 2 --dump-sql /dev/null --quiet"
+			'$SEND' --keys '$KEYS' --gateway stripe --mode storm -n 2 --dump-sql /dev/null --quiet &
+		p2=\$!
+		wait \$p1; r1=\$?
+		wait \$p2; r2=\$?
+		[ \$r1 = 0 ] && [ \$r2 = 0 ]"
 	reset 0
 	check_cmd "valgrind: --payload once for each gateway (GBK too) and a bad file, no leaks or errors" sh -c "
+		pids=
 		for a in 'wxpay wxpay-pay.json' 'alipay alipay-gbk.form' 'stripe stripe-pay.json'; do
 			set -- \$a
 			valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
-				'$SEND' --keys '$KEYS' --gateway \$1 --url '$BASE/notify/'\$1 --payload '$PAYLOADS/'\$2 --quiet >/dev/null || exit 1
+				'$SEND' --keys '$KEYS' --gateway \$1 --url '$BASE/notify/'\$1 --payload '$PAYLOADS/'\$2 --quiet >/dev/null &
+			pids=\"\$pids \$!\"
 		done
 		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
-			'$SEND' --keys '$KEYS' --gateway wxpay --url '$BASE/notify/wxpay' --payload '$TMP/noplain.json' 2>/dev/null
-		[ \$? = 2 ]"
+			'$SEND' --keys '$KEYS' --gateway wxpay --url '$BASE/notify/wxpay' --payload '$TMP/noplain.json' 2>/dev/null &
+		bad=\$!
+		rc=0
+		for p in \$pids; do wait \$p || rc=1; done
+		wait \$bad
+		[ \$? = 2 ] && [ \$rc = 0 ]"
 else
 	skipped "valgrind"
 fi

@@ -33,8 +33,11 @@ k=${1:-$k_default}
 n=$((3 * k + 10))
 now=1767225600
 
-make -s >/dev/null && make -s install >/dev/null
-make -s -C shim >/dev/null
+# (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
+if [ -z "${PN_BENCH_BUILT:-}" ]; then
+    make -s >/dev/null && make -s install >/dev/null
+    make -s -C shim >/dev/null
+fi
 stack_init callgrind
 stack_pg
 SQL() { stack_sql "$@"; }

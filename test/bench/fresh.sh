@@ -30,7 +30,8 @@ cd "$(dirname "$0")/../.."
 
 n=${FRESH_BACKENDS:-25}
 [ "${1:-}" = --smoke ] && n=3
-make -s >/dev/null && make -s install >/dev/null
+# (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
+[ -n "${PN_BENCH_BUILT:-}" ] || { make -s >/dev/null && make -s install >/dev/null; }
 
 stack_init fresh
 stack_pg

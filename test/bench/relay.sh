@@ -3,9 +3,10 @@
 #
 #   test/bench/relay.sh [--smoke]
 #
-# --smoke: 100 payments/s for 2 s per mode unless BENCH_RATES and
-# BENCH_SECONDS say otherwise, to see that it still runs (the suite's
-# test/bench/smoke.sh); the figures mean little at that size.
+# --smoke: 100 payments/s for 1 s per mode, after 1 s without load, and 20
+# payments/s to each receiver below, unless BENCH_RATES, BENCH_SECONDS,
+# BENCH_IDLE and BENCH_SLOW_RATE say otherwise, to see that it still runs
+# (the suite's test/bench/smoke.sh); the figures mean little at that size.
 #
 # A throwaway cluster with default durability on loopback; pgbench applies
 # pre-signed Stripe payments through paynotify_handle at a fixed rate
@@ -20,7 +21,8 @@
 # LISTENs and wakes at once), coalesced:MS (a wake-up at most once per
 # backend per MS, paynotify.notify_interval) and off (the relay only polls
 # the index of due deliveries).  Each run starts
-# after 2 s without load, so the relay has backed off to a slow poll.
+# after BENCH_IDLE (default 2) s without load, so the relay has backed off
+# to a slow poll.
 #
 # Then a receiver that is sometimes slow, against a healthy one, in the
 # same run: BENCH_SLOW_RATE payments/s (default 10) for BENCH_SECONDS to an
@@ -43,8 +45,11 @@ slow_rate=${BENCH_SLOW_RATE:-10}
 relay_bin=${BENCH_RELAY:-$PWD/shim/relay/paynotify-relay}
 if [ "${1:-}" = --smoke ]; then
     rates=${BENCH_RATES:-${BENCH_RATE:-100}}
-    secs=${BENCH_SECONDS:-2}
+    secs=${BENCH_SECONDS:-1}
+    idle=${BENCH_IDLE:-1}
+    slow_rate=${BENCH_SLOW_RATE:-20}
 fi
+idle=${idle:-${BENCH_IDLE:-2}}
 n=1000
 for rate in $rates; do for _ in $modes; do n=$((n + rate * secs + rate)); done; done
 n=$((n + 2 * (slow_rate * secs + slow_rate)))
@@ -60,7 +65,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null
+# (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
+[ -n "${PN_BENCH_BUILT:-}" ] || { make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null; }
 pn_cluster_start "$dir" "$port"
 sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
 secret="whsec_$(openssl rand -base64 32)"
@@ -100,7 +106,7 @@ for rate in $rates; do
 for notify in $modes; do
     sql -q -c "ALTER DATABASE postgres SET paynotify.notify = ${notify%%:*}" \
         -c "ALTER DATABASE postgres SET paynotify.notify_interval = $(case $notify in *:*) echo "${notify#*:}" ;; *) echo 1000 ;; esac)" >/dev/null
-    sleep 2
+    sleep "$idle"
     : >"$dir/received"
     echo "== paynotify.notify = $notify: $rate payments/s for $secs s (pgbench -R), one relay"
     "$PN_PGBIN/pgbench" -n -h "$dir" -p "$port" -U postgres -c 8 -j 2 -R "$rate" -T "$secs" \
@@ -137,7 +143,7 @@ for receiver in healthy sometimes-slow; do
     path=$(case $receiver in healthy) echo fast ;; *) echo flaky ;; esac)
     sql -q -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" \
         -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport")/$path/$receiver', '$secret', events => '{paid}')" >/dev/null
-    sleep 2
+    sleep "$idle"
     : >"$dir/received"
     echo "== receiver $receiver: $slow_rate payments/s for $secs s (pgbench -R), one relay, request timeout 2 s"
     "$PN_PGBIN/pgbench" -n -h "$dir" -p "$port" -U postgres -c 4 -j 2 -R "$slow_rate" -T "$secs" \

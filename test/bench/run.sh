@@ -91,8 +91,11 @@ now=1767225600
 notify_mode=${BENCH_NOTIFY:-coalesced}
 [ -n "${BENCH_NOTIFY_OFF:-}" ] && notify_mode=off
 
-make -s >/dev/null && make -s install >/dev/null
-make -s -C shim >/dev/null
+# (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
+if [ -z "${PN_BENCH_BUILT:-}" ]; then
+    make -s >/dev/null && make -s install >/dev/null
+    make -s -C shim >/dev/null
+fi
 
 stack_init bench
 stack_pg

@@ -13,6 +13,14 @@
 # vs-seed.sh).  Run as root from anywhere in the repository; what a
 # benchmark printed is shown when one of its checks fails.  The last line
 # printed is "N passed, M failed".
+#
+# The tree is built and installed once, first (PN_BENCH_BUILT=1 tells the
+# benchmarks so).  Without arguments the benchmarks run in two lanes side
+# by side, each on its own cluster and ports: run then fresh, and relay
+# (which mostly waits: fixed rates, idle pauses) then callgrind then
+# vs-seed; their verdicts come in the order above.  Nothing here asserts a
+# speed, so a neighbour's load cannot fail a check.  PN_BENCH_LANES=1 runs
+# them one after the other.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . test/lib.sh
@@ -23,14 +31,24 @@ pass=0
 fail=0
 num='[0-9]+(\.[0-9]+)?'
 
-# bench NAME CMD...: run one benchmark into $out/NAME.log; ok when it exits 0.
+# bench NAME CMD...: run one benchmark into $out/NAME.log (or wait for it,
+# when a lane started it already); ok when it exits 0.
 bench() {
     local name=$1 rc
     shift
     echo "# $name: $*"
-    "$@" >"$out/$name.log" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then ok "$name --smoke ends well"; else not_ok "$name --smoke ends well (exit $rc)" "$(cat "$out/$name.log")"; fi
+    if [ -e "$out/$name.started" ]; then
+        while [ ! -s "$out/$name.rc" ]; do
+            pn_alive "$(cat "$out/$name.started")" || break
+            sleep 0.2
+        done
+        rc=$(cat "$out/$name.rc" 2>/dev/null)
+        rc=${rc:-none: its lane ended before it}
+    else
+        "$@" >"$out/$name.log" 2>&1
+        rc=$?
+    fi
+    if [ "$rc" = 0 ]; then ok "$name --smoke ends well"; else not_ok "$name --smoke ends well (exit $rc)" "$(cat "$out/$name.log")"; fi
 }
 
 # figures NAME DESC REGEX [COUNT]: ok when at least COUNT (default 1) lines
@@ -108,8 +126,41 @@ smoke_citus_delegate() {
         "^remote commands: .* [0-9]+ remote commands" 11
 }
 
+# the command of each benchmark
+declare -A cmd=(
+    [run]="test/bench/run.sh --smoke" [callgrind]="test/bench/callgrind.sh --smoke"
+    [relay]="test/bench/relay.sh --smoke" [fresh]="test/bench/fresh.sh --smoke"
+    [vs-seed]="test/bench/vs-seed.sh --smoke" [citus]="test/bench/citus.sh --smoke"
+    [citus-delegate]="test/bench/citus-delegate.sh --smoke"
+)
+# lane NAME...: runs those benchmarks one after the other, in the
+# background: $out/NAME.log, and $out/NAME.rc (the exit status) when done
+lane() {
+    local name
+    for name in "$@"; do
+        # shellcheck disable=SC2086 # the command is words
+        ${cmd[$name]} >"$out/$name.log" 2>&1
+        echo $? >"$out/$name.rc.tmp" && mv "$out/$name.rc.tmp" "$out/$name.rc"
+    done
+}
+
+if make -s >"$out/build.log" 2>&1 && make -s install >>"$out/build.log" 2>&1 &&
+    make -s -C shim >>"$out/build.log" 2>&1; then
+    export PN_BENCH_BUILT=1
+else
+    not_ok "the tree builds and installs" "$(tail -20 "$out/build.log")"
+fi
+
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(run callgrind relay fresh vs-seed)
+if [ ${#names[@]} -eq 0 ]; then
+    names=(run callgrind relay fresh vs-seed)
+    if [ "${PN_BENCH_LANES:-2}" -ge 2 ] && [ -n "${PN_BENCH_BUILT:-}" ]; then
+        lane run fresh &
+        for n in run fresh; do echo $! >"$out/$n.started"; done
+        lane relay callgrind vs-seed &
+        for n in relay callgrind vs-seed; do echo $! >"$out/$n.started"; done
+    fi
+fi
 for name in "${names[@]}"; do
     case $name in
         run | callgrind | relay | fresh | citus) "smoke_$name" ;;

@@ -220,14 +220,22 @@ build() {
     esac
 }
 
-status=0
-for t in "${targets[@]}"; do
-    if ! build "$t" 2>"$out/$t.build.log"; then
-        echo "FAIL $t: does not build"
-        cat "$out/$t.build.log"
-        status=1
-        continue
-    fi
+# ---- run: the targets are built (two compilers at a time), then fuzzed
+# PN_FUZZ_JOBS at a time (default: the number of processors), each for its
+# full SECONDS of wall time; the verdicts are printed in the targets' order.
+jobs=${PN_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+
+# build_one TARGET: builds it; its build log in $out/TARGET.build.log
+build_one() {
+    build "$1" 2>"$out/$1.build.log"
+}
+
+# fuzz_one TARGET: seeds its corpus and fuzzes it; what it prints goes to
+# $out/TARGET.result, exit status non-zero on a failure
+fuzz_one() {
+    local t=$1 corpus dictarg
+    exec >"$out/$t.result" 2>&1
     corpus=$out/$t/corpus
     mkdir -p "$corpus"
     "seed_${t#fuzz_}" "$corpus"
@@ -241,17 +249,54 @@ for t in "${targets[@]}"; do
             "$corpus" >"$out/$t.log" 2>&1); then
         echo "FAIL $t (log: $out/$t.log)"
         tail -40 "$out/$t.log"
-        status=1
-        continue
+        return 1
     fi
     if grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$out/$t.log"; then
         echo "FAIL $t: sanitizer report (log: $out/$t.log)"
         grep -E -A20 'ERROR: |runtime error:' "$out/$t.log" | head -40
-        status=1
-        continue
+        return 1
     fi
     grep -E '^(stat::number_of_executed_units|stat::peak_rss_mb)|^Done' "$out/$t.log" | tr '\n' ' '
     echo
     echo "ok   $t"
+}
+
+# in_parallel N FUNC ITEM...: FUNC ITEM for every ITEM, at most N at a time;
+# prints the items whose FUNC failed, one a line
+in_parallel() {
+    local n=$1 f=$2 i
+    shift 2
+    local items=("$@") pids=()
+    for i in "${!items[@]}"; do
+        if [ ${#pids[@]} -ge "$n" ]; then
+            wait "${pids[$((i - n))]}" || echo "${items[$((i - n))]}"
+        fi
+        "$f" "${items[$i]}" &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        [ "$i" -ge $((${#pids[@]} - n)) ] || continue
+        wait "${pids[$i]}" || echo "${items[$i]}"
+    done
+}
+
+status=0
+mapfile -t unbuilt < <(in_parallel 2 build_one "${targets[@]}")
+built=()
+for t in "${targets[@]}"; do
+    if printf '%s\n' "${unbuilt[@]}" | grep -qxF "$t"; then
+        echo "FAIL $t: does not build"
+        cat "$out/$t.build.log"
+        status=1
+    else
+        built+=("$t")
+    fi
+done
+[ ${#built[@]} -gt 0 ] || exit $status
+mapfile -t failed < <(in_parallel "$jobs" fuzz_one "${built[@]}")
+[ ${#failed[@]} -eq 0 ] || status=1
+for t in "${built[@]}"; do
+    cat "$out/$t.result"
+    rm -f "$out/$t.result"
 done
 exit $status
