@@ -61,6 +61,9 @@ PG_FUNCTION_INFO_V1(paynotify_status_canonical);
  */
 static int	run_as_depth = 0;
 
+/* The search_path code of other roles runs under. */
+#define PINNED_SEARCH_PATH "pg_catalog, pg_temp"
+
 /* How deep in pn_run_as_owner: the code of a table runs as its owner. */
 static int	owner_depth = 0;
 static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;
@@ -93,9 +96,18 @@ pn_run_as(Oid role, void (*fn) (void *arg), void *arg)
 	PG_TRY();
 	{
 		save_nestlevel = NewGUCNestLevel();
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+		/*
+		 * Pinned already (the SET clause of paynotify_handle and the other
+		 * entry points): setting the same value again would change nothing
+		 * but cost its save, its restore and the search path's recomputation
+		 * at every statement on the orders table.  The nest level is new
+		 * either way: what fn changes is undone below.
+		 */
+		if (namespace_search_path == NULL ||
+			strcmp(namespace_search_path, PINNED_SEARCH_PATH) != 0)
+			(void) set_config_option("search_path", PINNED_SEARCH_PATH,
+									 PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
 		fn(arg);
 		AtEOXact_GUC(false, save_nestlevel);
 	}
