@@ -145,10 +145,12 @@ done
 # early, in the background, beside the script named after them; their output
 # goes to a file and is printed, and counted, at their own place in the list.
 # test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian 12's
-# pg_cron 1.4 has no finer schedule).  Its neighbours (dump.sh, model/run.sh,
-# relay.sh, ...) assert nothing about speed.
+# pg_cron 1.4 has no finer schedule).  It runs beside the shim's own tests,
+# which assert nothing about speed and install nothing: a script that runs
+# make install meanwhile would replace paynotify.so (install unlinks it,
+# then writes it again) while a backend of cron.sh's may be loading it.
 early_tests=(
-    "test/e2e/cron.sh before test/e2e/dump.sh"
+    "test/e2e/cron.sh before shim/tests/cgi-test.sh"
 )
 declare -A early_pid=() early_t0=()
 early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
