@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What delegating the business step to the order's node would give on
-# Citus: a measured prototype for docs/CITUS.md ("The business step
-# delegated to the order's node: designed, not built").  Prints figures,
-# asserts nothing.
+# What delegating the business step to the order's node gives on Citus
+# (docs/CITUS.md, "The business step delegated to the order's node"):
+# paynotify's own delegated step and a stand-in for it, measured.  Prints
+# figures, asserts nothing.
 #
 #   test/bench/citus-delegate.sh [--smoke]
 #
