@@ -241,7 +241,13 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	 * this node are taken one after the other, and the second's read below
 	 * (a snapshot taken after the lock) sees the first's log row under its
 	 * order, whichever order each names.  The step takes the lock again on
-	 * the order's node (the same lock when that is this node).
+	 * the order's node (the same lock when that is this node) without
+	 * waiting (timeout 0): a delivery from another node holding it there is
+	 * answered busy.  The waiting is done here only.  A wait there, while
+	 * this node's lock is held, could close a circle: one id signed for two
+	 * orders, each delivered at once to the other order's node, each
+	 * holding its own node's lock and waiting for the other's (Citus
+	 * cancels one as a distributed deadlock: an error, not busy).
 	 */
 	if (pn_lock_notification(ch->name, n->notify_id) == PN_LOCK_BUSY)
 	{
@@ -277,7 +283,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
 					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
 					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
-					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
+					 jsonb_literal(n->payload), jsonb_literal(headers), 0,
 					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
 					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
 	if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
