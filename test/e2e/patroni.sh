@@ -21,13 +21,19 @@
 #      synchronous standby once the leader key expires (ttl 20 s); the old
 #      leader's Patroni is started again and it rejoins as a standby
 #      (pg_rewind where its WAL went further).
-#   2. a planned `patronictl switchover` under traffic.
+#   2. a planned `patronictl switchover` under traffic: batches one after
+#      another until one has started after the new leader answers /primary.
 # After each, from the sender's ledger, on the leader: every acknowledged
 # notification applied exactly once (lost 0, doubled 0), every notification
 # acknowledged in the end, every event delivered by the relay; the time
 # without acknowledgements is printed.  Also: etcd, the REST API and
 # PostgreSQL listen on 127.0.0.1 only; the REST API refuses a switchover
-# without its password; no generated password in any file or log of the run
+# without its password; etcd (auth enabled, as its own user) refuses a
+# write or read without credentials and Patroni's user outside its scope,
+# and synchronous mode stays on; pg_hba rejects postgres, replicator and
+# rewind from a client's address (127.0.0.2) and asks a member's (127.0.0.1)
+# for a password; pg_rewind's role has its grants and no superuser; no
+# generated password in any file or log of the run
 # (but the secrets file and the passfiles), in etcd or in what the REST API
 # answers without a password.
 # Everything started here is stopped by pid.  80-115 s on the shared 2-core
