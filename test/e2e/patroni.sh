@@ -21,13 +21,19 @@
 #      synchronous standby once the leader key expires (ttl 20 s); the old
 #      leader's Patroni is started again and it rejoins as a standby
 #      (pg_rewind where its WAL went further).
-#   2. a planned `patronictl switchover` under traffic.
+#   2. a planned `patronictl switchover` under traffic: batches one after
+#      another until one has started after the new leader answers /primary.
 # After each, from the sender's ledger, on the leader: every acknowledged
 # notification applied exactly once (lost 0, doubled 0), every notification
 # acknowledged in the end, every event delivered by the relay; the time
 # without acknowledgements is printed.  Also: etcd, the REST API and
 # PostgreSQL listen on 127.0.0.1 only; the REST API refuses a switchover
-# without its password; no generated password in any file or log of the run
+# without its password; etcd (auth enabled, as its own user) refuses a
+# write or read without credentials and Patroni's user outside its scope,
+# and synchronous mode stays on; pg_hba rejects postgres, replicator and
+# rewind from a client's address (127.0.0.2) and asks a member's (127.0.0.1)
+# for a password; pg_rewind's role has its grants and no superuser; no
+# generated password in any file or log of the run
 # (but the secrets file and the passfiles), in etcd or in what the REST API
 # answers without a password.
 # Everything started here is stopped by pid.  80-115 s on the shared 2-core
@@ -46,9 +52,10 @@ done
 make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${PATRONI_N:-400}             # distinct WeChat Pay notifications, failover
-NS=${PATRONI_SWITCH_N:-$((6 * N))} # ... switchover, 4 at a time: the traffic
-                                # must outlast patronictl (3-5 s to start,
-                                # ~2 s to switch here)
+NB=$((N / 2))                   # ... switchover: batches of NB, 4 at a time,
+                                # one after another until one has started
+                                # after the new leader answers /primary
+NBMAX=${PATRONI_SWITCH_BATCHES:-60} # (at most: the orders created for them)
 stack_init patroni
 chmod 755 "$STACK_DIR"
 D=$STACK_DIR
@@ -59,18 +66,28 @@ SCHEDULE=$(python3 -c 'print(",".join(["0.25"] * 4 + ["0.5"] * 44 + ["1"] * 16))
 # ---- the generated secrets ----------------------------------------------------
 pw() { openssl rand -hex 24; }
 PW_SUPER=$(pw) PW_REPL=$(pw) PW_REST=$(pw) PW_SHIM=$(pw) PW_RELAY=$(pw)
+PW_REWIND=$(pw) PW_ETCD=$(pw) PW_ETCD_ROOT=$(pw)
 install -m 600 -o "$PN_RUNUSER" /dev/null "$D/patroni.env"
 printf '%s\n' "PATRONI_SUPERUSER_USERNAME=postgres" "PATRONI_SUPERUSER_PASSWORD=$PW_SUPER" \
     "PATRONI_REPLICATION_USERNAME=replicator" "PATRONI_REPLICATION_PASSWORD=$PW_REPL" \
-    "PATRONI_RESTAPI_USERNAME=patroni" "PATRONI_RESTAPI_PASSWORD=$PW_REST" >"$D/patroni.env"
+    "PATRONI_REWIND_USERNAME=rewind" "PATRONI_REWIND_PASSWORD=$PW_REWIND" \
+    "PATRONI_RESTAPI_USERNAME=patroni" "PATRONI_RESTAPI_PASSWORD=$PW_REST" \
+    "PATRONI_ETCD3_USERNAME=patroni" "PATRONI_ETCD3_PASSWORD=$PW_ETCD" >"$D/patroni.env"
 # the shims and the relay run as nobody; their passwords in a passfile
 install -m 600 -o nobody /dev/null "$D/client.pgpass"
 printf '%s\n' "127.0.0.1:*:postgres:notify_shim:$PW_SHIM" "127.0.0.1:*:postgres:relay:$PW_RELAY" >"$D/client.pgpass"
 
 # ---- etcd ---------------------------------------------------------------------
+# as its own user (Debian's etcd-server creates it), not as nobody: the
+# shims' and the relay's uid must not own the store's process or files
+ETCD_USER=${PN_ETCD_USER:-etcd}
+id "$ETCD_USER" >/dev/null 2>&1 || { echo "no user $ETCD_USER (etcd-server creates it; or PN_ETCD_USER)"; exit 1; }
 EC=$(pn_free_port) EP=$(pn_free_port)
-install -d -m 700 -o nobody "$D/etcd"
-setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" ETCD_UNSUPPORTED_ARCH= \
+# Patroni 3.0.2 takes PATRONI_ETCD3_USERNAME / _PASSWORD only along with
+# another PATRONI_ETCD3_ setting: the hosts, the same as in the file
+echo "PATRONI_ETCD3_HOSTS=127.0.0.1:$EC" >>"$D/patroni.env"
+install -d -m 700 -o "$ETCD_USER" "$D/etcd"
+setpriv --reuid="$ETCD_USER" --regid="$(id -g "$ETCD_USER")" --clear-groups env -i PATH="$PATH" ETCD_UNSUPPORTED_ARCH= \
     etcd --name e1 --data-dir "$D/etcd/data" \
     --listen-client-urls "http://127.0.0.1:$EC" --advertise-client-urls "http://127.0.0.1:$EC" \
     --listen-peer-urls "http://127.0.0.1:$EP" --initial-advertise-peer-urls "http://127.0.0.1:$EP" \
@@ -78,6 +95,26 @@ setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" ETCD_U
     >"$D/log/etcd.log" 2>&1 &
 ETCD_PID=$!; STACK_PIDS+=("$ETCD_PID")
 stack_wait_port "$EC" || { cat "$D/log/etcd.log"; exit 1; }
+# auth: a root user, and Patroni's user with a role that reads and writes
+# the scope's prefix only.  The passwords on etcdctl's standard input
+# (asked twice) or in its environment (ETCDCTL_USER), never on a command line
+ectl() { env -i PATH="$PATH" ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$EC" "$@"; }
+ectl_as() {	# ectl_as USER ARGS...: etcdctl as a local user, no etcd credentials
+    local u=$1
+    shift
+    setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups env -i PATH="$PATH" ETCDCTL_API=3 \
+        etcdctl --endpoints="127.0.0.1:$EC" "$@"
+}
+ectl_root() { env -i PATH="$PATH" ETCDCTL_API=3 ETCDCTL_USER="root:$PW_ETCD_ROOT" etcdctl --endpoints="127.0.0.1:$EC" "$@"; }
+{
+    printf '%s\n%s\n' "$PW_ETCD_ROOT" "$PW_ETCD_ROOT" | ectl user add root &&
+    ectl user grant-role root root &&
+    printf '%s\n%s\n' "$PW_ETCD" "$PW_ETCD" | ectl user add patroni &&
+    ectl role add patroni &&
+    ectl role grant-permission patroni --prefix=true readwrite /service/paynotify-test/ &&
+    ectl user grant-role patroni patroni &&
+    ectl auth enable
+} >"$D/log/etcd-auth.log" 2>&1 || { echo "etcd auth setup failed"; cat "$D/log/etcd-auth.log"; exit 1; }
 
 # ---- the Patroni members ------------------------------------------------------
 declare -A PGPORT RESTPORT PID
@@ -89,8 +126,9 @@ member_conf() {	# member_conf NAME: DIR/NAME/patroni.yml from the deploy/ templa
         -e "s|@PG_LISTEN@|127.0.0.1:${PGPORT[$m]}|" -e "s|@PG_ADDRESS@|127.0.0.1:${PGPORT[$m]}|" \
         -e "s|@DATA_DIR@|$D/$m/data|" -e "s|@BIN_DIR@|$PN_PGBIN|" -e "s|@SOCKET_DIR@|$D/$m|" \
         -e "s|@PGPASS@|$D/$m/pgpass|" -e "s|@SECRETS_DIR@|$D/$m/secrets|" \
-        -e "s|@CLIENT_NET@|127.0.0.1/32|" \
+        -e "s|@MEMBER_NET@|127.0.0.1/32|" -e "s|@CLIENT_NET@|127.0.0.0/8|" \
         -e "s|@SYNCHRONOUS_MODE@|$([ "$ASYNC" = 1 ] && echo false || echo true)|" \
+        -e "s|@WATCHDOG_MODE@|off|" \
         deploy/patroni/patroni.yml.in >"$D/$m/patroni.yml"
     chown "$PN_RUNUSER" "$D/$m/patroni.yml"
     # every field filled in
@@ -107,7 +145,10 @@ member_start() {	# member_start NAME: Patroni as the cluster's owner; its pid in
             env -i PATH="$PATH" HOME="$D/$m" LC_ALL=C.UTF-8 \
             PATRONI_SUPERUSER_USERNAME="$PATRONI_SUPERUSER_USERNAME" PATRONI_SUPERUSER_PASSWORD="$PATRONI_SUPERUSER_PASSWORD" \
             PATRONI_REPLICATION_USERNAME="$PATRONI_REPLICATION_USERNAME" PATRONI_REPLICATION_PASSWORD="$PATRONI_REPLICATION_PASSWORD" \
+            PATRONI_REWIND_USERNAME="$PATRONI_REWIND_USERNAME" PATRONI_REWIND_PASSWORD="$PATRONI_REWIND_PASSWORD" \
             PATRONI_RESTAPI_USERNAME="$PATRONI_RESTAPI_USERNAME" PATRONI_RESTAPI_PASSWORD="$PATRONI_RESTAPI_PASSWORD" \
+            PATRONI_ETCD3_HOSTS="$PATRONI_ETCD3_HOSTS" \
+            PATRONI_ETCD3_USERNAME="$PATRONI_ETCD3_USERNAME" PATRONI_ETCD3_PASSWORD="$PATRONI_ETCD3_PASSWORD" \
             patroni "$D/$m/patroni.yml"
       ) >>"$D/log/patroni-$m.log" 2>&1 &
       echo $! >"$D/$m/patroni.pid"
@@ -131,6 +172,10 @@ wait_rest() {	# wait_rest NAME PATH SECONDS: until PATH answers 200; prints the 
 q() {	# q NAME SQL: one statement as postgres on that member (peer, its socket)
     pn_as_user "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$D/$1" -p "${PGPORT[$1]}" -U postgres -tA -c "$2"
 }
+# the watchdog is off here: this host has no /dev/watchdog, and the test
+# simulates a machine's death by SIGKILLing its Patroni, which an armed
+# watchdog would answer by resetting the host the test runs on.  A
+# deployment sets mode: required (docs/DEPLOYMENT.md).
 for m in pg1 pg2; do
     PGPORT[$m]=$(pn_free_port) RESTPORT[$m]=$(pn_free_port)
     member_conf "$m" || { echo "the template left a field unfilled"; exit 1; }
@@ -200,12 +245,69 @@ check "... and with a wrong one (401)" 401 \
     "$(curl -s -o /dev/null -w '%{http_code}' -u patroni:wrong -X POST -d '{"leader": "pg1", "candidate": "pg2"}' "http://127.0.0.1:${RESTPORT[pg1]}/switchover")"
 check "a TCP login without the password is refused (scram-sha-256)" 1 \
     "$(env -i PATH="$PATH" "$PN_PGBIN/psql" -X -w "host=127.0.0.1 port=${PGPORT[pg1]} dbname=postgres user=postgres" -c 'SELECT 1' >/dev/null 2>&1 && echo 0 || echo 1)"
+# pg_hba: the members are 127.0.0.1/32, the clients 127.0.0.0/8.  A
+# startup packet from 127.0.0.2 (a client's address) and from 127.0.0.1 (a
+# member's): what the server answers before any password (R10: it asks for
+# SCRAM; 28000: pg_hba rejects)
+hba() {	# hba SOURCE USER DATABASE
+    python3 - "$1" "${PGPORT[pg1]}" "$2" "$3" <<'PY'
+import socket, struct, sys
+src, port, user, db = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+s = socket.socket()
+s.settimeout(5)
+s.bind((src, 0))
+s.connect(("127.0.0.1", port))
+body = struct.pack("!I", 196608) + b"user\0" + user.encode() + b"\0database\0" + db.encode() + b"\0\0"
+s.sendall(struct.pack("!I", len(body) + 4) + body)
+kind = s.recv(1)
+n = struct.unpack("!I", s.recv(4))[0]
+msg = b""
+while len(msg) < n - 4:
+    msg += s.recv(n - 4 - len(msg))
+if kind == b"R":
+    print("R%d" % struct.unpack("!I", msg[:4])[0])
+elif kind == b"E":
+    f = dict((p[:1].decode(), p[1:].decode()) for p in msg.split(b"\0") if p)
+    print(f.get("C"), "rejects" if "rejects" in f.get("M", "") else f.get("M"))
+else:
+    print(kind)
+PY
+}
+check "pg_hba: postgres, rewind, replicator over TCP from the clients' network rejected" \
+    "28000 rejects|28000 rejects|28000 rejects" \
+    "$(hba 127.0.0.2 postgres postgres)|$(hba 127.0.0.2 rewind postgres)|$(hba 127.0.0.2 replicator postgres)"
+check "... from a member's address asked for a password, as a client from its network" "R10|R10|R10" \
+    "$(hba 127.0.0.1 postgres postgres)|$(hba 127.0.0.1 rewind postgres)|$(hba 127.0.0.2 notify_shim postgres)"
+check "pg_rewind's role: a login, no superuser, the four functions granted" "t|f|t|t|t|t" \
+    "$(q pg1 "SELECT concat_ws('|', rolcanlogin, rolsuper,
+        has_function_privilege('rewind', 'pg_catalog.pg_ls_dir(text, boolean, boolean)', 'EXECUTE'),
+        has_function_privilege('rewind', 'pg_catalog.pg_stat_file(text, boolean)', 'EXECUTE'),
+        has_function_privilege('rewind', 'pg_catalog.pg_read_binary_file(text)', 'EXECUTE'),
+        has_function_privilege('rewind', 'pg_catalog.pg_read_binary_file(text, bigint, bigint, boolean)', 'EXECUTE'))
+        FROM pg_catalog.pg_roles WHERE rolname = 'rewind'")"
+# etcd: without credentials (as nobody, the shims' uid) nothing is read or
+# written; with Patroni's, nothing outside the scope's prefix
+cfg=$(ectl_root get --print-value-only /service/paynotify-test/config 2>/dev/null)
+off=$(python3 -c 'import json, sys; c = json.loads(sys.argv[1]); c["synchronous_mode"] = False; print(json.dumps(c))' "$cfg" 2>/dev/null)
+r1=$(ectl_as nobody put /service/paynotify-test/config "${off:-x}" >/dev/null 2>&1 && echo written || echo refused)
+r2=$(ectl_as nobody del /service/paynotify-test/leader 2>/dev/null)
+r3=$(ectl_as nobody del /service/paynotify-test/sync 2>/dev/null)
+r4=$(ectl_as nobody get --prefix /service --keys-only 2>/dev/null | grep -c .)
+r5=$(env -i PATH="$PATH" ETCDCTL_API=3 ETCDCTL_USER="patroni:$PW_ETCD" etcdctl --endpoints="127.0.0.1:$EC" \
+    put /service/other/config x >/dev/null 2>&1 && echo written || echo refused)
+check "etcd without credentials: config put refused, /leader and /sync kept, nothing read; Patroni's user refused outside its prefix" \
+    "refused|||0|refused" "$r1|$r2|$r3|$r4|$r5"
+# a changed config would be applied at Patroni's next loop (loop_wait 1 s)
+sleep 3
+jget() { python3 -c 'import json, sys; print(str(json.load(sys.stdin).get("synchronous_mode")).lower())' 2>/dev/null; }
+check "... synchronous mode still on: in etcd, in /config, pg2 in synchronous_standby_names" "true|true|yes" \
+    "$(ectl_root get --print-value-only /service/paynotify-test/config | jget)|$(curl -s -m 2 "http://127.0.0.1:${RESTPORT[pg1]}/config" | jget)|$(q pg1 "SHOW synchronous_standby_names" | grep -q pg2 && echo yes || echo no)"
 
 # ---- the schema, the roles, the relay and two shims -------------------------------
 # stack_schema's statements go to the leader (stack_sql, as postgres by peer)
 STACK_PGPORT=${PGPORT[pg1]}
 stack_sql() { pn_as_user "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$D/pg1" -p "${PGPORT[pg1]}" -U postgres "$@"; }
-stack_schema 0 $((N + NS + 10)) || exit 1
+stack_schema 0 $((N + NBMAX * NB + 10)) || exit 1
 secret="whsec_$(openssl rand -base64 32)"
 # (the passwords on psql's standard input, not its command line)
 stack_sql -q >/dev/null <<SQL
@@ -273,7 +375,9 @@ verdict() {
     stack_senders_wait 900 "$SENDER"
     wait "$SENDER"; rc=$?
     check "$name: every notification acknowledged in the end (sender exit 0)" 0 "$rc"
-    echo "# [${SECONDS} s] $name: $(stack_send_summary "$D/$name.json")"
+    for j in "$D/$name".json "$D/$name"-*.json; do
+        [ -e "$j" ] && echo "# [${SECONDS} s] ${j##*/}: $(stack_send_summary "$j")"
+    done
     l=$(leader)
     qleader() { q "$l" "$1"; }
     stack_ledger_audit qleader "$D/ledger-$name.tsv" --kill "$t0" "$@"
@@ -311,7 +415,32 @@ args=()
 verdict failover "$tkill" "${args[@]}"
 
 # ---- 2. a planned switchover under traffic ------------------------------------------
-traffic switchover $((N + 1)) "$NS" 4 || echo "# the traffic did not reach a third acknowledged"
+# batches of NB, one after another (no gap but a process start), until one
+# has started after the new leader answered /primary (the file
+# switchover.done): traffic from before patronictl until after the new
+# leader, however fast this machine switches.  The batches' ledgers are
+# concatenated (distinct orders); the subshell's exit, the worst batch's.
+traffic_batches() {	# traffic_batches NAME START
+    local name=$1 start=$2 k=0 rc=0 last
+    while [ "$k" -lt "$NBMAX" ]; do
+        last=0
+        [ -e "$D/$name.done" ] && last=1
+        stack_send wxpay --mode retry -n "$NB" -c 4 --start $((start + k * NB)) --now "$(date +%s)" \
+            --seed $((start + k * NB)) --schedule "$SCHEDULE" --timeout 3 --ledger "$D/ledger-$name-$k.tsv" \
+            --quiet --json >"$D/$name-$k.json" 2>"$D/$name-$k.err" || rc=1
+        k=$((k + 1))
+        [ "$last" = 1 ] && break
+    done
+    echo "$k" >"$D/$name.batches"
+    [ -e "$D/$name.done" ] || rc=1	# NBMAX batches did not reach the new leader
+    exit "$rc"
+}
+traffic_batches switchover $((N + 1)) &
+SENDER=$!
+for _ in $(seq 1 600); do
+    [ "$(cat "$D"/ledger-switchover-*.tsv 2>/dev/null | awk -F'\t' '$9 == 1' | wc -l)" -ge $((N / 3)) ] && break
+    sleep 0.1
+done
 old=$(leader) new=$(other "$old")
 tsw=$(date +%s.%N)
 (
@@ -323,7 +452,11 @@ tpc=$(date +%s.%N)
 waited=$(wait_rest "$new" /primary 60)
 check "$new leads" 200 "$(rest "$new" /primary)"
 tdone=$(date +%s.%N)
+touch "$D/switchover.done"
 echo "# [${SECONDS} s] $new answered /primary $waited s after patronictl returned; patronictl took $(python3 -c "print(round($tpc - $tsw, 2))") s"
+stack_senders_wait 900 "$SENDER"
+cat "$D"/ledger-switchover-*.tsv >"$D/ledger-switchover.tsv"
+echo "# [${SECONDS} s] switchover traffic: $(cat "$D/switchover.batches" 2>/dev/null) batches of $NB"
 check "the traffic goes on after the switchover (acknowledgements after it)" yes \
     "$(python3 - "$D/ledger-switchover.tsv" "$tdone" <<'PY'
 import calendar, sys, time
@@ -352,11 +485,11 @@ check "one leader in the end" 1 "$(for m in pg1 pg2; do rest "$m" /primary; echo
 for ep in config patroni cluster history; do
     curl -s -m 2 "http://127.0.0.1:${RESTPORT[pg1]}/$ep" >"$D/log/rest-$ep.json"
 done
-ETCDCTL_API=3 etcdctl --endpoints="127.0.0.1:$EC" get --prefix / >"$D/log/etcd-dump.txt" 2>&1
+ectl_root get --prefix / >"$D/log/etcd-dump.txt" 2>&1
 check "etcd holds the cluster's state (the dump is not empty)" yes \
     "$(grep -q paynotify-test "$D/log/etcd-dump.txt" && echo yes || echo no)"
 leaks=0
-for s in "$PW_SUPER" "$PW_REPL" "$PW_REST" "$PW_SHIM" "$PW_RELAY"; do
+for s in "$PW_SUPER" "$PW_REPL" "$PW_REST" "$PW_SHIM" "$PW_RELAY" "$PW_REWIND" "$PW_ETCD" "$PW_ETCD_ROOT"; do
     n=$(grep -rlF --exclude=patroni.env --exclude=client.pgpass --exclude=pgpass --exclude-dir=data \
         -e "$s" "$D" 2>/dev/null | wc -l)
     leaks=$((leaks + n))
