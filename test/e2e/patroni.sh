@@ -345,6 +345,14 @@ for line in open(sys.argv[1]):
             break
 PY
 }
+log_time_wait() {	# log_time_wait NAME TEXT AFTER: log_time, read until the line is there (30 s at most):
+    local i t	# Patroni writes its log from a queue, a line may reach the file seconds after the event
+    for i in $(seq 1 300); do
+        t=$(log_time "$@")
+        [ -n "$t" ] && { echo "$t"; return; }
+        sleep 0.1
+    done
+}
 leader() {	# leader: the member whose REST API answers /primary 200 (none: "")
     local m
     for m in pg1 pg2; do [ "$(rest "$m" /primary)" = 200 ] && { echo "$m"; return; }; done
@@ -399,14 +407,14 @@ echo "# [${SECONDS} s] killed $old (Patroni ${PID[$old]}, postmaster $pm and its
 waited=$(wait_rest "$new" /primary 60)
 check "Patroni promotes $new" 200 "$(rest "$new" /primary)"
 echo "# [${SECONDS} s] $new answered /primary $waited s after the kill"
-# when Patroni decided (its log): no primary accepted writes before that
-tpromote0=$(log_time "$new" "promoted self to leader" "$tkill")
 # the old machine comes back: its Patroni started on its data directory
 member_start "$old"
 waited=$(wait_rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )" 90)
 check "$old rejoins as a streaming $mode standby of $new" "200|streaming|$new" \
     "$(rest "$old" "$( [ "$ASYNC" = 1 ] && echo /async || echo /sync )")|$(q "$new" "SELECT state FROM pg_stat_replication WHERE application_name = '$old'")|$(leader)"
 echo "# [${SECONDS} s] $old rejoined $waited s after its Patroni started; pg_rewind ran $(grep -c 'pg_rewind exit code=0' "$D/log/patroni-$old.log") time(s)"
+# when Patroni decided (its log): no primary accepted writes before that
+tpromote0=$(log_time_wait "$new" "promoted self to leader" "$tkill")
 check "$new's Patroni logged its promotion (when no primary took writes until)" yes \
     "$([ -n "$tpromote0" ] && echo yes || echo no)"
 args=()
@@ -473,7 +481,7 @@ check "$old follows as a streaming $mode standby" "200|streaming" \
 args=()
 [ "$ASYNC" = 1 ] && args+=(--lost-is-figure)
 # the switchover begins when the old leader starts to demote (its log)
-tdemote=$(log_time "$old" "manual failover: demot" "$tsw")
+tdemote=$(log_time_wait "$old" "manual failover: demot" "$tsw")
 check "$old's Patroni logged its demotion" yes "$([ -n "$tdemote" ] && echo yes || echo no)"
 echo "# (for the switchover, \"the kill\" is when $old began to demote, $(python3 -c "print(round(${tdemote:-$tsw} - $tsw, 2))") s after patronictl started)"
 verdict switchover "${tdemote:-$tsw}" "${args[@]}"
