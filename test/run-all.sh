@@ -28,6 +28,7 @@ quick_tests=(
     shim/tests/cgi-test.sh
     shim/tests/send-test.sh
     shim/tests/serve-test.sh
+    test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
     test/e2e/relay.sh
@@ -35,7 +36,6 @@ quick_tests=(
     test/e2e/upgrade.sh
     test/e2e/planted.sh
     test/e2e/databases.sh
-    test/e2e/cron.sh
     test/e2e/monitoring.sh
     test/e2e/pipeline.sh
 )
@@ -146,9 +146,10 @@ done
 # goes to a file and is printed, and counted, at their own place in the list.
 # test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian 12's
 # pg_cron 1.4 has no finer schedule).  It runs beside the shim's own tests,
-# which assert nothing about speed and install nothing: a script that runs
-# make install meanwhile would replace paynotify.so (install unlinks it,
-# then writes it again) while a backend of cron.sh's may be loading it.
+# which assert nothing about speed and install nothing, and is waited for
+# right after them: a script that runs make install meanwhile would replace
+# paynotify.so (install unlinks it, then writes it again) while a backend
+# of cron.sh's may be loading it.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
 )
