@@ -295,10 +295,20 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 		if (name != NULL && strcmp(name, pn_outcome_name((PnOutcome) o)) == 0)
 			*outcome = (PnOutcome) o;
 	if (error != NULL)
+	{
+		/*
+		 * An error the call caught there: its subtransaction there is rolled
+		 * back, nothing of it is left.  Today's path runs the step instead,
+		 * in this transaction (this node's lock still held), and answers.
+		 */
 		ereport(WARNING,
 				(errmsg("paynotify: business step failed on the node of order \"%s\" for notification \"%s\" on channel \"%s\"",
 						n->order_no, n->notify_id, ch->name),
-				 errdetail("%s", error)));
+				 errdetail("%s", error),
+				 errhint("The step runs again on the routed path.")));
+		SPI_finish();
+		return false;
+	}
 	/* where Citus propagates SET LOCAL: the level set there again at commit */
 	if (*outcome != PN_BUSY)
 		pn_shard_commit_level_kept(cfg, ch->name, n->notify_id, n->order_no);
