@@ -115,12 +115,18 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		2, {TEXTOID, TEXTOID}
 	},
 	/* every trade of the order (any channel): paid and refunded */
+	/*
+	 * A join on the order, not a correlated subquery: inside a delegated
+	 * call Citus could not always see that the subquery stayed on the
+	 * call's shard ("cannot execute a distributed query from a query on a
+	 * shard").
+	 */
 	[PLAN_ORDER_TRADES] = {
 		"SELECT p.channel, p.trade_no, p.amount,"
-		" (SELECT COALESCE(pg_catalog.sum(r.amount), 0)::bigint FROM @s.paynotify_refund r"
-		"  WHERE r.order_no = p.order_no AND r.channel = p.channel AND r.trade_no = p.trade_no"
-		"  AND r.status = 'succeeded')"
-		" FROM @s.payment_record p WHERE p.order_no = $1",
+		" COALESCE(pg_catalog.sum(r.amount) FILTER (WHERE r.status = 'succeeded'), 0)::bigint"
+		" FROM @s.payment_record p LEFT JOIN @s.paynotify_refund r"
+		"  ON r.order_no = $1 AND r.order_no = p.order_no AND r.channel = p.channel AND r.trade_no = p.trade_no"
+		" WHERE p.order_no = $1 GROUP BY p.channel, p.trade_no, p.amount",
 		1, {TEXTOID}
 	},
 	[PLAN_REFUND_INSERT] = {
