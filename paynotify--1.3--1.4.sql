@@ -2133,6 +2133,26 @@ COMMENT ON FUNCTION @extschema@.paynotify_step_at(text, text, text, jsonb, jsonb
 REVOKE ALL ON FUNCTION @extschema@.paynotify_step_at(text, text, text, jsonb, jsonb, jsonb, integer, text, text) FROM PUBLIC;
 
 -- paynotify_distribute() distributes it too (see above)
+-- Whether a search_path value lists a schema before pg_catalog, read as
+-- the server reads it: names separated by commas, white space around them
+-- ignored, an unquoted name folded to lower case, a quoted one taken as
+-- written.  pg_catalog not listed at all is searched first: false.
+CREATE FUNCTION @extschema@.paynotify_search_path_late(sp text)
+	RETURNS boolean
+	LANGUAGE sql IMMUTABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT coalesce(pg_catalog.bool_or(u.i OPERATOR(pg_catalog.>) 1), false)
+FROM pg_catalog.unnest(pg_catalog.string_to_array(sp, ',')) WITH ORDINALITY u(x, i)
+WHERE CASE WHEN pg_catalog.btrim(u.x, E' \t\n\r\f\v') LIKE '"%"'
+		   THEN pg_catalog.replace(pg_catalog.substr(pg_catalog.btrim(u.x, E' \t\n\r\f\v'), 2,
+						pg_catalog.length(pg_catalog.btrim(u.x, E' \t\n\r\f\v')) OPERATOR(pg_catalog.-) 2),
+						'""', '"')
+		   ELSE pg_catalog.lower(pg_catalog.btrim(u.x, E' \t\n\r\f\v')) END
+	  OPERATOR(pg_catalog.=) 'pg_catalog'
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_search_path_late(text) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_distribute()
 	RETURNS TABLE (relation regclass, kind text, action text)
 	LANGUAGE plpgsql VOLATILE
@@ -2227,18 +2247,39 @@ BEGIN
 	-- unqualified: a search_path there that lists another schema before
 	-- pg_catalog would resolve them in that schema first, as that role.
 	-- Refused on every node before anything is changed.
-	FOR t IN SELECT 'the coordinator'::text AS node,
-					(SELECT s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = 'search_path') AS sp
+	-- The values that apply to the extension's owner in this database on
+	-- each node: what this session would reset to, and every setting of
+	-- the database or of the owner (ALTER DATABASE / ALTER ROLE ... SET).
+	FOR t IN SELECT 'the coordinator'::text AS node, v.sp
+			 FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name = 'search_path'
+				   UNION ALL
+				   SELECT pg_catalog.substr(c, 13)
+				   FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) c
+				   WHERE d.setdatabase IN (0, (SELECT b.oid FROM pg_catalog.pg_database b
+											   WHERE b.datname = pg_catalog.current_database()))
+					 AND d.setrole IN (0, (SELECT e.extowner FROM pg_catalog.pg_extension e
+										  WHERE e.extname = 'paynotify'))
+					 AND pg_catalog.starts_with(c, 'search_path=')) v
+			 WHERE @extschema@.paynotify_search_path_late(v.sp)
 			 UNION ALL
 			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result
-			 FROM pg_catalog.run_command_on_workers('SHOW search_path') w WHERE w.success LOOP
-		IF EXISTS (SELECT FROM pg_catalog.unnest(pg_catalog.string_to_array(t.sp, ',')) WITH ORDINALITY u(s, i)
-				   WHERE pg_catalog.btrim(pg_catalog.btrim(u.s), '"') = 'pg_catalog' AND u.i > 1) THEN
-			RAISE EXCEPTION 'the search_path of % lists another schema before pg_catalog: %', t.node, t.sp
-				USING ERRCODE = 'object_not_in_prerequisite_state',
-					  DETAIL = 'Citus''s connections between the nodes run as paynotify''s owner with the node''s settings and name pg_catalog''s types and operators unqualified: they would be looked up in that schema first.',
-					  HINT = 'Reset it on that node (ALTER DATABASE ... RESET search_path, or ALTER ROLE ... IN DATABASE ... RESET search_path), then call paynotify_distribute() again.  Each node''s database owner is trusted like a superuser (docs/CITUS.md).';
-		END IF;
+			 FROM pg_catalog.run_command_on_workers(pg_catalog.format($w$
+				SELECT pg_catalog.string_agg(v.sp, ' / ')
+				FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path'
+					  UNION ALL
+					  SELECT pg_catalog.substr(c, 13)
+					  FROM pg_catalog.pg_db_role_setting d, pg_catalog.unnest(d.setconfig) c
+					  WHERE d.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, (SELECT b.oid FROM pg_catalog.pg_database b
+											   WHERE b.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())]::pg_catalog.oid[])
+						AND d.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0, (SELECT e.extowner FROM pg_catalog.pg_extension e
+											 WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')]::pg_catalog.oid[])
+						AND pg_catalog.starts_with(c, 'search_path=')) v
+				WHERE %s.paynotify_search_path_late(v.sp)$w$, '@extschema@')) w
+			 WHERE w.success AND w.result <> '' LOOP
+		RAISE EXCEPTION 'the search_path of % lists another schema before pg_catalog: %', t.node, t.sp
+			USING ERRCODE = 'object_not_in_prerequisite_state',
+				  DETAIL = 'Citus''s connections between the nodes run as paynotify''s owner with the node''s settings and name pg_catalog''s types and operators unqualified: they would be looked up in that schema first.',
+				  HINT = 'Reset it on that node (ALTER DATABASE ... RESET search_path, or ALTER ROLE ... IN DATABASE ... RESET search_path), then call paynotify_distribute() again.  Each node''s database owner is trusted like a superuser (docs/CITUS.md).';
 	END LOOP;
 	SELECT * INTO b FROM @extschema@.paynotify_binding;
 	orders := pg_catalog.to_regclass(b.orders);

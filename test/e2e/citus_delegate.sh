@@ -56,6 +56,14 @@ out=$(citus_sql 0 -tA -c "SELECT count(*) FROM paynotify_distribute()" 2>&1)
 citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET search_path" >/dev/null
 check "paynotify_distribute() refused while worker 1's database lists public before pg_catalog" yes \
     "$(grep -q 'ERROR:  the search_path of worker 127.0.0.1:[0-9]* lists another schema before pg_catalog: public, pg_catalog' <<<"$out" && echo yes || echo "no: $out")"
+# written otherwise, as the server reads it: a tab, capitals; and set for
+# paynotify's owner in this database rather than for the database
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "SELECT set_config('search_path', E'public,\\tPG_Catalog', false)" \
+    -c "ALTER ROLE postgres IN DATABASE postgres SET search_path FROM CURRENT" >/dev/null
+out=$(citus_sql 0 -tA -c "SELECT count(*) FROM paynotify_distribute()" 2>&1)
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "ALTER ROLE postgres IN DATABASE postgres RESET search_path" >/dev/null
+check "paynotify_distribute() refused while the owner's setting on worker 1 lists public before PG_Catalog (a tab between)" yes \
+    "$(grep -q 'ERROR:  the search_path of worker 127.0.0.1:[0-9]* lists another schema before pg_catalog' <<<"$out" && echo yes || echo "no: $out")"
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
 # orders on worker 2, and one on worker 1
