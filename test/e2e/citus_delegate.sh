@@ -160,6 +160,18 @@ for i in 0 1 2; do
 done
 check "the planted function never called on any node" "0+0+0+0" "$planted"
 
+pay_as() {	# pay_as ORDER EVENT_ID FILE: a first Stripe payment of ORDER signed as event EVENT_ID, as one SQL call
+    cat >"$3.json" <<EOF
+{"id": "$2", "object": "event", "api_version": "2025-03-31.basil", "created": $(date +%s),
+ "data": {"object": {"id": "pi_$2$1", "object": "payment_intent", "amount": 8888,
+  "amount_received": 8888, "currency": "usd", "latest_charge": "ch_$2$1", "livemode": false,
+  "metadata": {"order_id": "$1"}, "status": "succeeded"}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "payment_intent.succeeded"}
+EOF
+    shim/paynotify-send --gateway stripe --payload "$3.json" --mode one --keys test/vectors/keys \
+        --quiet --dump-sql "$3" >/dev/null 2>&1
+}
 # ---- a gate: a delivery held in its open transaction until the test opens it ----
 citus_sql 0 -c "CREATE TABLE gate (name text PRIMARY KEY)" -c "SELECT create_reference_table('gate')" >/dev/null
 hold() {	# hold IN NAME OUT: IN's call, then a wait for the gate NAME, in one transaction
@@ -206,18 +218,8 @@ check "applied once: one payment of $ord" 1 "$(citus_q 0 "SELECT count(*) FROM p
 # notification's lock there; once the first commits it sees the first's
 # log row under the other order: ignored, an anomaly, never applied.
 oa=$(printf 'PN%08d' "${w2[4]}") ob=$(printf 'PN%08d' "$w1")
-for o in "$oa" "$ob"; do
-    cat >"$STACK_DIR/same-$o.json" <<EOF
-{"id": "evt_delegSameId0001", "object": "event", "api_version": "2025-03-31.basil", "created": $(date +%s),
- "data": {"object": {"id": "pi_delegSame$o", "object": "payment_intent", "amount": 8888,
-  "amount_received": 8888, "currency": "usd", "latest_charge": "ch_delegSame$o", "livemode": false,
-  "metadata": {"order_id": "$o"}, "status": "succeeded"}},
- "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
- "type": "payment_intent.succeeded"}
-EOF
-    shim/paynotify-send --gateway stripe --payload "$STACK_DIR/same-$o.json" --mode one --keys test/vectors/keys \
-        --quiet --dump-sql "$STACK_DIR/same-$o.sql" >/dev/null 2>&1
-done
+pay_as "$oa" evt_delegSameId0001 "$STACK_DIR/same-$oa.sql"
+pay_as "$ob" evt_delegSameId0001 "$STACK_DIR/same-$ob.sql"
 hold "$STACK_DIR/same-$oa.sql" same "$STACK_DIR/same_hold.sql"
 citus_sql 0 -tA -f "$STACK_DIR/same_hold.sql" >"$STACK_DIR/same_hold.out" 2>&1 &
 holder=$!
@@ -244,18 +246,8 @@ check "only the first order paid; the second's an anomaly payload_differs_for_sa
 # applied, the other busy or ignored); the gateway's retries, one after
 # the other: one applied, the other ignored, an anomaly.
 oc=$(printf 'PN%08d' "${w2[6]}") od=$(printf 'PN%08d' "$w1b")
-for o in "$oc" "$od"; do
-    cat >"$STACK_DIR/cross-$o.json" <<EOF
-{"id": "evt_delegCross0001", "object": "event", "api_version": "2025-03-31.basil", "created": $(date +%s),
- "data": {"object": {"id": "pi_delegCross$o", "object": "payment_intent", "amount": 8888,
-  "amount_received": 8888, "currency": "usd", "latest_charge": "ch_delegCross$o", "livemode": false,
-  "metadata": {"order_id": "$o"}, "status": "succeeded"}},
- "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
- "type": "payment_intent.succeeded"}
-EOF
-    shim/paynotify-send --gateway stripe --payload "$STACK_DIR/cross-$o.json" --mode one --keys test/vectors/keys \
-        --quiet --dump-sql "$STACK_DIR/cross-$o.sql" >/dev/null 2>&1
-done
+pay_as "$oc" evt_delegCross0001 "$STACK_DIR/cross-$oc.sql"
+pay_as "$od" evt_delegCross0001 "$STACK_DIR/cross-$od.sql"
 # $oc (shard on worker 2) to worker 1, $od (shard on worker 1) to worker 2, each held open after its call
 hold "$STACK_DIR/cross-$oc.sql" crossc "$STACK_DIR/cross_c.sql"
 hold "$STACK_DIR/cross-$od.sql" crossd "$STACK_DIR/cross_d.sql"
