@@ -242,8 +242,9 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	 * (a snapshot taken after the lock) sees the first's log row under its
 	 * order, whichever order each names.  The step takes the lock again on
 	 * the order's node (the same lock when that is this node) without
-	 * waiting (timeout 0): a delivery from another node holding it there is
-	 * answered busy.  The waiting is done here only.  A wait there, while
+	 * waiting (pn_notification_lock_nowait; its other lock waits, the
+	 * order's row, keep paynotify.lock_timeout): a delivery from another
+	 * node holding it there is answered busy.  The waiting is done here only.  A wait there, while
 	 * this node's lock is held, could close a circle: one id signed for two
 	 * orders, each delivered at once to the other order's node, each
 	 * holding its own node's lock and waiting for the other's (Citus
@@ -283,7 +284,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
 					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
 					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
-					 jsonb_literal(n->payload), jsonb_literal(headers), 0,
+					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
 					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
 					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
 	if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
@@ -349,6 +350,7 @@ step_at_run(void *arg)
 	call_cxt = CurrentMemoryContext;
 	other_order = NULL;
 	pn_step_order = sa->order_no;
+	pn_notification_lock_nowait = true;
 	PG_TRY();
 	{
 		sa->outcome = dedup_and_apply(sa->cfg, ch, n);
@@ -357,6 +359,7 @@ step_at_run(void *arg)
 	PG_FINALLY();
 	{
 		pn_step_order = NULL;
+		pn_notification_lock_nowait = false;
 	}
 	PG_END_TRY();
 }
@@ -370,8 +373,9 @@ step_at_run(void *arg)
  * The business step of an authentic notice, on the node that holds its
  * order's shard (distributed by order_no with force_delegation): the
  * notice rebuilt from jsonb as a retry rebuilds a parked one, the
- * notification's lock taken here with the caller's paynotify.lock_timeout,
- * the log row read under the order, the step in its subtransaction, the
+ * notification's lock tried here (the caller waited for it on its node),
+ * other lock waits (the order's row) bounded by the caller's
+ * paynotify.lock_timeout, the log row read under the order, the step in its subtransaction, the
  * delivery recorded, and the caller's synchronous_commit set in this
  * transaction (the caller's settings do not reach this node).  Every error
  * is caught here and returned with outcome "failed": none crosses nodes.

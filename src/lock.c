@@ -56,6 +56,14 @@ notification_tag(const char *channel, const char *notify_id, LOCKTAG *tag)
 						 PAYNOTIFY_LOCK_CLASS);
 }
 
+/*
+ * Set while a delegated business step runs on its order's node
+ * (paynotify_step_at): its caller waited for the notification's lock on
+ * its own node already, so here it is only tried; a wait here could close
+ * a circle across nodes.  Other lock waits keep paynotify.lock_timeout.
+ */
+bool		pn_notification_lock_nowait = false;
+
 PnLockResult
 pn_lock_notification(const char *channel, const char *notify_id)
 {
@@ -64,7 +72,7 @@ pn_lock_notification(const char *channel, const char *notify_id)
 	notification_tag(channel, notify_id, &tag);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return PN_LOCK_FREE;
-	if (paynotify_lock_timeout <= 0)
+	if (paynotify_lock_timeout <= 0 || pn_notification_lock_nowait)
 		return PN_LOCK_BUSY;
 	return wait_for_lock(&tag) ? PN_LOCK_WAITED : PN_LOCK_BUSY;
 }

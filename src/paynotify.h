@@ -503,6 +503,7 @@ typedef enum PnLockResult
 	PN_LOCK_WAITED
 } PnLockResult;
 
+extern bool pn_notification_lock_nowait;
 extern PnLockResult pn_lock_notification(const char *channel, const char *notify_id);
 extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
 extern void pn_unlock_notification(const char *channel, const char *notify_id);

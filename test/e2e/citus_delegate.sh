@@ -212,6 +212,28 @@ check "the second answered without waiting on the order's node, while the first 
     "$([ "$held" = t ] && echo yes || echo "no: $ms ms, first holding: $held")"
 check "applied once: one payment of $ord" 1 "$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
 
+# ---- the order's row held by the application: the step's wait bounded ----
+# (the step tries the notification's lock only, but waits for the order's
+# row at most paynotify.lock_timeout, the caller's, passed)
+ridx=${w2[7]} rord=$(printf 'PN%08d' "${w2[7]}")
+dump "$ridx" 98 "$STACK_DIR/rowheld.sql"
+{ echo "BEGIN;"; echo "SELECT order_no FROM orders WHERE order_no = '$rord' FOR UPDATE;"
+  echo "DO \$\$ BEGIN WHILE NOT EXISTS (SELECT FROM gate WHERE name = 'row') LOOP PERFORM pg_sleep(0.02); END LOOP; END \$\$;"
+  echo "COMMIT;"; } >"$STACK_DIR/row_hold.sql"
+citus_sql 0 -tA -f "$STACK_DIR/row_hold.sql" >/dev/null 2>&1 &
+holder=$!
+until_true 0 "$(at_gate row)" || echo "# the application's transaction never reached the gate"
+t0=$(date +%s%N)
+rowans=$(timeout 60 "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[1]} dbname=postgres user=postgres" \
+    -c "SET paynotify.lock_timeout = 700" -f "$STACK_DIR/rowheld.sql" 2>&1 | grep -E '^[a-z]+$' | tail -1)
+ms=$((($(date +%s%N) - t0) / 1000000))
+citus_q 0 "INSERT INTO gate VALUES ('row')" >/dev/null
+wait "$holder"
+echo "# the delivery while the application held the order's row: $rowans after $ms ms (paynotify.lock_timeout 700 ms)"
+check "the order's row held by the application: the delegated step answered busy, not waiting without end" busy "$rowans"
+check "then the retry applies it once" "processed|1" \
+    "$(citus_sql 1 -tA -f "$STACK_DIR/rowheld.sql" 2>&1 | grep -E '^[a-z]+$' | tail -1)|$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$rord'")"
+
 # ---- one notification id signed for two orders, both delivered at once to one node ----
 # The first (order on worker 2) is held open after its call; the second
 # (order on worker 1) reaches the same node meanwhile and waits for the
