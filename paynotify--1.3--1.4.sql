@@ -2531,3 +2531,161 @@ COMMENT ON FUNCTION @extschema@.paynotify_distribute() IS
 	'Citus: makes the configuration tables reference tables, distributes the orders table and every notification table by order number, co-located, and the business step (paynotify_step_at) by its order; idempotent';
 
 
+
+-- ===== Agreements (subscriptions) =====
+--
+-- A recurring-payment agreement (WeChat Pay's entrust contract, Alipay's
+-- deduction agreement, a Stripe subscription) is a row: signed once, ended
+-- once, for good (docs/GATEWAYS.md, "Agreements").  Written by the
+-- business step only; the notifications that moved or restated it are
+-- listed in applied order (notify_ids).  On Citus a reference table: the
+-- notices of an agreement name no order, and run on the coordinator
+-- (docs/SCALING.md).
+CREATE TABLE @extschema@.paynotify_agreement (
+	channel		text NOT NULL,
+	agreement_id text NOT NULL CHECK (agreement_id OPERATOR(pg_catalog.<>) ''),
+	merchant_ref text,
+	plan_id		text,
+	state		text NOT NULL CHECK (state OPERATOR(pg_catalog.=) ANY ('{signed,ended}'::text[])),
+	gateway_state text,
+	signed_at	timestamptz,
+	ended_at	timestamptz,
+	notify_ids	text[] NOT NULL DEFAULT '{}',
+	created_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	updated_at	timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CHECK ((state OPERATOR(pg_catalog.=) 'ended') OPERATOR(pg_catalog.=) (ended_at IS NOT NULL)),
+	PRIMARY KEY (channel, agreement_id)
+);
+COMMENT ON TABLE @extschema@.paynotify_agreement IS
+	'paynotify: recurring-payment agreements (WeChat Pay contracts, Alipay agreements, Stripe subscriptions) as their notifications left them';
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_agreement', '');
+REVOKE ALL ON @extschema@.paynotify_agreement FROM PUBLIC;
+SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_agreement'::regclass);
+
+-- The agreement a charge was made under, where its notification names one
+-- (made as the 1.3 tables' changes above are: by EXECUTE, where not yet).
+DO $$
+BEGIN
+	EXECUTE 'ALTER TABLE @extschema@.payment_record ADD COLUMN IF NOT EXISTS agreement_id text';
+END
+$$;
+COMMENT ON COLUMN @extschema@.payment_record.agreement_id IS
+	'the agreement (paynotify_agreement) the charge was made under, where the notification names one; NULL otherwise';
+
+-- The events 1.4 adds, for hooks and endpoints.
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_constraint
+				   WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.paynotify_hook'::regclass
+					 AND conname OPERATOR(pg_catalog.=) 'paynotify_hook_event_check'
+					 AND pg_catalog.pg_get_constraintdef(oid) OPERATOR(pg_catalog.~) 'agreement_ended') THEN
+		EXECUTE 'ALTER TABLE @extschema@.paynotify_hook
+			DROP CONSTRAINT paynotify_hook_event_check,
+			ADD CONSTRAINT paynotify_hook_event_check
+				CHECK (event OPERATOR(pg_catalog.=) ANY (''{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}''::text[]))';
+	END IF;
+	IF NOT EXISTS (SELECT FROM pg_catalog.pg_constraint
+				   WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.paynotify_endpoint'::regclass
+					 AND conname OPERATOR(pg_catalog.=) 'paynotify_endpoint_events_check'
+					 AND pg_catalog.pg_get_constraintdef(oid) OPERATOR(pg_catalog.~) 'agreement_ended') THEN
+		EXECUTE 'ALTER TABLE @extschema@.paynotify_endpoint
+			DROP CONSTRAINT paynotify_endpoint_events_check,
+			ADD CONSTRAINT paynotify_endpoint_events_check
+				CHECK (events OPERATOR(pg_catalog.<@) ''{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}''::text[]
+					   AND pg_catalog.cardinality(events) OPERATOR(pg_catalog.>) 0)';
+	END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_endpoint(url text, secret text, events text[],
+		channels text[])
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	n integer;
+BEGIN
+	IF url IS NOT NULL AND url !~ '^https?://[^[:space:]]+$' THEN
+		RAISE EXCEPTION 'endpoint url must start with http:// or https:// and contain no spaces'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF secret IS NOT NULL THEN
+		IF secret !~ '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
+			RAISE EXCEPTION 'endpoint secret must be "whsec_" followed by base64'
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
+		END IF;
+		n := length(decode(substr(secret, 7), 'base64'));
+		IF n < 24 OR n > 64 THEN
+			RAISE EXCEPTION 'endpoint secret must encode 24 to 64 bytes, not %', n
+				USING ERRCODE = 'invalid_parameter_value',
+					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
+		END IF;
+	END IF;
+	IF events IS NOT NULL AND (cardinality(events) = 0 OR array_position(events, NULL) IS NOT NULL
+			OR NOT events <@ '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}') THEN
+		RAISE EXCEPTION 'endpoint events must be some of paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost, payment_failed, agreement_signed, agreement_ended, notification'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF channels IS NOT NULL AND EXISTS (SELECT FROM unnest(channels) c
+			WHERE c IS NULL OR c !~ '^[A-Za-z0-9_]{1,63}$') THEN
+		RAISE EXCEPTION 'endpoint channels must be channel names'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+END
+$$;
+
+-- An agreement's story: its row, then every notification that moved or
+-- restated it (and those parked for it), each as paynotify_trace shows it,
+-- and the charges made under it.
+CREATE FUNCTION @extschema@.paynotify_trace_agreement(agreement_channel text, agreement_id text)
+	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
+	LANGUAGE plpgsql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	p_channel text := $1;
+	p_agreement_id text := $2;
+BEGIN
+	IF p_channel IS NULL OR p_agreement_id IS NULL THEN
+		RAISE EXCEPTION 'agreement_channel and agreement_id must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	RETURN QUERY
+	WITH ids AS (
+		SELECT DISTINCT i.notify_id
+		FROM (SELECT pg_catalog.unnest(a.notify_ids) AS notify_id
+			  FROM @extschema@.paynotify_agreement a
+			  WHERE a.channel OPERATOR(pg_catalog.=) p_channel
+				AND a.agreement_id OPERATOR(pg_catalog.=) p_agreement_id
+			  UNION ALL
+			  SELECT l.notify_id FROM @extschema@.payment_notify_log l
+			  WHERE l.order_no OPERATOR(pg_catalog.=) '' AND l.channel OPERATOR(pg_catalog.=) p_channel
+				AND l.status OPERATOR(pg_catalog.=) 'parked'
+				AND l.notice OPERATOR(pg_catalog.->>) 'agreement_id' OPERATOR(pg_catalog.=) p_agreement_id
+			  UNION ALL
+			  SELECT p.notify_id FROM @extschema@.payment_record p
+			  WHERE p.channel OPERATOR(pg_catalog.=) p_channel
+				AND p.agreement_id OPERATOR(pg_catalog.=) p_agreement_id) i
+	)
+	SELECT t.at, t.kind, t.channel, t.notify_id, t.detail
+	FROM (SELECT a.updated_at AS at, 'agreement'::text AS kind, a.channel, NULL::text AS notify_id,
+				 pg_catalog.jsonb_build_object('agreement_id', a.agreement_id, 'state', a.state,
+					'gateway_state', a.gateway_state, 'merchant_ref', a.merchant_ref,
+					'plan_id', a.plan_id, 'signed_at', a.signed_at, 'ended_at', a.ended_at,
+					'notify_ids', a.notify_ids) AS detail, 1 AS src
+		  FROM @extschema@.paynotify_agreement a
+		  WHERE a.channel OPERATOR(pg_catalog.=) p_channel
+			AND a.agreement_id OPERATOR(pg_catalog.=) p_agreement_id
+		  UNION ALL
+		  SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 0
+		  FROM ids, LATERAL @extschema@.paynotify_trace(p_channel, ids.notify_id) r) t
+	ORDER BY t.at, t.src, t.channel, t.notify_id, t.kind, t.detail::text;
+END
+$$;
+REVOKE ALL ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) IS
+	'everything that happened to one agreement (its row, the notifications that moved it or wait for it, the charges made under it), in time order';
+SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_trace_agreement(text, text)'::regprocedure, NULL);

@@ -50,6 +50,13 @@ static void anomaly_result(PnConfig *cfg, const PnChannel *ch, const PnNotice *n
 static void apply_parked(PnConfig *cfg, const char *order_no);
 static void apply_parked_trade(PnConfig *cfg, const char *order_no,
 							   const char *trade_no);
+static void apply_parked_agreement(PnConfig *cfg, const char *channel,
+								   const char *agreement_id);
+static void apply_parked_listed(PnConfig *cfg, const char *order_no, const char *key);
+static void apply_agreement(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res);
+static void apply_payment_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+								 PnApplied *res);
+static bool agreement_ended(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 
 /* Apply one authentic notification; res says how it went. */
 void
@@ -62,7 +69,9 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		anomaly_result(cfg, ch, n, res, n->anomaly);
 		return;
 	}
-	if (n->action != PN_ACT_NONE && n->order_no == NULL && !is_dispute(n->action))
+	if (n->action != PN_ACT_NONE && n->order_no == NULL && !is_dispute(n->action) &&
+		n->action != PN_ACT_PAYMENT_FAILED && n->action != PN_ACT_AGREEMENT_SIGNED &&
+		n->action != PN_ACT_AGREEMENT_ENDED)
 	{
 		anomaly_result(cfg, ch, n, res, "no_order_number");
 		return;
@@ -92,6 +101,13 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		case PN_ACT_DISPUTE_LOST:
 			apply_dispute(cfg, ch, n, res);
 			break;
+		case PN_ACT_PAYMENT_FAILED:
+			apply_payment_failed(cfg, ch, n, res);
+			break;
+		case PN_ACT_AGREEMENT_SIGNED:
+		case PN_ACT_AGREEMENT_ENDED:
+			apply_agreement(cfg, ch, n, res);
+			break;
 	}
 }
 
@@ -111,6 +127,23 @@ apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res
 	{
 		set_result(res, PN_IGNORED, "ignored", "event not applied");
 		return;
+	}
+	if (d.agreement_id != NULL && cfg->schema_14)
+	{
+		/*
+		 * a snapshot of an agreement in a state that moves nothing (a
+		 * Stripe subscription past_due, unpaid, paused, incomplete): its
+		 * gateway state kept while the agreement is in force
+		 */
+		char	   *gateway_state = NULL;
+
+		pn_lock_agreement(ch->name, d.agreement_id);
+		if (pn_agreement_get(cfg, ch->name, d.agreement_id) != NULL)
+		{
+			if (d.detail != NULL)
+				(void) pn_json_string(d.detail, "gateway_state", &gateway_state);
+			pn_agreement_note(cfg, ch, &d, gateway_state);
+		}
 	}
 	if (d.order_no == NULL && d.trade_no != NULL)
 	{
@@ -434,6 +467,8 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	{
 		pn_history_move(cfg, n->order_no, "pending", "paid");
 		pn_payment_insert(cfg, ch, n);
+		if (agreement_ended(cfg, ch, n))
+			pn_anomaly(cfg, ch->name, n, "charge_after_agreement_ended");
 		pn_emit(cfg, "paid", ch, n, n->order_amount, NULL);
 		apply_parked(cfg, n->order_no);
 		return;
@@ -474,6 +509,8 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		if (payment_mismatch(cfg, ch, n, &row, res))
 			return;
 		pn_payment_insert(cfg, ch, n);
+		if (agreement_ended(cfg, ch, n))
+			pn_anomaly(cfg, ch->name, n, "charge_after_agreement_ended");
 		pn_emit(cfg, "paid", ch, n, n->order_amount, NULL);
 		apply_parked(cfg, n->order_no);
 		note = psprintf("order was already %s", row.status);
@@ -739,11 +776,6 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 {
 	Datum		args[2];
 	char		nulls[2] = {' ', ' '};
-	int			nparked;
-	char	  **channels;
-	char	  **ids;
-	Jsonb	  **notices;
-	const char *outer = applying_order;
 
 	if (applying_order != NULL && strcmp(applying_order, order_no) == 0)
 		return;
@@ -753,6 +785,42 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 		nulls[1] = 'n';
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_LIST), args, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "paynotify: parked lookup failed");
+	apply_parked_listed(cfg, order_no, order_no);
+}
+
+/*
+ * The notifications parked for an agreement (an end that came before its
+ * sign), now that it is signed: keyed by no order, as their log rows are.
+ */
+static void
+apply_parked_agreement(PnConfig *cfg, const char *channel, const char *agreement_id)
+{
+	Datum		args[2];
+	char	   *key = psprintf("agreement %s %s", channel, agreement_id);
+
+	if (applying_order != NULL && strcmp(applying_order, key) == 0)
+		return;
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(agreement_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_PARKED_AGREEMENT), args, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: parked lookup failed");
+	apply_parked_listed(cfg, PN_NO_ORDER, key);
+}
+
+/*
+ * Apply the parked notifications the last query listed (channel,
+ * notify_id, notice), oldest first, and update their log rows (keyed by
+ * order_no); key names what is being applied (applying_order).
+ */
+static void
+apply_parked_listed(PnConfig *cfg, const char *order_no, const char *key)
+{
+	int			nparked;
+	char	  **channels;
+	char	  **ids;
+	Jsonb	  **notices;
+	const char *outer = applying_order;
+
 	nparked = SPI_processed;
 	if (nparked == 0)
 		return;
@@ -771,7 +839,7 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 	}
 	PG_TRY();
 	{
-		applying_order = order_no;
+		applying_order = key;
 		for (int i = 0; i < nparked; i++)
 		{
 			const PnChannel *ch = pn_channel_find(cfg, channels[i]);
@@ -790,6 +858,104 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 		applying_order = outer;
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Whether the payment names an agreement recorded as ended (1.4 schemas):
+ * the charge still pays (the money moved), and someone must look.
+ */
+static bool
+agreement_ended(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	char	   *state;
+
+	if (n->agreement_id == NULL || !cfg->schema_14)
+		return false;
+	state = pn_agreement_get(cfg, ch->name, n->agreement_id);
+	return state != NULL && strcmp(state, "ended") == 0;
+}
+
+/*
+ * An agreement signed or ended (docs/GATEWAYS.md, "Agreements"), under
+ * its lock.  A sign records it, queues agreement_signed and applies the
+ * notices parked for it; a sign of a recorded agreement moves nothing
+ * (its gateway state kept while signed).  An end of a signed agreement
+ * ends it for good and queues agreement_ended; an end of an agreement not
+ * recorded yet is parked until its sign comes; anything of an ended one
+ * is recorded with it and moves nothing.  A schema not yet at 1.4 has no
+ * place for it: recorded only.
+ */
+static void
+apply_agreement(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	const char *event = n->action == PN_ACT_AGREEMENT_SIGNED ? "agreement_signed" :
+		"agreement_ended";
+	char	   *state;
+	char	   *gateway_state = NULL;
+
+	if (!cfg->schema_14)
+	{
+		set_result(res, PN_IGNORED, "ignored", "event not applied");
+		return;
+	}
+	if (n->agreement_id == NULL)
+	{
+		anomaly_result(cfg, ch, n, res, "no_agreement_id");
+		return;
+	}
+	if (n->detail != NULL)
+		(void) pn_json_string(n->detail, "gateway_state", &gateway_state);
+	pn_lock_agreement(ch->name, n->agreement_id);
+	state = pn_agreement_get(cfg, ch->name, n->agreement_id);
+	if (state != NULL && strcmp(state, "ended") == 0)
+	{
+		pn_agreement_note(cfg, ch, n, NULL);
+		set_result(res, PN_IGNORED, "ignored", "agreement already ended");
+		return;
+	}
+	if (n->action == PN_ACT_AGREEMENT_SIGNED)
+	{
+		if (state != NULL)
+		{
+			pn_agreement_note(cfg, ch, n, gateway_state);
+			set_result(res, PN_IGNORED, "ignored", "agreement already signed");
+			return;
+		}
+		pn_agreement_sign(cfg, ch, n);
+		pn_emit(cfg, event, ch, n, -1, n->detail);
+		apply_parked_agreement(cfg, ch->name, n->agreement_id);
+		return;
+	}
+	if (state == NULL)
+	{
+		set_result(res, PN_PARKED, "parked", "waiting for the agreement to be signed");
+		return;
+	}
+	if (!pn_agreement_end(cfg, ch, n))
+		elog(ERROR, "paynotify: agreement \"%s\" could not be ended", n->agreement_id);
+	pn_emit(cfg, event, ch, n, -1, n->detail);
+}
+
+/*
+ * A payment attempt failed (Stripe payment_intent.payment_failed,
+ * invoice.payment_failed): the order stays as it is, and payment_failed is
+ * queued for it (locked like any order an event is queued for; none when
+ * it names none or it is gone), with what notification events carry.
+ */
+static void
+apply_payment_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
+{
+	PnNotice	d = *n;
+
+	if (!cfg->schema_14)
+	{
+		apply_none(cfg, ch, n, res);
+		return;
+	}
+	if (d.order_no != NULL && !pn_order_lock(cfg, d.order_no))
+		d.order_no = NULL;
+	pn_emit(cfg, "payment_failed", ch, &d, n->order_amount, notification_detail(ch, n));
+	set_result(res, PN_PROCESSED, "succeeded", "payment failed: order unchanged");
 }
 
 /* ---------------------------------------------------------------------

@@ -75,7 +75,8 @@ static Datum hook_argument(const char *event, const PnChannel *ch,
  */
 const char *const pn_event_names[] = {
 	"paid", "refunded", "refund_failed", "closed",
-	"dispute_opened", "dispute_won", "dispute_lost", "notification"
+	"dispute_opened", "dispute_won", "dispute_lost", "payment_failed",
+	"agreement_signed", "agreement_ended", "notification"
 };
 const int	pn_nevent_names = lengthof(pn_event_names);
 

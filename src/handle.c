@@ -179,7 +179,8 @@ pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *he
  * as one delegated call (paynotify_step_at): everything it writes is under
  * its one order (not a combine payment, whose log row is under the combine
  * number; not a dispute or another event keyed by a trade, whose records
- * go under the order the trade paid), no hook is registered (a hook's
+ * go under the order the trade paid; not a charge of an agreement, which
+ * reads the agreements, a reference table), no hook is registered (a hook's
  * function may write tables of another co-location group, which Citus
  * refuses inside the call: hooks keep today's path), and the schema has
  * the function (1.4).  The caller then takes only the notification's lock
@@ -189,7 +190,7 @@ static bool
 delegable(PnConfig *cfg, const PnNotice *n)
 {
 	return cfg->schema_14 && cfg->nhooks == 0 && pn_config_distributed(cfg) &&
-		n->order_no != NULL && n->order_no[0] != '\0' &&
+		n->order_no != NULL && n->order_no[0] != '\0' && n->agreement_id == NULL &&
 		(n->action == PN_ACT_PAY || n->action == PN_ACT_REFUND ||
 		 n->action == PN_ACT_REFUND_FAILED || n->action == PN_ACT_CLOSE ||
 		 n->action == PN_ACT_NONE);

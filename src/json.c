@@ -421,6 +421,72 @@ pn_parse_decimal(const char *s, int len, int scale, int64 *value)
 	return true;
 }
 
+/* n digits at s as a number; -1 when any is not a digit */
+static int
+time_digits(const char *s, int n)
+{
+	int			v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * A gateway's time: "YYYY-MM-DDTHH:MM:SS" (or a space for the T) followed
+ * by "Z", "+HH:MM" / "-HH:MM", or nothing, when it is offset_s east of UTC
+ * (Alipay's times are Beijing time).  Anything else, or a day that does
+ * not exist, is false.
+ */
+bool
+pn_parse_time(const char *s, int offset_s, int64 *unix_s)
+{
+	static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	size_t		len = s ? strlen(s) : 0;
+	int			y, mo, d, h, mi, se;
+	int64		era, yoe, doy, doe, days;
+
+	if (len < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != ' ') ||
+		s[13] != ':' || s[16] != ':')
+		return false;
+	y = time_digits(s, 4);
+	mo = time_digits(s + 5, 2);
+	d = time_digits(s + 8, 2);
+	h = time_digits(s + 11, 2);
+	mi = time_digits(s + 14, 2);
+	se = time_digits(s + 17, 2);
+	if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h < 0 || h > 23 ||
+		mi < 0 || mi > 59 || se < 0 || se > 59)
+		return false;
+	if (mo == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+		return false;
+	if (len == 20 && s[19] == 'Z')
+		offset_s = 0;
+	else if (len == 25 && (s[19] == '+' || s[19] == '-') && s[22] == ':')
+	{
+		int			oh = time_digits(s + 20, 2);
+		int			om = time_digits(s + 23, 2);
+
+		if (oh < 0 || oh > 23 || om < 0 || om > 59)
+			return false;
+		offset_s = (oh * 3600 + om * 60) * (s[19] == '-' ? -1 : 1);
+	}
+	else if (len != 19)
+		return false;
+	/* days from 1970-01-01 (H. Hinnant's days_from_civil) */
+	era = (mo <= 2 ? y - 1 : y) / 400;
+	yoe = (mo <= 2 ? y - 1 : y) - era * 400;
+	doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	days = era * 146097 + doe - 719468;
+	*unix_s = days * 86400 + h * 3600 + mi * 60 + se - offset_s;
+	return true;
+}
+
 /* ---------------------------------------------------------------------
  * Building jsonb (pushJsonbValue into an object being built)
  * ---------------------------------------------------------------------

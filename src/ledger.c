@@ -203,9 +203,12 @@ pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id, const c
 void
 pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Datum		args[8];
+	char		nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	bool		sub = n->sub_merchant != NULL && cfg->schema_13;
+	bool		agreement = n->agreement_id != NULL && cfg->schema_14;
+	PnPlanId	plan = agreement ? PLAN_PAYMENT_INSERT_AGREEMENT :
+		sub ? PLAN_PAYMENT_INSERT_SUB : PLAN_PAYMENT_INSERT;
 
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->trade_no);
@@ -214,10 +217,14 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	args[4] = n->currency ? CStringGetTextDatum(n->currency) : (Datum) 0;
 	args[5] = CStringGetTextDatum(n->notify_id);
 	args[6] = sub ? CStringGetTextDatum(n->sub_merchant) : (Datum) 0;
+	args[7] = agreement ? CStringGetTextDatum(n->agreement_id) : (Datum) 0;
 	if (n->currency == NULL)
 		nulls[4] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, sub ? PLAN_PAYMENT_INSERT_SUB : PLAN_PAYMENT_INSERT),
-						 args, nulls, false, 0) != SPI_OK_INSERT)
+	if (!sub)
+		nulls[6] = 'n';
+	if (!agreement)
+		nulls[7] = 'n';
+	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -542,4 +549,113 @@ pn_order_kept(PnConfig *cfg, const char *order_no)
 			kept += paid - refunded;
 	}
 	return kept;
+}
+
+/* ---------------------------------------------------------------------
+ * Agreements (1.4): one row per agreement, under pn_lock_agreement
+ * ---------------------------------------------------------------------
+ */
+
+/* The agreement's state ("signed", "ended"), or NULL when none is recorded. */
+char *
+pn_agreement_get(PnConfig *cfg, const char *channel, const char *agreement_id)
+{
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(channel);
+	args[1] = CStringGetTextDatum(agreement_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_GET), args, NULL, false, 1) != SPI_OK_SELECT)
+		elog(ERROR, "paynotify: agreement lookup failed");
+	if (SPI_processed == 0)
+		return NULL;
+	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+/* A text of the notice's agreement detail, or NULL. */
+static Datum
+agreement_text(const PnNotice *n, const char *key, char *null)
+{
+	char	   *s;
+
+	if (n->detail != NULL && pn_json_string(n->detail, key, &s))
+	{
+		*null = ' ';
+		return CStringGetTextDatum(s);
+	}
+	*null = 'n';
+	return (Datum) 0;
+}
+
+/* A time (unix seconds) of the notice's agreement detail, or NULL. */
+static Datum
+agreement_time(const PnNotice *n, const char *key, char *null)
+{
+	int64		v;
+
+	if (n->detail != NULL && pn_json_int64(n->detail, key, &v))
+	{
+		*null = ' ';
+		return Int64GetDatum(v);
+	}
+	*null = 'n';
+	return (Datum) 0;
+}
+
+/* Record a new agreement, signed, by this notice. */
+void
+pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->agreement_id);
+	args[2] = agreement_text(n, "merchant_ref", &nulls[2]);
+	args[3] = agreement_text(n, "plan_id", &nulls[3]);
+	args[4] = agreement_text(n, "gateway_state", &nulls[4]);
+	args[5] = agreement_time(n, "signed_at", &nulls[5]);
+	args[6] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_SIGN), args, nulls, false, 0) != SPI_OK_INSERT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: agreement insert failed");
+}
+
+/* End a signed agreement by this notice; false when it was not signed. */
+bool
+pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->agreement_id);
+	args[2] = agreement_text(n, "gateway_state", &nulls[2]);
+	args[3] = agreement_time(n, "ended_at", &nulls[3]);
+	args[4] = agreement_text(n, "merchant_ref", &nulls[4]);
+	args[5] = agreement_text(n, "plan_id", &nulls[5]);
+	args[6] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: agreement update failed");
+	return SPI_processed == 1;
+}
+
+/*
+ * A notice that moves nothing of a recorded agreement: listed with it, and
+ * its gateway state (NULL: none) kept while the agreement is in force.
+ */
+void
+pn_agreement_note(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+				  const char *gateway_state)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->agreement_id);
+	args[2] = gateway_state ? CStringGetTextDatum(gateway_state) : (Datum) 0;
+	if (gateway_state == NULL)
+		nulls[2] = 'n';
+	args[3] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_NOTE), args, nulls, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "paynotify: agreement update failed");
 }

@@ -156,3 +156,32 @@ wait_for_lock(const LOCKTAG *tag)
 	FreeErrorData(edata);
 	return false;
 }
+
+/*
+ * The lock of an agreement (1.4), taken by the business step of each of
+ * its notices before it reads the agreement: a sign and an end of one
+ * agreement take turns, so an end never parks for a sign that is being
+ * recorded at that moment.  Its own class, a hash of the channel and the
+ * agreement id (a collision merely takes turns); waited for as any lock of
+ * the step, at most paynotify.lock_timeout (the step is then busy).
+ */
+#define PAYNOTIFY_AGREEMENT_LOCK_CLASS 4
+
+void
+pn_lock_agreement(const char *channel, const char *agreement_id)
+{
+	LOCKTAG		tag;
+	uint64		h;
+	size_t		clen = strlen(channel);
+	size_t		alen = strlen(agreement_id);
+	char	   *key = palloc(clen + 1 + alen);
+
+	memcpy(key, channel, clen);
+	key[clen] = '\0';
+	memcpy(key + clen + 1, agreement_id, alen);
+	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + alen, 0);
+	pfree(key);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 PAYNOTIFY_AGREEMENT_LOCK_CLASS);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}

@@ -30,6 +30,9 @@ static const char *const action_names[] = {
 	[PN_ACT_DISPUTE_OPENED] = "dispute_opened",
 	[PN_ACT_DISPUTE_WON] = "dispute_won",
 	[PN_ACT_DISPUTE_LOST] = "dispute_lost",
+	[PN_ACT_PAYMENT_FAILED] = "payment_failed",
+	[PN_ACT_AGREEMENT_SIGNED] = "agreement_signed",
+	[PN_ACT_AGREEMENT_ENDED] = "agreement_ended",
 };
 
 /*
@@ -69,6 +72,8 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 	if (n->sub_merchant != NULL)
 		pn_jsonb_push_text(st, "sub_merchant", n->sub_merchant);
 	pn_jsonb_push_text(st, "refund_id", n->refund_id);
+	if (n->agreement_id != NULL)
+		pn_jsonb_push_text(st, "agreement_id", n->agreement_id);
 	pn_jsonb_push_int64(st, "order_amount", n->order_amount);
 	pn_jsonb_push_int64(st, "refund_amount", n->refund_amount);
 	pn_jsonb_push_int64(st, "refunded_total", n->refunded_total);
@@ -139,7 +144,7 @@ const char *
 pn_notice_fault(Jsonb *j)
 {
 	static const char *const texts[] = {"notify_id", "event_type", "order_no", "trade_no",
-	"currency", "sub_merchant", "refund_id"};
+	"currency", "sub_merchant", "refund_id", "agreement_id"};
 	static const char *const amounts[] = {"order_amount", "refund_amount", "refunded_total",
 	"dispute_amount"};
 	PnAction	action;
@@ -215,6 +220,7 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 	(void) pn_json_string(j, "currency", &n->currency);
 	(void) pn_json_string(j, "sub_merchant", &n->sub_merchant);
 	(void) pn_json_string(j, "refund_id", &n->refund_id);
+	(void) pn_json_string(j, "agreement_id", &n->agreement_id);
 	if (!pn_json_int64(j, "order_amount", &n->order_amount))
 		n->order_amount = -1;
 	if (!pn_json_int64(j, "refund_amount", &n->refund_amount))
@@ -246,4 +252,28 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 		}
 	}
 	return n;
+}
+
+/*
+ * What an agreement notice carries besides its action (PnNotice.detail):
+ * the agreement, the merchant's reference of it, the plan, the gateway's
+ * word for its state, and when it was signed or ended (unix seconds; -1
+ * not stated).  NULL strings are left out.
+ */
+Jsonb *
+pn_agreement_detail(const char *agreement_id, const char *merchant_ref, const char *plan_id,
+					const char *gateway_state, int64 signed_at, int64 ended_at)
+{
+	JsonbParseState *st = NULL;
+
+	(void) pushJsonbValue(&st, WJB_BEGIN_OBJECT, NULL);
+	pn_jsonb_push_text(&st, "agreement_id", agreement_id);
+	pn_jsonb_push_text(&st, "merchant_ref", merchant_ref);
+	pn_jsonb_push_text(&st, "plan_id", plan_id);
+	pn_jsonb_push_text(&st, "gateway_state", gateway_state);
+	if (signed_at >= 0)
+		pn_jsonb_push_int64(&st, "signed_at", signed_at);
+	if (ended_at >= 0)
+		pn_jsonb_push_int64(&st, "ended_at", ended_at);
+	return JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
 }

@@ -85,7 +85,10 @@ typedef enum PnAction
 								 * combine payment) */
 	PN_ACT_DISPUTE_OPENED,		/* the payer disputed the trade's payment */
 	PN_ACT_DISPUTE_WON,			/* the dispute ended for the merchant */
-	PN_ACT_DISPUTE_LOST			/* the dispute ended for the payer */
+	PN_ACT_DISPUTE_LOST,		/* the dispute ended for the payer */
+	PN_ACT_PAYMENT_FAILED,		/* a payment attempt failed: the order stays */
+	PN_ACT_AGREEMENT_SIGNED,	/* a recurring-payment agreement is in force */
+	PN_ACT_AGREEMENT_ENDED		/* it ended, for good */
 } PnAction;
 
 /* The most sub-orders one combine payment may name. */
@@ -126,7 +129,11 @@ typedef struct PnNotice
 	int			nsubs;			/* PN_ACT_PAY_COMBINE: the sub-orders to pay, */
 	PnSubOrder *subs;			/* in order_no order (the order of their locks) */
 	int64		dispute_amount; /* PN_ACT_DISPUTE_*: the amount disputed, */
-	Jsonb	   *detail;			/* and what its event carries besides (an object) */
+	Jsonb	   *detail;			/* and what its event carries besides (an object);
+								 * PN_ACT_AGREEMENT_*: merchant_ref, plan_id,
+								 * gateway_state, signed_at, ended_at (unix s) */
+	char	   *agreement_id;	/* PN_ACT_AGREEMENT_*: the agreement; a payment:
+								 * the agreement it was charged under, or NULL */
 } PnNotice;
 
 /* One key of a channel, parsed once per backend. */
@@ -380,6 +387,8 @@ extern bool pn_json_objects(Jsonb *doc, const char *path, int max, Jsonb ***elem
 extern bool pn_parse_int64(const char *s, int len, int64 *value);
 /* Exact "123", "123.4", "123.45" (scale digits at most) to minor units. */
 extern bool pn_parse_decimal(const char *s, int len, int scale, int64 *value);
+/* "YYYY-MM-DD[T ]HH:MM:SS" with "Z", "+HH:MM" or none (then offset_s east of UTC). */
+extern bool pn_parse_time(const char *s, int offset_s, int64 *unix_s);
 /* Building an object with pushJsonbValue: a key, a key and its value. */
 extern void pn_jsonb_push_key(JsonbParseState **st, const char *key);
 extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
@@ -394,6 +403,9 @@ extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
 extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
 extern const char *pn_notice_fault(Jsonb *j);
+extern Jsonb *pn_agreement_detail(const char *agreement_id, const char *merchant_ref,
+								  const char *plan_id, const char *gateway_state,
+								  int64 signed_at, int64 ended_at);
 
 /* ---------- settings.c: gateway settings (ereport on wrong type) ---------- */
 extern char *pn_setting_text(Jsonb *settings, const char *key, bool required);
@@ -508,6 +520,7 @@ extern PnLockResult pn_lock_notification(const char *channel, const char *notify
 extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
 extern void pn_unlock_notification(const char *channel, const char *notify_id);
 extern void pn_bound_lock_waits(void);
+extern void pn_lock_agreement(const char *channel, const char *agreement_id);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);

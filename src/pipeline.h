@@ -58,6 +58,12 @@ typedef enum PnPlanId
 	PLAN_LOG_ANY_AT,
 	PLAN_PAYMENT_GET_AT,
 	PLAN_CROSS_SHARD,
+	PLAN_PAYMENT_INSERT_AGREEMENT,
+	PLAN_PARKED_AGREEMENT,
+	PLAN_AGREEMENT_GET,
+	PLAN_AGREEMENT_SIGN,
+	PLAN_AGREEMENT_END,
+	PLAN_AGREEMENT_NOTE,
 	PN_NPLANS
 } PnPlanId;
 
@@ -254,6 +260,11 @@ extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *tra
 							 const char *order_no);
 extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 					   const char *kind);
+extern char *pn_agreement_get(PnConfig *cfg, const char *channel, const char *agreement_id);
+extern void pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern bool pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern void pn_agreement_note(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
+							  const char *gateway_state);
 
 /* apply.c */
 extern void pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,

@@ -288,6 +288,49 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		"  WHERE channel = $1 AND trade_no = $4 AND order_no <> $3) u",
 		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
 	},
+	/* a payment with the agreement it was charged under (1.4 schemas) */
+	[PLAN_PAYMENT_INSERT_AGREEMENT] = {
+		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
+		" currency, notify_id, sub_merchant, agreement_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+		" ON CONFLICT DO NOTHING",
+		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	/* the notices of an agreement parked until it is signed (keyed by no order) */
+	[PLAN_PARKED_AGREEMENT] = {
+		"SELECT channel, notify_id, notice FROM @s.payment_notify_log"
+		" WHERE order_no = '' AND status = 'parked' AND channel = $1"
+		" AND notice->>'agreement_id' = $2 ORDER BY first_seen, notify_id",
+		2, {TEXTOID, TEXTOID}
+	},
+	/* agreements (1.4): read under the agreement's lock (pn_lock_agreement) */
+	[PLAN_AGREEMENT_GET] = {
+		"SELECT state FROM @s.paynotify_agreement WHERE channel = $1 AND agreement_id = $2",
+		2, {TEXTOID, TEXTOID}
+	},
+	[PLAN_AGREEMENT_SIGN] = {
+		"INSERT INTO @s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id,"
+		" state, gateway_state, signed_at, notify_ids)"
+		" VALUES ($1, $2, $3, $4, 'signed', $5,"
+		" COALESCE(pg_catalog.to_timestamp($6::float8), pg_catalog.now()), ARRAY[$7])"
+		" ON CONFLICT DO NOTHING",
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}
+	},
+	[PLAN_AGREEMENT_END] = {
+		"UPDATE @s.paynotify_agreement SET state = 'ended', gateway_state = $3,"
+		" ended_at = COALESCE(pg_catalog.to_timestamp($4::float8), pg_catalog.now()),"
+		" merchant_ref = COALESCE(merchant_ref, $5), plan_id = COALESCE(plan_id, $6),"
+		" notify_ids = notify_ids || $7, updated_at = pg_catalog.now()"
+		" WHERE channel = $1 AND agreement_id = $2 AND state = 'signed'",
+		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+	},
+	/* a notice that restates the agreement: its gateway state while in force */
+	[PLAN_AGREEMENT_NOTE] = {
+		"UPDATE @s.paynotify_agreement SET"
+		" gateway_state = CASE WHEN state = 'signed' AND $3 IS NOT NULL THEN $3 ELSE gateway_state END,"
+		" notify_ids = notify_ids || $4, updated_at = pg_catalog.now()"
+		" WHERE channel = $1 AND agreement_id = $2",
+		4, {TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+	},
 	[PLAN_ANOMALY_INSERT] = {
 		"INSERT INTO @s.paynotify_anomaly (channel, notify_id, order_no, kind, detail)"
 		" VALUES ($1, $2, $3, $4, $5)",

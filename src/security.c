@@ -828,7 +828,7 @@ paynotify_on(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown event \"%s\"", event ? event : "NULL"),
-				 errhint("Events are paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost and notification.")));
+				 errhint("Events are paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost, payment_failed, agreement_signed, agreement_ended and notification.")));
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

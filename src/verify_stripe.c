@@ -29,6 +29,11 @@
 #include "paynotify.h"
 
 #define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"
+/* an invoice's order: where a subscription's metadata is copied (API
+ * 2025-03-31.basil), then the invoice's own metadata */
+#define DEFAULT_INVOICE_ORDER_PATH_1 "parent.subscription_details.metadata.order_id"
+#define DEFAULT_INVOICE_ORDER_PATH_2 "metadata.order_id"
+#define MAX_SUBSCRIPTION_ITEMS 100
 #define MAX_PATH_LEN 256
 #define MAX_EVENT_ID_LEN 255
 #define MAX_LISTED_REFUNDS 100	/* a charge lists 10 a page; more is refused */
@@ -38,6 +43,7 @@ typedef struct StripeConf
 {
 	int			tolerance_s;
 	char	   *order_ref_path;
+	char	   *invoice_order_path;	/* data.object.<setting>, or NULL: the defaults */
 	int			livemode;		/* 1 live, 0 test, -1 not checked */
 	char	   *secret_key;		/* queries: the restricted API key (rk_) */
 	char	   *api_base;		/* https://api.stripe.com */
@@ -58,7 +64,7 @@ static PnReason stripe_query_response(const PnQueryResponse *resp, PnNotice *not
 static void stripe_check_key(const char *key_id, const char *material);
 static PnReason stripe_authenticate(const PnRequest *req, PnNotice *notice);
 
-static void check_path(const char *path);
+static void check_path(const char *path, const char *setting, const char *example);
 static PnReason verify_hmac(const PnRequest *req, const PnStripeSig *sig);
 static PnReason check_event(const StripeConf *conf, Jsonb *doc,
 							PnNotice *n);
@@ -70,6 +76,9 @@ static void fill_charge_refunded(Jsonb *doc, PnNotice *n);
 static void fill_dispute(Jsonb *doc, PnNotice *n);
 static void fill_refund_failed(Jsonb *doc, PnNotice *n);
 static void fill_closed(Jsonb *doc, PnNotice *n);
+static void fill_subscription(Jsonb *doc, PnNotice *n);
+static void fill_invoice(const StripeConf *conf, Jsonb *doc, PnNotice *n);
+static void fill_payment_failed(Jsonb *doc, PnNotice *n);
 static PnReason fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n);
 
 const PnGateway pn_gateway_stripe = {
@@ -98,7 +107,7 @@ const PnGateway pn_gateway_stripe = {
 
 /* A dotted path of non-empty keys, printable ASCII, bounded length. */
 static void
-check_path(const char *path)
+check_path(const char *path, const char *setting, const char *example)
 {
 	size_t		len = strlen(path);
 	bool		ok = len > 0 && len <= MAX_PATH_LEN &&
@@ -109,8 +118,8 @@ check_path(const char *path)
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("setting \"order_ref_path\" must be a dotted path of object keys"),
-				 errdetail("Example: \"%s\".", DEFAULT_ORDER_REF_PATH)));
+				 errmsg("setting \"%s\" must be a dotted path of object keys", setting),
+				 errdetail("Example: \"%s\".", example)));
 }
 
 /* tolerance_s (1..86400, default 300), order_ref_path, livemode. */
@@ -118,7 +127,7 @@ static void *
 stripe_load_settings(Jsonb *settings)
 {
 	static const char *const allowed[] = {"tolerance_s", "order_ref_path", "livemode", "query_after_s",
-	"secret_key", "api_base", "query_trusted", "fetch_bills", NULL};
+	"secret_key", "api_base", "query_trusted", "fetch_bills", "invoice_order_path", NULL};
 	StripeConf *conf = palloc0(sizeof(StripeConf));
 
 	pn_settings_only(settings, "stripe", allowed);
@@ -128,7 +137,13 @@ stripe_load_settings(Jsonb *settings)
 	conf->order_ref_path = pn_setting_text(settings, "order_ref_path", false);
 	if (conf->order_ref_path == NULL)
 		conf->order_ref_path = pstrdup(DEFAULT_ORDER_REF_PATH);
-	check_path(conf->order_ref_path);
+	check_path(conf->order_ref_path, "order_ref_path", DEFAULT_ORDER_REF_PATH);
+	conf->invoice_order_path = pn_setting_text(settings, "invoice_order_path", false);
+	if (conf->invoice_order_path != NULL)
+	{
+		check_path(conf->invoice_order_path, "invoice_order_path", DEFAULT_INVOICE_ORDER_PATH_1);
+		conf->invoice_order_path = psprintf("data.object.%s", conf->invoice_order_path);
+	}
 	conf->livemode = pn_setting_bool(settings, "livemode");
 	conf->api_base = pn_setting_base_url(settings, "api_base", "https://api.stripe.com");
 	conf->query_trusted = pn_setting_bool(settings, "query_trusted") == 1;
@@ -480,6 +495,90 @@ fill_dispute(Jsonb *doc, PnNotice *n)
 }
 
 /*
+ * customer.subscription.created / .updated / .deleted: the subscription is
+ * the agreement (docs/GATEWAYS.md, "Agreements").  Active or trialing:
+ * signed; canceled, incomplete_expired, or deleted: ended; any other
+ * status (past_due, unpaid, paused, incomplete) moves nothing, its gateway
+ * state kept with a signed agreement.  The merchant's reference is what
+ * the channel's order_ref_path finds in it (the subscription's metadata),
+ * and names no order: the notice has none.
+ */
+static void
+fill_subscription(Jsonb *doc, PnNotice *n)
+{
+	char	   *status = json_text(doc, "data.object.status");
+	char	   *plan_id = NULL;
+	Jsonb	  **items;
+	int			nitems;
+	int64		signed_at;
+	int64		ended_at;
+
+	if (strcmp(n->event_type, "customer.subscription.deleted") == 0 ||
+		(status != NULL && (strcmp(status, "canceled") == 0 ||
+							strcmp(status, "incomplete_expired") == 0)))
+		n->action = PN_ACT_AGREEMENT_ENDED;
+	else if (status != NULL && (strcmp(status, "active") == 0 || strcmp(status, "trialing") == 0))
+		n->action = PN_ACT_AGREEMENT_SIGNED;
+	n->agreement_id = json_text(doc, "data.object.id");
+	if (n->agreement_id != NULL && strncmp(n->agreement_id, "sub_", 4) != 0)
+		n->agreement_id = NULL;
+	if (pn_json_objects(doc, "data.object.items.data", MAX_SUBSCRIPTION_ITEMS, &items, &nitems) &&
+		nitems > 0 && pn_json_string(items[0], "price.id", &plan_id) && plan_id[0] == '\0')
+		plan_id = NULL;
+	if (!pn_json_int64(doc, "data.object.start_date", &signed_at) || signed_at < 0)
+		signed_at = -1;
+	if ((!pn_json_int64(doc, "data.object.ended_at", &ended_at) &&
+		 !pn_json_int64(doc, "data.object.canceled_at", &ended_at)) || ended_at < 0)
+		ended_at = -1;
+	n->detail = pn_agreement_detail(n->agreement_id, n->order_no, plan_id, status,
+									signed_at, ended_at);
+	n->order_no = NULL;
+	n->currency = NULL;
+}
+
+/*
+ * invoice.paid pays its order, the invoice being the trade (since API
+ * 2025-03-31.basil an invoice names no PaymentIntent): amount_paid in the
+ * invoice's currency; invoice.payment_failed is a failed payment of it.
+ * The order is at the channel's invoice_order_path in the invoice, else
+ * (no setting) at parent.subscription_details.metadata.order_id, else at
+ * metadata.order_id.  The subscription charged: parent.subscription_details.
+ * subscription (basil), else subscription (older API versions).
+ */
+static void
+fill_invoice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
+{
+	bool		paid = strcmp(n->event_type, "invoice.paid") == 0;
+
+	n->action = paid ? PN_ACT_PAY : PN_ACT_PAYMENT_FAILED;
+	n->trade_no = json_text(doc, "data.object.id");
+	if (conf->invoice_order_path != NULL)
+		n->order_no = json_text(doc, conf->invoice_order_path);
+	else
+	{
+		n->order_no = json_text(doc, "data.object." DEFAULT_INVOICE_ORDER_PATH_1);
+		if (n->order_no == NULL)
+			n->order_no = json_text(doc, "data.object." DEFAULT_INVOICE_ORDER_PATH_2);
+	}
+	if (!pn_json_int64(doc, paid ? "data.object.amount_paid" : "data.object.amount_due",
+					   &n->order_amount) || n->order_amount < 0)
+		n->order_amount = -1;
+	n->agreement_id = json_text(doc, "data.object.parent.subscription_details.subscription");
+	if (n->agreement_id == NULL)
+		n->agreement_id = json_text(doc, "data.object.subscription");
+}
+
+/* payment_intent.payment_failed: the order stays, payment_failed is queued. */
+static void
+fill_payment_failed(Jsonb *doc, PnNotice *n)
+{
+	n->action = PN_ACT_PAYMENT_FAILED;
+	n->trade_no = json_text(doc, "data.object.id");
+	if (!pn_json_int64(doc, "data.object.amount", &n->order_amount) || n->order_amount < 0)
+		n->order_amount = -1;
+}
+
+/*
  * Fill the notice by event type; every other type is handed on (an event
  * "notification", apply.c).  A
  * payment or refund that names no order (nothing at order_ref_path) keeps
@@ -510,6 +609,7 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	n->dispute_amount = -1;
 	n->detail = NULL;
 	n->anomaly = NULL;
+	n->agreement_id = NULL;
 	if (currency != NULL)
 	{
 		/* Stripe writes ISO 4217 codes in lower case */
@@ -536,6 +636,14 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 		fill_closed(doc, n);
 	else if (strncmp(type, "charge.dispute.", strlen("charge.dispute.")) == 0)
 		fill_dispute(doc, n);
+	else if (strcmp(type, "payment_intent.payment_failed") == 0)
+		fill_payment_failed(doc, n);
+	else if (strcmp(type, "customer.subscription.created") == 0 ||
+			 strcmp(type, "customer.subscription.updated") == 0 ||
+			 strcmp(type, "customer.subscription.deleted") == 0)
+		fill_subscription(doc, n);
+	else if (strcmp(type, "invoice.paid") == 0 || strcmp(type, "invoice.payment_failed") == 0)
+		fill_invoice(conf, doc, n);
 	return PN_OK;
 }
 
