@@ -145,3 +145,95 @@ SELECT count(*) AS agreements FROM pay.paynotify_agreement WHERE channel = 'st_s
 -- endpoints and hooks take the new events
 SELECT pay.paynotify_check_endpoint(NULL, NULL, '{agreement_signed,agreement_ended,payment_failed}', NULL);
 SELECT pay.paynotify_check_endpoint(NULL, NULL, '{agreement_paused}', NULL);
+
+-- ---------------------------------------------------------------------------
+-- WeChat Pay PAP contracts: notices of test/ledger_notices.json (t.wx), on a
+-- channel configured like the vector case wx_transaction_success_valid
+-- ---------------------------------------------------------------------------
+CREATE VIEW t.wx_agr AS
+	SELECT agreement_id, merchant_ref, plan_id, state, gateway_state,
+		signed_at, ended_at, notify_ids
+	FROM pay.paynotify_agreement WHERE channel = 'wx_sub';
+SET timezone = 'UTC';
+-- an end before its sign: parked; the sign applies both, in order
+SELECT outcome FROM t.wx('wx_sub', 'ent_term_1');
+SELECT count(*) AS agreements FROM t.wx_agr;
+SELECT outcome FROM t.wx('wx_sub', 'ent_sign_1');
+SELECT outcome FROM t.wx('wx_sub', 'ent_sign_1');
+SELECT agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at, ended_at,
+	cardinality(notify_ids) AS notices FROM t.wx_agr;
+SELECT event, detail->>'agreement_id' AS agreement_id, detail->>'merchant_ref' AS merchant_ref
+FROM pay.paynotify_outbox WHERE channel = 'wx_sub' ORDER BY id;
+-- states that move nothing: handed on; another merchant's: its anomaly;
+-- no contract_id: no_agreement_id
+SELECT outcome FROM t.wx('wx_sub', 'ent_sign_2');
+SELECT outcome FROM t.wx('wx_sub', 'ent_renew_2');
+SELECT outcome FROM t.wx('wx_sub', 'ent_failed_3');
+SELECT outcome FROM t.wx('wx_sub', 'ent_other_mch');
+SELECT outcome FROM t.wx('wx_sub', 'ent_no_id');
+SELECT agreement_id, state, gateway_state FROM t.wx_agr ORDER BY agreement_id;
+SELECT l.event_type, l.status, l.note, a.kind
+FROM pay.payment_notify_log l
+LEFT JOIN pay.paynotify_anomaly a USING (channel, notify_id)
+WHERE l.channel = 'wx_sub' AND l.event_type LIKE 'ENTRUST.%' ORDER BY l.first_seen;
+-- a deduction under a contract in force pays with it; under an ended one,
+-- pays as an anomaly
+SELECT t.set_order('LG-PAP-2', 'pending', 100);
+SELECT t.set_order('LG-PAP-1', 'pending', 100);
+SELECT outcome FROM t.wx('wx_sub', 'pap_pay_2');
+SELECT outcome FROM t.wx('wx_sub', 'pap_pay_1');
+SELECT order_no, status FROM public.orders WHERE order_no LIKE 'LG-PAP-%' ORDER BY 1;
+SELECT p.trade_no, p.order_no, p.agreement_id, a.kind
+FROM pay.payment_record p
+LEFT JOIN pay.paynotify_anomaly a ON a.channel = p.channel AND a.notify_id = p.notify_id
+WHERE p.channel = 'wx_sub' ORDER BY p.trade_no;
+
+-- ---------------------------------------------------------------------------
+-- Alipay deduction agreements: bodies signed by test/unit/make_alipay_forms.py
+-- (PN_AGREEMENTS=1; deterministic)
+-- ---------------------------------------------------------------------------
+SELECT pay.paynotify_add_channel('ali_sub', 'alipay',
+	'{"app_id": "2021000000000001", "seller_id": "2088000000000002"}');
+SELECT pay.paynotify_add_key('ali_sub', 'alipay_1', t.vtext('keys/alipay_1.pub.pem'));
+CREATE TABLE t.ali_agr_form (name text PRIMARY KEY, charset text NOT NULL, body text NOT NULL);
+INSERT INTO t.ali_agr_form (name, charset, body) VALUES
+	('sign_1', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-01&notify_type=dut_user_sign&status=NORMAL&agreement_no=ALI-AG-1&external_agreement_no=M-AG-1&sign=DOQT%2FbFoe5Xm1xjXLrcfAEvJtDzHrw8vazjS6oaVP2nqkSFdOeRv5Bm4Vy9m7TWnmQAP9Yram%2BHRxYSI7TlgDjWWkEt94ZScqmmQ9dUeLjQbLCpMYjdoMlarWMhAws2vHQfK6EfzSizFMolDQoddfUExOWhzcoNvDmcdKGA8nChETo51YljDmVIJ%2FPiVTfLk3g3rik4SRdECNq5kE9iIhXR6xxcTHFtDF4ZxzXyG%2F5jlQMUz2JoXkckhWpoS2OEEKc7Ss1UUd34CQ3WO73VWi8d%2FnHVuPQNMTUKis6bIaF27grnaF0X5mIe%2FkXpO2C%2B0f6rcBx%2Bb5ucGn4E%2BCGRniQ%3D%3D'),
+	('unsign_1', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-02&notify_type=dut_user_unsign&status=UNSIGN&agreement_no=ALI-AG-1&external_agreement_no=M-AG-1&unsign_time=2026-01-03+09%3A00%3A00&sign=XwTYCHu5l78WmXbghJo2Qnj%2BPg4D7kU8hIjTePQ76nb7jEWlxTHu85wk09S7NdIBFht4bC4Xzp9UI7I7m%2Fr1gaCAUnMD44bOyS0io89vpdWq2fnhMR%2FTc68MBLivIkqJew80JP5SDw38w4vPTYXqLM8G%2F2yZozv8SIHKXV%2BK3SIk1m0Adqv%2FCZc612KImkTo8MrUDLqd0cZvhHNkMN%2BNW18Dbj8%2F8sPq%2F0V1rT%2FKkmBYShiSmOUbgLrJftVb1kPcuRlH6IhS2CfpWsrzsX1AYg2ufppfJ0LyiZ%2FMLA1eL84E1oyxOq86u3FVGXXkznoBZDfHdY24RIEM92rG1qrT3g%3D%3D'),
+	('sign_2_partner', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-03&notify_type=dut_user_sign&status=NORMAL&agreement_no=ALI-AG-2&partner_id=2088000000000002&sign=uFEE%2BphFIv6SAmMreIVqfjxYbtp0TX62mJiLGLj1nYCemC1%2BLkuF2%2F9Cg0x034ndWStH%2FASzKVj%2F%2B4HIjG3Z048IIpyKuAHSSrboFFqM06YF8aHGvusKyfMpHfLGAqUmUPvHgfzScNpKPmcPC%2Bz2dEkZ%2F%2BoeJFXuCuPlR4TakHajSih%2BduVqOODvE2%2FXrkPEa5NJ3IhGVX5lkiXATqag7QmBZZnMHlJ2NeQHyy9iCjgNjnU8udXSYLDcEigWIgThAoDcTYTrqs3hHGFBdv6Bhi6v05wXWBSSPnb7Z%2FJUm6eTA%2BPye6emap43ybZnJYUifZR2Tsiv2wJTpGPbd9B3UQ%3D%3D'),
+	('sign_3_other_app', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000009999&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-04&notify_type=dut_user_sign&status=NORMAL&agreement_no=ALI-AG-3&sign=Q3%2FW6ezIkksoy7KTnd8we0Yqls2iSJZNTbG2TkM6GsCcuDSjyYApVitKYeVLKk6yLKihURoh3w5%2BQQa%2FFzvK9ooJ3bYWJZTwqs60wibEdhMwvpwF3GWUqVjrEExk6a9i4q6l5vXnSckE3rEhWZ%2BWdaxo5eH5ue3oHWyrfQQQdY9VmEpKWRJg8k1TOK4g53M%2FWh10qwQQTV3UfS5nX0o9cng8VbS6IpGu%2BXiHcnIhvO1zEvPmUVCjC7e%2FexmBPgGnndCgDKjsS0wBvt8n1W%2BOexQle7EwafhrDd%2Bej5Jn2lSmjUVgCJFi6sGIDyZidy8rC2EARpT%2FRGAoGdT0tP9vMg%3D%3D'),
+	('sign_no_agreement', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-05&notify_type=dut_user_sign&status=NORMAL&sign=d%2BgSTmdLeXUJjxoOQjwluWAoaeFdSQ1JgEEg39AAX8yYvIxXOS0waUJ80BCxp6jyavyH0Ymz7hLnJDVKRDnJQN71vghqNMGbHhoRzjqrI89zfDS62UkD4yjXGsH%2Be0gV0ANJlt8t6h9EJBMlK1ni8Ad2L2BeOSBC9x1lepvXf%2Ff4tYDOhVLcv4Yo%2FlxSvvPjV4GX9rePzgjRC2moxKhOnwhXjYfXiUlc%2BOpujYcaeDG3KvL%2FmTaVXcu%2Bjh4BzOQshPD0E%2Bs3lSkMLljqTFjVqWL%2Bx7GbvkkUttaci4snjwfAEvziBUCRDZTOjDDGmKnB%2F0TeJ5tN%2B9K%2BrycOA63Nzw%3D%3D'),
+	('pay_ag_1', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_type=trade_status_sync&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-a-06&out_trade_no=ALI-AG-O1&trade_no=ALI-AG-T1&total_amount=1.00&trade_status=TRADE_SUCCESS&agreement_no=ALI-AG-1&sign=qy37pzTi%2FDDFY4eSiquZ8eFqJM8rrV5uISRcGHivvXcVXYI7As8dLjrCIUv3wzRPEm3WiwDUOzaSPXyjULWHOSHiolQcopbDfzmE1jiZDrqsMVddCqQwB7a5zEK%2Bl8J2OvMkNzI5GFJX79CDmJJi0dDyhHX1owdhdvCi2ewVUZJ7mlMrzcQntKyFc0MlDIwrzVlSgCeG%2BEK8BqSiUtEdNEpye68awGsUKcVnpbB2YyTtZenIz6M4WsPwDL%2FkUABeM%2BFCbNs6vIxrU%2BlYbZU%2BJstgtpDcgvLivvmHeybfxca5DuQcP4x9RrMp1nPaWul2zJXlT4IgR0zHkF8W8ON0SA%3D%3D');
+CREATE FUNCTION t.ali_agr(form text) RETURNS text LANGUAGE sql AS $$
+	SELECT h.outcome FROM t.ali_agr_form f,
+		pay.paynotify_handle('ali_sub',
+			jsonb_build_object('content-type',
+				'application/x-www-form-urlencoded; charset=' || f.charset),
+			convert_to(f.body, 'UTF8')) h
+	WHERE f.name = form
+$$;
+SELECT t.ali_agr('unsign_1');
+SELECT t.ali_agr('sign_1');
+SELECT t.ali_agr('sign_1');
+-- a merchant named by partner_id only: ours (signed with our key); another app_id: refused
+SELECT t.ali_agr('sign_2_partner');
+SELECT t.ali_agr('sign_3_other_app');
+SELECT t.ali_agr('sign_no_agreement');
+SELECT agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at, ended_at,
+	notify_ids
+FROM pay.paynotify_agreement WHERE channel = 'ali_sub' ORDER BY agreement_id;
+SELECT notify_id, event_type, order_no, status, note FROM pay.payment_notify_log
+WHERE channel = 'ali_sub' ORDER BY first_seen, notify_id;
+SELECT event, notify_id FROM pay.paynotify_outbox WHERE channel = 'ali_sub' ORDER BY id;
+-- a payment under the ended agreement pays, as an anomaly, with it
+SELECT t.set_order('ALI-AG-O1', 'pending', 100);
+SELECT t.ali_agr('pay_ag_1');
+SELECT p.order_no, p.agreement_id, o.status, a.kind
+FROM pay.payment_record p JOIN public.orders o USING (order_no)
+LEFT JOIN pay.paynotify_anomaly a ON a.channel = p.channel AND a.notify_id = p.notify_id
+WHERE p.channel = 'ali_sub';

@@ -527,13 +527,36 @@ form_payload(const AlipayForm *af)
 	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
 }
 
-/* app_id must be ours, and seller_id too when configured (§2.7). */
+/* Whether the notification is of an agreement (dut_user_sign, dut_user_unsign). */
+static bool
+is_agreement(const AlipayForm *af)
+{
+	const char *type = field(af, "notify_type");
+
+	return type != NULL && (strcmp(type, "dut_user_sign") == 0 ||
+							strcmp(type, "dut_user_unsign") == 0);
+}
+
+/*
+ * app_id must be ours, and seller_id too when configured (§2.7).  An
+ * agreement's notification may name the merchant by partner_id and no
+ * app_id: it is ours when signed with the channel's key (it is, here) and
+ * no app_id says otherwise; it names no seller.
+ */
 static PnReason
 check_merchant(const AlipayConf *conf, const AlipayForm *af)
 {
 	const char *app_id = field(af, "app_id");
 	const char *seller_id = field(af, "seller_id");
+	const char *partner_id = field(af, "partner_id");
 
+	if (is_agreement(af))
+	{
+		if (app_id != NULL ? strcmp(app_id, conf->app_id) != 0 :
+			partner_id == NULL || *partner_id == '\0')
+			return PN_R_MISMATCH;
+		return PN_OK;
+	}
 	if (app_id == NULL || strcmp(app_id, conf->app_id) != 0)
 		return PN_R_MISMATCH;
 	if (conf->seller_id != NULL &&
@@ -607,6 +630,58 @@ choose_action(const AlipayForm *af, PnNotice *n)
 		n->action = PN_ACT_CLOSE;
 }
 
+/* A non-empty field, or NULL. */
+static char *
+field_text(const AlipayForm *af, const char *name)
+{
+	const char *v = field(af, name);
+
+	return v != NULL && *v != '\0' ? pstrdup(v) : NULL;
+}
+
+/* A field holding Alipay's time (Beijing, yyyy-MM-dd HH:mm:ss), or -1. */
+static int64
+field_time(const AlipayForm *af, const char *name)
+{
+	int64		t;
+
+	return pn_parse_time(field(af, name), 8 * 3600, &t) ? t : -1;
+}
+
+/*
+ * dut_user_sign with status NORMAL signs the agreement agreement_no;
+ * dut_user_unsign with status UNSIGN ends it (docs/GATEWAYS.md,
+ * "Agreements"); any other status is handed on.  The merchant's reference
+ * is external_agreement_no, the plan personal_product_code.
+ */
+static void
+fill_agreement(const AlipayForm *af, PnNotice *n)
+{
+	const char *type = field(af, "notify_type");
+	const char *status = field(af, "status");
+	int64		ended_at = field_time(af, "unsign_time");
+
+	n->action = PN_ACT_NONE;
+	n->order_no = NULL;
+	n->trade_no = NULL;
+	n->order_amount = -1;
+	n->refunded_total = -1;
+	n->currency = NULL;
+	if (status != NULL && strcmp(type, "dut_user_sign") == 0 && strcmp(status, "NORMAL") == 0)
+		n->action = PN_ACT_AGREEMENT_SIGNED;
+	else if (status != NULL && strcmp(type, "dut_user_unsign") == 0 && strcmp(status, "UNSIGN") == 0)
+		n->action = PN_ACT_AGREEMENT_ENDED;
+	else
+		return;
+	if (ended_at < 0)
+		ended_at = field_time(af, "invalid_time");
+	n->agreement_id = field_text(af, "agreement_no");
+	n->detail = pn_agreement_detail(n->agreement_id, field_text(af, "external_agreement_no"),
+									field_text(af, "personal_product_code"), status,
+									field_time(af, "sign_time"),
+									n->action == PN_ACT_AGREEMENT_ENDED ? ended_at : -1);
+}
+
 /* Fill the notice from the converted form. */
 static PnReason
 fill_notice(const AlipayForm *af, PnNotice *n)
@@ -635,6 +710,10 @@ fill_notice(const AlipayForm *af, PnNotice *n)
 	if ((r = amount_field(af, "refund_fee", &n->refunded_total)) != PN_OK)
 		return r;
 	choose_action(af, n);
+	/* a deduction under an agreement names it */
+	n->agreement_id = field_text(af, "agreement_no");
+	if (is_agreement(af))
+		fill_agreement(af, n);
 	n->payload = form_payload(af);
 	return PN_OK;
 }

@@ -61,6 +61,7 @@ static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **paylo
 static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
 static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
 static PnReason extract_refund(PnNotice *n);
+static PnReason extract_entrust(const WxConf *conf, PnNotice *n);
 static PnReason extract_combine(const WxConf *conf, PnNotice *n);
 static int	sub_order_cmp(const void *a, const void *b);
 static bool partner_ours(const WxConf *conf, Jsonb *payload);
@@ -392,6 +393,11 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 			extract_combine(conf, n) : extract_transaction(conf, n);
 	if (strncmp(n->event_type, "REFUND.", 7) == 0 && is_original_type(envelope, "refund"))
 		return extract_refund(n);
+	if (strcmp(n->event_type, "ENTRUST.SIGN") == 0 ||
+		strcmp(n->event_type, "ENTRUST.TERMINATE") == 0 ||
+		(strncmp(n->event_type, "ENTRUST.", 8) == 0 &&
+		 pn_json_present(n->payload, "contract_state")))
+		return extract_entrust(conf, n);
 	n->action = PN_ACT_NONE;
 	(void) pn_json_string(n->payload, "out_trade_no", &n->order_no);
 	return PN_OK;
@@ -415,7 +421,73 @@ extract_transaction(const WxConf *conf, PnNotice *n)
 		n->anomaly = "app_mismatch";
 	if (pn_json_present(n->payload, "sp_mchid"))
 		(void) pn_json_string(n->payload, "sub_mchid", &n->sub_merchant);
+	/* a deduction under a contract (PAP) names it */
+	if (pn_json_string(n->payload, "contract_id", &n->agreement_id) && n->agreement_id[0] == '\0')
+		n->agreement_id = NULL;
 	n->action = strcmp(state, "SUCCESS") == 0 ? PN_ACT_PAY : PN_ACT_NONE;
+	return PN_OK;
+}
+
+/* A non-empty string, or a whole number as text, at path; else NULL. */
+static char *
+payload_text(Jsonb *payload, const char *path)
+{
+	char	   *s;
+	int64		v;
+
+	if (pn_json_string(payload, path, &s))
+		return s[0] != '\0' ? s : NULL;
+	if (pn_json_int64(payload, path, &v))
+		return psprintf(INT64_FORMAT, v);
+	return NULL;
+}
+
+/* A time (RFC 3339, as WeChat Pay writes it) at path, or -1. */
+static int64
+payload_time(Jsonb *payload, const char *path)
+{
+	char	   *s;
+	int64		t;
+
+	return pn_json_string(payload, path, &s) && pn_parse_time(s, 8 * 3600, &t) ? t : -1;
+}
+
+/*
+ * An entrust (PAP contract) notification, ENTRUST.SIGN / ENTRUST.TERMINATE
+ * (original_type "entrust", not required): contract_state SIGNED signs the
+ * agreement contract_id, TERMINATED ends it (docs/GATEWAYS.md,
+ * "Agreements"); any other state (SIGN_FAILED, TO_BE_RENEWED, ...) is
+ * handed on.  The merchant's reference is out_contract_code; the app is
+ * checked as a payment's is.
+ */
+static PnReason
+extract_entrust(const WxConf *conf, PnNotice *n)
+{
+	char	   *state = NULL;
+	int64		signed_at;
+	int64		ended_at;
+
+	n->action = PN_ACT_NONE;
+	if (!pn_json_string(n->payload, "contract_state", &state))
+		return PN_OK;
+	if (strcmp(state, "SIGNED") == 0)
+		n->action = PN_ACT_AGREEMENT_SIGNED;
+	else if (strcmp(state, "TERMINATED") == 0)
+		n->action = PN_ACT_AGREEMENT_ENDED;
+	else
+		return PN_OK;
+	if (n->anomaly == NULL && !app_ours(conf, n->payload, false))
+		n->anomaly = "app_mismatch";
+	n->agreement_id = payload_text(n->payload, "contract_id");
+	signed_at = payload_time(n->payload, "contract_signed_time");
+	ended_at = payload_time(n->payload, "contract_terminated_time");
+	if (n->action == PN_ACT_AGREEMENT_SIGNED && signed_at < 0)
+		signed_at = payload_time(n->payload, "operate_time");
+	if (n->action == PN_ACT_AGREEMENT_ENDED && ended_at < 0)
+		ended_at = payload_time(n->payload, "operate_time");
+	n->detail = pn_agreement_detail(n->agreement_id, payload_text(n->payload, "out_contract_code"),
+									payload_text(n->payload, "plan_id"), state, signed_at,
+									n->action == PN_ACT_AGREEMENT_ENDED ? ended_at : -1);
 	return PN_OK;
 }
 

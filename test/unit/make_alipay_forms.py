@@ -8,6 +8,7 @@ PKCS#1 v1.5 signatures are deterministic, so the output is byte-identical on
 every run.  Needs python3 and python3-cryptography (test/pylib/pnsign.py).
 
     test/unit/make_alipay_forms.py [VECTORS_DIR] > /tmp/forms.sql
+    PN_AGREEMENTS=1 test/unit/make_alipay_forms.py  # sql/agreements.sql's
 """
 import os
 import sys
@@ -72,9 +73,35 @@ FORMS = [
 ]
 
 
-def body(key, overrides):
+# Agreement (deduction) notices for sql/agreements.sql: printed with
+# --agreements, for t.ali_agr_form
+AGREEMENT_BASE = [
+    ('notify_time', '2026-01-02 10:00:00'), ('charset', 'utf-8'), ('version', '1.0'),
+    ('sign_type', 'RSA2'), ('app_id', '2021000000000001'),
+    ('alipay_user_id', '2088000000000001'), ('personal_product_code', 'CYCLE_PAY_AUTH_P'),
+    ('sign_scene', 'INDUSTRY|DEFAULT_SCENE'), ('sign_time', '2026-01-02 09:00:00'),
+]
+AGREEMENT_FORMS = [
+    ('sign_1', 1, dict(notify_id='ali-a-01', notify_type='dut_user_sign', status='NORMAL',
+                       agreement_no='ALI-AG-1', external_agreement_no='M-AG-1')),
+    ('unsign_1', 1, dict(notify_id='ali-a-02', notify_type='dut_user_unsign', status='UNSIGN',
+                         agreement_no='ALI-AG-1', external_agreement_no='M-AG-1',
+                         unsign_time='2026-01-03 09:00:00')),
+    # partner_id and no app_id
+    ('sign_2_partner', 1, dict(notify_id='ali-a-03', notify_type='dut_user_sign', status='NORMAL',
+                               agreement_no='ALI-AG-2', app_id=None, partner_id='2088000000000002')),
+    ('sign_3_other_app', 1, dict(notify_id='ali-a-04', notify_type='dut_user_sign', status='NORMAL',
+                                 agreement_no='ALI-AG-3', app_id='2021000000009999')),
+    ('sign_no_agreement', 1, dict(notify_id='ali-a-05', notify_type='dut_user_sign', status='NORMAL')),
+    ('pay_ag_1', 1, dict(BASE + [('notify_id', 'ali-a-06'), ('out_trade_no', 'ALI-AG-O1'),
+                                 ('trade_no', 'ALI-AG-T1'), ('total_amount', '1.00'),
+                                 ('trade_status', 'TRADE_SUCCESS'), ('agreement_no', 'ALI-AG-1')])),
+]
+
+
+def body(key, overrides, base=None):
     """The urlencoded, signed body."""
-    params = dict(BASE)
+    params = dict(BASE if base is None else base)
     params.update(overrides)
     enc = 'gbk' if params.get('charset') == 'GBK' else 'utf-8'
     items = [(k, v if isinstance(v, bytes) else v.encode(enc)) for k, v in params.items() if v is not None]
@@ -85,10 +112,11 @@ def body(key, overrides):
 
 def main():
     rows = []
-    for name, key, overrides in FORMS:
-        text, charset = body(key, overrides)
+    agreements = os.environ.get('PN_AGREEMENTS') == '1'
+    for name, key, overrides in (AGREEMENT_FORMS if agreements else FORMS):
+        text, charset = body(key, overrides, AGREEMENT_BASE if agreements else None)
         rows.append("\t('%s', '%s',\n\t '%s')" % (name, charset, text))
-    print('INSERT INTO t.ali_form (name, charset, body) VALUES')
+    print('INSERT INTO t.%s (name, charset, body) VALUES' % ('ali_agr_form' if agreements else 'ali_form'))
     print(',\n'.join(rows) + ';')
 
 

@@ -87,6 +87,29 @@ def partner_refund(order, trade, refund_id, total, amount, sub_mchid):
     return "REFUND.SUCCESS", "refund", plain
 
 
+def entrust(event_type, contract_id, state, mchid=MCHID, **extra):
+    """A PAP contract (委托代扣) notice: signed, terminated, or another state."""
+    plain = {"mchid": mchid, "appid": APPID, "out_contract_code": "MC-" + contract_id,
+             "plan_id": 12535, "openid": "oTEST0000000000000000000001",
+             "contract_state": state}
+    if contract_id:
+        plain["contract_id"] = contract_id
+    if state == "SIGNED":
+        plain["contract_signed_time"] = "2026-01-02T04:00:00+08:00"
+    if state == "TERMINATED":
+        plain["contract_terminated_time"] = "2026-01-02T06:00:00+08:00"
+    plain.update(extra)
+    return event_type, "entrust", plain
+
+
+def pap_pay(order, trade, total, contract_id):
+    """A deduction under a contract: a payment naming it."""
+    spec = pay(order, trade, total)
+    spec[2]["contract_id"] = contract_id
+    spec[2]["trade_type"] = "PAP"
+    return spec
+
+
 # name -> (event_type, aad, plaintext)
 NOTICES = [
     # two refunds of 50 racing on a paid order of 100 (test/specs/ledger_race.spec)
@@ -160,6 +183,17 @@ NOTICES = [
     # an unpaid sub-order that names no transaction yet: the paid one pays
     ("cmb_unpaid_no_txn", combine("LG-CMB-G", [("LG-CMB-9", "T-CMB-9", 900, MCHID, "SUCCESS"),
                                                ("LG-CMB-10", "", 100, MCHID, "NOTPAY")])),
+    # PAP contracts (sql/agreements.sql): an end before its sign, a charge
+    # under each contract, states that move nothing, another merchant's, none
+    ("ent_term_1", entrust("ENTRUST.TERMINATE", "WXC-1", "TERMINATED")),
+    ("ent_sign_1", entrust("ENTRUST.SIGN", "WXC-1", "SIGNED")),
+    ("ent_sign_2", entrust("ENTRUST.SIGN", "WXC-2", "SIGNED")),
+    ("ent_renew_2", entrust("ENTRUST.RENEW", "WXC-2", "TO_BE_RENEWED")),
+    ("ent_failed_3", entrust("ENTRUST.SIGN", "WXC-3", "SIGN_FAILED")),
+    ("ent_other_mch", entrust("ENTRUST.SIGN", "WXC-4", "SIGNED", mchid="1900000999")),
+    ("ent_no_id", entrust("ENTRUST.SIGN", "", "SIGNED")),
+    ("pap_pay_2", pap_pay("LG-PAP-2", "T-PAP-2", 100, "WXC-2")),
+    ("pap_pay_1", pap_pay("LG-PAP-1", "T-PAP-1", 100, "WXC-1")),
 ]
 
 
