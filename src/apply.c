@@ -938,8 +938,9 @@ apply_agreement(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied
 
 /*
  * A payment attempt failed (Stripe payment_intent.payment_failed,
- * invoice.payment_failed): the order stays as it is, and payment_failed is
- * queued for it (locked like any order an event is queued for; none when
+ * invoice.payment_failed): the order stays as it is (the notification is
+ * acknowledged as ignored: nothing applied), and payment_failed is queued
+ * for it (locked like any order an event is queued for; none when
  * it names none or it is gone), with what notification events carry.
  */
 static void
@@ -955,7 +956,7 @@ apply_payment_failed(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnAp
 	if (d.order_no != NULL && !pn_order_lock(cfg, d.order_no))
 		d.order_no = NULL;
 	pn_emit(cfg, "payment_failed", ch, &d, n->order_amount, notification_detail(ch, n));
-	set_result(res, PN_PROCESSED, "succeeded", "payment failed: order unchanged");
+	set_result(res, PN_IGNORED, "ignored", "payment failed: handed on");
 }
 
 /* ---------------------------------------------------------------------
