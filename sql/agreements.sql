@@ -141,6 +141,11 @@ SELECT t.sub_evt('st_sub', 'evt_sub_noid', 'customer.subscription.created',
 	t.sub('sub_X', 'active') - 'id');
 SELECT kind FROM pay.paynotify_anomaly WHERE notify_id = 'evt_sub_noid';
 SELECT count(*) AS agreements FROM pay.paynotify_agreement WHERE channel = 'st_sub';
+-- a start date no timestamp holds: signed, at the time it is recorded
+SELECT t.sub_evt('st_sub', 'evt_sub_far', 'customer.subscription.created',
+	t.sub('sub_F', 'active') || '{"start_date": 99999999999999}');
+SELECT state, signed_at = created_at AS signed_when_recorded FROM pay.paynotify_agreement
+WHERE channel = 'st_sub' AND agreement_id = 'sub_F';
 
 -- endpoints and hooks take the new events
 SELECT pay.paynotify_check_endpoint(NULL, NULL, '{agreement_signed,agreement_ended,payment_failed}', NULL);

@@ -128,21 +128,21 @@ apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res
 		set_result(res, PN_IGNORED, "ignored", "event not applied");
 		return;
 	}
-	if (d.agreement_id != NULL && cfg->schema_14)
+	if (d.agreement_id != NULL && cfg->schema_14 && d.detail != NULL)
 	{
 		/*
 		 * a snapshot of an agreement in a state that moves nothing (a
 		 * Stripe subscription past_due, unpaid, paused, incomplete): its
-		 * gateway state kept while the agreement is in force
+		 * gateway state kept while the agreement is in force (a payment
+		 * not made that names its agreement carries no such detail)
 		 */
 		char	   *gateway_state = NULL;
 
-		pn_lock_agreement(ch->name, d.agreement_id);
-		if (pn_agreement_get(cfg, ch->name, d.agreement_id) != NULL)
+		if (pn_json_string(d.detail, "gateway_state", &gateway_state))
 		{
-			if (d.detail != NULL)
-				(void) pn_json_string(d.detail, "gateway_state", &gateway_state);
-			pn_agreement_note(cfg, ch, &d, gateway_state);
+			pn_lock_agreement(ch->name, d.agreement_id);
+			if (pn_agreement_get(cfg, ch->name, d.agreement_id) != NULL)
+				pn_agreement_note(cfg, ch, &d, gateway_state);
 		}
 	}
 	if (d.order_no == NULL && d.trade_no != NULL)

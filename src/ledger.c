@@ -586,13 +586,20 @@ agreement_text(const PnNotice *n, const char *key, char *null)
 	return (Datum) 0;
 }
 
-/* A time (unix seconds) of the notice's agreement detail, or NULL. */
+/* The last second a timestamptz holds comfortably: 9999-12-31 23:59:59 UTC. */
+#define MAX_AGREEMENT_TIME INT64CONST(253402300799)
+
+/*
+ * A time (unix seconds) of the notice's agreement detail, or NULL (then
+ * the time it is recorded): also for one no timestamptz could hold.
+ */
 static Datum
 agreement_time(const PnNotice *n, const char *key, char *null)
 {
 	int64		v;
 
-	if (n->detail != NULL && pn_json_int64(n->detail, key, &v))
+	if (n->detail != NULL && pn_json_int64(n->detail, key, &v) &&
+		v >= 0 && v <= MAX_AGREEMENT_TIME)
 	{
 		*null = ' ';
 		return Int64GetDatum(v);
