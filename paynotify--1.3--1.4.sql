@@ -2556,6 +2556,8 @@ CREATE TABLE @extschema@.paynotify_agreement (
 	CHECK ((state OPERATOR(pg_catalog.=) 'ended') OPERATOR(pg_catalog.=) (ended_at IS NOT NULL)),
 	PRIMARY KEY (channel, agreement_id)
 );
+-- a notification's agreement (paynotify_trace)
+CREATE INDEX paynotify_agreement_notify_ids ON @extschema@.paynotify_agreement USING gin (notify_ids);
 COMMENT ON TABLE @extschema@.paynotify_agreement IS
 	'paynotify: recurring-payment agreements (WeChat Pay contracts, Alipay agreements, Stripe subscriptions) as their notifications left them';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_agreement', '');
@@ -2567,6 +2569,9 @@ SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynoti
 DO $$
 BEGIN
 	EXECUTE 'ALTER TABLE @extschema@.payment_record ADD COLUMN IF NOT EXISTS agreement_id text';
+	-- an agreement's charges (paynotify_trace_agreement)
+	EXECUTE 'CREATE INDEX IF NOT EXISTS payment_record_agreement ON @extschema@.payment_record
+		(channel, agreement_id) WHERE agreement_id IS NOT NULL';
 END
 $$;
 COMMENT ON COLUMN @extschema@.payment_record.agreement_id IS
@@ -2636,6 +2641,32 @@ BEGIN
 END
 $$;
 
+-- A notification's trace shows the agreement it moved or restated (kind
+-- agreement), as it is now.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_trace(channel text, notify_id text)
+	RETURNS TABLE (at timestamptz, kind text, channel text, notify_id text, detail jsonb)
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+SELECT t.at, t.kind, t.channel, t.notify_id, t.detail
+FROM (SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 0 AS src, r.n
+	  FROM @extschema@.paynotify_trace_rows($1, $2, NULL, false)
+		   WITH ORDINALITY r(at, kind, channel, notify_id, detail, n)
+	  UNION ALL
+	  SELECT d.at, d.kind, d.channel, d.notify_id, d.detail, 1, 0
+	  FROM @extschema@.paynotify_trace_disputes($1, $2, NULL) d
+	  UNION ALL
+	  SELECT a.updated_at, 'agreement', a.channel, $2,
+		  pg_catalog.jsonb_build_object('agreement_id', a.agreement_id, 'state', a.state,
+			  'gateway_state', a.gateway_state, 'merchant_ref', a.merchant_ref,
+			  'plan_id', a.plan_id, 'signed_at', a.signed_at, 'ended_at', a.ended_at,
+			  'notify_ids', a.notify_ids), 2, 0
+	  FROM @extschema@.paynotify_agreement a
+	  WHERE a.channel OPERATOR(pg_catalog.=) $1
+		AND a.notify_ids OPERATOR(pg_catalog.@>) ARRAY[$2]) t
+ORDER BY t.at, t.src, t.n, t.channel, t.notify_id, t.detail::text
+$$;
+
 -- An agreement's story: its row, then every notification that moved or
 -- restated it (and those parked for it), each as paynotify_trace shows it,
 -- and the charges made under it.
@@ -2681,7 +2712,8 @@ BEGIN
 			AND a.agreement_id OPERATOR(pg_catalog.=) p_agreement_id
 		  UNION ALL
 		  SELECT r.at, r.kind, r.channel, r.notify_id, r.detail, 0
-		  FROM ids, LATERAL @extschema@.paynotify_trace(p_channel, ids.notify_id) r) t
+		  FROM ids, LATERAL @extschema@.paynotify_trace(p_channel, ids.notify_id) r
+		  WHERE r.kind OPERATOR(pg_catalog.<>) 'agreement') t
 	ORDER BY t.at, t.src, t.channel, t.notify_id, t.kind, t.detail::text;
 END
 $$;

@@ -84,6 +84,9 @@ SELECT kind, notify_id, detail->>'status' AS status, detail->>'event' AS event,
 	detail->>'state' AS state
 FROM pay.paynotify_trace_agreement('st_sub', 'sub_B');
 SELECT pay.paynotify_trace_agreement('st_sub', NULL);
+-- a notification's trace shows its agreement as it is now
+SELECT kind, detail->>'agreement_id' AS agreement_id, detail->>'state' AS state
+FROM pay.paynotify_trace('st_sub', 'evt_sub_b1') WHERE kind IN ('notification', 'agreement');
 
 -- ---------------------------------------------------------------------------
 -- Charges: invoice.paid pays its order once, with its agreement
