@@ -65,10 +65,18 @@ SELECT t.st('evt_pay_' || i, 'D' || i) FROM generate_series(1, 20) i;
 SELECT t.st('evt_refund_1', 'D1', 'refund');
 SELECT t.set_order('DX', 'pending', 1);
 SELECT t.st('evt_mismatch', 'DX');
+
+-- agreements: a WeChat Pay contract ended before its sign, another signed
+-- and charged under
+SELECT t.wx('d_wx', n) FROM unnest(ARRAY['ent_term_1', 'ent_sign_1', 'ent_sign_2']) n;
+SELECT t.set_order('LG-PAP-2', 'pending', 100);
+SELECT t.wx('d_wx', 'pap_pay_2');
 SQL
 
 check "traffic: outbox rows" yes "$(q src "SELECT CASE WHEN count(*) >= 20 THEN 'yes' ELSE count(*)::text END FROM pay.paynotify_outbox")"
 check "traffic: anomalies" yes "$(q src "SELECT CASE WHEN count(*) >= 1 THEN 'yes' ELSE 'none' END FROM pay.paynotify_anomaly")"
+check "traffic: agreements" "ended signed" "$(q src "SELECT string_agg(state, ' ' ORDER BY agreement_id) FROM pay.paynotify_agreement")"
+check "traffic: a charge under an agreement" WXC-2 "$(q src "SELECT agreement_id FROM pay.payment_record WHERE agreement_id IS NOT NULL")"
 check "traffic: the hook ran" yes "$(q src "SELECT CASE WHEN count(*) >= 20 THEN 'yes' ELSE count(*)::text END FROM shop.hook_calls")"
 
 # table_hashes DB: one line per table: name, row count, md5 of the sorted rows;
@@ -135,6 +143,9 @@ check "next anomaly recorded" ignored \
     "$(q dst "SELECT t.set_order('DY', 'pending', 1); SELECT t.st('evt_mismatch_2', 'DY')" 2>&1 | tail -1)"
 check "its anomaly row takes the next id" yes \
     "$(q dst "SELECT CASE WHEN max(id) > $max_anomaly THEN 'yes' ELSE max(id)::text END FROM pay.paynotify_anomaly")"
+check "a charge under an agreement ended before the dump: its anomaly" charge_after_agreement_ended \
+    "$(q dst "SELECT t.set_order('LG-PAP-1', 'pending', 100); SELECT outcome FROM t.wx('d_wx', 'pap_pay_1');
+              SELECT kind FROM pay.paynotify_anomaly WHERE order_no = 'LG-PAP-1'" 2>&1 | tail -1)"
 check "a vector replayed on a restored channel" duplicate \
     "$(q dst "SELECT outcome FROM t.deliver('wx_retry_duplicate_valid', 'r_wx_transaction_success_valid')" 2>&1)"
 
