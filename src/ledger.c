@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "storage/bufmgr.h"
@@ -24,6 +25,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/timestamp.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -590,22 +592,19 @@ agreement_text(const PnNotice *n, const char *key, char *null)
 #define MAX_AGREEMENT_TIME INT64CONST(253402300799)
 
 /*
- * A time (unix seconds) of the notice's agreement detail, or NULL (then
- * the time it is recorded): also for one no timestamptz could hold.
+ * A time (unix seconds) of the notice's agreement detail, else the time it
+ * is recorded (the transaction's, as now()): also for one no timestamptz
+ * could hold.
  */
 static Datum
-agreement_time(const PnNotice *n, const char *key, char *null)
+agreement_time(const PnNotice *n, const char *key)
 {
 	int64		v;
 
 	if (n->detail != NULL && pn_json_int64(n->detail, key, &v) &&
 		v >= 0 && v <= MAX_AGREEMENT_TIME)
-	{
-		*null = ' ';
-		return Int64GetDatum(v);
-	}
-	*null = 'n';
-	return (Datum) 0;
+		return TimestampTzGetDatum(time_t_to_timestamptz((pg_time_t) v));
+	return TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 }
 
 /* Record a new agreement, signed, by this notice. */
@@ -620,7 +619,7 @@ pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	args[2] = agreement_text(n, "merchant_ref", &nulls[2]);
 	args[3] = agreement_text(n, "plan_id", &nulls[3]);
 	args[4] = agreement_text(n, "gateway_state", &nulls[4]);
-	args[5] = agreement_time(n, "signed_at", &nulls[5]);
+	args[5] = agreement_time(n, "signed_at");
 	args[6] = CStringGetTextDatum(n->notify_id);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_SIGN), args, nulls, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != 1)
@@ -637,7 +636,7 @@ pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->agreement_id);
 	args[2] = agreement_text(n, "gateway_state", &nulls[2]);
-	args[3] = agreement_time(n, "ended_at", &nulls[3]);
+	args[3] = agreement_time(n, "ended_at");
 	args[4] = agreement_text(n, "merchant_ref", &nulls[4]);
 	args[5] = agreement_text(n, "plan_id", &nulls[5]);
 	args[6] = CStringGetTextDatum(n->notify_id);

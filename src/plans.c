@@ -302,7 +302,11 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" AND notice->>'agreement_id' = $2 ORDER BY first_seen, notify_id",
 		2, {TEXTOID, TEXTOID}
 	},
-	/* agreements (1.4): read under the agreement's lock (pn_lock_agreement) */
+	/*
+	 * agreements (1.4): read under the agreement's lock (pn_lock_agreement);
+	 * the times computed here (agreement_time), as Citus takes no
+	 * non-immutable function inside a COALESCE of a modification
+	 */
 	[PLAN_AGREEMENT_GET] = {
 		"SELECT state FROM @s.paynotify_agreement WHERE channel = $1 AND agreement_id = $2",
 		2, {TEXTOID, TEXTOID}
@@ -310,18 +314,17 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_AGREEMENT_SIGN] = {
 		"INSERT INTO @s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id,"
 		" state, gateway_state, signed_at, notify_ids)"
-		" VALUES ($1, $2, $3, $4, 'signed', $5,"
-		" COALESCE(pg_catalog.to_timestamp($6::float8), pg_catalog.now()), ARRAY[$7])"
+		" VALUES ($1, $2, $3, $4, 'signed', $5, $6, ARRAY[$7])"
 		" ON CONFLICT DO NOTHING",
-		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 	},
 	[PLAN_AGREEMENT_END] = {
 		"UPDATE @s.paynotify_agreement SET state = 'ended', gateway_state = $3,"
-		" ended_at = COALESCE(pg_catalog.to_timestamp($4::float8), pg_catalog.now()),"
+		" ended_at = $4,"
 		" merchant_ref = COALESCE(merchant_ref, $5), plan_id = COALESCE(plan_id, $6),"
 		" notify_ids = notify_ids || $7, updated_at = pg_catalog.now()"
 		" WHERE channel = $1 AND agreement_id = $2 AND state = 'signed'",
-		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+		7, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
 	},
 	/* a notice that restates the agreement: its gateway state while in force */
 	[PLAN_AGREEMENT_NOTE] = {
