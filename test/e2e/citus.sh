@@ -616,6 +616,60 @@ echo "# handed on: $((tpc_h1 - tpc_h0)) two-phase commit records from these thre
 check "handed on: no prepared transaction left on any node (pg_prepared_xacts on the coordinator, worker 1, worker 2)" \
     "0 0 0" "$(for i in 0 1 2; do citus_q $i "SELECT count(*) FROM pg_prepared_xacts" 2>&1; done | tr '\n' ' ' | sed 's/ $//')"
 
+# ---- agreements on the cluster ---------------------------------------------------------
+# paynotify_agreement is a reference table; an agreement's notices name no
+# order (log rows under '') and are never delegated, nor is a charge naming
+# one (docs/SCALING.md).  An end first, on worker 2: parked; its sign on
+# worker 1 applies both; an invoice of the ended subscription paid on the
+# coordinator pays its order with the anomaly charge_after_agreement_ended.
+subscription_event() {	# subscription_event ID TYPE STATUS: a Stripe event of subscription sub_citus0001
+    cat >"$STACK_DIR/$1.json" <<EOF
+{"id": "$1", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
+ "data": {"object": {"id": "sub_citus0001", "object": "subscription", "status": "$3",
+  "metadata": {"order_id": "member-citus"},
+  "items": {"object": "list", "data": [{"id": "si_1", "price": {"id": "price_citus"}}]}}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "$2"}
+EOF
+    shim/paynotify-send --gateway stripe --payload "$STACK_DIR/$1.json" --mode one --keys test/vectors/keys \
+        --quiet --dump-sql "$STACK_DIR/$1.sql" >/dev/null 2>&1
+}
+subscription_event evt_citusSubEnd0001 customer.subscription.deleted canceled
+subscription_event evt_citusSubSign0001 customer.subscription.created active
+check "agreements: a subscription's end on worker 2 before its sign: parked" \
+    parked "$(handle_on 2 "$STACK_DIR/evt_citusSubEnd0001.sql")"
+check "agreements: its sign on worker 1: processed" \
+    processed "$(handle_on 1 "$STACK_DIR/evt_citusSubSign0001.sql")"
+check "agreements: ended on every node (a reference table), signed then ended, both notifications succeeded" \
+    "ended|member-citus|price_citus|2 ended|member-citus|price_citus|2 ended|member-citus|price_citus|2|agreement_signed,agreement_ended|succeeded,succeeded" \
+    "$(for i in 0 1 2; do citus_q $i "SELECT state || '|' || merchant_ref || '|' || plan_id || '|' || cardinality(notify_ids)
+                                      FROM paynotify_agreement WHERE agreement_id = 'sub_citus0001'" 2>&1; done | tr '\n' ' ' | sed 's/ $//')|$(
+       citus_q 0 "SELECT string_agg(event, ',' ORDER BY id) FROM paynotify_outbox
+                  WHERE notify_id IN ('evt_citusSubEnd0001', 'evt_citusSubSign0001')" 2>&1)|$(
+       citus_q 0 "SELECT string_agg(status, ',') FROM payment_notify_log
+                  WHERE notify_id IN ('evt_citusSubEnd0001', 'evt_citusSubSign0001')" 2>&1)"
+citus_q 0 "INSERT INTO orders (order_no, status, amount_fen) VALUES ('CITUS-SUB-1', 'pending', 8888)" >/dev/null 2>&1
+cat >"$STACK_DIR/invoice.json" <<EOF
+{"id": "evt_citusInvoice0001", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
+ "data": {"object": {"id": "in_citus0001", "object": "invoice", "currency": "usd", "amount_paid": 8888,
+  "parent": {"type": "subscription_details", "subscription_details": {"subscription": "sub_citus0001",
+   "metadata": {"order_id": "CITUS-SUB-1"}}}}},
+ "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
+ "type": "invoice.paid"}
+EOF
+shim/paynotify-send --gateway stripe --payload "$STACK_DIR/invoice.json" --mode one --keys test/vectors/keys \
+    --quiet --dump-sql "$STACK_DIR/invoice.sql" >/dev/null 2>&1
+out=$(handle_on 0 "$STACK_DIR/invoice.sql")
+check "agreements: invoice.paid of the ended subscription on the coordinator: processed, with the anomaly's warning" \
+    "yes|processed" "$(echo "$out" | grep -q 'anomaly "charge_after_agreement_ended"' && echo yes)|${out##* }"
+check "agreements: its order paid, the payment names the subscription, the anomaly charge_after_agreement_ended" \
+    "paid|sub_citus0001|charge_after_agreement_ended" \
+    "$(citus_q 0 "SELECT (SELECT status FROM orders WHERE order_no = 'CITUS-SUB-1') || '|' ||
+                  (SELECT agreement_id FROM payment_record WHERE trade_no = 'in_citus0001') || '|' ||
+                  (SELECT string_agg(kind, ',') FROM paynotify_anomaly WHERE notify_id = 'evt_citusInvoice0001')" 2>&1)"
+check "agreements: no prepared transaction left on any node" \
+    "0 0 0" "$(for i in 0 1 2; do citus_q $i "SELECT count(*) FROM pg_prepared_xacts" 2>&1; done | tr '\n' ' ' | sed 's/ $//')"
+
 # ---- the operator's functions on the cluster ------------------------------------------
 # As an operator's role (the admin capacity, on the coordinator), with
 # answers equal to one server's: a notification failed by its hook retried
