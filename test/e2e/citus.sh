@@ -64,6 +64,12 @@
 #              left on any node (the dispute's log row and event, on two
 #              nodes, take a two-phase commit: a figure, after the routing
 #              count so as not to disturb it)
+#   agreements a Stripe subscription's end on worker 2 before its sign:
+#              parked; its sign on worker 1: processed, the agreement ended
+#              on every node (a reference table), its events signed then
+#              ended; invoice.paid of it on the coordinator pays its order,
+#              names the subscription, charge_after_agreement_ended; no
+#              prepared transaction left
 #   ops        the operator's functions on the coordinator, as a role with the
 #              admin capacity (granted after the distribution): WeChat Pay
 #              payments failed by their hook, retried by paynotify_retry
