@@ -363,6 +363,15 @@ CASES = [
          before=None,
          expected=dict(exp("processed", None, ["agreement_signed"]),
                        agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_signed"))),
+    dict(case="doc_stripe_customer_subscription_updated_trialing", gateway="stripe", implemented=False,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
+         notes="Fixture subscription in its trial: status trialing (trial_start/trial_end as in the fixture), "
+               "cancel_at/canceled_at/ended_at null, cancel_at_period_end false, pause_collection and "
+               "pending_update null, under customer.subscription.updated with previous_attributes.status "
+               "incomplete (the event's previous_attributes member); metadata.order_id added. Trialing signs.",
+         before=None,
+         expected=dict(exp("processed", None, ["agreement_signed"]),
+                       agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_signed"))),
     dict(case="doc_stripe_customer_subscription_updated_canceled", gateway="stripe", implemented=False,
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
          notes="Fixture subscription, canceled (canceled_at/ended_at as in the fixture, cancellation_details.reason "
