@@ -9,7 +9,9 @@ says (keys from the vectors folder); the order put in its "before" state
 once, signed with the matching test key at the real clock (the stack's
 clock: paynotify.now is not set); then the reply's outcome and
 acknowledgement, the order's status, the channel's outbox events and the
-payment and refund recorded compared with "expected"; the same payload
+payment and refund recorded compared with "expected", and for an
+agreement notice ("expected"."agreement") one row of paynotify_agreement
+naming its agreement id and the merchant's reference; the same payload
 sent again must be answered "duplicate".  Afterwards the case's payments
 and refunds are removed: several cases name the same order.
 
@@ -131,6 +133,25 @@ def observe(m, rep):
     return got
 
 
+def agreement_diffs(chan, want):
+    """An agreement notice's agreement, recorded: one row of
+    paynotify_agreement holding the case's channel, the gateway's agreement
+    id and the merchant's reference, where the gateway has one (whatever
+    the columns are called)."""
+    if psql("SELECT to_regclass('paynotify_agreement') IS NOT NULL;\n") != "t":
+        return ["no paynotify_agreement table: agreement %s not recorded" % want["agreement_no"]]
+    ref = want["merchant_ref"] if want.get("merchant_ref") is not None else want["agreement_no"]
+    n = psql("SELECT count(*) FROM paynotify_agreement a WHERE"
+             " EXISTS (SELECT FROM jsonb_each_text(to_jsonb(a)) kv WHERE kv.value = :'id')"
+             " AND EXISTS (SELECT FROM jsonb_each_text(to_jsonb(a)) kv WHERE kv.value = :'ref')"
+             " AND EXISTS (SELECT FROM jsonb_each_text(to_jsonb(a)) kv WHERE kv.value = :'chan');\n",
+             id=want["agreement_no"], ref=ref, chan=chan)
+    if n != "1":
+        return ["%s rows of paynotify_agreement name channel %s, agreement %s and reference %s,"
+                " expected 1" % (n, chan, want["agreement_no"], ref)]
+    return []
+
+
 def run_case(m, samples, vectors, send_bin, url):
     key_opts = configure(m, vectors)
     set_before(m)
@@ -147,6 +168,8 @@ def run_case(m, samples, vectors, send_bin, url):
              if k in exp and got.get(k) != exp[k]]
     if again_outcome != "duplicate":
         diffs.append("second delivery %s, expected duplicate" % again_outcome)
+    if exp.get("agreement"):
+        diffs += agreement_diffs(m["case"], exp["agreement"])
     psql("DELETE FROM paynotify_refund WHERE channel = :'chan';\n"
          "DELETE FROM payment_record WHERE channel = :'chan';\n", chan=m["case"])
     return diffs, got, again_outcome
