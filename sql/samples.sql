@@ -83,6 +83,12 @@ DECLARE
 	res t.sample_result;
 BEGIN
 	PERFORM t.sample_configure(m);
+	-- a termination's agreement, signed before it (the sign is another case)
+	IF jsonb_typeof(m->'before_agreement') = 'object' THEN
+		INSERT INTO pay.paynotify_agreement (channel, agreement_id, merchant_ref, state, gateway_state, signed_at)
+			VALUES (case_name, m->'before_agreement'->>'agreement_id',
+					m->'before_agreement'->>'merchant_ref', 'signed', 'prepared', now());
+	END IF;
 	IF jsonb_typeof(b) = 'object' THEN
 		PERFORM t.set_order(b->>'order_no', b->>'status', (b->>'amount')::bigint);
 		IF b->>'paid_trade' IS NOT NULL THEN
@@ -109,7 +115,12 @@ BEGIN
 		AND res.after_status IS NOT DISTINCT FROM e->>'after_status'
 		AND res.events = e->'events'
 		AND COALESCE(res.payment, 'null') = e->'payment'
-		AND COALESCE(res.refund, 'null') = e->'refund';
+		AND COALESCE(res.refund, 'null') = e->'refund'
+		AND (e->'agreement' IS NULL OR EXISTS (
+			SELECT FROM pay.paynotify_agreement a
+			WHERE a.channel = case_name AND a.agreement_id = e->'agreement'->>'agreement_no'
+			  AND a.merchant_ref IS NOT DISTINCT FROM e->'agreement'->>'merchant_ref'
+			  AND a.state = CASE e->'agreement'->>'action' WHEN 'agreement_signed' THEN 'signed' ELSE 'ended' END));
 	SELECT d.outcome INTO res.again FROM t.sample_deliver(m) d;
 	INSERT INTO t.sample_result SELECT res.*;
 	-- Several samples name the same order: the next case starts from its

@@ -121,10 +121,16 @@ enum pn_gateway
 	PN_STRIPE
 };
 
+/* What a notification reports (--event); event_names[] in this order. */
 enum pn_event
 {
 	PN_EV_PAY,
-	PN_EV_REFUND
+	PN_EV_REFUND,
+	PN_EV_SIGN,					/* an agreement signed */
+	PN_EV_TERMINATE,			/* an agreement ended */
+	PN_EV_CHARGE,				/* a payment under an agreement */
+	PN_EV_CHARGE_FAILED,		/* a failed one (Stripe only) */
+	PN_EV_COUNT
 };
 
 /* Deliberately bad requests (--bad); PN_BAD_NONE for a good one. */
@@ -169,6 +175,8 @@ struct pn_conf
 	const char *ali_app_id;
 	const char *seller_id;
 	bool		livemode;
+	const char *agreement_id;	/* --agreement-id, NULL = derived from the order */
+	const char *agreement_ref;	/* --agreement-ref, NULL = derived likewise */
 	uint64_t	seed;
 	time_t		epoch;			/* notification creation time */
 	time_t		now_fixed;		/* 0 = real clock for signing */
@@ -243,6 +251,8 @@ void		pn_req_free(struct pn_req *r);
 void		pn_order_no(const struct pn_conf *c, long long index, char *out, size_t outsz);
 void		pn_order_chars(const char *order_no, const char *salt, int n,
 						   const char *alphabet, char *out);
+void		pn_agreement(const struct pn_conf *c, const char *order_no, char *id, size_t idsz,
+						 char *ref, size_t refsz);
 
 /*
  * What a generated notification says it sold (--sales, send_sales.c), from

@@ -15,7 +15,7 @@
 
 const char *const mode_names[] = {"one", "storm", "distinct", "retry", "bad", "serve"};
 const char *const gateway_names[] = {"wxpay", "alipay", "stripe"};
-const char *const event_names[] = {"pay", "refund"};
+const char *const event_names[] = {"pay", "refund", "sign", "terminate", "charge", "charge-failed"};
 
 /* Seconds between deliveries after a failed one (docs/GATEWAYS.md 1.10, 2.9, 3.7). */
 static const double sched_wxpay[] = {15, 15, 30, 180, 600, 1200, 1800, 1800, 1800,
@@ -53,6 +53,29 @@ static const char *const help_lines[] = {
 	"                      out_biz_no/gmt_refund (TRADE_SUCCESS for a partial refund,\n",
 	"                      TRADE_CLOSED for a full one), Stripe charge.refunded\n",
 	"                      (amount_refunded; refunded=true only when full)\n",
+	"                      Agreements (recurring billing), each naming an agreement:\n",
+	"                      sign: WeChat ENTRUST.SIGN (resource entrust: contract_id,\n",
+	"                      out_contract_code, plan_id, openid, contract_state SIGNED),\n",
+	"                      Alipay dut_user_sign (agreement_no, external_agreement_no,\n",
+	"                      status NORMAL), Stripe customer.subscription.created\n",
+	"                      (status active); terminate: WeChat ENTRUST.TERMINATE\n",
+	"                      (TERMINATED, contract_terminate_info), Alipay\n",
+	"                      dut_user_unsign (status UNSIGN, unsign_time), Stripe\n",
+	"                      customer.subscription.deleted (canceled); charge: a payment\n",
+	"                      of the order under the agreement: WeChat TRANSACTION.SUCCESS\n",
+	"                      with trade_type PAP and contract_id, Alipay the pay notice,\n",
+	"                      Stripe invoice.paid (no payment_intent; the order at\n",
+	"                      parent.subscription_details.metadata.order_id, trade\n",
+	"                      number the invoice id, amount_paid); charge-failed: Stripe\n",
+	"                      invoice.payment_failed (Stripe only)\n",
+	"  --agreement-id ID   the gateway's agreement id (WeChat contract_id, Alipay\n",
+	"                      agreement_no, Stripe sub_...; default: derived from the\n",
+	"                      order number, as the trade ids are, so that every event of\n",
+	"                      one order's agreement names the same one)\n",
+	"  --agreement-ref R   the merchant's reference to it (WeChat out_contract_code,\n",
+	"                      Alipay external_agreement_no, Stripe subscription\n",
+	"                      metadata.order_id; default AG<order number>, for Stripe\n",
+	"                      the order number)\n",
 	"  --start I           index of the first order (default 1)\n",
 	"  --order-format F    order number from the index, printf style with exactly one\n",
 	"                      integer conversion (default PN%08d -> PN00000001)\n",
@@ -204,7 +227,7 @@ static const char *const help_lines[] = {
 	"  --ledger FILE       append one line per delivery, in every sending mode, to FILE\n",
 	"                      (created if missing; several runs may share it: each line is\n",
 	"                      one O_APPEND write), tab-separated: UTC time of the reply\n",
-	"                      (2026-01-01T00:00:00.000000Z), channel, event (pay|refund),\n",
+	"                      (2026-01-01T00:00:00.000000Z), channel, event (as --event),\n",
 	"                      notification id, order number, delivery number (1 = first),\n",
 	"                      HTTP status (0 = no reply), outcome (Paynotify-Outcome, none\n",
 	"                      when absent), acknowledged by the gateway's rule (1|0), bad\n",
@@ -451,7 +474,9 @@ static const struct optdef optdefs[] = {
 	{.name = "mode", .kind = ARG_CUSTOM, .parse = set_mode,
 	.error = "unknown mode \"%s\" (one, storm, distinct, retry, bad, serve)"},
 	{.name = "event", .kind = ARG_CUSTOM, .parse = set_event,
-	.error = "unknown event \"%s\" (pay, refund)"},
+	.error = "unknown event \"%s\" (pay, refund, sign, terminate, charge, charge-failed)"},
+	{.name = "agreement-id", .kind = ARG_STRING, IN_CONF(agreement_id)},
+	{.name = "agreement-ref", .kind = ARG_STRING, IN_CONF(agreement_ref)},
 	{.short_name = 'n', .kind = ARG_LL, IN_OPTS(n), .min = 1, .max = 100000000,
 	.error = "-n wants an integer 1..100000000, not \"%s\""},
 	{.short_name = 'c', .kind = ARG_INT, IN_OPTS(conc), .min = 1, .max = 10000,
@@ -590,7 +615,7 @@ set_mode(const char *arg, struct opts *o, struct pn_conf *c)
 static bool
 set_event(const char *arg, struct opts *o, struct pn_conf *c)
 {
-	int			v = lookup(arg, event_names, 2);
+	int			v = lookup(arg, event_names, PN_EV_COUNT);
 
 	(void) o;
 	if (v >= 0)
@@ -806,6 +831,21 @@ finish_serve_opts(struct opts *o, struct pn_conf *c)
 	return 0;
 }
 
+/* An agreement id or reference: what every gateway's field takes. */
+static bool
+agreement_text_ok(const char *s)
+{
+	size_t		n = strlen(s);
+
+	if (n == 0 || n > 48)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+			  *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
 /* Cross-option checks and defaults that depend on other options. */
 int
 finish_opts(struct opts *o, struct pn_conf *c)
@@ -844,6 +884,16 @@ finish_opts(struct opts *o, struct pn_conf *c)
 		return bad_usage("%s", "--sales records generated notifications, not --payload files");
 	if (o->sales && strchr(o->sales, ','))
 		return bad_usage("%s", "--sales takes one file when sending (several only with --mode serve)");
+	if (c->event == PN_EV_CHARGE_FAILED && c->gateway != PN_STRIPE)
+		return bad_usage("%s", "--event charge-failed is Stripe's invoice.payment_failed: --gateway stripe");
+	if ((c->agreement_id || c->agreement_ref) && (c->event == PN_EV_PAY || c->event == PN_EV_REFUND))
+		return bad_usage("%s", "--agreement-id and --agreement-ref name the agreement of --event sign, terminate, charge or charge-failed");
+	if (c->agreement_id && !agreement_text_ok(c->agreement_id))
+		return bad_usage("--agreement-id \"%s\": 1 to 48 letters, digits, '_' or '-'", c->agreement_id);
+	if (c->agreement_ref && !agreement_text_ok(c->agreement_ref))
+		return bad_usage("--agreement-ref \"%s\": 1 to 48 letters, digits, '_' or '-'", c->agreement_ref);
+	if (o->sales && c->event != PN_EV_PAY && c->event != PN_EV_REFUND)
+		return bad_usage("%s", "--sales records payments and refunds: --event pay or refund");
 	if (o->same_signature && o->mode != MODE_STORM)
 		return bad_usage("%s", "--same-signature needs --mode storm");
 	if (o->mode == MODE_ONE)

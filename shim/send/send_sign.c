@@ -72,6 +72,10 @@ static struct pn_req *build_wx(const struct pn_conf *c, struct pn_signer *s,
 							   struct pn_req *r, int bad, time_t now);
 static struct pn_req *build_ali(const struct pn_conf *c, struct pn_signer *s,
 								struct pn_req *r, int bad, time_t now);
+static struct pn_req *build_ali_dut(const struct pn_conf *c, struct pn_signer *s,
+									struct pn_req *r, int bad, time_t now);
+static struct pn_req *ali_finish(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+								 int bad, struct kv *f, int n, int sign_at);
 static struct pn_req *build_stripe(const struct pn_conf *c, struct pn_signer *s,
 								   struct pn_req *r, int bad, time_t now);
 static struct pn_req *build_wx_payload(const struct pn_conf *c, struct pn_signer *s,
@@ -447,6 +451,46 @@ pn_order_chars(const char *order_no, const char *salt, int n, const char *alphab
 	pn_rng_chars(&r, out, (size_t) n, alphabet);
 }
 
+/*
+ * The agreement an agreement event (and a charge under it) names: the
+ * gateway's id (WeChat contract_id, Alipay agreement_no, Stripe sub_...)
+ * and the merchant's reference (WeChat out_contract_code, Alipay
+ * external_agreement_no; Stripe's is metadata.order_id, the order number),
+ * --agreement-id / --agreement-ref, else derived from the order number as
+ * the trade ids are, so that signing, charges and the end of one agreement
+ * name the same one in every run.
+ */
+void
+pn_agreement(const struct pn_conf *c, const char *order_no, char *id, size_t idsz,
+			 char *ref, size_t refsz)
+{
+	char		d[PN_ID_LEN];
+
+	memset(d, 0, sizeof(d));
+	switch (c->gateway)
+	{
+		case PN_WXPAY:
+			memcpy(d, "2026", 4);
+			pn_order_chars(order_no, "wx-contract", 14, PN_DIGITS, d + 4);
+			break;
+		case PN_ALIPAY:
+			memcpy(d, "2026", 4);
+			pn_order_chars(order_no, "ali-agreement", 16, PN_DIGITS, d + 4);
+			break;
+		default:
+			memcpy(d, "sub_", 4);
+			pn_order_chars(order_no, "stripe-sub", 24, PN_ALNUM, d + 4);
+			break;
+	}
+	snprintf(id, idsz, "%s", c->agreement_id ? c->agreement_id : d);
+	if (c->agreement_ref)
+		snprintf(ref, refsz, "%s", c->agreement_ref);
+	else if (c->gateway == PN_STRIPE)
+		snprintf(ref, refsz, "%s", order_no);
+	else
+		snprintf(ref, refsz, "AG%s", order_no);
+}
+
 /* Random streams: one per notification, one per delivery of it. */
 static void
 rng_for(const struct pn_conf *c, struct pn_rng *r, long long index, int bad,
@@ -493,6 +537,8 @@ pn_build(const struct pn_conf *c, struct pn_signer *s, long long order_index,
 		case PN_WXPAY:
 			return build_wx(c, s, r, bad, now);
 		case PN_ALIPAY:
+			if (c->event == PN_EV_SIGN || c->event == PN_EV_TERMINATE)
+				return build_ali_dut(c, s, r, bad, now);
 			return build_ali(c, s, r, bad, now);
 		default:
 			return build_stripe(c, s, r, bad, now);
@@ -511,7 +557,9 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 				openid[32],
 				t[40],
 				refund_no[PN_ID_LEN + 4];
-	bool		pay = c->event == PN_EV_PAY;
+	bool		pay = c->event != PN_EV_REFUND;
+	char		contract[PN_ID_LEN],
+				ref[PN_ID_LEN];
 
 	memcpy(txid, "4200000000", 10);
 	pn_order_chars(r->order_no, "wx-transaction", 18, PN_DIGITS, txid + 10);
@@ -527,7 +575,12 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	pn_json_str(&j, "transaction_id", txid);
 	if (pay)
 	{
-		pn_json_str(&j, "trade_type", "JSAPI");
+		pn_json_str(&j, "trade_type", c->event == PN_EV_CHARGE ? "PAP" : "JSAPI");
+		if (c->event == PN_EV_CHARGE)
+		{
+			pn_agreement(c, r->order_no, contract, sizeof(contract), ref, sizeof(ref));
+			pn_json_str(&j, "contract_id", contract);
+		}
 		pn_json_str(&j, "trade_state", "SUCCESS");
 		pn_json_str(&j, "trade_state_desc", "支付成功");
 		pn_json_str(&j, "bank_type", "OTHERS");
@@ -563,9 +616,66 @@ wx_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out
 	pn_json_close(&j, '}');
 }
 
+/*
+ * An entrusted-payment (委托代扣) agreement's resource, signed or ended:
+ * compact JSON, the fields of WeChat's 签约、解约结果通知.
+ */
+static void
+wx_entrust_plaintext(const struct pn_conf *c, const struct pn_req *r, struct pn_buf *out)
+{
+	struct pn_json j;
+	char		contract[PN_ID_LEN],
+				ref[PN_ID_LEN],
+				openid[32],
+				signed_at[40],
+				ended_at[40];
+	bool		end = c->event == PN_EV_TERMINATE;
+
+	pn_agreement(c, r->order_no, contract, sizeof(contract), ref, sizeof(ref));
+	memcpy(openid, "oTEST", 5);
+	pn_order_chars(r->order_no, "wx-openid", 22, PN_ALNUM, openid + 5);
+	pn_fmt_beijing(end ? c->epoch - 86400 : c->epoch - 1, "%Y-%m-%dT%H:%M:%S+08:00",
+				   signed_at, sizeof(signed_at));
+	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%dT%H:%M:%S+08:00", ended_at, sizeof(ended_at));
+	pn_json_init(&j, out, false);
+	pn_json_open(&j, NULL, '{');
+	pn_json_str(&j, "mchid", c->mchid);
+	pn_json_str(&j, "appid", c->appid);
+	pn_json_str(&j, "contract_id", contract);
+	pn_json_str(&j, "out_contract_code", ref);
+	pn_json_int(&j, "plan_id", 12535);
+	pn_json_str(&j, "openid", openid);
+	pn_json_str(&j, "contract_state", end ? "TERMINATED" : "SIGNED");
+	pn_json_str(&j, "contract_signed_time", signed_at);
+	if (end)
+	{
+		pn_json_open(&j, "contract_terminate_info", '{');
+		pn_json_str(&j, "contract_terminated_time", ended_at);
+		pn_json_str(&j, "contract_termination_mode", "USER_TERMINATE");
+		pn_json_close(&j, '}');
+	}
+	pn_json_close(&j, '}');
+}
+
+/* A WeChat event's event_type, summary and resource type (= associated data). */
+struct wx_kind
+{
+	const char *event_type;
+	const char *summary;
+	const char *original_type;
+};
+
+static const struct wx_kind wx_kinds[PN_EV_COUNT] = {
+	[PN_EV_PAY] = {"TRANSACTION.SUCCESS", "支付成功", "transaction"},
+	[PN_EV_REFUND] = {"REFUND.SUCCESS", "退款成功", "refund"},
+	[PN_EV_SIGN] = {"ENTRUST.SIGN", "签约成功", "entrust"},
+	[PN_EV_TERMINATE] = {"ENTRUST.TERMINATE", "解约成功", "entrust"},
+	[PN_EV_CHARGE] = {"TRANSACTION.SUCCESS", "支付成功", "transaction"},
+};
+
 /* The notification's envelope around the sealed resource. */
 static void
-wx_envelope(struct pn_buf *body, bool pay, const char *uuid, const char *created,
+wx_envelope(struct pn_buf *body, const struct wx_kind *kind, const char *uuid, const char *created,
 			const char *ciphertext, const char *aad, const char *gnonce)
 {
 	struct pn_json j;
@@ -575,10 +685,10 @@ wx_envelope(struct pn_buf *body, bool pay, const char *uuid, const char *created
 	pn_json_str(&j, "id", uuid);
 	pn_json_str(&j, "create_time", created);
 	pn_json_str(&j, "resource_type", "encrypt-resource");
-	pn_json_str(&j, "event_type", pay ? "TRANSACTION.SUCCESS" : "REFUND.SUCCESS");
-	pn_json_str(&j, "summary", pay ? "支付成功" : "退款成功");
+	pn_json_str(&j, "event_type", kind->event_type);
+	pn_json_str(&j, "summary", kind->summary);
 	pn_json_open(&j, "resource", '{');
-	pn_json_str(&j, "original_type", pay ? "transaction" : "refund");
+	pn_json_str(&j, "original_type", kind->original_type);
 	pn_json_str(&j, "algorithm", "AEAD_AES_256_GCM");
 	pn_json_str(&j, "ciphertext", ciphertext);
 	pn_json_str(&j, "associated_data", aad);
@@ -647,8 +757,8 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	struct pn_buf pt,
 				ct,
 				body;
-	bool		pay = c->event == PN_EV_PAY;
-	const char *aad = pay ? "transaction" : "refund";
+	const struct wx_kind *kind = &wx_kinds[c->event];
+	const char *aad = kind->original_type;
 
 	rng_for(c, &nr, r->order_index, bad, 0);
 	pn_rng_chars(&nr, uuid, 36, PN_HEX_LOWER);
@@ -662,9 +772,12 @@ build_wx(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_buf_init(&pt);
 	pn_buf_init(&ct);
 	pn_buf_init(&body);
-	wx_plaintext(c, r, &pt);
+	if (c->event == PN_EV_SIGN || c->event == PN_EV_TERMINATE)
+		wx_entrust_plaintext(c, r, &pt);
+	else
+		wx_plaintext(c, r, &pt);
 	gcm_seal_b64(s, c->keys.apiv3, gnonce, aad, pt.data, pt.len, &ct);
-	wx_envelope(&body, pay, uuid, created, ct.data, aad, gnonce);
+	wx_envelope(&body, kind, uuid, created, ct.data, aad, gnonce);
 	pn_buf_free(&pt);
 	pn_buf_free(&ct);
 	return wx_finish(c, s, r, bad, now, &body);
@@ -768,7 +881,10 @@ ali_content(const struct kv *f, int n, struct pn_buf *content)
 	}
 }
 
-/* The wire form in field order; tampered: the amount grows by one fen. */
+/*
+ * The wire form in field order; tampered: the amount grows by one fen (an
+ * agreement notice, which has none: its agreement_no gains a digit).
+ */
 static void
 ali_form(const struct pn_conf *c, const struct kv *f, int n, int bad, struct pn_buf *body)
 {
@@ -784,6 +900,11 @@ ali_form(const struct pn_conf *c, const struct kv *f, int n, int bad, struct pn_
 		{
 			pn_fmt_yuan(c->amount + 1, yuan, sizeof(yuan));
 			form_escape(body, yuan);
+		}
+		else if (bad == PN_BAD_TAMPERED && !strcmp(f[i].k, "agreement_no"))
+		{
+			form_escape(body, f[i].v);
+			pn_buf_putc(body, '0');
 		}
 		else
 			form_escape(body, f[i].v);
@@ -810,10 +931,7 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 				buyer[24],
 				yuan[32],
 				fund[96];
-	struct pn_buf content,
-				sig,
-				body;
-	bool		pay = c->event == PN_EV_PAY;
+	bool		pay = c->event != PN_EV_REFUND;
 	bool		closed = !pay && c->refund_amount >= c->amount;
 
 	rng_for(c, &nr, r->order_index, bad, 0);
@@ -856,14 +974,24 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	if (!pay)
 		ali_refund_fields(c, r, &nr, closed, f, &n);
 
-	/* content to sign */
+	/* signed, then the wire form; tampered: the amount grows by one fen */
+	return ali_finish(c, s, r, bad, f, n, sign_at);
+}
+
+/* Signs fields f (sign at sign_at) as Alipay does and sets r's body and headers. */
+static struct pn_req *
+ali_finish(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r, int bad,
+		   struct kv *f, int n, int sign_at)
+{
+	struct pn_buf content,
+				sig,
+				body;
+
 	ali_content(f, n, &content);
 	pn_buf_init(&sig);
 	rsa_sign_b64(s, bad == PN_BAD_UNKNOWN_KEY ? s->alt : s->key, content.data, content.len, &sig);
 	free(f[sign_at].v);
 	f[sign_at].v = pn_buf_steal(&sig);
-
-	/* wire form; tampered: the amount grows by one fen after signing */
 	ali_form(c, f, n, bad, &body);
 	add_header(r, "Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
 	r->body_len = body.len;
@@ -872,6 +1000,66 @@ build_ali(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 		free(f[i].v);
 	pn_buf_free(&content);
 	return r;
+}
+
+/*
+ * An agreement notice of 商家扣款 / 周期扣款: dut_user_sign (status NORMAL)
+ * or dut_user_unsign (status UNSIGN), fields in the order Alipay sends
+ * them, signed like a trade notice.
+ */
+static struct pn_req *
+build_ali_dut(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
+			  int bad, time_t now)
+{
+	struct kv	f[40];
+	int			n = 0,
+				sign_at;
+	struct pn_rng nr;
+	char		nid[40],
+				user[24],
+				agreement[PN_ID_LEN],
+				ref[PN_ID_LEN],
+				notify_time[32],
+				signed_at[32],
+				ended_at[32];
+	bool		end = c->event == PN_EV_TERMINATE;
+
+	rng_for(c, &nr, r->order_index, bad, 0);
+	pn_rng_chars(&nr, nid, 34, PN_DIGITS);
+	snprintf(r->notify_id, sizeof(r->notify_id), "%s", nid);
+	memcpy(user, "2088", 4);
+	pn_order_chars(r->order_no, "ali-buyer", 12, PN_DIGITS, user + 4);
+	pn_agreement(c, r->order_no, agreement, sizeof(agreement), ref, sizeof(ref));
+	pn_fmt_beijing(now, "%Y-%m-%d %H:%M:%S", notify_time, sizeof(notify_time));
+	pn_fmt_beijing(end ? c->epoch - 86400 : c->epoch - 1, "%Y-%m-%d %H:%M:%S", signed_at, sizeof(signed_at));
+	pn_fmt_beijing(c->epoch - 1, "%Y-%m-%d %H:%M:%S", ended_at, sizeof(ended_at));
+
+	kv_add(f, &n, "charset", "utf-8");
+	kv_add(f, &n, "notify_time", notify_time);
+	if (end)
+		kv_add(f, &n, "unsign_time", ended_at);
+	kv_add(f, &n, "alipay_user_id", user);
+	sign_at = n;
+	kv_add(f, &n, "sign", "");
+	kv_add(f, &n, "external_agreement_no", ref);
+	kv_add(f, &n, "version", "1.0");
+	if (!end)
+		kv_add(f, &n, "sign_time", signed_at);
+	kv_add(f, &n, "notify_id", nid);
+	kv_add(f, &n, "notify_type", end ? "dut_user_unsign" : "dut_user_sign");
+	kv_add(f, &n, "agreement_no", agreement);
+	if (!end)
+		kv_add(f, &n, "invalid_time", "2115-02-01 00:00:00");
+	kv_add(f, &n, "auth_app_id", c->ali_app_id);
+	kv_add(f, &n, "personal_product_code", "CYCLE_PAY_AUTH_P");
+	if (!end)
+		kv_add(f, &n, "valid_time", signed_at);
+	kv_add(f, &n, "app_id", c->ali_app_id);
+	kv_add(f, &n, "sign_type", "RSA2");
+	kv_add(f, &n, "sign_scene", "INDUSTRY|SOCIALIZATION");
+	kv_add(f, &n, "status", end ? "UNSIGN" : "NORMAL");
+	kv_add(f, &n, "alipay_logon_id", "138******00");
+	return ali_finish(c, s, r, bad, f, n, sign_at);
 }
 
 /*
@@ -908,7 +1096,36 @@ build_ali_payload(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r
 
 /* ---------------------------------------------------------------- Stripe */
 
-/* The event, pretty-printed as Stripe sends it (2-space indentation). */
+/* An event's envelope up to its data.object's members (2-space indentation). */
+static void
+stripe_open(struct pn_json *j, const struct pn_conf *c, const char *evt, struct pn_buf *out)
+{
+	pn_json_init(j, out, true);
+	pn_json_open(j, NULL, '{');
+	pn_json_str(j, "id", evt);
+	pn_json_str(j, "object", "event");
+	pn_json_str(j, "api_version", "2025-03-31.basil");
+	pn_json_int(j, "created", (long long) c->epoch);
+	pn_json_open(j, "data", '{');
+	pn_json_open(j, "object", '{');
+}
+
+/* Closes data.object (the caller adds previous_attributes), then the envelope. */
+static void
+stripe_close(struct pn_json *j, const struct pn_conf *c, const char *type)
+{
+	pn_json_close(j, '}');
+	pn_json_bool(j, "livemode", c->livemode);
+	pn_json_int(j, "pending_webhooks", 1);
+	pn_json_open(j, "request", '{');
+	pn_json_null(j, "id");
+	pn_json_null(j, "idempotency_key");
+	pn_json_close(j, '}');
+	pn_json_str(j, "type", type);
+	pn_json_close(j, '}');
+}
+
+/* A payment intent (pay) or a refunded charge (refund), as Stripe sends it. */
 static void
 stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 			long long delta, struct pn_buf *out)
@@ -922,14 +1139,7 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 	pn_order_chars(r->order_no, "stripe-pi", 24, PN_ALNUM, pi + 3);
 	memcpy(ch, "ch_", 3);
 	pn_order_chars(r->order_no, "stripe-ch", 24, PN_ALNUM, ch + 3);
-	pn_json_init(&j, out, true);
-	pn_json_open(&j, NULL, '{');
-	pn_json_str(&j, "id", evt);
-	pn_json_str(&j, "object", "event");
-	pn_json_str(&j, "api_version", "2025-03-31.basil");
-	pn_json_int(&j, "created", (long long) c->epoch);
-	pn_json_open(&j, "data", '{');
-	pn_json_open(&j, "object", '{');
+	stripe_open(&j, c, evt, out);
 	pn_json_str(&j, "id", pay ? pi : ch);
 	pn_json_str(&j, "object", pay ? "payment_intent" : "charge");
 	pn_json_int(&j, "amount", c->amount + delta);
@@ -957,15 +1167,148 @@ stripe_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
 		pn_json_int(&j, "amount_refunded", 0);
 		pn_json_close(&j, '}');
 	}
-	pn_json_close(&j, '}');
+	stripe_close(&j, c, pay ? "payment_intent.succeeded" : "charge.refunded");
+}
+
+/*
+ * A subscription (the agreement) made active or canceled:
+ * customer.subscription.created or customer.subscription.deleted.  Its
+ * metadata.order_id is the order number; tampered moves "created".
+ */
+static void
+stripe_subscription_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
+						 long long delta, struct pn_buf *out)
+{
+	struct pn_json j;
+	char		sub[PN_ID_LEN],
+				ref[PN_ID_LEN],
+				cus[32];
+	bool		end = c->event == PN_EV_TERMINATE;
+
+	pn_agreement(c, r->order_no, sub, sizeof(sub), ref, sizeof(ref));
+	memcpy(cus, "cus_", 4);
+	pn_order_chars(r->order_no, "stripe-cus", 14, PN_ALNUM, cus + 4);
+	stripe_open(&j, c, evt, out);
+	pn_json_str(&j, "id", sub);
+	pn_json_str(&j, "object", "subscription");
+	if (end)
+	{
+		pn_json_int(&j, "canceled_at", (long long) c->epoch - 1);
+		pn_json_open(&j, "cancellation_details", '{');
+		pn_json_null(&j, "comment");
+		pn_json_null(&j, "feedback");
+		pn_json_str(&j, "reason", "cancellation_requested");
+		pn_json_close(&j, '}');
+	}
+	else
+		pn_json_null(&j, "canceled_at");
+	pn_json_bool(&j, "cancel_at_period_end", false);
+	pn_json_str(&j, "collection_method", "charge_automatically");
+	pn_json_int(&j, "created", (long long) c->epoch - (end ? 86400 : 1) + delta);
+	pn_json_str(&j, "currency", c->currency);
+	pn_json_str(&j, "customer", cus);
+	if (end)
+		pn_json_int(&j, "ended_at", (long long) c->epoch - 1);
+	else
+		pn_json_null(&j, "ended_at");
+	pn_json_null(&j, "latest_invoice");
 	pn_json_bool(&j, "livemode", c->livemode);
-	pn_json_int(&j, "pending_webhooks", 1);
-	pn_json_open(&j, "request", '{');
-	pn_json_null(&j, "id");
-	pn_json_null(&j, "idempotency_key");
+	pn_json_open(&j, "metadata", '{');
+	pn_json_str(&j, "order_id", ref);
 	pn_json_close(&j, '}');
-	pn_json_str(&j, "type", pay ? "payment_intent.succeeded" : "charge.refunded");
+	pn_json_int(&j, "start_date", (long long) c->epoch - (end ? 86400 : 1));
+	pn_json_str(&j, "status", end ? "canceled" : "active");
 	pn_json_close(&j, '}');
+	stripe_close(&j, c, end ? "customer.subscription.deleted" : "customer.subscription.created");
+}
+
+/*
+ * A subscription cycle's invoice, paid (invoice.paid) or not
+ * (invoice.payment_failed), in the 2025-03-31.basil shape: no
+ * payment_intent, the subscription and its metadata (order_id) under
+ * parent.subscription_details.  Tampered adds one to the amounts.
+ */
+static void
+stripe_invoice_body(const struct pn_conf *c, const struct pn_req *r, const char *evt,
+					long long delta, struct pn_buf *out)
+{
+	struct pn_json j;
+	char		inv[32],
+				cus[32],
+				sub[PN_ID_LEN],
+				ref[PN_ID_LEN];
+	bool		paid = c->event == PN_EV_CHARGE;
+	long long	amount = c->amount + delta;
+
+	pn_agreement(c, r->order_no, sub, sizeof(sub), ref, sizeof(ref));
+	memcpy(inv, "in_", 3);
+	pn_order_chars(r->order_no, "stripe-in", 24, PN_ALNUM, inv + 3);
+	memcpy(cus, "cus_", 4);
+	pn_order_chars(r->order_no, "stripe-cus", 14, PN_ALNUM, cus + 4);
+	stripe_open(&j, c, evt, out);
+	pn_json_str(&j, "id", inv);
+	pn_json_str(&j, "object", "invoice");
+	pn_json_int(&j, "amount_due", amount);
+	pn_json_int(&j, "amount_paid", paid ? amount : 0);
+	pn_json_int(&j, "amount_remaining", paid ? 0 : amount);
+	pn_json_int(&j, "attempt_count", 1);
+	pn_json_bool(&j, "attempted", true);
+	pn_json_str(&j, "billing_reason", "subscription_cycle");
+	pn_json_str(&j, "collection_method", "charge_automatically");
+	pn_json_int(&j, "created", (long long) c->epoch - 1);
+	pn_json_str(&j, "currency", c->currency);
+	pn_json_str(&j, "customer", cus);
+	pn_json_bool(&j, "livemode", c->livemode);
+	pn_json_open(&j, "metadata", '{');
+	pn_json_close(&j, '}');
+	if (paid)
+		pn_json_null(&j, "next_payment_attempt");
+	else
+		pn_json_int(&j, "next_payment_attempt", (long long) c->epoch + 86400);
+	pn_json_open(&j, "parent", '{');
+	pn_json_null(&j, "quote_details");
+	pn_json_open(&j, "subscription_details", '{');
+	pn_json_open(&j, "metadata", '{');
+	pn_json_str(&j, "order_id", r->order_no);
+	pn_json_close(&j, '}');
+	pn_json_str(&j, "subscription", sub);
+	pn_json_close(&j, '}');
+	pn_json_str(&j, "type", "subscription_details");
+	pn_json_close(&j, '}');
+	pn_json_str(&j, "status", paid ? "paid" : "open");
+	pn_json_open(&j, "status_transitions", '{');
+	pn_json_int(&j, "finalized_at", (long long) c->epoch - 1);
+	pn_json_null(&j, "marked_uncollectible_at");
+	if (paid)
+		pn_json_int(&j, "paid_at", (long long) c->epoch - 1);
+	else
+		pn_json_null(&j, "paid_at");
+	pn_json_null(&j, "voided_at");
+	pn_json_close(&j, '}');
+	pn_json_int(&j, "total", amount);
+	pn_json_close(&j, '}');
+	stripe_close(&j, c, paid ? "invoice.paid" : "invoice.payment_failed");
+}
+
+/* The body of the chosen event; delta = 1 for a tampered copy. */
+static void
+stripe_event(const struct pn_conf *c, const struct pn_req *r, const char *evt,
+			 long long delta, struct pn_buf *out)
+{
+	switch (c->event)
+	{
+		case PN_EV_SIGN:
+		case PN_EV_TERMINATE:
+			stripe_subscription_body(c, r, evt, delta, out);
+			break;
+		case PN_EV_CHARGE:
+		case PN_EV_CHARGE_FAILED:
+			stripe_invoice_body(c, r, evt, delta, out);
+			break;
+		default:
+			stripe_body(c, r, evt, delta, out);
+			break;
+	}
 }
 
 /* Stripe-Signature: t=<ts>,v1=hex(HMAC-SHA256(whole whsec_ secret, "t.body")). */
@@ -1002,12 +1345,12 @@ build_stripe(const struct pn_conf *c, struct pn_signer *s, struct pn_req *r,
 	pn_rng_chars(&nr, evt + 4, 24, PN_ALNUM);
 	snprintf(r->notify_id, sizeof(r->notify_id), "%s", evt);
 	pn_buf_init(&body);
-	stripe_body(c, r, evt, 0, &body);
+	stripe_event(c, r, evt, 0, &body);
 	stripe_sign(c, r, bad, now, body.data, body.len);
 	if (bad == PN_BAD_TAMPERED)
 	{
 		pn_buf_reset(&body);
-		stripe_body(c, r, evt, 1, &body);
+		stripe_event(c, r, evt, 1, &body);
 	}
 	r->body_len = body.len;
 	r->body = pn_buf_steal(&body);

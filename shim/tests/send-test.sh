@@ -2,7 +2,8 @@
 # Tests of shim/paynotify-send, the gateway in a box.  Run from the repo root:
 #     shim/tests/send-test.sh
 # 1. Signing, without any server: --dump-dir output of every gateway, event
-#    and bad kind is verified independently with the openssl CLI (and the
+#    (agreement events too: one agreement per order across sign, terminate
+#    and charge) and bad kind is verified independently with the openssl CLI (and the
 #    WeChat resource decrypted with vectors/tools/gcm.py); --dump-sql is
 #    checked against the dump and, when PostgreSQL 15 is installed, run
 #    through psql against a stub paynotify_handle.
@@ -130,6 +131,48 @@ d=$TMP/dump-pubkey
 	-n 2 --mode distinct --now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
 check_cmd "wxpay public-key-id mode verifies" verify wxpay "$d" "$KEYS" --now $NOW \
 	--wx-pub wechat_pubkey_3.pub.pem --serial "$(cat "$KEYS/wechat_pubkey_3.id")"
+# agreements: each event verifies, and the events of one order name one agreement
+for gw in wxpay alipay stripe; do
+	evs="sign terminate charge"
+	[ "$gw" = stripe ] && evs="$evs charge-failed"
+	for ev in $evs; do
+		d=$TMP/dump-$gw-$ev
+		"$SEND" --gateway "$gw" --keys "$KEYS" --event "$ev" --mode distinct -n 3 --now $NOW --seed 11 \
+			--dump-dir "$d" --quiet >/dev/null 2>&1
+		check_cmd "$gw $ev: 3 dumped notifications verify" verify "$gw" "$d" "$KEYS" --event "$ev" --now $NOW \
+			--agreements-out "$TMP/agreements-$gw-$ev"
+	done
+	check_cmd "$gw: sign and terminate of an order name one agreement, another per order" sh -c "
+		cmp -s '$TMP/agreements-$gw-sign' '$TMP/agreements-$gw-terminate' &&
+		[ \$(cut -f2 '$TMP/agreements-$gw-sign' | sort -u | wc -l) = 3 ]"
+	if [ "$gw" != alipay ]; then  # Alipay's charge is its trade notice: it names no agreement
+		check_cmd "$gw: a charge names the agreement its order signed" \
+			cmp -s "$TMP/agreements-$gw-sign" "$TMP/agreements-$gw-charge"
+	fi
+	for ev in sign terminate; do
+		d=$TMP/bad-$gw-$ev
+		"$SEND" --gateway "$gw" --keys "$KEYS" --event "$ev" --mode bad -n 1 --now $NOW --dump-dir "$d" \
+			--quiet >/dev/null 2>&1
+		check_cmd "$gw $ev --mode bad: each kind has exactly its defect" verify "$gw" "$d" "$KEYS" \
+			--event "$ev" --now $NOW
+	done
+	d=$TMP/given-$gw
+	"$SEND" --gateway "$gw" --keys "$KEYS" --event sign --agreement-id AGR-given_1 --agreement-ref REF-given-1 \
+		--mode distinct -n 2 --now $NOW --dump-dir "$d" --quiet >/dev/null 2>&1
+	check_cmd "$gw sign: --agreement-id and --agreement-ref are the ones signed" verify "$gw" "$d" "$KEYS" \
+		--event sign --now $NOW --agreement-id AGR-given_1 --agreement-ref REF-given-1
+	verify "$gw" "$d" "$KEYS" --event sign --now $NOW >"$TMP/given.out" 2>&1
+	check_cmd "$gw sign: the verifier notices an agreement that is not the derived one" \
+		grep -q '^FAIL 000001 .*agreement id AGR-given_1' "$TMP/given.out"
+done
+check_rc "--event charge-failed for wxpay is a usage error" 2 "$SEND" --gateway wxpay --keys "$KEYS" \
+	--event charge-failed --dump-sql /dev/null
+check_rc "--agreement-id with --event pay is a usage error" 2 "$SEND" --gateway stripe --keys "$KEYS" \
+	--agreement-id sub_1 --dump-sql /dev/null
+check_rc "--agreement-ref with a quote is a usage error" 2 "$SEND" --gateway alipay --keys "$KEYS" \
+	--event sign --agreement-ref 'a"b' --dump-sql /dev/null
+check_rc "--sales with --event sign is a usage error" 2 "$SEND" --gateway wxpay --keys "$KEYS" \
+	--event sign --mode distinct -n 1 --sales "$TMP/agreement.sales" --dump-sql /dev/null
 check_cmd "serial is the certificate's, upper-case hex" grep -q "^Wechatpay-Serial: $(openssl x509 -in "$KEYS/wechat_platform_1.cert.pem" -noout -serial | cut -d= -f2)$" "$TMP/dump-wxpay-pay/000001/headers.txt"
 
 # the verifier must notice a changed byte (it is not vacuous)
@@ -137,6 +180,16 @@ mutate() { # FILE FROM TO: replace one byte sequence (same length) once
 	python3 -c 'import sys; p,a,b=sys.argv[1:]; d=open(p,"rb").read(); assert a.encode() in d; open(p,"wb").write(d.replace(a.encode(),b.encode(),1))' "$@"
 }
 for gw in wxpay alipay stripe; do
+	cp -r "$TMP/dump-$gw-sign" "$TMP/mut-$gw-sign"
+	f=$(ls "$TMP/mut-$gw-sign/000002/"body.*)
+	case $gw in
+		wxpay) mutate "$f" ENTRUST.SIGN ENTRUST.SIGX ;;
+		alipay) mutate "$f" dut_user_sign dut_user_sigN ;;
+		stripe) mutate "$f" '"status": "active"' '"status": "Active"' ;;
+	esac
+	verify "$gw" "$TMP/mut-$gw-sign" "$KEYS" --event sign --now $NOW >"$TMP/mut.out" 2>&1
+	check_cmd "$gw sign: verifier rejects a body changed by one byte" \
+		grep -Eq '^FAIL 000002 .*(Verification failure|does not match)' "$TMP/mut.out"
 	cp -r "$TMP/dump-$gw-pay" "$TMP/mut-$gw"
 	f=$(ls "$TMP/mut-$gw/000002/"body.*)
 	case $gw in
@@ -313,6 +366,12 @@ for gw in wxpay alipay stripe; do
 	stats "$TMP/stats.json"
 	expect_json "distinct $gw: 300 different ids at the responder" "$TMP/stats.json" \
 		'len(d["ids"])==300 and all(v["deliveries"]==1 for v in d["ids"].values())'
+done
+for gw in wxpay alipay stripe; do
+	reset 0
+	send_json "$TMP/agreements-$gw.json" --gateway "$gw" --url "$BASE/notify/$gw" --mode distinct -n 5 --event terminate
+	expect_json "distinct $gw agreement ends: 5 processed, acked" "$TMP/agreements-$gw.json" \
+		'd["event"]=="terminate" and d["outcome"]=={"processed":5} and d["acked"]==5'
 done
 reset 0
 send_json "$TMP/refund.json" --gateway wxpay --url "$BASE/notify/wxpay" --mode distinct -n 20 --event refund
@@ -531,6 +590,20 @@ if [ "${SEND_TEST_VALGRIND:-1}" != 0 ] && command -v valgrind >/dev/null; then
 		wait \$p1; r1=\$?
 		wait \$p2; r2=\$?
 		[ \$r1 = 0 ] && [ \$r2 = 0 ]"
+	check_cmd "valgrind: agreement events of each gateway (dumped, and bad), no leaks or errors" sh -c "
+		pids=
+		for a in 'wxpay sign' 'wxpay charge' 'alipay terminate' 'stripe sign' 'stripe charge-failed'; do
+			set -- \$a
+			valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+				'$SEND' --keys '$KEYS' --gateway \$1 --event \$2 --mode storm -n 2 --dump-sql /dev/null --quiet &
+			pids=\"\$pids \$!\"
+		done
+		valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=9 \
+			'$SEND' --keys '$KEYS' --gateway alipay --event sign --url '$BASE/notify/alipay' --mode bad -n 1 --quiet &
+		pids=\"\$pids \$!\"
+		rc=0
+		for p in \$pids; do wait \$p || rc=1; done
+		[ \$rc = 0 ]"
 	reset 0
 	check_cmd "valgrind: --payload once for each gateway (GBK too) and a bad file, no leaks or errors" sh -c "
 		pids=

@@ -13,9 +13,17 @@ with "ciphertext" in the place of "plaintext" and the ciphertext decrypts to
 the file's plaintext; Alipay's parameters are the file's (in its charset)
 plus a sign over them; Stripe's body is the file's bytes.
 
-usage: send_verify.py GATEWAY DUMPDIR KEYSDIR [--event pay|refund] [--amount A]
+Agreement events (sign, terminate, charge, charge-failed) are checked for the
+agreement they name: --agreement-id / --agreement-ref when given, else the
+form of a derived one (WeChat 2026 + 14 digits, Alipay 2026 + 16 digits,
+Stripe sub_ + 24 letters and digits; AG<order> or, for Stripe, the order);
+--agreements-out FILE writes "order<TAB>agreement id" per request, so that
+runs of several events can be compared.
+
+usage: send_verify.py GATEWAY DUMPDIR KEYSDIR [--event E] [--amount A]
                       [--refund-amount R] [--now T] [--serial S] [--wx-pub FILE]
-                      [--payload FILE]
+                      [--payload FILE] [--agreement-id ID] [--agreement-ref R]
+                      [--agreements-out FILE]
 Prints one line per request and exits 1 if any check failed.
 """
 import argparse
@@ -24,6 +32,7 @@ import hmac
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,6 +88,14 @@ def yuan(minor):
     return "%d.%02d" % (minor // 100, minor % 100)
 
 
+AGREEMENT_EVENTS = ("sign", "terminate")
+# WeChat: event_type and original_type (= associated data) per --event
+WX_KINDS = {"pay": ("TRANSACTION.SUCCESS", "transaction"), "refund": ("REFUND.SUCCESS", "refund"),
+            "sign": ("ENTRUST.SIGN", "entrust"), "terminate": ("ENTRUST.TERMINATE", "entrust"),
+            "charge": ("TRANSACTION.SUCCESS", "transaction")}
+DERIVED_ID = {"wxpay": r"2026[0-9]{14}", "alipay": r"2026[0-9]{16}", "stripe": r"sub_[A-Za-z0-9]{24}"}
+
+
 class Checker:
     def __init__(self, a):
         self.a = a
@@ -86,6 +103,22 @@ class Checker:
         self.gcm = load_gcm() if a.gateway == "wxpay" else None
         self.serial = a.serial or (cert_serial(self.k("wechat_platform_1.cert.pem"))
                                    if a.gateway == "wxpay" else None)
+        self.agreements = []
+
+    def agreement_errs(self, row, agreement, ref):
+        """The agreement a notification names: the asked-for one, else a derived one."""
+        a, errs = self.a, []
+        if a.agreement_id is not None:
+            if agreement != a.agreement_id:
+                errs.append("agreement id %s" % agreement)
+        elif not re.fullmatch(DERIVED_ID[a.gateway], agreement or ""):
+            errs.append("agreement id %s is not of the derived form" % agreement)
+        want_ref = a.agreement_ref if a.agreement_ref is not None else \
+            (row["order_no"] if a.gateway == "stripe" else "AG" + row["order_no"])
+        if ref != want_ref:
+            errs.append("agreement reference %s" % ref)
+        self.agreements.append((row["order_no"], agreement or ""))
+        return errs
 
     def check(self, row, hs, body):
         if self.a.payload:
@@ -194,9 +227,11 @@ class Checker:
             errs.append("envelope id")
         res = env["resource"]
         refund = a.event == "refund"
-        want = ("REFUND.SUCCESS", "refund") if refund else ("TRANSACTION.SUCCESS", "transaction")
+        want = WX_KINDS[a.event]
         if (env["event_type"], res["original_type"]) != want or env["resource_type"] != "encrypt-resource":
             errs.append("event/original type")
+        if a.event not in ("pay", "refund") and res["associated_data"] != want[1]:
+            errs.append("associated_data %s" % res["associated_data"])
         if res["algorithm"] != "AEAD_AES_256_GCM" or len(res["nonce"]) != 12:
             errs.append("algorithm/nonce")
         apiv3 = open(self.k("wechat_apiv3.key"), "rb").read().strip()
@@ -205,6 +240,26 @@ class Checker:
         if pt is None:
             return errs + ["GCM tag does not verify"]
         t = json.loads(pt)
+        if a.event in AGREEMENT_EVENTS:
+            end = a.event == "terminate"
+            errs += self.agreement_errs(row, t.get("contract_id"), t.get("out_contract_code"))
+            if t["mchid"] != "1900000109" or t["appid"] != "wx0000000000test01" \
+                    or not t["openid"].startswith("oTEST") or not isinstance(t["plan_id"], int):
+                errs.append("entrust mchid/appid/openid/plan_id")
+            if t["contract_state"] != ("TERMINATED" if end else "SIGNED") or not t["contract_signed_time"]:
+                errs.append("contract_state/contract_signed_time")
+            info = t.get("contract_terminate_info")
+            if end != (info is not None) or (end and (not info["contract_terminated_time"]
+                                                      or info["contract_termination_mode"] != "USER_TERMINATE")):
+                errs.append("contract_terminate_info")
+            return errs
+        if a.event == "charge":
+            errs += self.agreement_errs(row, t.get("contract_id"), "AG" + row["order_no"]
+                                        if a.agreement_ref is None else a.agreement_ref)
+            if t["trade_type"] != "PAP":
+                errs.append("trade_type %s" % t["trade_type"])
+        elif "contract_id" in t or t.get("trade_type") == "PAP":
+            errs.append("a payment outside an agreement names one")
         if t["out_trade_no"] != row["order_no"] or t["mchid"] != "1900000109":
             errs.append("decrypted out_trade_no/mchid")
         if t["amount"]["total"] != a.amount:
@@ -233,6 +288,22 @@ class Checker:
         if good != (bad not in ("tampered", "unknown-serial")):
             errs.append("openssl verify says %s" % ("Verified OK" if good else "Verification failure"))
         p = {k: v.decode() for k, v in params.items()}
+        if p["notify_id"] != row["notify_id"] or p["sign_type"] != "RSA2" or p["charset"] != "utf-8" \
+                or p["app_id"] != "2021000000000001":
+            errs.append("notify_id/sign_type/charset/app_id")
+        if a.event in AGREEMENT_EVENTS:
+            end = a.event == "terminate"
+            agreement = p.get("agreement_no", "")
+            if bad == "tampered":  # the agreement notice's tampered field: agreement_no gains a 0
+                agreement = agreement[:-1] if agreement.endswith("0") else "(not tampered) " + agreement
+            errs += self.agreement_errs(row, agreement, p.get("external_agreement_no"))
+            if p["notify_type"] != ("dut_user_unsign" if end else "dut_user_sign") \
+                    or p["status"] != ("UNSIGN" if end else "NORMAL") or "total_amount" in p:
+                errs.append("notify_type/status")
+            if end != ("unsign_time" in p) or end == ("sign_time" in p) \
+                    or not p["alipay_user_id"].startswith("2088") or not p["personal_product_code"]:
+                errs.append("sign_time/unsign_time/alipay_user_id/personal_product_code")
+            return errs
         want_amount = yuan(a.amount + (1 if bad == "tampered" else 0))
         if p["total_amount"] != want_amount:
             errs.append("total_amount %s" % p["total_amount"])
@@ -268,6 +339,32 @@ class Checker:
         want_amount = a.amount + (1 if bad == "tampered" else 0)
         if ev["id"] != row["notify_id"] or not ev["id"].startswith("evt_") or ev["object"] != "event":
             errs.append("event id")
+        if a.event in AGREEMENT_EVENTS:
+            end = a.event == "terminate"
+            errs += self.agreement_errs(row, obj["id"], obj["metadata"].get("order_id"))
+            if ev["type"] != ("customer.subscription.deleted" if end else "customer.subscription.created") \
+                    or obj["object"] != "subscription" or obj["status"] != ("canceled" if end else "active") \
+                    or (obj["canceled_at"] is not None) != end or (obj["ended_at"] is not None) != end:
+                errs.append("subscription type/status")
+            if a.now and obj["created"] != a.now - (86400 if end else 1) + (1 if bad == "tampered" else 0):
+                errs.append("created %s" % obj["created"])
+            return errs
+        if a.event in ("charge", "charge-failed"):
+            paid = a.event == "charge"
+            sd = obj.get("parent", {}).get("subscription_details") or {}
+            errs += self.agreement_errs(row, sd.get("subscription"), row["order_no"]
+                                        if a.agreement_ref is None else a.agreement_ref)
+            if ev["type"] != ("invoice.paid" if paid else "invoice.payment_failed") \
+                    or obj["object"] != "invoice" or not obj["id"].startswith("in_") \
+                    or obj["status"] != ("paid" if paid else "open") or "payment_intent" in obj:
+                errs.append("invoice type/status")
+            if sd.get("metadata", {}).get("order_id") != row["order_no"] \
+                    or obj["parent"]["type"] != "subscription_details" or obj["metadata"] != {}:
+                errs.append("order at parent.subscription_details.metadata.order_id")
+            if (obj["amount_due"], obj["amount_paid"], obj["amount_remaining"]) != \
+                    ((want_amount, want_amount, 0) if paid else (want_amount, 0, want_amount)):
+                errs.append("amounts")
+            return errs
         if obj["metadata"]["order_id"] != row["order_no"] or obj["amount"] != want_amount \
                 or ev["livemode"] is not False:
             errs.append("object fields")
@@ -292,6 +389,9 @@ def main():
     ap.add_argument("--serial")
     ap.add_argument("--wx-pub", default="wechat_platform_1.pub.pem")
     ap.add_argument("--payload")
+    ap.add_argument("--agreement-id")
+    ap.add_argument("--agreement-ref")
+    ap.add_argument("--agreements-out")
     a = ap.parse_args()
     c = Checker(a)
     lines = open(os.path.join(a.dump, "index.tsv"), encoding="utf-8").read().splitlines()
@@ -308,6 +408,9 @@ def main():
         print("%s %s %s %s %s%s" % ("ok  " if not errs else "FAIL", row["seq"], row["bad"], row["order_no"],
                                      row["notify_id"], "" if not errs else ": " + "; ".join(errs)))
         failed += bool(errs)
+    if a.agreements_out:
+        with open(a.agreements_out, "w") as f:
+            f.writelines("%s\t%s\n" % x for x in c.agreements)
     print("checked %d, failed %d" % (len(lines) - 1, failed))
     sys.exit(1 if failed or len(lines) < 2 else 0)
 

@@ -9,7 +9,9 @@ says (keys from the vectors folder); the order put in its "before" state
 once, signed with the matching test key at the real clock (the stack's
 clock: paynotify.now is not set); then the reply's outcome and
 acknowledgement, the order's status, the channel's outbox events and the
-payment and refund recorded compared with "expected"; the same payload
+payment and refund recorded compared with "expected", and for an
+agreement notice ("expected"."agreement") one row of paynotify_agreement
+naming its agreement id and the merchant's reference; the same payload
 sent again must be answered "duplicate".  Afterwards the case's payments
 and refunds are removed: several cases name the same order.
 
@@ -88,6 +90,13 @@ def configure(m, vectors):
 def set_before(m):
     b = m.get("before")
     if not isinstance(b, dict):
+        b = {}
+    a = m.get("before_agreement")
+    if isinstance(a, dict):
+        psql("""INSERT INTO paynotify_agreement (channel, agreement_id, merchant_ref, state, gateway_state, signed_at)
+	VALUES (:'chan', :'id', NULLIF(:'ref', ''), 'signed', 'prepared', now());
+""", chan=m["case"], id=a["agreement_id"], ref=a.get("merchant_ref") or "")
+    if not b:
         return
     psql("""ALTER TABLE orders DISABLE TRIGGER orders_guard;
 INSERT INTO orders VALUES (:'ord', :'st', :'amt') ON CONFLICT (order_no)
@@ -131,6 +140,22 @@ def observe(m, rep):
     return got
 
 
+def agreement_diffs(chan, want):
+    """An agreement notice's agreement, recorded: one row of
+    paynotify_agreement for the case's channel and the gateway's agreement
+    id, holding the merchant's reference where the gateway has one, in the
+    state the notice's action leaves it."""
+    state = {"agreement_signed": "signed", "agreement_ended": "ended"}[want["action"]]
+    n = psql("SELECT count(*) FROM paynotify_agreement a WHERE a.channel = :'chan'"
+             " AND a.agreement_id = :'id' AND a.merchant_ref IS NOT DISTINCT FROM NULLIF(:'ref', '')"
+             " AND a.state = :'st';\n",
+             id=want["agreement_no"], ref=want.get("merchant_ref") or "", chan=chan, st=state)
+    if n != "1":
+        return ["%s rows of paynotify_agreement name channel %s, agreement %s, reference %s and state %s,"
+                " expected 1" % (n, chan, want["agreement_no"], want.get("merchant_ref"), state)]
+    return []
+
+
 def run_case(m, samples, vectors, send_bin, url):
     key_opts = configure(m, vectors)
     set_before(m)
@@ -147,6 +172,8 @@ def run_case(m, samples, vectors, send_bin, url):
              if k in exp and got.get(k) != exp[k]]
     if again_outcome != "duplicate":
         diffs.append("second delivery %s, expected duplicate" % again_outcome)
+    if exp.get("agreement"):
+        diffs += agreement_diffs(m["case"], exp["agreement"])
     psql("DELETE FROM paynotify_refund WHERE channel = :'chan';\n"
          "DELETE FROM payment_record WHERE channel = :'chan';\n", chan=m["case"])
     return diffs, got, again_outcome

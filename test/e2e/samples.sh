@@ -8,7 +8,8 @@
 # once over HTTP, signed (WeChat Pay: encrypted) afresh at the real clock,
 # and the reply's outcome and acknowledgement, the order's status, the
 # outbox events and the payment and refund recorded must be the entry's
-# "expected"; a second delivery must be a duplicate.  Cases not marked
+# "expected" (an agreement notice's agreement recorded in
+# paynotify_agreement too); a second delivery must be a duplicate.  Cases not marked
 # implemented are printed (what happened), not counted.  test/e2e/samples.py
 # does the per-case work.
 #

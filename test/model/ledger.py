@@ -848,3 +848,92 @@ if __name__ == "__main__":
     print("ledger: 2000 orders x 20 arrival orders agree with the prediction;"
           " %d orders' allowed outcomes all reached (%d disputed)" % (
               sum(1 for o in orders if several(o)), sum(1 for o in orders if o["disputes"])))
+
+
+# ---- agreements (subscriptions) -------------------------------------------------
+#
+# Written against the subscriptions contract before paynotify applies
+# agreement notices (model_test.py --agreements, run.sh --agreements; not
+# part of the default run): an agreement is signed and ended by notices of
+# its own (WeChat Pay ENTRUST.SIGN / ENTRUST.TERMINATE, Alipay
+# dut_user_sign / dut_user_unsign, Stripe customer.subscription.created and
+# .deleted or .updated to canceled), each the events agreement_signed /
+# agreement_ended; its charges are ordinary payments of orders of their own
+# (WeChat Pay trade_type PAP naming the contract, Alipay trade notices,
+# Stripe invoice.paid with the order at
+# parent.subscription_details.metadata.order_id, trade number the invoice
+# id), each paying its order once (event paid); a Stripe invoice.payment_failed
+# leaves its order pending with the event payment_failed.  Every notice of
+# an agreement is delivered in any order (its end before its signing, its
+# charges before either), with duplicates.
+
+AGREEMENT_FAILED_SHARE = 0.3		# of Stripe agreements, with a failed charge
+
+
+def generate_agreements(rng, n, first_order=1):
+    """n agreements over the three gateways, each with its signing, 1-3
+    charges (orders AO...), for Stripe sometimes a failed charge (another
+    order, which stays pending), and its end; reproducible from rng."""
+    out = []
+    k = first_order
+    for i in range(1, n + 1):
+        gw = rng.choice(GATEWAYS)
+        a = {"no": "AG%06d" % i, "gw": gw, "charges": [], "failed": []}
+        a["id"] = {"wxpay": "2026%014d" % i, "alipay": "2026%016d" % i,
+                   "stripe": "sub_MODEL%019d" % i}[gw]
+        a["ref"] = "REF" + a["no"]
+        a["sign"] = {"nid": _agreement_nid(gw, a, "sign"), "gw": gw, "order": a["no"],
+                     "kind": "agreement_sign", "agreement": a}
+        a["end"] = {"nid": _agreement_nid(gw, a, "end"), "gw": gw, "order": a["no"],
+                    "kind": "agreement_end", "agreement": a,
+                    "via_update": gw == "stripe" and rng.random() < 0.5}
+        for j in range(rng.choice((1, 2, 3))):
+            o = {"no": "AO%08d" % k, "gw": gw, "amount": rng.randint(100, 99999),
+                 "currency": CURRENCY[gw], "app_paid": False}
+            k += 1
+            o["note"] = {"nid": _agreement_nid(gw, a, "charge%d" % j), "gw": gw, "order": o["no"],
+                         "kind": "charge", "agreement": a, "amount": o["amount"],
+                         "trade": {"wxpay": "4200%016d" % k, "alipay": "2026%024d" % k,
+                                   "stripe": "in_MODEL%018d" % k}[gw]}
+            a["charges"].append(o)
+        if gw == "stripe" and rng.random() < AGREEMENT_FAILED_SHARE:
+            o = {"no": "AO%08d" % k, "gw": gw, "amount": rng.randint(100, 99999),
+                 "currency": CURRENCY[gw], "app_paid": False}
+            k += 1
+            o["note"] = {"nid": _agreement_nid(gw, a, "failed"), "gw": gw, "order": o["no"],
+                         "kind": "charge_failed", "agreement": a, "amount": o["amount"],
+                         "trade": "in_MODELF%017d" % k}
+            a["failed"].append(o)
+        out.append(a)
+    return out
+
+
+def _agreement_nid(gw, a, what):
+    if gw == "wxpay":
+        return "EV-AGR-%s-%s" % (a["no"], what)
+    if gw == "alipay":
+        return "2026%s%s" % (a["no"][2:], what)
+    return "evt_AGR%s%s" % (a["no"], what)
+
+
+def agreement_notes(a):
+    """Every notice of agreement a, once each."""
+    return [a["sign"], a["end"]] + [o["note"] for o in a["charges"] + a["failed"]]
+
+
+def predict_agreement(a, sign_first):
+    """What a's notices must leave, whatever their order: per order its
+    status, payments and events; per agreement its events by notice id.
+    sign_first: whether the signing was acknowledged before the end was
+    first delivered (then it must have signed; otherwise the contract
+    leaves a late signing to the extension, at most one agreement_signed)."""
+    orders = {}
+    for o in a["charges"]:
+        n = o["note"]
+        orders[o["no"]] = {"status": "paid", "payments": [(n["trade"], o["amount"])],
+                           "events": {"paid": 1}}
+    for o in a["failed"]:
+        orders[o["no"]] = {"status": "pending", "payments": [], "events": {"payment_failed": 1}}
+    events = {("agreement_ended", a["end"]["nid"]): (1, 1),
+              ("agreement_signed", a["sign"]["nid"]): (1, 1) if sign_first else (0, 1)}
+    return orders, events

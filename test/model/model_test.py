@@ -761,6 +761,147 @@ def self_check(seed, examples):
 
 # ---- main ----------------------------------------------------------------------
 
+# ---- agreements (subscriptions; needs paynotify to apply them) ---------------
+
+def prepare_agreement(n, rng):
+    """The request parts of an agreement's notice (ledger.generate_agreements),
+    signed and sealed as request() sends every notice."""
+    a, gw, kind = n["agreement"], n["gw"], n["kind"]
+    if gw == "wxpay":
+        nonce = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(12))
+        if kind == "charge":
+            plain = {"mchid": WX.mchid, "appid": WX.appid, "out_trade_no": n["order"],
+                     "transaction_id": n["trade"], "trade_type": "PAP", "contract_id": a["id"],
+                     "trade_state": "SUCCESS", "trade_state_desc": "支付成功",
+                     "bank_type": "OTHERS", "attach": "",
+                     "success_time": "2026-01-01T08:00:05+08:00",
+                     "payer": {"openid": "oMODEL" + a["no"]},
+                     "amount": {"total": n["amount"], "payer_total": n["amount"],
+                                "currency": "CNY", "payer_currency": "CNY"}}
+            n["body"] = WX.envelope(n["nid"], "TRANSACTION.SUCCESS", plain, "transaction",
+                                    "支付成功", nonce)
+            return
+        end = kind == "agreement_end"
+        plain = {"mchid": WX.mchid, "appid": WX.appid, "contract_id": a["id"],
+                 "out_contract_code": a["ref"], "plan_id": 12535, "openid": "oMODEL" + a["no"],
+                 "contract_state": "TERMINATED" if end else "SIGNED",
+                 "contract_signed_time": "2026-01-01T08:00:00+08:00"}
+        if end:
+            plain["contract_terminate_info"] = {"contract_terminated_time": "2026-01-02T08:00:00+08:00",
+                                                "contract_termination_mode": "USER_TERMINATE"}
+        n["body"] = WX.envelope(n["nid"], "ENTRUST.TERMINATE" if end else "ENTRUST.SIGN", plain,
+                                "entrust", "解约成功" if end else "签约成功", nonce)
+    elif gw == "alipay":
+        if kind == "charge":
+            n["fields"] = [("gmt_create", "2026-01-01 08:00:00"), ("charset", "utf-8"),
+                           ("subject", "周期扣款 " + n["order"]), ("buyer_id", "2088000000000001"),
+                           ("version", "1.0"), ("notify_id", n["nid"]),
+                           ("notify_type", "trade_status_sync"), ("out_trade_no", n["order"]),
+                           ("total_amount", yuan(n["amount"])), ("auth_app_id", ALI.app_id),
+                           ("app_id", ALI.app_id), ("seller_id", "2088000000000002"),
+                           ("gmt_payment", "2026-01-01 08:00:05"), ("trade_no", n["trade"]),
+                           ("trade_status", "TRADE_SUCCESS")]
+            return
+        end = kind == "agreement_end"
+        f = [("charset", "utf-8"), ("alipay_user_id", "2088000000000001"),
+             ("external_agreement_no", a["ref"]), ("version", "1.0"), ("notify_id", n["nid"]),
+             ("notify_type", "dut_user_unsign" if end else "dut_user_sign"),
+             ("agreement_no", a["id"]), ("auth_app_id", ALI.app_id),
+             ("personal_product_code", "CYCLE_PAY_AUTH_P"), ("app_id", ALI.app_id),
+             ("sign_scene", "INDUSTRY|SOCIALIZATION"), ("status", "UNSIGN" if end else "NORMAL")]
+        f += [("unsign_time", "2026-01-02 08:00:00")] if end else \
+            [("sign_time", "2026-01-01 08:00:00"), ("valid_time", "2026-01-01 08:00:00"),
+             ("invalid_time", "2115-02-01 00:00:00")]
+        n["fields"] = f
+    else:
+        if kind in ("charge", "charge_failed"):
+            paid = kind == "charge"
+            obj = {"id": n["trade"], "object": "invoice", "amount_due": n["amount"],
+                   "amount_paid": n["amount"] if paid else 0,
+                   "amount_remaining": 0 if paid else n["amount"], "attempt_count": 1,
+                   "attempted": True, "billing_reason": "subscription_cycle", "currency": "usd",
+                   "customer": "cus_MODEL" + a["no"], "livemode": False, "metadata": {},
+                   "parent": {"quote_details": None, "type": "subscription_details",
+                              "subscription_details": {"metadata": {"order_id": n["order"]},
+                                                       "subscription": a["id"]}},
+                   "status": "paid" if paid else "open", "total": n["amount"]}
+            typ = "invoice.paid" if paid else "invoice.payment_failed"
+        else:
+            end = kind == "agreement_end"
+            obj = {"id": a["id"], "object": "subscription", "cancel_at_period_end": False,
+                   "canceled_at": 1767312000 if end else None, "currency": "usd",
+                   "customer": "cus_MODEL" + a["no"], "livemode": False,
+                   "metadata": {"order_id": a["ref"]}, "status": "canceled" if end else "active"}
+            typ = ("customer.subscription.updated" if n.get("via_update") else
+                   "customer.subscription.deleted") if end else "customer.subscription.created"
+        n["event_doc"] = {"id": n["nid"], "object": "event", "api_version": "2025-03-31.basil",
+                          "created": 1767225990, "data": {"object": obj}, "livemode": False,
+                          "pending_webhooks": 1, "request": {"id": None, "idempotency_key": None},
+                          "type": typ}
+
+
+def run_agreements(a):
+    """The agreements' notices, in random order with duplicates, from
+    several backends; then every charge order and every agreement compared
+    with ledger.predict_agreement.  Needs paynotify to apply agreement
+    notices: run by run.sh --agreements only."""
+    rng = random.Random(a.seed ^ 0xA6)
+    ags = ledger.generate_agreements(rng, max(1, a.orders // 4))
+    notes = [n for g in ags for n in ledger.agreement_notes(g)]
+    for n in notes:
+        prepare_agreement(n, rng)
+    queue = [n for n in notes for _ in range(rng.choices((1, 2, 3), (55, 30, 15))[0])]
+    rng.shuffle(queue)
+    orders = [o for g in ags for o in g["charges"] + g["failed"]]
+    setup_orders(a.admin_dsn, orders, a.after_setup)
+    print("model: agreements: %d agreements, %d notices, %d deliveries in random order"
+          % (len(ags), len(notes), len(queue)), flush=True)
+    deliv = Deliverer(a.dsn, queue, a.workers, a.max_attempts, a.seed)
+    deliv.run()
+    db = snapshot(a.admin_dsn)
+    status = dict(db["orders"])
+    pays = collections.defaultdict(list)
+    for ch, trade, no, amount in db["payments"]:
+        pays[no].append((trade, amount))
+    events = collections.Counter((r[0], r[2]) for r in db["outbox"])
+    by_nid = collections.Counter((r[0], r[3]) for r in db["outbox"])
+    # when each notice was first acknowledged and first sent (the ledger's
+    # t1, t0): a signing acknowledged before its end was first sent was
+    # applied first, and must have signed
+    first = {}
+    for nid, _, _, _, _, outcome, t0, t1, _ in deliv.ledger:
+        if outcome in ("processed", "duplicate", "ignored", "parked"):
+            first[("ack", nid)] = min(first.get(("ack", nid), t1), t1)
+        first[("start", nid)] = min(first.get(("start", nid), t0), t0)
+    bad = []
+    for n in deliv.gave_up:
+        bad.append((n["order"], "never acknowledged", n["kind"]))
+    for g in ags:
+        sign_first = first.get(("ack", g["sign"]["nid"]), float("inf")) \
+            < first.get(("start", g["end"]["nid"]), float("-inf"))
+        want_orders, want_events = ledger.predict_agreement(g, sign_first)
+        for no, w in want_orders.items():
+            if status.get(no) != w["status"]:
+                bad.append((no, "status", "%s, expected %s" % (status.get(no), w["status"])))
+            if sorted(pays[no]) != sorted(w["payments"]):
+                bad.append((no, "payments", "%s, expected %s" % (pays[no], w["payments"])))
+            for ev, k in w["events"].items():
+                if events[(ev, no)] != k:
+                    bad.append((no, "events", "%d %s, expected %d" % (events[(ev, no)], ev, k)))
+        for (ev, nid), (lo, hi) in want_events.items():
+            if not lo <= by_nid[(ev, nid)] <= hi:
+                bad.append((g["no"], "events", "%d %s for %s, expected %d..%d (%s)" % (
+                    by_nid[(ev, nid)], ev, nid, lo, hi, g["gw"])))
+    for no, cat, detail in bad[:a.show]:
+        print("model:   %s %s: %s" % (no, cat, detail))
+    if bad:
+        print("model: agreements FAILED: %d discrepancies" % len(bad))
+        return 1
+    print("model: agreements OK: %d agreements, %d charge orders as the contract says"
+          % (len(ags), len(orders)))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dsn", required=True, action="append",
@@ -785,8 +926,14 @@ def main():
     ap.add_argument("--show", type=int, default=12, help="discrepant orders shown in full")
     ap.add_argument("--show-class", default="", metavar="TEXT",
                     help="show only orders whose scenario class contains TEXT")
+    ap.add_argument("--agreements", action="store_true",
+                    help="instead: agreements (subscriptions), signed, charged, failed and"
+                    " ended, out of order (needs paynotify to apply agreement notices)")
     a = ap.parse_args()
     ledger.REFUNDED_TO_PAID = a.refunded_to_paid
+    if a.agreements:
+        pnsign.check_vectors()
+        return run_agreements(a)
 
     print("model: seed %d, %d orders, %d backends%s" % (
         a.seed, a.orders, a.workers,

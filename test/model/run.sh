@@ -15,6 +15,7 @@
 # the ledger's invariants must hold.
 #
 #   test/model/run.sh [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid]
+#                     [--agreements]
 #                     [--admin-dsn DSN --dsn DSN [--dsn DSN...] [--after-setup SQL]]
 #
 # 2,000 orders by default (the suite), 20,000 with --full.  The seed is
@@ -22,6 +23,13 @@
 # --refunded-to-paid adds refunded -> paid to the state machine: a refund
 # that fails after it refunded the order then takes the order back to paid
 # (by default it stays refunded, with an anomaly).
+# --agreements runs, instead, agreements (subscriptions) over the three
+# gateways, ORDERS/4 of them: signed, charged, a Stripe charge failed, ended,
+# every notice delivered in random order with duplicates; each charge must
+# pay its order once, a failed one leave it pending with payment_failed,
+# each end give one agreement_ended, a signing acknowledged before its end
+# was sent one agreement_signed.  It needs paynotify to apply agreement
+# notices and is not part of the default run.
 # By default it starts its own throwaway cluster.  With --admin-dsn it uses
 # an existing, empty database instead (the superuser's DSN; the extension,
 # installed on that server by the caller, is created there in schema pay,
@@ -46,13 +54,13 @@ dsns=()
 while [ $# -gt 0 ]; do
     case $1 in
         --full) orders=20000 ;;
-        --refunded-to-paid) args+=("$1") ;;
+        --refunded-to-paid|--agreements) args+=("$1") ;;
         --orders) orders=$2; shift ;;
         --seed|--workers|--max-attempts|--self-check|--show|--show-class|--ledger-out|--after-setup)
             args+=("$1" "$2"); shift ;;
         --admin-dsn) admin_dsn=$2; shift ;;
         --dsn) dsns+=(--dsn "$2"); shift ;;
-        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid] [--admin-dsn DSN --dsn DSN... [--after-setup SQL]]" >&2
+        *) echo "usage: $0 [--full] [--seed N] [--orders N] [--workers N] [--refunded-to-paid] [--agreements] [--admin-dsn DSN --dsn DSN... [--after-setup SQL]]" >&2
            exit 2 ;;
     esac
     shift

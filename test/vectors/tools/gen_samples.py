@@ -38,6 +38,9 @@ ALI_NODE = ("https://github.com/alipay/alipay-sdk-nodejs-all/blob/"
             "e1676390871eb7a69b4f81aa15de8327ac15738a/test/alipay.test.ts")
 STRIPE_FIX = ("https://github.com/stripe/openapi/blob/f6c2a48fbac2819d1feba8143d942ffc65e1c0d2/"
               "openapi/fixtures3.json")
+WX_ENTRUST = "https://github.com/TheNorthMemory/wechatpay.js.org/blob/80cb6edcc0815a3e5c510a656f2d77e0bbae7364/webhook/v3/"
+# the Alipay agreement notices come from public merchant code, which names no page of the docs
+ALI_DUT_DOC = None
 STRIPE_PY = "https://github.com/stripe/stripe-python/blob/be43bda6f3dd2904f3a6821036f3d743e904ca50/tests/test_v2_event.py"
 
 WX_TS = 1432099775        # 2015-05-20T13:29:35+08:00, the documented create_time
@@ -58,6 +61,14 @@ def exp(outcome, after, events, payment=None, refund=None, ack=True):
             "payment": payment, "refund": refund}
 
 
+def agr(agreement_no, merchant_ref, action):
+    """What an agreement notice does by the subscriptions contract: the agreement
+    the gateway names, the merchant's reference to it (Stripe: the
+    subscription's metadata.order_id; None where the notice has none), the
+    action, its outcome."""
+    return {"agreement_no": agreement_no, "merchant_ref": merchant_ref, "action": action, "outcome": "processed"}
+
+
 def pay(trade, amount):
     return {"trade_no": trade, "amount": amount}
 
@@ -69,6 +80,9 @@ def ref(rid, amount, status):
 WX_APPID = "wxd678efh567hg6787"
 PARTNER = {"sp_mchid": "1230000109", "sub_mchid": "1900000109", "sp_appid": "wx8888888888888888",
            "sub_appid": "wxd678efh567hg6999"}
+# the ENTRUST.* samples' service-provider ids (sp_mchid and sub_mchid alike, as published)
+ENTRUST_PARTNER = {"sp_mchid": "1900000109", "sub_mchid": "1900000109", "sp_appid": "wxd678efh567hg6787",
+                   "sub_appid": "wxd678efh567hg6787"}
 CASES = [
     # ------------------------------------------------------------------ WeChat Pay v3
     dict(case="doc_wx_transaction_success", gateway="wxpay", mchid="1230000109", appid=WX_APPID,
@@ -154,6 +168,38 @@ CASES = [
                "platform certificate #1 instead of the fixture's. Not a payment: acknowledged, nothing applied.",
          before=None,
          expected=exp("ignored", None, ["notification"])),
+    # WeChat Pay entrusted payment (委托代扣, papay): agreements and their charges
+    dict(case="doc_wx_entrust_sign", gateway="wxpay", partner=ENTRUST_PARTNER, ts=1710048759,
+         hnonce="3d980fb850fdce97f6bfb3d248597f16", implemented=True,
+         source=src(WX_ENTRUST + "ENTRUST.SIGN.md", "wechatpay.js.org: 委托代扣签约成功通知(ENTRUST.SIGN)",
+                    "请求头 / 请求报文(body) / resource.ciphertext 解密后的明文格式"),
+         notes="As published, envelope and plaintext (the service-provider shape: sp_mchid, sub_mchid, sp_appid, "
+               "sub_appid, sp_openid, sub_openid; no original_type in the envelope, as on the page); "
+               "Wechatpay-Timestamp and Wechatpay-Nonce are the page's request headers; resource nonce "
+               "(documented '...') is 'etNonce00001'. The page cites the official 签约、解约结果通知 "
+               "(pay.weixin.qq.com/docs/merchant/apis/entrusted-payment/contract-alter-notify.html). A partner "
+               "channel with the sample's ids. Names no order: the agreement is the sample's contract_id.",
+         before=None,
+         expected=dict(exp("processed", None, ["agreement_signed"]),
+                       agreement=agr("123124412412423431", "wxwtdk20200910100000", "agreement_signed"))),
+    dict(case="doc_wx_entrust_terminate", gateway="wxpay", partner=ENTRUST_PARTNER, ts=1710048759,
+         hnonce="3d980fb850fdce97f6bfb3d248597f16", implemented=True,
+         source=src(WX_ENTRUST + "ENTRUST.TERMINATE.md", "wechatpay.js.org: 委托代扣解约成功通知(ENTRUST.TERMINATE)",
+                    "请求头 / 请求报文(body) / resource.ciphertext 解密后的明文格式"),
+         notes="As published: the signing sample's plaintext with contract_state TERMINATED (the page shows no "
+               "contract_terminate_info); resource nonce (documented '...') is 'etNonce00002'; headers as the page's.",
+         before=None, before_agreement={'agreement_id': '123124412412423431', 'merchant_ref': 'wxwtdk20200910100000'},
+         expected=dict(exp("processed", None, ["agreement_ended"]),
+                       agreement=agr("123124412412423431", "wxwtdk20200910100000", "agreement_ended"))),
+    dict(case="doc_wx_pap_transaction_success", gateway="wxpay", mchid="1230000109", appid=WX_APPID,
+         source=src(WX_DOC, "微信支付 APIv3 支付通知API (not a published papay sample: built)",
+                    "通知参数 / 资源对象示例, with trade_type PAP"),
+         notes="BUILT, NOT PUBLISHED: no published papay (委托代扣) payment notice was found. The documented "
+               "TRANSACTION.SUCCESS sample of doc_wx_transaction_success with trade_type MICROPAY -> PAP and "
+               "contract_id (the ENTRUST.SIGN sample's) after it, as the papay charge notice's field table has "
+               "them; resource nonce 'papNonce0001'. A charge under an agreement is an ordinary payment.",
+         before=before("1217752501201407033233368018", "pending", 100),
+         expected=exp("processed", "paid", ["paid"], pay("1217752501201407033233368018", 100))),
     # ------------------------------------------------------------------ Alipay
     dict(case="doc_ali_trade_success", gateway="alipay", app_id="2015102700040153",
          source=src(ALI_DOC, "支付宝开放平台 App支付 异步通知说明", "请求示例 (trade_status=TRADE_SUCCESS)"),
@@ -202,6 +248,24 @@ CASES = [
                "(config.sign_content_rule). Under the trade-notification rule it does not verify: refused.",
          before=None,
          expected=exp("rejected", None, [], ack=False)),
+    dict(case="doc_ali_dut_user_sign", gateway="alipay", app_id="2021001146649415", implemented=True,
+         source=src(ALI_DUT_DOC, "支付宝 周期扣款 签约/解约异步通知 (a notification quoted in public merchant code)",
+                    "notify_type=dut_user_sign, status NORMAL"),
+         notes="A real Alipay 周期扣款 (CYCLE_PAY_AUTH_P) signing notice as quoted, JSON-decoded, in a public "
+               "merchant's PHP notify controller, parameter for parameter in its order; its sign (over these "
+               "parameters, RSA2) is replaced by one made with the test key. Names no order: the agreement is "
+               "agreement_no, the merchant's reference external_agreement_no.",
+         before=None,
+         expected=dict(exp("processed", None, ["agreement_signed"]),
+                       agreement=agr("20225310838635316223", "1700336165218822912819-config", "agreement_signed"))),
+    dict(case="doc_ali_dut_user_unsign", gateway="alipay", app_id="2016120904060189", implemented=True,
+         source=src(ALI_DUT_DOC, "支付宝 商家扣款 解约异步通知 (a notification quoted in public merchant code)",
+                    "notify_type=dut_user_unsign, status UNSIGN"),
+         notes="A real Alipay 商家扣款 (GENERAL_WITHHOLDING_P) unsigning notice as printed by a public merchant "
+               "script (a Java map's text: the parameter order is the map's), charset UTF-8 as sent; sign replaced.",
+         before=None, before_agreement={'agreement_id': '20215225715271617440', 'merchant_ref': 'SN202104251121441327164428238554'},
+         expected=dict(exp("processed", None, ["agreement_ended"]),
+                       agreement=agr("20215225715271617440", "SN202104251121441327164428238554", "agreement_ended"))),
     # ------------------------------------------------------------------ Stripe
     dict(case="doc_stripe_payment_intent_succeeded", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json (the API reference's example objects)",
@@ -215,9 +279,9 @@ CASES = [
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.payment_intent"),
          notes="The fixture payment_intent unchanged (status requires_payment_method with a last_payment_error, "
                "the state payment_intent.payment_failed reports) under type payment_intent.payment_failed; "
-               "metadata.order_id added. Not an end state: acknowledged, the order stays pending.",
+               "metadata.order_id added. Not an end state: acknowledged (ignored), the order stays pending, event payment_failed.",
          before=before("SD-PI-FAILED", "pending", 1099),
-         expected=exp("ignored", "pending", ["notification"])),
+         expected=exp("ignored", "pending", ["payment_failed"])),
     dict(case="doc_stripe_checkout_session_completed", gateway="stripe",
          source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources[\"checkout.session\"]"),
          notes="Fixture checkout.session with status complete, payment_status paid, amount_subtotal/amount_total "
@@ -293,6 +357,55 @@ CASES = [
                "2xx, applied to nothing.",
          before=None,
          expected=exp("ignored", None, ["notification"])),
+    dict(case="doc_stripe_customer_subscription_created", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
+         notes="Fixture subscription as an active one: status active, cancel_at/canceled_at/ended_at/trial_* null, "
+               "cancel_at_period_end false, pause_collection and pending_update null; metadata.order_id added. "
+               "Names no order the extension knows: the agreement is the subscription id.",
+         before=None,
+         expected=dict(exp("processed", None, ["agreement_signed"]),
+                       agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_signed"))),
+    dict(case="doc_stripe_customer_subscription_updated_trialing", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
+         notes="Fixture subscription in its trial: status trialing (trial_start/trial_end as in the fixture), "
+               "cancel_at/canceled_at/ended_at null, cancel_at_period_end false, pause_collection and "
+               "pending_update null, under customer.subscription.updated with previous_attributes.status "
+               "incomplete (the event's previous_attributes member); metadata.order_id added. Trialing signs.",
+         before=None,
+         expected=dict(exp("processed", None, ["agreement_signed"]),
+                       agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_signed"))),
+    dict(case="doc_stripe_customer_subscription_updated_canceled", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
+         notes="Fixture subscription, canceled (canceled_at/ended_at as in the fixture, cancellation_details.reason "
+               "cancellation_requested, cancel_at_period_end false), under customer.subscription.updated; "
+               "metadata.order_id added.",
+         before=None, before_agreement={'agreement_id': 'sub_1Pgc6rB7WZ01zgkWNy0Cn5nw', 'merchant_ref': 'SD-SUB-2000'},
+         expected=dict(exp("processed", None, ["agreement_ended"]),
+                       agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_ended"))),
+    dict(case="doc_stripe_customer_subscription_deleted", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.subscription"),
+         notes="The canceled fixture subscription under customer.subscription.deleted; metadata.order_id added.",
+         before=None, before_agreement={'agreement_id': 'sub_1Pgc6rB7WZ01zgkWNy0Cn5nw', 'merchant_ref': 'SD-SUB-2000'},
+         expected=dict(exp("processed", None, ["agreement_ended"]),
+                       agreement=agr("sub_1Pgc6rB7WZ01zgkWNy0Cn5nw", "SD-SUB-2000", "agreement_ended"))),
+    dict(case="doc_stripe_invoice_paid", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.invoice (basil shape)"),
+         notes="Fixture invoice (API 2025-03-31.basil: no payment_intent, parent instead of subscription) as a paid "
+               "subscription cycle: status paid, amount_paid 1000, amount_remaining 0, attempted, billing_reason "
+               "subscription_cycle, status_transitions finalized_at/paid_at set, parent of type "
+               "subscription_details naming the fixture subscription with metadata.order_id, its line's parent "
+               "subscription_item_details; the fixture's placeholder shipping_cost/from_invoice/"
+               "last_finalization_error/amount_overpaid cleared. The order is found at "
+               "parent.subscription_details.metadata.order_id; the invoice's own metadata stays empty.",
+         before=before("SD-INV-1000", "pending", 1000),
+         expected=exp("processed", "paid", ["paid"], pay("in_1Pgc6tB7WZ01zgkWu9fdqL6I", 1000))),
+    dict(case="doc_stripe_invoice_payment_failed", gateway="stripe", implemented=True,
+         source=src(STRIPE_FIX, "stripe/openapi fixtures3.json", "resources.event + resources.invoice (basil shape)"),
+         notes="The invoice of doc_stripe_invoice_paid as a failed attempt: status open, amount_paid 0, "
+               "amount_remaining 1000, next_payment_attempt kept; order at "
+               "parent.subscription_details.metadata.order_id. The order stays pending.",
+         before=before("SD-INV-FAILED", "pending", 1000),
+         expected=exp("ignored", "pending", ["payment_failed"])),
 ]
 
 
@@ -382,7 +495,8 @@ def main():
             files[fname.split(".")[0]] = "cases/%s/%s" % (name, fname)
         manifest.append({"case": name, "gateway": c["gateway"], "source": c["source"], "notes": c["notes"],
                          "files": files, "headers": [list(h) for h in hs], "timestamp_unix": ts,
-                         "now_unix": now, "config": cfg, "before": c["before"], "expected": c["expected"],
+                         "now_unix": now, "config": cfg, "before": c["before"], "before_agreement": c.get("before_agreement"),
+                         "expected": c["expected"],
                          "implemented": c.get("implemented", True)})
     with open(os.path.join(SROOT, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, ensure_ascii=False, indent=1)
