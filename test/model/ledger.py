@@ -852,9 +852,8 @@ if __name__ == "__main__":
 
 # ---- agreements (subscriptions) -------------------------------------------------
 #
-# Written against the subscriptions contract before paynotify applies
-# agreement notices (model_test.py --agreements, run.sh --agreements; not
-# part of the default run): an agreement is signed and ended by notices of
+# The subscriptions contract (model_test.py --agreements; run.sh runs it
+# after the orders by default): an agreement is signed and ended by notices of
 # its own (WeChat Pay ENTRUST.SIGN / ENTRUST.TERMINATE, Alipay
 # dut_user_sign / dut_user_unsign, Stripe customer.subscription.created and
 # .deleted or .updated to canceled), each the events agreement_signed /

@@ -844,7 +844,7 @@ def run_agreements(a):
     """The agreements' notices, in random order with duplicates, from
     several backends; then every charge order and every agreement compared
     with ledger.predict_agreement.  Needs paynotify to apply agreement
-    notices: run by run.sh --agreements only."""
+    notices: run by run.sh --agreements, and by its default run after the orders."""
     rng = random.Random(a.seed ^ 0xA6)
     ags = ledger.generate_agreements(rng, max(1, a.orders // 4))
     notes = [n for g in ags for n in ledger.agreement_notes(g)]

@@ -93,7 +93,9 @@ if [ -z "$admin_dsn" ]; then
     dsns=(--dsn "host=$dir/pg port=$port dbname=postgres user=model_shim")
 fi
 keys=$top/test/vectors/keys
-"$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$admin_dsn" \
+# setup_db DSN: paynotify, the three channels and the roles in one database
+setup_db() {
+"$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$1" \
     -v wxcert="$(cat "$keys/wechat_platform_1.cert.pem")" \
     -v wxserial="$(openssl x509 -noout -serial -in "$keys/wechat_platform_1.cert.pem" | cut -d= -f2)" \
     -v apiv3="$(tr -d '\n' <"$keys/wechat_apiv3.key")" \
@@ -110,16 +112,29 @@ SELECT pay.paynotify_add_channel('stripe', 'stripe', '{}');
 SELECT pay.paynotify_add_key('stripe', 'whsec_1', :'whsec');
 -- the shim's login role: the handler capacity in this database (with
 -- USAGE on pay), nothing more
-CREATE ROLE model_shim LOGIN;
+SELECT 'CREATE ROLE model_shim LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'model_shim')
+\gexec
 SELECT pay.paynotify_grant('model_shim', 'handler');
 -- the role that registers the hooks (model_test.py gives it the admin
 -- capacity): a hook runs as its registrant, never a superuser
-CREATE ROLE model_hooks LOGIN;
+SELECT 'CREATE ROLE model_hooks LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'model_hooks')
+\gexec
 SQL
+}
+setup_db "$admin_dsn"
 
 rc=0
 "$py" "$top/test/model/model_test.py" --orders "$orders" "${args[@]}" \
     "${dsns[@]}" --admin-dsn "$admin_dsn" || rc=$?
+# the default run on its own cluster goes on with the agreements
+# (subscriptions), out of order, in a second database of that cluster
+if [ -n "${dir:-}" ] && [ ${#args[@]} = 0 ]; then
+    "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 "$admin_dsn" -c "CREATE DATABASE agreements" >/dev/null
+    setup_db "host=$dir/pg port=$port dbname=agreements user=postgres"
+    "$py" "$top/test/model/model_test.py" --orders "$orders" --agreements \
+        --dsn "host=$dir/pg port=$port dbname=agreements user=model_shim" \
+        --admin-dsn "host=$dir/pg port=$port dbname=agreements user=postgres" || rc=$?
+fi
 if [ -n "${dir:-}" ] && grep -qE 'PANIC|server process .* was terminated' "$dir/pg/server.log"; then
     echo "model: the server log shows a crash:"
     grep -E 'PANIC|terminated' "$dir/pg/server.log" | head -5
