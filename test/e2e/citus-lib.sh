@@ -40,24 +40,11 @@ citus_ensure() {
 }
 
 # citus_install: paynotify built and installed into the PostgreSQL that
-# PN_PGBIN belongs to (its pg_config, where Citus was checked: not whichever
-# pg_config PATH finds first), unless what is installed there is already
-# this build.  make install removes each file before it writes it again: a
-# Citus test started while another one runs (the same build, the same
-# PostgreSQL) made a worker of the running one fail to read
-# paynotify.control ("extension \"paynotify\" is not available", the relay's
-# fan-out refused on that connection).
-citus_install() {
-    local pgc=$PN_PGBIN/pg_config f dest
-    make -s PG_CONFIG="$pgc" >/dev/null || return 1
-    for f in paynotify.so paynotify.control paynotify--*.sql; do
-        case $f in
-            *.so) dest=$("$pgc" --pkglibdir)/$f ;;
-            *) dest=$("$pgc" --sharedir)/extension/$f ;;
-        esac
-        cmp -s "$f" "$dest" || { make -s PG_CONFIG="$pgc" install >/dev/null; return; }
-    done
-}
+# PN_PGBIN belongs to (where Citus was checked), unless what is installed
+# there is already this build: pn_install (test/lib.sh).  A Citus test
+# started while another one runs (the same build, the same PostgreSQL) must
+# not replace the files under the running one's workers.
+citus_install() { pn_install; }
 
 # citus_begin NAME: what a Citus test starts with: Citus installed (built if
 # missing), paynotify built and installed (citus_install), the shims built,
