@@ -17,6 +17,25 @@ pn_as_user() {
     fi
 }
 
+# pn_install: paynotify built and installed into the PostgreSQL that
+# PN_PGBIN belongs to (its pg_config), unless what is installed there is
+# already this build.  make install removes each file before it writes it
+# again: a script run beside another one (test/run-all.sh's early_tests, a
+# Citus test started while another runs) would pull paynotify.so and the
+# control file from under the other's backends ("extension \"paynotify\" is
+# not available").  Output of make on stderr only.
+pn_install() {
+    local pgc=$PN_PGBIN/pg_config f dest
+    make -s -C "$PN_TOP" PG_CONFIG="$pgc" >/dev/null || return 1
+    for f in "$PN_TOP"/paynotify.so "$PN_TOP"/paynotify.control "$PN_TOP"/paynotify--*.sql; do
+        case $f in
+            *.so) dest=$("$pgc" --pkglibdir)/${f##*/} ;;
+            *) dest=$("$pgc" --sharedir)/extension/${f##*/} ;;
+        esac
+        cmp -s "$f" "$dest" || { make -s -C "$PN_TOP" PG_CONFIG="$pgc" install >/dev/null; return; }
+    done
+}
+
 # pn_free_port: print a free TCP port on 127.0.0.1.
 pn_free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'

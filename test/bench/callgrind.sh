@@ -35,7 +35,7 @@ now=1767225600
 
 # (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
 if [ -z "${PN_BENCH_BUILT:-}" ]; then
-    make -s >/dev/null && make -s install >/dev/null
+    pn_install
     make -s -C shim >/dev/null
 fi
 stack_init callgrind

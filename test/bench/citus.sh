@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 . test/e2e/citus-lib.sh
 citus_ensure || exit 1
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+citus_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${BENCH_CITUS_N:-8000}
 C=${BENCH_CITUS_C:-12}

@@ -31,7 +31,7 @@ cd "$(dirname "$0")/../.."
 n=${FRESH_BACKENDS:-25}
 [ "${1:-}" = --smoke ] && n=3
 # (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
-[ -n "${PN_BENCH_BUILT:-}" ] || { make -s >/dev/null && make -s install >/dev/null; }
+[ -n "${PN_BENCH_BUILT:-}" ] || { pn_install; }
 
 stack_init fresh
 stack_pg

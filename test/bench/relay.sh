@@ -66,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 # (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
-[ -n "${PN_BENCH_BUILT:-}" ] || { make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null; }
+[ -n "${PN_BENCH_BUILT:-}" ] || { pn_install && make -s -C shim >/dev/null; }
 pn_cluster_start "$dir" "$port"
 sql() { pn_psql "$dir" "$port" -d postgres "$@"; }
 secret="whsec_$(openssl rand -base64 32)"

@@ -93,7 +93,7 @@ notify_mode=${BENCH_NOTIFY:-coalesced}
 
 # (PN_BENCH_BUILT=1: built and installed already, by test/bench/smoke.sh)
 if [ -z "${PN_BENCH_BUILT:-}" ]; then
-    make -s >/dev/null && make -s install >/dev/null
+    pn_install
     make -s -C shim >/dev/null
 fi
 

@@ -144,7 +144,7 @@ lane() {
     done
 }
 
-if make -s >"$out/build.log" 2>&1 && make -s install >>"$out/build.log" 2>&1 &&
+if pn_install >"$out/build.log" 2>&1 &&
     make -s -C shim >>"$out/build.log" 2>&1; then
     export PN_BENCH_BUILT=1
 else

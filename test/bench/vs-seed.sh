@@ -74,7 +74,7 @@ seed_src=$(cd "$seed_src" && pwd)
 export QUIET_WAIT=${QUIET_WAIT:-60}
 
 echo "== building paynotify"
-{ make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null; } || exit 1
+{ pn_install && make -s -C shim >/dev/null; } || exit 1
 
 work=$(mktemp -d /tmp/paynotify-vsseed.XXXXXX)
 chmod 755 "$work"

@@ -57,7 +57,7 @@ n=$((per * 3))
 refunds=$(((per + 2) / 3))
 conc=$((per / 60 > 3 ? per / 60 : 3))
 
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || exit 1
+pn_install && make -s -C shim >/dev/null || exit 1
 
 stack_init chaos
 # synchronous_commit = off in the server's configuration: what paynotify

@@ -40,24 +40,11 @@ citus_ensure() {
 }
 
 # citus_install: paynotify built and installed into the PostgreSQL that
-# PN_PGBIN belongs to (its pg_config, where Citus was checked: not whichever
-# pg_config PATH finds first), unless what is installed there is already
-# this build.  make install removes each file before it writes it again: a
-# Citus test started while another one runs (the same build, the same
-# PostgreSQL) made a worker of the running one fail to read
-# paynotify.control ("extension \"paynotify\" is not available", the relay's
-# fan-out refused on that connection).
-citus_install() {
-    local pgc=$PN_PGBIN/pg_config f dest
-    make -s PG_CONFIG="$pgc" >/dev/null || return 1
-    for f in paynotify.so paynotify.control paynotify--*.sql; do
-        case $f in
-            *.so) dest=$("$pgc" --pkglibdir)/$f ;;
-            *) dest=$("$pgc" --sharedir)/extension/$f ;;
-        esac
-        cmp -s "$f" "$dest" || { make -s PG_CONFIG="$pgc" install >/dev/null; return; }
-    done
-}
+# PN_PGBIN belongs to (where Citus was checked), unless what is installed
+# there is already this build: pn_install (test/lib.sh).  A Citus test
+# started while another one runs (the same build, the same PostgreSQL) must
+# not replace the files under the running one's workers.
+citus_install() { pn_install; }
 
 # citus_begin NAME: what a Citus test starts with: Citus installed (built if
 # missing), paynotify built and installed (citus_install), the shims built,
@@ -106,20 +93,29 @@ citus_q() { citus_sql "$1" -tA -c "$2"; }
 # two per worker: a first delivery still reads some tables on every shard,
 # see the README's Scale-out on Citus).  Two-phase commit records are kept
 # (citus.recover_2pc_interval = -1: citus_2pc_count).  fsync is off.  The
-# caller's EXIT trap must run citus_stop.
+# caller's EXIT trap must run citus_stop.  The workers are made and started
+# beside the coordinator, and citus is created on the three at once (each
+# node is a cluster of its own until citus_add_node).
 citus_cluster() {
-    local i dir port conf=("shared_preload_libraries = 'citus'" "max_prepared_transactions = 100"
+    local i rc=0 pids=() conf=("shared_preload_libraries = 'citus'" "max_prepared_transactions = 100"
         "fsync = off" "citus.recover_2pc_interval = -1" "citus.shard_count = ${CITUS_SHARD_COUNT:-4}" "$@")
-    stack_pg "${conf[@]}" || return 1
-    CITUS_DIRS=("$STACK_DIR/pg") CITUS_PORTS=("$STACK_PGPORT")
+    CITUS_DIRS=("$STACK_DIR/pg") CITUS_PORTS=("")
     for i in 1 2; do
-        dir=$STACK_DIR/w$i port=$(pn_free_port)
-        pn_cluster_start "$dir" "$port" "${conf[@]}" || return 1
-        CITUS_DIRS+=("$dir") CITUS_PORTS+=("$port")
+        CITUS_DIRS+=("$STACK_DIR/w$i") CITUS_PORTS+=("$(pn_free_port)")
+        pn_cluster_start "${CITUS_DIRS[i]}" "${CITUS_PORTS[i]}" "${conf[@]}" &
+        pids+=($!)
     done
+    stack_pg "${conf[@]}" || rc=1
+    CITUS_PORTS[0]=$STACK_PGPORT
+    for i in "${pids[@]}"; do wait "$i" || rc=1; done
+    [ $rc = 0 ] || return 1
+    pids=()
     for i in 0 1 2; do
-        citus_sql $i -c "CREATE EXTENSION citus" >/dev/null || return 1
+        citus_sql $i -c "CREATE EXTENSION citus" >/dev/null &
+        pids+=($!)
     done
+    for i in "${pids[@]}"; do wait "$i" || rc=1; done
+    [ $rc = 0 ] || return 1
     citus_sql 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', ${CITUS_PORTS[0]})" \
         -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[1]})" \
         -c "SELECT citus_add_node('127.0.0.1', ${CITUS_PORTS[2]})" >/dev/null || return 1

@@ -57,7 +57,7 @@ case $case in sync|async) ;; *) echo "usage: $0 [sync|async]" >&2; exit 2 ;; esa
 . test/lib.sh
 . test/e2e/stack.sh
 pass=0 fail=0
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${FAILOVER_N:-1200}          # distinct WeChat Pay notifications
 STORM=${FAILOVER_STORM:-8000}  # deliveries of the one Alipay notification

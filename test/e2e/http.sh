@@ -26,7 +26,7 @@ cd "$(dirname "$0")/../.."
 . test/lib.sh
 . test/e2e/stack.sh
 
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || exit 1
+pn_install && make -s -C shim >/dev/null || exit 1
 distinct=${E2E_DISTINCT:-2000}
 cgi_storm=${E2E_CGI_STORM:-200}
 cgi_distinct=${E2E_CGI_DISTINCT:-200}

@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 . test/lib.sh
 . test/e2e/stack.sh
 pass=0 fail=0
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${MULTISHIM_N:-1500}
 stack_init multishim

@@ -49,7 +49,7 @@ ASYNC=${PN_PATRONI_ASYNC:-0}
 for p in patroni patronictl etcd; do
     command -v "$p" >/dev/null || { echo "$p is not installed (scripts/deps.sh)"; exit 1; }
 done
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${PATRONI_N:-400}             # distinct WeChat Pay notifications, failover
 NB=$((N / 2))                   # ... switchover: batches of NB, 4 at a time,

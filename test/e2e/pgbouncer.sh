@@ -23,7 +23,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 pass=0 fail=0
 command -v pgbouncer >/dev/null || { echo "pgbouncer is not installed (scripts/deps.sh)"; echo "0 passed, 1 failed"; exit 1; }
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
 N=${PGB_N:-2000}
 stack_init pgbouncer

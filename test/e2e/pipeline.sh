@@ -24,7 +24,7 @@ trap 'pn_cluster_stop "$dir"; rm -rf "$dir"' EXIT
 pass=0
 fail=0
 
-make -s >/dev/null && make -s install >/dev/null || { echo "build failed"; exit 1; }
+pn_install || { echo "build failed"; exit 1; }
 "${CC:-cc}" -Wall -Wextra -o "$dir/pipeline_commit" test/e2e/pipeline_commit.c \
     -I"$("$PN_PGBIN/pg_config" --includedir)" -L"$("$PN_PGBIN/pg_config" --libdir)" -lpq \
     || { echo "pipeline_commit does not build"; exit 1; }

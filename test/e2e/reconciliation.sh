@@ -32,7 +32,7 @@ cd "$(dirname "$0")/../.."
 . test/lib.sh
 . test/e2e/stack.sh
 
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || exit 1
+pn_install && make -s -C shim >/dev/null || exit 1
 N_WX=${RECON_WX:-700}
 N_ALI=${RECON_ALI:-700}
 N_ST=${RECON_ST:-600}

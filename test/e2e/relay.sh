@@ -41,7 +41,7 @@ pass=0
 fail=0
 # ok, not_ok, check, finish: test/lib.sh
 
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 RELAY=$PWD/shim/relay/paynotify-relay
 SEND=$PWD/shim/paynotify-send
 

@@ -34,7 +34,7 @@ if [ ! -f "$samples/manifest.json" ]; then
 fi
 samples=$(cd "$samples" && pwd)
 vectors=$(cd "$vectors" && pwd)
-make -s >/dev/null && make -s install >/dev/null && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
+pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 pass=0
 fail=0
 

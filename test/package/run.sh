@@ -96,13 +96,19 @@ if [ -e $EXTDIR/paynotify.control ] && ! dpkg -S $EXTDIR/paynotify.control >/dev
 fi
 
 hand_installed=0		# this test ran `make install` into the system
+# the tree, built for the system's PostgreSQL, for `make install` by hand
+# (step 3) and for putting the system's copy back at the end: built in the
+# background while dpkg-buildpackage builds the packages (2 cores)
+HAND=$TMP/hand
+hand_pid=
 cleanup() {
     pn_cluster_stop "$PGDIR"
     if [ $had_pkg = 0 ]; then
         dpkg --purge $PKG_SHIM $PKG_EXT >"$TMP/purge.log" 2>&1 || cat "$TMP/purge.log"
     fi
-    if [ $had_make_install = 1 ] && [ -d "$TMP/restore" ]; then
-        make -s -C "$TMP/restore" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
+    [ -n "$hand_pid" ] && wait "$hand_pid"
+    if [ $had_make_install = 1 ] && [ -d "$HAND" ]; then
+        make -s -C "$HAND" install PG_CONFIG=$PGBIN/pg_config >"$TMP/restore.log" 2>&1 \
             || { echo "reinstalling the tree's extension failed:"; tail -20 "$TMP/restore.log"; }
     elif [ $had_pkg = 0 ] && [ $hand_installed = 1 ]; then
         make -s -C "$TMP/hand" uninstall PG_CONFIG=$PGBIN/pg_config >"$TMP/uninstall.log" 2>&1 \
@@ -113,7 +119,9 @@ cleanup() {
     remove_tmp "$TMP"
 }
 trap cleanup EXIT
-[ $had_make_install = 1 ] && copy_tree "$TOP" "$TMP/restore"
+copy_tree "$TOP" "$HAND"
+make -s -C "$HAND" PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-build.log" 2>&1 &
+hand_pid=$!
 
 # ---- 1. build ---------------------------------------------------------------
 echo "== build"
@@ -207,10 +215,12 @@ fi
 # ---- 3. install -------------------------------------------------------------
 echo "== install"
 # the tree, built for the system's PostgreSQL, for `make install` by hand
-HAND=$TMP/hand
-copy_tree "$TOP" "$HAND"
-make -s -C "$HAND" PG_CONFIG=$PGBIN/pg_config >"$TMP/hand-build.log" 2>&1
-check_status "the tree builds for the system's PostgreSQL (for make install)" $?
+# (its build started before step 1)
+wait "$hand_pid"
+rc=$?
+hand_pid=
+[ $rc -ne 0 ] && tail -20 "$TMP/hand-build.log"
+check_status "the tree builds for the system's PostgreSQL (for make install)" $rc
 # A copy from `make install` that the package replaces: the preinst says so
 # (the system's own, or one made here when it has neither)
 if [ $had_pkg = 0 ] && [ $had_make_install = 0 ]; then
