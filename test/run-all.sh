@@ -147,17 +147,11 @@ done
 # test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian 12's
 # pg_cron 1.4 has no finer schedule).  It runs beside the shim's own tests,
 # which assert nothing about speed and install nothing, and is waited for
-# right after them.  test/e2e/patroni.sh waits for the leader key's ttl
-# (20 s) and the old leader's rejoin; it runs beside test/e2e/failover.sh,
-# which waits for its standbys and timeouts, and is waited for right after
-# it.  Nothing beside an early script may replace the installed paynotify.so
-# (make install unlinks it, then writes it again) while a backend of the
-# early script's may be loading it: the scripts install with pn_install
-# (test/lib.sh), which leaves an installed copy of the same build alone, and
-# test/package/run.sh, which installs packages, runs beside none of them.
+# right after them: a script that runs make install meanwhile would replace
+# paynotify.so (install unlinks it, then writes it again) while a backend
+# of cron.sh's may be loading it.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
-    "test/e2e/patroni.sh before test/e2e/failover.sh"
 )
 declare -A early_pid=() early_t0=()
 early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
