@@ -16,7 +16,9 @@
 # connect with a multi-host DSN (target_session_attrs=read-write, the
 # passwords in a passfile); paynotify-send --ledger re-delivers WeChat Pay
 # notifications until acknowledged.
-#   1. failover: mid-traffic the leader's machine dies (Patroni, its
+#   1. failover: mid-traffic (batches one after another until one has
+#      started after the new leader answers /primary) the leader's machine
+#      dies (Patroni, its
 #      postmaster and every child SIGKILLed together); Patroni promotes the
 #      synchronous standby once the leader key expires (ttl 20 s); the old
 #      leader's Patroni is started again and it rejoins as a standby
@@ -51,8 +53,8 @@ for p in patroni patronictl etcd; do
 done
 pn_install && make -s -C shim >/dev/null || { echo "build failed"; exit 1; }
 
-N=${PATRONI_N:-400}             # distinct WeChat Pay notifications, failover
-NB=$((N / 2))                   # ... switchover: batches of NB, 4 at a time,
+N=${PATRONI_N:-400}             # the kill (and patronictl) once N/3 are acknowledged;
+NB=$((N / 2))                   # failover and switchover: batches of NB, 4 at a time,
                                 # one after another until one has started
                                 # after the new leader answers /primary
 NBMAX=${PATRONI_SWITCH_BATCHES:-60} # (at most: the orders created for them)
@@ -307,7 +309,7 @@ check "... synchronous mode still on: in etcd, in /config, pg2 in synchronous_st
 # stack_schema's statements go to the leader (stack_sql, as postgres by peer)
 STACK_PGPORT=${PGPORT[pg1]}
 stack_sql() { pn_as_user "$PN_PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$D/pg1" -p "${PGPORT[pg1]}" -U postgres "$@"; }
-stack_schema 0 $((N + NBMAX * NB + 10)) || exit 1
+stack_schema 0 $((2 * NBMAX * NB + 10)) || exit 1
 secret="whsec_$(openssl rand -base64 32)"
 # (the passwords on psql's standard input, not its command line)
 stack_sql -q >/dev/null <<SQL
@@ -359,18 +361,31 @@ leader() {	# leader: the member whose REST API answers /primary 200 (none: "")
 }
 other() { [ "$1" = pg1 ] && echo pg2 || echo pg1; }
 
-# traffic NAME START COUNT CONCURRENCY: paynotify-send re-delivering COUNT
-# notifications (orders START...) in the background, its ledger
-# ledger-NAME.tsv; its pid in SENDER; returns once a third of N are
+# traffic_batches NAME START: batches of NB, one after another (no gap but
+# a process start), until one has started after the new leader answered
+# /primary (the file NAME.done): traffic from before the kill or
+# patronictl until after the new leader, however fast this machine is.  The batches' ledgers are
+# concatenated (distinct orders); the subshell's exit, the worst batch's.
+traffic_batches() {
+    local name=$1 start=$2 k=0 rc=0 last
+    while [ "$k" -lt "$NBMAX" ]; do
+        last=0
+        [ -e "$D/$name.done" ] && last=1
+        stack_send wxpay --mode retry -n "$NB" -c 4 --start $((start + k * NB)) --now "$(date +%s)" \
+            --seed $((start + k * NB)) --schedule "$SCHEDULE" --timeout 3 --ledger "$D/ledger-$name-$k.tsv" \
+            --quiet --json >"$D/$name-$k.json" 2>"$D/$name-$k.err" || rc=1
+        k=$((k + 1))
+        [ "$last" = 1 ] && break
+    done
+    echo "$k" >"$D/$name.batches"
+    [ -e "$D/$name.done" ] || rc=1	# NBMAX batches did not reach the new leader
+    exit "$rc"
+}
+# traffic_third NAME: waits until a third of N of NAME's batches are
 # acknowledged
-traffic() {
-    stack_send wxpay --mode retry -n "$3" -c "$4" --start "$2" --now "$(date +%s)" --seed "$2" \
-        --schedule "$SCHEDULE" --timeout 3 --ledger "$D/ledger-$1.tsv" --quiet --json \
-        >"$D/$1.json" 2>"$D/$1.err" &
-    SENDER=$!
-    # the event comes once a third of them are acknowledged
+traffic_third() {
     for _ in $(seq 1 600); do
-        [ "$(awk -F'\t' '$9 == 1' "$D/ledger-$1.tsv" 2>/dev/null | wc -l)" -ge $((N / 3)) ] && return 0
+        [ "$(cat "$D/ledger-$1"-*.tsv 2>/dev/null | awk -F'\t' '$9 == 1' | wc -l)" -ge $((N / 3)) ] && return 0
         sleep 0.1
     done
     return 1
@@ -382,6 +397,7 @@ verdict() {
     shift 2
     stack_senders_wait 900 "$SENDER"
     wait "$SENDER"; rc=$?
+    cat "$D/ledger-$name"-*.tsv >"$D/ledger-$name.tsv"
     check "$name: every notification acknowledged in the end (sender exit 0)" 0 "$rc"
     for j in "$D/$name".json "$D/$name"-*.json; do
         [ -e "$j" ] && echo "# [${SECONDS} s] ${j##*/}: $(stack_send_summary "$j")"
@@ -395,17 +411,20 @@ verdict() {
 }
 
 # ---- 1. the leader's machine dies ----------------------------------------------
-traffic failover 1 "$N" 8 || echo "# the traffic did not reach a third acknowledged"
+traffic_batches failover 1 &
+SENDER=$!
+traffic_third failover || echo "# the traffic did not reach a third acknowledged"
 old=$(leader) new=$(other "$old")
 pm=$(pn_cluster_pid "$D/$old")
 kids=$(ps --ppid "$pm" -o pid= 2>/dev/null)
 # shellcheck disable=SC2086
 kill -KILL "${PID[$old]}" "$pm" $kids
 tkill=$(date +%s.%N)
-acked=$(awk -F'\t' '$9 == 1' "$D/ledger-failover.tsv" | wc -l)
+acked=$(cat "$D"/ledger-failover-*.tsv | awk -F'\t' '$9 == 1' | wc -l)
 echo "# [${SECONDS} s] killed $old (Patroni ${PID[$old]}, postmaster $pm and its children) after $acked acknowledged deliveries"
 waited=$(wait_rest "$new" /primary 60)
 check "Patroni promotes $new" 200 "$(rest "$new" /primary)"
+touch "$D/failover.done"
 echo "# [${SECONDS} s] $new answered /primary $waited s after the kill"
 # the old machine comes back: its Patroni started on its data directory
 member_start "$old"
@@ -423,32 +442,9 @@ args=()
 verdict failover "$tkill" "${args[@]}"
 
 # ---- 2. a planned switchover under traffic ------------------------------------------
-# batches of NB, one after another (no gap but a process start), until one
-# has started after the new leader answered /primary (the file
-# switchover.done): traffic from before patronictl until after the new
-# leader, however fast this machine switches.  The batches' ledgers are
-# concatenated (distinct orders); the subshell's exit, the worst batch's.
-traffic_batches() {	# traffic_batches NAME START
-    local name=$1 start=$2 k=0 rc=0 last
-    while [ "$k" -lt "$NBMAX" ]; do
-        last=0
-        [ -e "$D/$name.done" ] && last=1
-        stack_send wxpay --mode retry -n "$NB" -c 4 --start $((start + k * NB)) --now "$(date +%s)" \
-            --seed $((start + k * NB)) --schedule "$SCHEDULE" --timeout 3 --ledger "$D/ledger-$name-$k.tsv" \
-            --quiet --json >"$D/$name-$k.json" 2>"$D/$name-$k.err" || rc=1
-        k=$((k + 1))
-        [ "$last" = 1 ] && break
-    done
-    echo "$k" >"$D/$name.batches"
-    [ -e "$D/$name.done" ] || rc=1	# NBMAX batches did not reach the new leader
-    exit "$rc"
-}
-traffic_batches switchover $((N + 1)) &
+traffic_batches switchover $((NBMAX * NB + 1)) &
 SENDER=$!
-for _ in $(seq 1 600); do
-    [ "$(cat "$D"/ledger-switchover-*.tsv 2>/dev/null | awk -F'\t' '$9 == 1' | wc -l)" -ge $((N / 3)) ] && break
-    sleep 0.1
-done
+traffic_third switchover
 old=$(leader) new=$(other "$old")
 tsw=$(date +%s.%N)
 (
