@@ -216,7 +216,11 @@ INSERT INTO t.ali_agr_form (name, charset, body) VALUES
 	('sign_no_agreement', 'utf-8',
 	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-05&notify_type=dut_user_sign&status=NORMAL&sign=d%2BgSTmdLeXUJjxoOQjwluWAoaeFdSQ1JgEEg39AAX8yYvIxXOS0waUJ80BCxp6jyavyH0Ymz7hLnJDVKRDnJQN71vghqNMGbHhoRzjqrI89zfDS62UkD4yjXGsH%2Be0gV0ANJlt8t6h9EJBMlK1ni8Ad2L2BeOSBC9x1lepvXf%2Ff4tYDOhVLcv4Yo%2FlxSvvPjV4GX9rePzgjRC2moxKhOnwhXjYfXiUlc%2BOpujYcaeDG3KvL%2FmTaVXcu%2Bjh4BzOQshPD0E%2Bs3lSkMLljqTFjVqWL%2Bx7GbvkkUttaci4snjwfAEvziBUCRDZTOjDDGmKnB%2F0TeJ5tN%2B9K%2BrycOA63Nzw%3D%3D'),
 	('pay_ag_1', 'utf-8',
-	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_type=trade_status_sync&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-a-06&out_trade_no=ALI-AG-O1&trade_no=ALI-AG-T1&total_amount=1.00&trade_status=TRADE_SUCCESS&agreement_no=ALI-AG-1&sign=qy37pzTi%2FDDFY4eSiquZ8eFqJM8rrV5uISRcGHivvXcVXYI7As8dLjrCIUv3wzRPEm3WiwDUOzaSPXyjULWHOSHiolQcopbDfzmE1jiZDrqsMVddCqQwB7a5zEK%2Bl8J2OvMkNzI5GFJX79CDmJJi0dDyhHX1owdhdvCi2ewVUZJ7mlMrzcQntKyFc0MlDIwrzVlSgCeG%2BEK8BqSiUtEdNEpye68awGsUKcVnpbB2YyTtZenIz6M4WsPwDL%2FkUABeM%2BFCbNs6vIxrU%2BlYbZU%2BJstgtpDcgvLivvmHeybfxca5DuQcP4x9RrMp1nPaWul2zJXlT4IgR0zHkF8W8ON0SA%3D%3D');
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_type=trade_status_sync&auth_app_id=2021000000000001&seller_id=2088000000000002&buyer_id=2088000000000001&subject=%E5%9B%9E%E5%BD%92%E6%B5%8B%E8%AF%95+order&gmt_payment=2026-01-02+09%3A59%3A58&notify_id=ali-a-06&out_trade_no=ALI-AG-O1&trade_no=ALI-AG-T1&total_amount=1.00&trade_status=TRADE_SUCCESS&agreement_no=ALI-AG-1&sign=qy37pzTi%2FDDFY4eSiquZ8eFqJM8rrV5uISRcGHivvXcVXYI7As8dLjrCIUv3wzRPEm3WiwDUOzaSPXyjULWHOSHiolQcopbDfzmE1jiZDrqsMVddCqQwB7a5zEK%2Bl8J2OvMkNzI5GFJX79CDmJJi0dDyhHX1owdhdvCi2ewVUZJ7mlMrzcQntKyFc0MlDIwrzVlSgCeG%2BEK8BqSiUtEdNEpye68awGsUKcVnpbB2YyTtZenIz6M4WsPwDL%2FkUABeM%2BFCbNs6vIxrU%2BlYbZU%2BJstgtpDcgvLivvmHeybfxca5DuQcP4x9RrMp1nPaWul2zJXlT4IgR0zHkF8W8ON0SA%3D%3D'),
+	('sign_4_other_partner', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-07&notify_type=dut_user_sign&status=NORMAL&agreement_no=ALI-AG-4&partner_id=2088999999999999&sign=Wwp88pWUvFxLpmrbPY%2BoRXuJ15mRnfdjyMfxzDniwv5MYeoUusTXp1SSeAW0xwdyFY9LL2xvxb%2BQMWHMF%2FSaU27rHrnncgda31syIHzWRMooTz2z0VO8ZzEes3TU05WoPhOugkYJ%2FNBZ6DEwqeqenv3205S1HC0okDZqRyzYhhPWCwMSHszqQOqGOhXVaxeSYeFMpJsq1NRmyEV1Xnaz027R12paKj4Ru6ztxMbvjZLMfBW4Z%2BgtMLmzk%2Bvi21E%2B9WBnPn3ekRdIMYwu%2Fargl7w6DyBq0AytAg7tBFV60178mhdYHgDllGUdJOhe1MFYZ5BIdVJXWMmEANWYpuQtnA%3D%3D'),
+	('unsign_2_other_partner', 'utf-8',
+	 'notify_time=2026-01-02+10%3A00%3A00&charset=utf-8&version=1.0&sign_type=RSA2&app_id=2021000000000001&alipay_user_id=2088000000000001&personal_product_code=CYCLE_PAY_AUTH_P&sign_scene=INDUSTRY%7CDEFAULT_SCENE&sign_time=2026-01-02+09%3A00%3A00&notify_id=ali-a-08&notify_type=dut_user_unsign&status=UNSIGN&agreement_no=ALI-AG-2&partner_id=2088999999999999&unsign_time=2026-01-05+09%3A00%3A00&sign=UM3F9QXhtZvVmpKTs73KPM2tM83I1VYdtVyhcFE6LAHG0qTOa%2B%2BcGzEX5fcPY0DWSkO8NcLnQaHUmLPECdbvINAyJutsNfDUlDUIMWDvqxuuKceKjUx%2FB5dF6OQIRkcyfZdhn4W%2BU8xD%2FGeX%2FTdu3NHfqCYQ7YWquR7Y0%2BYh0tWOemT2VsTEciMhJ6JxLQ9VzLwngnFPlK%2F5H7QNIOOf%2BoBOYIggS31VyMFFPqpxZOxl9X%2BgkUZcT7FDZFDQTI75hU07PPe4ZLOtrdATnYxKoZ2%2B1AW%2FnBT7kSSEO7U1rg5QhQ9EivkKlJGxBabBlhufBi8%2BrMuts82BjHVVoPhAvw%3D%3D');
 CREATE FUNCTION t.ali_agr(form text) RETURNS text LANGUAGE sql AS $$
 	SELECT h.outcome FROM t.ali_agr_form f,
 		pay.paynotify_handle('ali_sub',
@@ -232,6 +236,18 @@ SELECT t.ali_agr('sign_1');
 SELECT t.ali_agr('sign_2_partner');
 SELECT t.ali_agr('sign_3_other_app');
 SELECT t.ali_agr('sign_no_agreement');
+-- another merchant's PID (partner_id) is refused, with or without our app_id
+SELECT t.ali_agr('sign_4_other_partner');
+SELECT t.ali_agr('unsign_2_other_partner');
+-- on a channel without seller_id a notice without app_id is nobody's
+SELECT pay.paynotify_add_channel('ali_sub_noseller', 'alipay', '{"app_id": "2021000000000001"}');
+SELECT pay.paynotify_add_key('ali_sub_noseller', 'alipay_1', t.vtext('keys/alipay_1.pub.pem'));
+SELECT f.name, h.outcome FROM t.ali_agr_form f,
+	pay.paynotify_handle('ali_sub_noseller',
+		jsonb_build_object('content-type', 'application/x-www-form-urlencoded; charset=' || f.charset),
+		convert_to(f.body, 'UTF8')) h
+WHERE f.name IN ('sign_2_partner', 'sign_1') ORDER BY f.name;
+SELECT count(*) AS noseller_agreements FROM pay.paynotify_agreement WHERE channel = 'ali_sub_noseller';
 SELECT agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at, ended_at,
 	notify_ids
 FROM pay.paynotify_agreement WHERE channel = 'ali_sub' ORDER BY agreement_id;

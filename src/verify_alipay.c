@@ -539,9 +539,11 @@ is_agreement(const AlipayForm *af)
 
 /*
  * app_id must be ours, and seller_id too when configured (§2.7).  An
- * agreement's notification may name the merchant by partner_id and no
- * app_id: it is ours when signed with the channel's key (it is, here) and
- * no app_id says otherwise; it names no seller.
+ * agreement's notification names no seller but may name the merchant by
+ * partner_id (its PID, the seller_id setting): a partner_id given must be
+ * the channel's seller_id when that is set, and a notification without
+ * app_id is ours only by its partner_id, so only on a channel with
+ * seller_id set (a key may be shared by several apps and merchants).
  */
 static PnReason
 check_merchant(const AlipayConf *conf, const AlipayForm *af)
@@ -552,8 +554,13 @@ check_merchant(const AlipayConf *conf, const AlipayForm *af)
 
 	if (is_agreement(af))
 	{
-		if (app_id != NULL ? strcmp(app_id, conf->app_id) != 0 :
-			partner_id == NULL || *partner_id == '\0')
+		if (app_id != NULL && strcmp(app_id, conf->app_id) != 0)
+			return PN_R_MISMATCH;
+		if (partner_id != NULL && conf->seller_id != NULL &&
+			strcmp(partner_id, conf->seller_id) != 0)
+			return PN_R_MISMATCH;
+		if (app_id == NULL &&
+			(partner_id == NULL || conf->seller_id == NULL))
 			return PN_R_MISMATCH;
 		return PN_OK;
 	}

@@ -96,6 +96,12 @@ AGREEMENT_FORMS = [
     ('pay_ag_1', 1, dict(BASE + [('notify_id', 'ali-a-06'), ('out_trade_no', 'ALI-AG-O1'),
                                  ('trade_no', 'ALI-AG-T1'), ('total_amount', '1.00'),
                                  ('trade_status', 'TRADE_SUCCESS'), ('agreement_no', 'ALI-AG-1')])),
+    # another merchant's PID: without app_id, and beside our app_id
+    ('sign_4_other_partner', 1, dict(notify_id='ali-a-07', notify_type='dut_user_sign', status='NORMAL',
+                                     agreement_no='ALI-AG-4', app_id=None, partner_id='2088999999999999')),
+    ('unsign_2_other_partner', 1, dict(notify_id='ali-a-08', notify_type='dut_user_unsign', status='UNSIGN',
+                                       agreement_no='ALI-AG-2', partner_id='2088999999999999',
+                                       unsign_time='2026-01-05 09:00:00')),
 ]
 
 
