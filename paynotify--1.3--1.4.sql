@@ -2584,8 +2584,10 @@ BEGIN
 				   WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.paynotify_hook'::regclass
 					 AND conname OPERATOR(pg_catalog.=) 'paynotify_hook_event_check'
 					 AND pg_catalog.pg_get_constraintdef(oid) OPERATOR(pg_catalog.~) 'agreement_ended') THEN
+		-- two statements: Citus runs no ADD CONSTRAINT beside another
+		-- subcommand on a distributed or reference table
+		EXECUTE 'ALTER TABLE @extschema@.paynotify_hook DROP CONSTRAINT paynotify_hook_event_check';
 		EXECUTE 'ALTER TABLE @extschema@.paynotify_hook
-			DROP CONSTRAINT paynotify_hook_event_check,
 			ADD CONSTRAINT paynotify_hook_event_check
 				CHECK (event OPERATOR(pg_catalog.=) ANY (''{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}''::text[]))';
 	END IF;
@@ -2593,8 +2595,10 @@ BEGIN
 				   WHERE conrelid OPERATOR(pg_catalog.=) '@extschema@.paynotify_endpoint'::regclass
 					 AND conname OPERATOR(pg_catalog.=) 'paynotify_endpoint_events_check'
 					 AND pg_catalog.pg_get_constraintdef(oid) OPERATOR(pg_catalog.~) 'agreement_ended') THEN
+		-- two statements: Citus runs no ADD CONSTRAINT beside another
+		-- subcommand on a distributed or reference table
+		EXECUTE 'ALTER TABLE @extschema@.paynotify_endpoint DROP CONSTRAINT paynotify_endpoint_events_check';
 		EXECUTE 'ALTER TABLE @extschema@.paynotify_endpoint
-			DROP CONSTRAINT paynotify_endpoint_events_check,
 			ADD CONSTRAINT paynotify_endpoint_events_check
 				CHECK (events OPERATOR(pg_catalog.<@) ''{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}''::text[]
 					   AND pg_catalog.cardinality(events) OPERATOR(pg_catalog.>) 0)';
