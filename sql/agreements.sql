@@ -29,11 +29,15 @@ CREATE FUNCTION t.sub(id text, status text, ref text DEFAULT NULL) RETURNS jsonb
 		|| CASE WHEN status IN ('canceled', 'incomplete_expired')
 				THEN jsonb_build_object('ended_at', 1767290000) ELSE '{}'::jsonb END
 $$;
--- An invoice (API 2025-03-31.basil: the subscription under parent).
-CREATE FUNCTION t.invoice(id text, sub text, ord text, paid bigint) RETURNS jsonb
+-- An invoice (API 2025-03-31.basil: the subscription under parent, with the
+-- subscription's metadata naming ord); the invoice's own metadata names own.
+CREATE FUNCTION t.invoice(id text, sub text, ord text, paid bigint,
+	reason text DEFAULT 'subscription_create', own text DEFAULT NULL) RETURNS jsonb
 	LANGUAGE sql AS $$
 	SELECT jsonb_build_object('id', id, 'object', 'invoice', 'currency', 'usd',
-		'amount_due', 8888, 'amount_paid', paid,
+		'amount_due', 8888, 'amount_paid', paid, 'billing_reason', reason,
+		'metadata', CASE WHEN own IS NULL THEN '{}'::jsonb
+						 ELSE jsonb_build_object('order_id', own) END,
 		'parent', jsonb_build_object('type', 'subscription_details',
 			'subscription_details', jsonb_build_object('subscription', sub,
 				'metadata', jsonb_build_object('order_id', ord))))
@@ -153,6 +157,125 @@ WHERE channel = 'st_sub' AND agreement_id = 'sub_F';
 -- endpoints and hooks take the new events
 SELECT pay.paynotify_check_endpoint(NULL, NULL, '{agreement_signed,agreement_ended,payment_failed}', NULL);
 SELECT pay.paynotify_check_endpoint(NULL, NULL, '{agreement_paused}', NULL);
+
+-- ---------------------------------------------------------------------------
+-- Renewals: each period's invoice pays its own order
+-- ---------------------------------------------------------------------------
+SELECT t.set_order('REN-A', 'pending', 8888);
+SELECT t.set_order('REN-B', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_ren_c', 'customer.subscription.created', t.sub('sub_R', 'active', 'REN-A'));
+-- the invoice that created the subscription: the subscription's order
+SELECT t.sub_evt('st_sub', 'evt_ren_1', 'invoice.paid', t.invoice('in_r1', 'sub_R', 'REN-A', 8888));
+-- a renewal whose own metadata names the period's order pays that order
+SELECT t.sub_evt('st_sub', 'evt_ren_2', 'invoice.paid',
+	t.invoice('in_r2', 'sub_R', 'REN-A', 8888, 'subscription_cycle', 'REN-B'));
+-- a renewal naming no order of its own names none: no_order_number, never
+-- a second payment of the first period's order
+SELECT t.sub_evt('st_sub', 'evt_ren_3', 'invoice.paid',
+	t.invoice('in_r3', 'sub_R', 'REN-A', 8888, 'subscription_cycle'));
+SELECT order_no, status FROM public.orders WHERE order_no LIKE 'REN-%' ORDER BY 1;
+SELECT trade_no, order_no, agreement_id FROM pay.payment_record
+WHERE channel = 'st_sub' AND agreement_id = 'sub_R' ORDER BY trade_no;
+SELECT notify_id, order_no, status, note FROM pay.payment_notify_log
+WHERE notify_id LIKE 'evt_ren_%' ORDER BY notify_id;
+SELECT notify_id, kind, order_no FROM pay.paynotify_anomaly
+WHERE notify_id LIKE 'evt_ren_%' ORDER BY notify_id;
+SELECT event, order_no, notify_id FROM pay.paynotify_outbox
+WHERE notify_id LIKE 'evt_ren_%' ORDER BY id;
+-- invoice.payment_failed alike: the renewal's own order, else none
+SELECT t.set_order('REN-C', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_ren_4', 'invoice.payment_failed',
+	t.invoice('in_r4', 'sub_R', 'REN-A', 0, 'subscription_cycle', 'REN-C'));
+SELECT t.sub_evt('st_sub', 'evt_ren_5', 'invoice.payment_failed',
+	t.invoice('in_r5', 'sub_R', 'REN-A', 0, 'subscription_cycle'));
+SELECT event, order_no, notify_id FROM pay.paynotify_outbox
+WHERE notify_id IN ('evt_ren_4', 'evt_ren_5') ORDER BY id;
+-- invoice_order_path overrides both: the period's order opened under the invoice id
+SELECT pay.paynotify_add_channel('st_sub_inv', 'stripe', '{"invoice_order_path": "id"}');
+SELECT pay.paynotify_add_key('st_sub_inv', 'secret_1', t.secret(1));
+SELECT t.set_order('in_r6', 'pending', 8888);
+SELECT t.sub_evt('st_sub_inv', 'evt_ren_6', 'invoice.paid',
+	t.invoice('in_r6', 'sub_R', 'REN-A', 8888, 'subscription_cycle', 'REN-B'));
+SELECT trade_no, order_no FROM pay.payment_record WHERE channel = 'st_sub_inv';
+
+-- ---------------------------------------------------------------------------
+-- One trade per money movement
+-- ---------------------------------------------------------------------------
+-- A subscription's checkout session names its first invoice: the session and
+-- that invoice's invoice.paid are one payment, in either order
+CREATE FUNCTION t.sub_session(id text, inv text, sub text, ord text) RETURNS jsonb
+	LANGUAGE sql AS $$
+	SELECT jsonb_build_object('id', id, 'object', 'checkout.session', 'mode', 'subscription',
+		'status', 'complete', 'payment_status', 'paid', 'amount_total', 8888, 'currency', 'usd',
+		'payment_intent', NULL, 'invoice', inv, 'subscription', sub,
+		'metadata', jsonb_build_object('order_id', ord))
+$$;
+SELECT t.set_order('CS-A', 'pending', 8888);
+SELECT t.set_order('CS-B', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_cs_a1', 'checkout.session.completed',
+	t.sub_session('cs_a', 'in_csa', 'sub_SA', 'CS-A'));
+SELECT t.sub_evt('st_sub', 'evt_cs_a2', 'invoice.paid', t.invoice('in_csa', 'sub_SA', 'CS-A', 8888));
+SELECT t.sub_evt('st_sub', 'evt_cs_b2', 'invoice.paid', t.invoice('in_csb', 'sub_SB', 'CS-B', 8888));
+SELECT t.sub_evt('st_sub', 'evt_cs_b1', 'checkout.session.completed',
+	t.sub_session('cs_b', 'in_csb', 'sub_SB', 'CS-B'));
+-- a session naming no invoice: the session is the trade, as before
+SELECT t.set_order('CS-C', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_cs_c1', 'checkout.session.completed',
+	t.sub_session('cs_c', NULL, 'sub_SC', 'CS-C') - 'invoice');
+-- An invoice of an older API version names its PaymentIntent: the invoice
+-- and the intent's payment_intent.succeeded (which carries not the
+-- invoice's metadata) are one payment
+SELECT t.set_order('PI-A', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_old_1', 'invoice.paid',
+	jsonb_build_object('id', 'in_old', 'object', 'invoice', 'currency', 'usd', 'amount_paid', 8888,
+		'billing_reason', 'subscription_cycle', 'payment_intent', 'pi_old', 'subscription', 'sub_R',
+		'metadata', jsonb_build_object('order_id', 'PI-A')));
+SELECT t.sub_evt('st_sub', 'evt_old_2', 'payment_intent.succeeded',
+	jsonb_build_object('id', 'pi_old', 'object', 'payment_intent', 'amount', 8888,
+		'amount_received', 8888, 'currency', 'usd', 'invoice', 'in_old', 'metadata', '{}'::jsonb));
+-- and an intent that names the order too
+SELECT t.set_order('PI-B', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_old_3', 'invoice.paid',
+	jsonb_build_object('id', 'in_old_b', 'object', 'invoice', 'currency', 'usd', 'amount_paid', 8888,
+		'billing_reason', 'subscription_cycle', 'payment_intent', 'pi_old_b', 'subscription', 'sub_R',
+		'metadata', jsonb_build_object('order_id', 'PI-B')));
+SELECT t.sub_evt('st_sub', 'evt_old_4', 'payment_intent.succeeded',
+	jsonb_build_object('id', 'pi_old_b', 'object', 'payment_intent', 'amount', 8888,
+		'amount_received', 8888, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'PI-B')));
+-- each order paid once, by one payment record and one paid event, no anomaly
+SELECT o.order_no, o.status,
+	(SELECT string_agg(p.trade_no, ',') FROM pay.payment_record p WHERE p.order_no = o.order_no) AS trades,
+	(SELECT count(*) FROM pay.paynotify_outbox e WHERE e.order_no = o.order_no AND e.event = 'paid') AS paid_events,
+	(SELECT count(*) FROM pay.paynotify_anomaly a WHERE a.order_no = o.order_no) AS anomalies
+FROM public.orders o WHERE o.order_no LIKE 'CS-%' OR o.order_no LIKE 'PI-%' ORDER BY 1;
+SELECT notify_id, order_no, status, note FROM pay.payment_notify_log
+WHERE notify_id LIKE 'evt_cs_%' OR notify_id LIKE 'evt_old_%' ORDER BY notify_id;
+SELECT count(*) AS anomalies FROM pay.paynotify_anomaly
+WHERE notify_id LIKE 'evt_cs_%' OR notify_id LIKE 'evt_old_%';
+
+-- ---------------------------------------------------------------------------
+-- incomplete → incomplete_expired: never in force, ended at once, unsigned
+-- ---------------------------------------------------------------------------
+SELECT t.sub_evt('st_sub', 'evt_inc_1', 'customer.subscription.created', t.sub('sub_I', 'incomplete', 'member-9'));
+SELECT t.sub_evt('st_sub', 'evt_inc_2', 'customer.subscription.updated', t.sub('sub_I', 'incomplete_expired', 'member-9'));
+SELECT * FROM t.agr WHERE agreement_id = 'sub_I';
+SELECT notify_id, status, note FROM pay.payment_notify_log WHERE notify_id LIKE 'evt_inc_%' ORDER BY notify_id;
+-- nothing was signed: no agreement event
+SELECT count(*) AS agreement_events FROM pay.paynotify_outbox WHERE detail->>'agreement_id' = 'sub_I';
+SELECT kind, detail->>'status' AS status, detail->>'state' AS state
+FROM pay.paynotify_trace('st_sub', 'evt_inc_2') WHERE kind IN ('notification', 'agreement');
+-- a later snapshot active changes nothing: an end is final
+SELECT t.sub_evt('st_sub', 'evt_inc_3', 'customer.subscription.updated', t.sub('sub_I', 'active', 'member-9'));
+SELECT agreement_id, state, gateway_state, signed, ended, notify_ids FROM t.agr WHERE agreement_id = 'sub_I';
+-- an end parked for it before: applied, ending nothing more
+SELECT t.sub_evt('st_sub', 'evt_inc_j1', 'customer.subscription.deleted', t.sub('sub_J', 'canceled'));
+SELECT t.sub_evt('st_sub', 'evt_inc_j2', 'customer.subscription.updated', t.sub('sub_J', 'incomplete_expired'));
+SELECT notify_id, status, note FROM pay.payment_notify_log WHERE notify_id LIKE 'evt_inc_j%' ORDER BY notify_id;
+SELECT agreement_id, state, signed, ended, notify_ids FROM t.agr WHERE agreement_id = 'sub_J';
+-- canceled (deleted) of an agreement not recorded still waits for its sign
+SELECT t.sub_evt('st_sub', 'evt_unk_1', 'customer.subscription.deleted', t.sub('sub_U', 'canceled'));
+SELECT notify_id, status, note FROM pay.payment_notify_log WHERE notify_id = 'evt_unk_1';
+SELECT count(*) AS agreements_u FROM t.agr WHERE agreement_id = 'sub_U';
 
 -- ---------------------------------------------------------------------------
 -- WeChat Pay PAP contracts: notices of test/ledger_notices.json (t.wx), on a

@@ -69,6 +69,17 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 		anomaly_result(cfg, ch, n, res, n->anomaly);
 		return;
 	}
+	if (n->action == PN_ACT_PAY && n->order_no == NULL && n->trade_no != NULL &&
+		pn_payment_order(cfg, ch->name, n->trade_no) != NULL)
+	{
+		/*
+		 * a trade recorded already, by a notification that named its
+		 * order: the same payment again, from one that names none (the
+		 * payment of an invoice, which does not carry the invoice's order)
+		 */
+		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
+		return;
+	}
 	if (n->action != PN_ACT_NONE && n->order_no == NULL && !is_dispute(n->action) &&
 		n->action != PN_ACT_PAYMENT_FAILED && n->action != PN_ACT_AGREEMENT_SIGNED &&
 		n->action != PN_ACT_AGREEMENT_ENDED)
@@ -881,8 +892,11 @@ agreement_ended(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
  * notices parked for it; a sign of a recorded agreement moves nothing
  * (its gateway state kept while signed).  An end of a signed agreement
  * ends it for good and queues agreement_ended; an end of an agreement not
- * recorded yet is parked until its sign comes; anything of an ended one
- * is recorded with it and moves nothing.  A schema not yet at 1.4 has no
+ * recorded yet is parked until its sign comes, unless the gateway says it
+ * needs none (end_needs_no_sign: it was never in force): then it is
+ * recorded ended, unsigned, with no event, and the ends parked for it are
+ * applied (they end nothing more); anything of an ended one is recorded
+ * with it and moves nothing.  A schema not yet at 1.4 has no
  * place for it: recorded only.
  */
 static void
@@ -923,6 +937,18 @@ apply_agreement(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied
 		}
 		pn_agreement_sign(cfg, ch, n);
 		pn_emit(cfg, event, ch, n, -1, n->detail);
+		apply_parked_agreement(cfg, ch->name, n->agreement_id);
+		return;
+	}
+	if (state == NULL && n->end_needs_no_sign)
+	{
+		/*
+		 * never in force, and never will be: recorded ended at once, with
+		 * no event (nothing was signed; the failed payment had its own);
+		 * an end parked for it ends nothing more
+		 */
+		pn_agreement_end_unsigned(cfg, ch, n);
+		set_result(res, PN_IGNORED, "ignored", "agreement ended unsigned: recorded, no event");
 		apply_parked_agreement(cfg, ch->name, n->agreement_id);
 		return;
 	}

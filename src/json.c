@@ -534,6 +534,18 @@ pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val)
 	(void) pushJsonbValue(st, WJB_VALUE, &v);
 }
 
+/* Push key: a boolean. */
+void
+pn_jsonb_push_bool(JsonbParseState **st, const char *key, bool val)
+{
+	JsonbValue	v;
+
+	pn_jsonb_push_key(st, key);
+	v.type = jbvBool;
+	v.val.boolean = val;
+	(void) pushJsonbValue(st, WJB_VALUE, &v);
+}
+
 /* A key and a whole jsonb document as its value. */
 void
 pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val)

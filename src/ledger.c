@@ -646,6 +646,29 @@ pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 }
 
 /*
+ * Record an agreement that was never in force as ended by this notice: no
+ * sign, signed_at NULL (a Stripe subscription whose first payment never
+ * came, incomplete_expired).
+ */
+void
+pn_agreement_end_unsigned(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[7];
+	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+	args[0] = CStringGetTextDatum(ch->name);
+	args[1] = CStringGetTextDatum(n->agreement_id);
+	args[2] = agreement_text(n, "merchant_ref", &nulls[2]);
+	args[3] = agreement_text(n, "plan_id", &nulls[3]);
+	args[4] = agreement_text(n, "gateway_state", &nulls[4]);
+	args[5] = agreement_time(n, "ended_at");
+	args[6] = CStringGetTextDatum(n->notify_id);
+	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END_UNSIGNED), args, nulls, false, 0) != SPI_OK_INSERT ||
+		SPI_processed != 1)
+		elog(ERROR, "paynotify: agreement insert failed");
+}
+
+/*
  * A notice that moves nothing of a recorded agreement: listed with it, and
  * its gateway state (NULL: none) kept while the agreement is in force.
  */

@@ -98,6 +98,8 @@ pn_notice_push(JsonbParseState **st, const PnNotice *n)
 		pn_jsonb_push_int64(st, "dispute_amount", n->dispute_amount);
 	if (n->detail != NULL)
 		pn_jsonb_push_jsonb(st, "detail", n->detail);
+	if (n->end_needs_no_sign)
+		pn_jsonb_push_bool(st, "end_needs_no_sign", true);
 	return pushJsonbValue(st, WJB_END_OBJECT, NULL);
 }
 
@@ -150,6 +152,7 @@ pn_notice_fault(Jsonb *j)
 	PnAction	action;
 	int64		v;
 	char	   *str;
+	bool		flag;
 
 	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
 		return "it is not a JSON object";
@@ -175,6 +178,8 @@ pn_notice_fault(Jsonb *j)
 		if (jv == NULL || jv->type != jbvBinary || !JsonContainerIsObject(jv->val.binary.data))
 			return "its \"detail\" is not a JSON object";
 	}
+	if (pn_json_present(j, "end_needs_no_sign") && !pn_json_bool(j, "end_needs_no_sign", &flag))
+		return "its \"end_needs_no_sign\" is not a boolean";
 	if (pn_json_present(j, "sub_orders") || action == PN_ACT_PAY_COMBINE)
 	{
 		Jsonb	  **subs;
@@ -229,6 +234,8 @@ pn_notice_from_jsonb(Jsonb *j, const char *notify_id)
 		n->refunded_total = -1;
 	if (!pn_json_int64(j, "dispute_amount", &n->dispute_amount))
 		n->dispute_amount = -1;
+	if (!pn_json_bool(j, "end_needs_no_sign", &n->end_needs_no_sign))
+		n->end_needs_no_sign = false;
 	if (pn_json_present(j, "detail"))
 	{
 		JsonbValue	buf;

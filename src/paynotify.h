@@ -134,6 +134,9 @@ typedef struct PnNotice
 								 * gateway_state, signed_at, ended_at (unix s) */
 	char	   *agreement_id;	/* PN_ACT_AGREEMENT_*: the agreement; a payment:
 								 * the agreement it was charged under, or NULL */
+	bool		end_needs_no_sign;	/* PN_ACT_AGREEMENT_ENDED: an agreement that
+									 * was never in force (it cannot be signed
+									 * any more): recorded ended as it comes */
 } PnNotice;
 
 /* One key of a channel, parsed once per backend. */
@@ -394,6 +397,7 @@ extern void pn_jsonb_push_key(JsonbParseState **st, const char *key);
 extern void pn_jsonb_push_text(JsonbParseState **st, const char *key,
 							   const char *val);	/* NULL: null */
 extern void pn_jsonb_push_int64(JsonbParseState **st, const char *key, int64 val);
+extern void pn_jsonb_push_bool(JsonbParseState **st, const char *key, bool val);
 extern void pn_jsonb_push_jsonb(JsonbParseState **st, const char *key, Jsonb *val);
 extern Jsonb *pn_jsonb_redacted(Jsonb *doc, const char *const *keys, int nkeys,
 							   const char *const *marks, int nmarks);

@@ -63,6 +63,7 @@ typedef enum PnPlanId
 	PLAN_AGREEMENT_GET,
 	PLAN_AGREEMENT_SIGN,
 	PLAN_AGREEMENT_END,
+	PLAN_AGREEMENT_END_UNSIGNED,
 	PLAN_AGREEMENT_NOTE,
 	PN_NPLANS
 } PnPlanId;
@@ -263,6 +264,7 @@ extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 extern char *pn_agreement_get(PnConfig *cfg, const char *channel, const char *agreement_id);
 extern void pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 extern bool pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
+extern void pn_agreement_end_unsigned(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 extern void pn_agreement_note(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							  const char *gateway_state);
 

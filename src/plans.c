@@ -326,6 +326,14 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" WHERE channel = $1 AND agreement_id = $2 AND state = 'signed'",
 		7, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
 	},
+	/* an agreement never in force, recorded as it ends: no sign */
+	[PLAN_AGREEMENT_END_UNSIGNED] = {
+		"INSERT INTO @s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id,"
+		" state, gateway_state, ended_at, notify_ids)"
+		" VALUES ($1, $2, $3, $4, 'ended', $5, $6, ARRAY[$7])"
+		" ON CONFLICT DO NOTHING",
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
+	},
 	/* a notice that restates the agreement: its gateway state while in force */
 	[PLAN_AGREEMENT_NOTE] = {
 		"UPDATE @s.paynotify_agreement SET"

@@ -29,10 +29,12 @@
 #include "paynotify.h"
 
 #define DEFAULT_ORDER_REF_PATH "data.object.metadata.order_id"
-/* an invoice's order: where a subscription's metadata is copied (API
- * 2025-03-31.basil), then the invoice's own metadata */
-#define DEFAULT_INVOICE_ORDER_PATH_1 "parent.subscription_details.metadata.order_id"
-#define DEFAULT_INVOICE_ORDER_PATH_2 "metadata.order_id"
+/* an invoice's order: its own metadata (one order per period) */
+#define DEFAULT_INVOICE_ORDER_PATH "metadata.order_id"
+/* the invoice that created the subscription only: the subscription's metadata
+ * copied onto it (API 2025-03-31.basil), else (older API versions) */
+#define FIRST_INVOICE_ORDER_PATH_1 "parent.subscription_details.metadata.order_id"
+#define FIRST_INVOICE_ORDER_PATH_2 "subscription_details.metadata.order_id"
 #define MAX_SUBSCRIPTION_ITEMS 100
 #define MAX_PATH_LEN 256
 #define MAX_EVENT_ID_LEN 255
@@ -141,7 +143,7 @@ stripe_load_settings(Jsonb *settings)
 	conf->invoice_order_path = pn_setting_text(settings, "invoice_order_path", false);
 	if (conf->invoice_order_path != NULL)
 	{
-		check_path(conf->invoice_order_path, "invoice_order_path", DEFAULT_INVOICE_ORDER_PATH_1);
+		check_path(conf->invoice_order_path, "invoice_order_path", DEFAULT_INVOICE_ORDER_PATH);
 		conf->invoice_order_path = psprintf("data.object.%s", conf->invoice_order_path);
 	}
 	conf->livemode = pn_setting_bool(settings, "livemode");
@@ -372,16 +374,31 @@ fill_payment_intent(Jsonb *doc, PnNotice *n)
 		n->order_amount = -1;
 }
 
-/* checkout.session.completed / async_payment_succeeded, once paid. */
+/*
+ * checkout.session.completed / async_payment_succeeded, once paid.  The
+ * trade is the money moved: the PaymentIntent; in mode subscription the
+ * subscription's first invoice (the session names no PaymentIntent), so
+ * that the session and that invoice's invoice.paid are one payment, and
+ * the subscription is the agreement charged; else the session.
+ */
 static void
 fill_checkout_session(Jsonb *doc, PnNotice *n)
 {
 	char	   *paid = json_text(doc, "data.object.payment_status");
+	char	   *mode = json_text(doc, "data.object.mode");
 
 	if (paid == NULL || strcmp(paid, "paid") != 0)
 		return;					/* unpaid async methods settle later */
 	n->action = PN_ACT_PAY;
-	n->trade_no = json_text(doc, "data.object.payment_intent");
+	n->trade_no = NULL;
+	if (mode != NULL && strcmp(mode, "subscription") == 0)
+	{
+		n->trade_no = json_text(doc, "data.object.invoice");
+		if (n->trade_no != NULL)
+			n->agreement_id = json_text(doc, "data.object.subscription");
+	}
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.payment_intent");
 	if (n->trade_no == NULL)
 		n->trade_no = json_text(doc, "data.object.id");
 	if (!pn_json_int64(doc, "data.object.amount_total", &n->order_amount))
@@ -497,7 +514,9 @@ fill_dispute(Jsonb *doc, PnNotice *n)
 /*
  * customer.subscription.created / .updated / .deleted: the subscription is
  * the agreement (docs/GATEWAYS.md, "Agreements").  Active or trialing:
- * signed; canceled, incomplete_expired, or deleted: ended; any other
+ * signed; canceled, incomplete_expired, or deleted: ended, incomplete_expired
+ * needing no sign (the first payment failed: the subscription was never in
+ * force, and its end is recorded even when no sign was); any other
  * status (past_due, unpaid, paused, incomplete) moves nothing, its gateway
  * state kept with a signed agreement.  The merchant's reference is what
  * the channel's order_ref_path finds in it (the subscription's metadata),
@@ -513,12 +532,15 @@ fill_subscription(Jsonb *doc, PnNotice *n)
 	int64		signed_at;
 	int64		ended_at;
 
-	if (strcmp(n->event_type, "customer.subscription.deleted") == 0 ||
-		(status != NULL && (strcmp(status, "canceled") == 0 ||
-							strcmp(status, "incomplete_expired") == 0)))
+	bool		expired = status != NULL && strcmp(status, "incomplete_expired") == 0;
+
+	if (strcmp(n->event_type, "customer.subscription.deleted") == 0 || expired ||
+		(status != NULL && strcmp(status, "canceled") == 0))
 		n->action = PN_ACT_AGREEMENT_ENDED;
 	else if (status != NULL && (strcmp(status, "active") == 0 || strcmp(status, "trialing") == 0))
 		n->action = PN_ACT_AGREEMENT_SIGNED;
+	/* its first payment never came: it was never in force, nor will be */
+	n->end_needs_no_sign = expired;
 	n->agreement_id = json_text(doc, "data.object.id");
 	if (n->agreement_id != NULL && strncmp(n->agreement_id, "sub_", 4) != 0)
 		n->agreement_id = NULL;
@@ -537,28 +559,41 @@ fill_subscription(Jsonb *doc, PnNotice *n)
 }
 
 /*
- * invoice.paid pays its order, the invoice being the trade (since API
- * 2025-03-31.basil an invoice names no PaymentIntent): amount_paid in the
- * invoice's currency; invoice.payment_failed is a failed payment of it.
- * The order is at the channel's invoice_order_path in the invoice, else
- * (no setting) at parent.subscription_details.metadata.order_id, else at
- * metadata.order_id.  The subscription charged: parent.subscription_details.
- * subscription (basil), else subscription (older API versions).
+ * invoice.paid pays its order; invoice.payment_failed is a failed payment
+ * of it.  The trade is the PaymentIntent the invoice names (older API
+ * versions), so that its payment_intent.succeeded is the same payment; else
+ * (since API 2025-03-31.basil an invoice names none) the invoice.  Amount:
+ * amount_paid in the invoice's currency (amount_due when failed).  The
+ * order is at the channel's invoice_order_path in the invoice; without the
+ * setting at the invoice's own metadata.order_id (the merchant sets it on
+ * the draft, one order per period), and only for the invoice that created
+ * the subscription (billing_reason subscription_create) at the
+ * subscription's metadata copied onto it: a renewal naming no order of its
+ * own names none (the anomaly no_order_number), never the first period's.
+ * The subscription charged: parent.subscription_details.subscription
+ * (basil), else subscription (older API versions).
  */
 static void
 fill_invoice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 {
 	bool		paid = strcmp(n->event_type, "invoice.paid") == 0;
+	char	   *reason = json_text(doc, "data.object.billing_reason");
 
 	n->action = paid ? PN_ACT_PAY : PN_ACT_PAYMENT_FAILED;
-	n->trade_no = json_text(doc, "data.object.id");
+	n->trade_no = json_text(doc, "data.object.payment_intent");
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.id");
 	if (conf->invoice_order_path != NULL)
 		n->order_no = json_text(doc, conf->invoice_order_path);
 	else
 	{
-		n->order_no = json_text(doc, "data.object." DEFAULT_INVOICE_ORDER_PATH_1);
-		if (n->order_no == NULL)
-			n->order_no = json_text(doc, "data.object." DEFAULT_INVOICE_ORDER_PATH_2);
+		n->order_no = json_text(doc, "data.object." DEFAULT_INVOICE_ORDER_PATH);
+		if (n->order_no == NULL && reason != NULL && strcmp(reason, "subscription_create") == 0)
+		{
+			n->order_no = json_text(doc, "data.object." FIRST_INVOICE_ORDER_PATH_1);
+			if (n->order_no == NULL)
+				n->order_no = json_text(doc, "data.object." FIRST_INVOICE_ORDER_PATH_2);
+		}
 	}
 	if (!pn_json_int64(doc, paid ? "data.object.amount_paid" : "data.object.amount_due",
 					   &n->order_amount) || n->order_amount < 0)
@@ -610,6 +645,7 @@ fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	n->detail = NULL;
 	n->anomaly = NULL;
 	n->agreement_id = NULL;
+	n->end_needs_no_sign = false;
 	if (currency != NULL)
 	{
 		/* Stripe writes ISO 4217 codes in lower case */
