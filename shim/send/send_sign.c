@@ -1223,9 +1223,11 @@ stripe_subscription_body(const struct pn_conf *c, const struct pn_req *r, const 
 }
 
 /*
- * A subscription cycle's invoice, paid (invoice.paid) or not
+ * A subscription cycle's invoice (a renewal), paid (invoice.paid) or not
  * (invoice.payment_failed), in the 2025-03-31.basil shape: no
- * payment_intent, the subscription and its metadata (order_id) under
+ * payment_intent, the order in the invoice's own metadata (order_id, as
+ * the merchant sets it on the period's draft), the subscription and its
+ * metadata (order_id: the agreement's reference) under
  * parent.subscription_details.  Tampered adds one to the amounts.
  */
 static void
@@ -1260,6 +1262,7 @@ stripe_invoice_body(const struct pn_conf *c, const struct pn_req *r, const char 
 	pn_json_str(&j, "customer", cus);
 	pn_json_bool(&j, "livemode", c->livemode);
 	pn_json_open(&j, "metadata", '{');
+	pn_json_str(&j, "order_id", r->order_no);
 	pn_json_close(&j, '}');
 	if (paid)
 		pn_json_null(&j, "next_payment_attempt");
@@ -1269,7 +1272,7 @@ stripe_invoice_body(const struct pn_conf *c, const struct pn_req *r, const char 
 	pn_json_null(&j, "quote_details");
 	pn_json_open(&j, "subscription_details", '{');
 	pn_json_open(&j, "metadata", '{');
-	pn_json_str(&j, "order_id", r->order_no);
+	pn_json_str(&j, "order_id", ref);
 	pn_json_close(&j, '}');
 	pn_json_str(&j, "subscription", sub);
 	pn_json_close(&j, '}');

@@ -352,15 +352,16 @@ class Checker:
         if a.event in ("charge", "charge-failed"):
             paid = a.event == "charge"
             sd = obj.get("parent", {}).get("subscription_details") or {}
-            errs += self.agreement_errs(row, sd.get("subscription"), row["order_no"]
-                                        if a.agreement_ref is None else a.agreement_ref)
+            errs += self.agreement_errs(row, sd.get("subscription"),
+                                        sd.get("metadata", {}).get("order_id"))
             if ev["type"] != ("invoice.paid" if paid else "invoice.payment_failed") \
                     or obj["object"] != "invoice" or not obj["id"].startswith("in_") \
                     or obj["status"] != ("paid" if paid else "open") or "payment_intent" in obj:
                 errs.append("invoice type/status")
-            if sd.get("metadata", {}).get("order_id") != row["order_no"] \
-                    or obj["parent"]["type"] != "subscription_details" or obj["metadata"] != {}:
-                errs.append("order at parent.subscription_details.metadata.order_id")
+            if obj["metadata"] != {"order_id": row["order_no"]} \
+                    or obj["parent"]["type"] != "subscription_details" \
+                    or obj["billing_reason"] != "subscription_cycle":
+                errs.append("a renewal with its order at metadata.order_id")
             if (obj["amount_due"], obj["amount_paid"], obj["amount_remaining"]) != \
                     ((want_amount, want_amount, 0) if paid else (want_amount, 0, want_amount)):
                 errs.append("amounts")

@@ -658,8 +658,9 @@ citus_q 0 "INSERT INTO orders (order_no, status, amount_fen) VALUES ('CITUS-SUB-
 cat >"$STACK_DIR/invoice.json" <<EOF
 {"id": "evt_citusInvoice0001", "object": "event", "api_version": "2025-03-31.basil", "created": $now,
  "data": {"object": {"id": "in_citus0001", "object": "invoice", "currency": "usd", "amount_paid": 8888,
+  "billing_reason": "subscription_cycle", "metadata": {"order_id": "CITUS-SUB-1"},
   "parent": {"type": "subscription_details", "subscription_details": {"subscription": "sub_citus0001",
-   "metadata": {"order_id": "CITUS-SUB-1"}}}}},
+   "metadata": {"order_id": "member-citus"}}}}},
  "livemode": false, "pending_webhooks": 1, "request": {"id": null, "idempotency_key": null},
  "type": "invoice.paid"}
 EOF

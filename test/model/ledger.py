@@ -859,9 +859,8 @@ if __name__ == "__main__":
 # .deleted or .updated to canceled), each the events agreement_signed /
 # agreement_ended; its charges are ordinary payments of orders of their own
 # (WeChat Pay trade_type PAP naming the contract, Alipay trade notices,
-# Stripe invoice.paid with the order at
-# parent.subscription_details.metadata.order_id, trade number the invoice
-# id), each paying its order once (event paid); a Stripe invoice.payment_failed
+# Stripe invoice.paid of a renewal with the order in the invoice's own
+# metadata.order_id, trade number the invoice id), each paying its order once (event paid); a Stripe invoice.payment_failed
 # leaves its order pending with the event payment_failed.  Every notice of
 # an agreement is delivered in any order (its end before its signing, its
 # charges before either), with duplicates.

@@ -820,9 +820,10 @@ def prepare_agreement(n, rng):
                    "amount_paid": n["amount"] if paid else 0,
                    "amount_remaining": 0 if paid else n["amount"], "attempt_count": 1,
                    "attempted": True, "billing_reason": "subscription_cycle", "currency": "usd",
-                   "customer": "cus_MODEL" + a["no"], "livemode": False, "metadata": {},
+                   "customer": "cus_MODEL" + a["no"], "livemode": False,
+                   "metadata": {"order_id": n["order"]},
                    "parent": {"quote_details": None, "type": "subscription_details",
-                              "subscription_details": {"metadata": {"order_id": n["order"]},
+                              "subscription_details": {"metadata": {"order_id": a["ref"]},
                                                        "subscription": a["id"]}},
                    "status": "paid" if paid else "open", "total": n["amount"]}
             typ = "invoice.paid" if paid else "invoice.payment_failed"
