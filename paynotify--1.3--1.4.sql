@@ -2615,30 +2615,30 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_endpoint(url text, secret
 DECLARE
 	n integer;
 BEGIN
-	IF url IS NOT NULL AND url !~ '^https?://[^[:space:]]+$' THEN
+	IF url IS NOT NULL AND url OPERATOR(pg_catalog.!~) '^https?://[^[:space:]]+$' THEN
 		RAISE EXCEPTION 'endpoint url must start with http:// or https:// and contain no spaces'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF secret IS NOT NULL THEN
-		IF secret !~ '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
+		IF secret OPERATOR(pg_catalog.!~) '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
 			RAISE EXCEPTION 'endpoint secret must be "whsec_" followed by base64'
 				USING ERRCODE = 'invalid_parameter_value',
 					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
 		END IF;
-		n := length(decode(substr(secret, 7), 'base64'));
-		IF n < 24 OR n > 64 THEN
+		n := pg_catalog.length(pg_catalog.decode(pg_catalog.substr(secret, 7), 'base64'));
+		IF n OPERATOR(pg_catalog.<) 24 OR n OPERATOR(pg_catalog.>) 64 THEN
 			RAISE EXCEPTION 'endpoint secret must encode 24 to 64 bytes, not %', n
 				USING ERRCODE = 'invalid_parameter_value',
 					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
 		END IF;
 	END IF;
-	IF events IS NOT NULL AND (cardinality(events) = 0 OR array_position(events, NULL) IS NOT NULL
-			OR NOT events <@ '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}') THEN
+	IF events IS NOT NULL AND (pg_catalog.cardinality(events) OPERATOR(pg_catalog.=) 0 OR pg_catalog.array_position(events, NULL) IS NOT NULL
+			OR NOT events OPERATOR(pg_catalog.<@) '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}'::pg_catalog.text[]) THEN
 		RAISE EXCEPTION 'endpoint events must be some of paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost, payment_failed, agreement_signed, agreement_ended, notification'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF channels IS NOT NULL AND EXISTS (SELECT FROM unnest(channels) c
-			WHERE c IS NULL OR c !~ '^[A-Za-z0-9_]{1,63}$') THEN
+	IF channels IS NOT NULL AND EXISTS (SELECT FROM pg_catalog.unnest(channels) c
+			WHERE c IS NULL OR c OPERATOR(pg_catalog.!~) '^[A-Za-z0-9_]{1,63}$') THEN
 		RAISE EXCEPTION 'endpoint channels must be channel names'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
