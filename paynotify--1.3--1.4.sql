@@ -2250,7 +2250,7 @@ BEGIN
 	-- The values that apply to the extension's owner in this database on
 	-- each node: what this session would reset to, and every setting of
 	-- the database or of the owner (ALTER DATABASE / ALTER ROLE ... SET).
-	FOR t IN SELECT 'the coordinator'::text AS node, v.sp
+	FOR t IN SELECT 'the coordinator'::text AS node, v.sp, true AS checked
 			 FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name = 'search_path'
 				   UNION ALL
 				   SELECT pg_catalog.substr(c, 13)
@@ -2262,7 +2262,7 @@ BEGIN
 					 AND pg_catalog.starts_with(c, 'search_path=')) v
 			 WHERE @extschema@.paynotify_search_path_late(v.sp)
 			 UNION ALL
-			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result
+			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result, w.success
 			 FROM pg_catalog.run_command_on_workers(pg_catalog.format($w$
 				SELECT pg_catalog.string_agg(v.sp, ' / ')
 				FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path'
@@ -2275,7 +2275,13 @@ BEGIN
 											 WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')]::pg_catalog.oid[])
 						AND pg_catalog.starts_with(c, 'search_path=')) v
 				WHERE %s.paynotify_search_path_late(v.sp)$w$, '@extschema@')) w
-			 WHERE w.success AND w.result <> '' LOOP
+			 WHERE NOT w.success OR w.result OPERATOR(pg_catalog.<>) '' LOOP
+		-- a worker whose settings could not be read is not a worker checked
+		IF NOT t.checked THEN
+			RAISE EXCEPTION 'the search_path of % could not be checked: %', t.node, t.sp
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = 'Make the node reachable with paynotify installed in this database, then call paynotify_distribute() again.';
+		END IF;
 		RAISE EXCEPTION 'the search_path of % lists another schema before pg_catalog: %', t.node, t.sp
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 				  DETAIL = 'Citus''s connections between the nodes run as paynotify''s owner with the node''s settings and name pg_catalog''s types and operators unqualified: they would be looked up in that schema first.',
