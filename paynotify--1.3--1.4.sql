@@ -2250,7 +2250,7 @@ BEGIN
 	-- The values that apply to the extension's owner in this database on
 	-- each node: what this session would reset to, and every setting of
 	-- the database or of the owner (ALTER DATABASE / ALTER ROLE ... SET).
-	FOR t IN SELECT 'the coordinator'::text AS node, v.sp
+	FOR t IN SELECT 'the coordinator'::text AS node, v.sp, true AS checked
 			 FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name = 'search_path'
 				   UNION ALL
 				   SELECT pg_catalog.substr(c, 13)
@@ -2262,7 +2262,7 @@ BEGIN
 					 AND pg_catalog.starts_with(c, 'search_path=')) v
 			 WHERE @extschema@.paynotify_search_path_late(v.sp)
 			 UNION ALL
-			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result
+			 SELECT pg_catalog.format('worker %s:%s', w.nodename, w.nodeport), w.result, w.success
 			 FROM pg_catalog.run_command_on_workers(pg_catalog.format($w$
 				SELECT pg_catalog.string_agg(v.sp, ' / ')
 				FROM (SELECT s.reset_val AS sp FROM pg_catalog.pg_settings s WHERE s.name OPERATOR(pg_catalog.=) 'search_path'
@@ -2275,7 +2275,13 @@ BEGIN
 											 WHERE e.extname OPERATOR(pg_catalog.=) 'paynotify')]::pg_catalog.oid[])
 						AND pg_catalog.starts_with(c, 'search_path=')) v
 				WHERE %s.paynotify_search_path_late(v.sp)$w$, '@extschema@')) w
-			 WHERE w.success AND w.result <> '' LOOP
+			 WHERE NOT w.success OR w.result OPERATOR(pg_catalog.<>) '' LOOP
+		-- a worker whose settings could not be read is not a worker checked
+		IF NOT t.checked THEN
+			RAISE EXCEPTION 'the search_path of % could not be checked: %', t.node, t.sp
+				USING ERRCODE = 'object_not_in_prerequisite_state',
+					  HINT = 'Make the node reachable with paynotify installed in this database, then call paynotify_distribute() again.';
+		END IF;
 		RAISE EXCEPTION 'the search_path of % lists another schema before pg_catalog: %', t.node, t.sp
 			USING ERRCODE = 'object_not_in_prerequisite_state',
 				  DETAIL = 'Citus''s connections between the nodes run as paynotify''s owner with the node''s settings and name pg_catalog''s types and operators unqualified: they would be looked up in that schema first.',
@@ -2615,30 +2621,30 @@ CREATE OR REPLACE FUNCTION @extschema@.paynotify_check_endpoint(url text, secret
 DECLARE
 	n integer;
 BEGIN
-	IF url IS NOT NULL AND url !~ '^https?://[^[:space:]]+$' THEN
+	IF url IS NOT NULL AND url OPERATOR(pg_catalog.!~) '^https?://[^[:space:]]+$' THEN
 		RAISE EXCEPTION 'endpoint url must start with http:// or https:// and contain no spaces'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
 	IF secret IS NOT NULL THEN
-		IF secret !~ '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
+		IF secret OPERATOR(pg_catalog.!~) '^whsec_([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$' THEN
 			RAISE EXCEPTION 'endpoint secret must be "whsec_" followed by base64'
 				USING ERRCODE = 'invalid_parameter_value',
 					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
 		END IF;
-		n := length(decode(substr(secret, 7), 'base64'));
-		IF n < 24 OR n > 64 THEN
+		n := pg_catalog.length(pg_catalog.decode(pg_catalog.substr(secret, 7), 'base64'));
+		IF n OPERATOR(pg_catalog.<) 24 OR n OPERATOR(pg_catalog.>) 64 THEN
 			RAISE EXCEPTION 'endpoint secret must encode 24 to 64 bytes, not %', n
 				USING ERRCODE = 'invalid_parameter_value',
 					  HINT = 'Make one with: echo "whsec_$(openssl rand -base64 32)"';
 		END IF;
 	END IF;
-	IF events IS NOT NULL AND (cardinality(events) = 0 OR array_position(events, NULL) IS NOT NULL
-			OR NOT events <@ '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}') THEN
+	IF events IS NOT NULL AND (pg_catalog.cardinality(events) OPERATOR(pg_catalog.=) 0 OR pg_catalog.array_position(events, NULL) IS NOT NULL
+			OR NOT events OPERATOR(pg_catalog.<@) '{paid,refunded,refund_failed,closed,dispute_opened,dispute_won,dispute_lost,payment_failed,agreement_signed,agreement_ended,notification}'::pg_catalog.text[]) THEN
 		RAISE EXCEPTION 'endpoint events must be some of paid, refunded, refund_failed, closed, dispute_opened, dispute_won, dispute_lost, payment_failed, agreement_signed, agreement_ended, notification'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF channels IS NOT NULL AND EXISTS (SELECT FROM unnest(channels) c
-			WHERE c IS NULL OR c !~ '^[A-Za-z0-9_]{1,63}$') THEN
+	IF channels IS NOT NULL AND EXISTS (SELECT FROM pg_catalog.unnest(channels) c
+			WHERE c IS NULL OR c OPERATOR(pg_catalog.!~) '^[A-Za-z0-9_]{1,63}$') THEN
 		RAISE EXCEPTION 'endpoint channels must be channel names'
 			USING ERRCODE = 'invalid_parameter_value';
 	END IF;

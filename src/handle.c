@@ -139,6 +139,14 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	}
 	if (notice.notify_id == NULL || notice.notify_id[0] == '\0')
 		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+	/* the log's key holds it: no gateway issues one this long */
+	if (strlen(notice.notify_id) > PN_MAX_ID_LEN)
+	{
+		ereport(LOG,
+				(errmsg("paynotify: channel \"%s\" refused a notification whose id is %zu bytes long, more than %d",
+						ch->name, strlen(notice.notify_id), PN_MAX_ID_LEN)));
+		return pn_reply_row(fcinfo, ch->gw, PN_MALFORMED, PN_R_MALFORMED);
+	}
 
 	/* the prefix of the notices queries make (query.c): never a gateway's */
 	if (pn_notice_from_query(&notice))
@@ -162,6 +170,7 @@ pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *he
 
 	call_cxt = CurrentMemoryContext;
 	other_order = NULL;
+	pn_notice_bound(notice);
 	if (delegable(cfg, notice) && delegate(cfg, ch, notice, headers, &outcome))
 	{
 		pn_relaxed_call_ended(call_start);
@@ -183,14 +192,15 @@ pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice, Jsonb *he
  * reads the agreements, a reference table), no hook is registered (a hook's
  * function may write tables of another co-location group, which Citus
  * refuses inside the call: hooks keep today's path), and the schema has
- * the function (1.4).  The caller then takes only the notification's lock
+ * the function (1.4); not an anomaly, which the notice sent there does not
+ * carry.  The caller then takes only the notification's lock
  * and the read of the other orders' rows here (delegate).
  */
 static bool
 delegable(PnConfig *cfg, const PnNotice *n)
 {
 	return cfg->schema_14 && cfg->nhooks == 0 && pn_config_distributed(cfg) &&
-		n->order_no != NULL && n->order_no[0] != '\0' && n->agreement_id == NULL &&
+		n->anomaly == NULL && n->order_no != NULL && n->order_no[0] != '\0' && n->agreement_id == NULL &&
 		(n->action == PN_ACT_PAY || n->action == PN_ACT_REFUND ||
 		 n->action == PN_ACT_REFUND_FAILED || n->action == PN_ACT_CLOSE ||
 		 n->action == PN_ACT_NONE);

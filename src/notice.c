@@ -284,3 +284,56 @@ pn_agreement_detail(const char *agreement_id, const char *merchant_ref, const ch
 		pn_jsonb_push_int64(&st, "ended_at", ended_at);
 	return JsonbValueToJsonb(pushJsonbValue(&st, WJB_END_OBJECT, NULL));
 }
+
+/* longer than a notice's id may be */
+static bool
+id_too_long(const char *id)
+{
+	return id != NULL && strlen(id) > PN_MAX_ID_LEN;
+}
+
+/*
+ * Bound the ids an authentic notice carries (PN_MAX_ID_LEN), once, before
+ * anything is written: the first one longer is the notice's anomaly
+ * ("<field>_too_long"), recorded and acknowledged, never applied.  An
+ * order number too long is dropped from the notice, so that the log row
+ * and the anomaly are written under no order (their keys hold it); the
+ * payload keeps it.  The notify id is bounded by the caller, which
+ * refuses it.
+ */
+void
+pn_notice_bound(PnNotice *n)
+{
+	const char *kind = NULL;
+	char	   *dispute_id = NULL;
+
+	if (n->anomaly != NULL)
+		return;
+	if (id_too_long(n->order_no))
+		kind = "order_no_too_long";
+	else if (id_too_long(n->trade_no))
+		kind = "trade_no_too_long";
+	else if (id_too_long(n->refund_id))
+		kind = "refund_id_too_long";
+	else if (id_too_long(n->agreement_id))
+		kind = "agreement_id_too_long";
+	else if (id_too_long(n->sub_merchant))
+		kind = "sub_merchant_too_long";
+	else if (n->detail != NULL && pn_json_string(n->detail, "dispute_id", &dispute_id) &&
+			 id_too_long(dispute_id))
+		kind = "dispute_id_too_long";
+	for (int i = 0; kind == NULL && i < n->nsubs; i++)
+	{
+		if (id_too_long(n->subs[i].order_no))
+			kind = "order_no_too_long";
+		else if (id_too_long(n->subs[i].trade_no))
+			kind = "trade_no_too_long";
+		else if (id_too_long(n->subs[i].sub_merchant))
+			kind = "sub_merchant_too_long";
+	}
+	if (kind == NULL)
+		return;
+	n->anomaly = kind;
+	if (id_too_long(n->order_no))
+		n->order_no = NULL;
+}

@@ -94,6 +94,16 @@ typedef enum PnAction
 /* The most sub-orders one combine payment may name. */
 #define PN_MAX_SUB_ORDERS 50
 
+/*
+ * The longest id a notice may carry, in bytes: an order number, a trade,
+ * refund, agreement or dispute id, a sub-merchant, the notification's own
+ * id.  Far above what the gateways issue (WeChat Pay 32 to 64, Alipay 64,
+ * Stripe's ids about 30 and its metadata an order number of the merchant's),
+ * and far below what a btree index row holds (about 2.7 kB), so that every
+ * key they end in can be written.
+ */
+#define PN_MAX_ID_LEN 128
+
 /* One paid sub-order of a combine payment: a payment of its own. */
 typedef struct PnSubOrder
 {
@@ -407,6 +417,7 @@ extern JsonbValue *pn_notice_push(JsonbParseState **st, const PnNotice *n);
 extern Jsonb *pn_notice_to_jsonb(const PnNotice *n);
 extern PnNotice *pn_notice_from_jsonb(Jsonb *j, const char *notify_id);
 extern const char *pn_notice_fault(Jsonb *j);
+extern void pn_notice_bound(PnNotice *n);
 extern Jsonb *pn_agreement_detail(const char *agreement_id, const char *merchant_ref,
 								  const char *plan_id, const char *gateway_state,
 								  int64 signed_at, int64 ended_at);

@@ -43,7 +43,6 @@
 PG_FUNCTION_INFO_V1(paynotify_query_request);
 PG_FUNCTION_INFO_V1(paynotify_query_apply);
 
-#define MAX_ORDER_NO_LEN 128
 /* close calls of one expectation at most (each after a "not paid" answer) */
 #define MAX_CLOSE_ATTEMPTS 3
 
@@ -224,10 +223,10 @@ query_channel(FunctionCallInfo fcinfo, PnConfig *cfg, char **order_no)
 				 errmsg("channel and order_no must not be null")));
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	*order_no = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if ((*order_no)[0] == '\0' || strlen(*order_no) > MAX_ORDER_NO_LEN)
+	if ((*order_no)[0] == '\0' || strlen(*order_no) > PN_MAX_ID_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("order_no must be 1 to %d bytes", MAX_ORDER_NO_LEN)));
+				 errmsg("order_no must be 1 to %d bytes", PN_MAX_ID_LEN)));
 	/*
 	 * What the gateways allow in a merchant's order number (WeChat Pay:
 	 * letters, digits, _-*|; Alipay: letters, digits, _): nothing that

@@ -9,6 +9,7 @@ every run.  Needs python3 and python3-cryptography (test/pylib/pnsign.py).
 
     test/unit/make_alipay_forms.py [VECTORS_DIR] > /tmp/forms.sql
     PN_AGREEMENTS=1 test/unit/make_alipay_forms.py  # sql/agreements.sql's
+    PN_BOUNDS=1 test/unit/make_alipay_forms.py      # sql/bounds.sql's
 """
 import os
 import sys
@@ -104,6 +105,24 @@ AGREEMENT_FORMS = [
                                        unsign_time='2026-01-05 09:00:00')),
 ]
 
+# Ids one byte over the bound (PN_MAX_ID_LEN, 128) and at it, for
+# sql/bounds.sql: printed with PN_BOUNDS=1, for t.ali_bound_form
+BOUND_FORMS = [
+    ('long_agreement', 1, dict(notify_id='ali-b-01', notify_type='dut_user_sign', status='NORMAL',
+                               agreement_no='A' * 129)),
+    ('long_order', 1, dict(BASE + [('notify_id', 'ali-b-02'), ('out_trade_no', 'B' * 129),
+                                   ('trade_no', 'ALI-B-T2'), ('total_amount', '1.00'),
+                                   ('trade_status', 'TRADE_SUCCESS')])),
+    ('long_trade', 1, dict(BASE + [('notify_id', 'ali-b-03'), ('out_trade_no', 'ALI-B-O3'),
+                                   ('trade_no', 'T' * 129), ('total_amount', '1.00'),
+                                   ('trade_status', 'TRADE_SUCCESS')])),
+    ('limit_agreement', 1, dict(notify_id='ali-b-04', notify_type='dut_user_sign', status='NORMAL',
+                                agreement_no='A' * 128)),
+    ('limit_pay', 1, dict(BASE + [('notify_id', 'ali-b-05'), ('out_trade_no', 'ALI-B-O5'),
+                                  ('trade_no', 'T' * 128), ('total_amount', '1.00'),
+                                  ('trade_status', 'TRADE_SUCCESS')])),
+]
+
 
 def body(key, overrides, base=None):
     """The urlencoded, signed body."""
@@ -119,10 +138,13 @@ def body(key, overrides, base=None):
 def main():
     rows = []
     agreements = os.environ.get('PN_AGREEMENTS') == '1'
-    for name, key, overrides in (AGREEMENT_FORMS if agreements else FORMS):
-        text, charset = body(key, overrides, AGREEMENT_BASE if agreements else None)
+    bounds = os.environ.get('PN_BOUNDS') == '1'
+    forms = BOUND_FORMS if bounds else AGREEMENT_FORMS if agreements else FORMS
+    for name, key, overrides in forms:
+        text, charset = body(key, overrides, AGREEMENT_BASE if agreements or bounds else None)
         rows.append("\t('%s', '%s',\n\t '%s')" % (name, charset, text))
-    print('INSERT INTO t.%s (name, charset, body) VALUES' % ('ali_agr_form' if agreements else 'ali_form'))
+    print('INSERT INTO t.%s (name, charset, body) VALUES'
+          % ('ali_bound_form' if bounds else 'ali_agr_form' if agreements else 'ali_form'))
     print(',\n'.join(rows) + ';')
 
 
