@@ -97,12 +97,12 @@ typedef enum PnAction
 /*
  * The longest id a notice may carry, in bytes: an order number, a trade,
  * refund, agreement or dispute id, a sub-merchant, the notification's own
- * id.  Far above what the gateways issue (WeChat Pay 32 to 64, Alipay 64,
- * Stripe's ids about 30 and its metadata an order number of the merchant's),
- * and far below what a btree index row holds (about 2.7 kB), so that every
- * key they end in can be written.
+ * id.  What the gateways allow for (WeChat Pay 32 to 64, Alipay 64; Stripe's
+ * ids are about 30 today and Stripe asks its users to take up to 255), and
+ * far below what a btree index row holds (about 2.7 kB), so that every key
+ * they end in can be written.
  */
-#define PN_MAX_ID_LEN 128
+#define PN_MAX_ID_LEN 255
 
 /* One paid sub-order of a combine payment: a payment of its own. */
 typedef struct PnSubOrder

@@ -105,21 +105,21 @@ AGREEMENT_FORMS = [
                                        unsign_time='2026-01-05 09:00:00')),
 ]
 
-# Ids one byte over the bound (PN_MAX_ID_LEN, 128) and at it, for
+# Ids one byte over the bound (PN_MAX_ID_LEN, 255) and at it, for
 # sql/bounds.sql: printed with PN_BOUNDS=1, for t.ali_bound_form
 BOUND_FORMS = [
     ('long_agreement', 1, dict(notify_id='ali-b-01', notify_type='dut_user_sign', status='NORMAL',
-                               agreement_no='A' * 129)),
-    ('long_order', 1, dict(BASE + [('notify_id', 'ali-b-02'), ('out_trade_no', 'B' * 129),
+                               agreement_no='A' * 256)),
+    ('long_order', 1, dict(BASE + [('notify_id', 'ali-b-02'), ('out_trade_no', 'B' * 256),
                                    ('trade_no', 'ALI-B-T2'), ('total_amount', '1.00'),
                                    ('trade_status', 'TRADE_SUCCESS')])),
     ('long_trade', 1, dict(BASE + [('notify_id', 'ali-b-03'), ('out_trade_no', 'ALI-B-O3'),
-                                   ('trade_no', 'T' * 129), ('total_amount', '1.00'),
+                                   ('trade_no', 'T' * 256), ('total_amount', '1.00'),
                                    ('trade_status', 'TRADE_SUCCESS')])),
     ('limit_agreement', 1, dict(notify_id='ali-b-04', notify_type='dut_user_sign', status='NORMAL',
-                                agreement_no='A' * 128)),
+                                agreement_no='A' * 255)),
     ('limit_pay', 1, dict(BASE + [('notify_id', 'ali-b-05'), ('out_trade_no', 'ALI-B-O5'),
-                                  ('trade_no', 'T' * 128), ('total_amount', '1.00'),
+                                  ('trade_no', 'T' * 255), ('total_amount', '1.00'),
                                   ('trade_status', 'TRADE_SUCCESS')])),
 ]
 

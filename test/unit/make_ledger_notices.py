@@ -194,12 +194,12 @@ NOTICES = [
     ("ent_no_id", entrust("ENTRUST.SIGN", "", "SIGNED")),
     ("pap_pay_2", pap_pay("LG-PAP-2", "T-PAP-2", 100, "WXC-2")),
     ("pap_pay_1", pap_pay("LG-PAP-1", "T-PAP-1", 100, "WXC-1")),
-    # ids one byte over the bound (PN_MAX_ID_LEN, 128) and at it (sql/bounds.sql)
-    ("long_contract", entrust("ENTRUST.SIGN", "C" * 129, "SIGNED")),
-    ("long_order", pay("B" * 129, "T-BOUND-1", 100)),
-    ("long_trade", pay("LG-BOUND-1", "T" * 129, 100)),
-    ("limit_contract", entrust("ENTRUST.SIGN", "C" * 128, "SIGNED")),
-    ("limit_pay", pay("LG-BOUND-2", "T" * 128, 100)),
+    # ids one byte over the bound (PN_MAX_ID_LEN, 255) and at it (sql/bounds.sql)
+    ("long_contract", entrust("ENTRUST.SIGN", "C" * 256, "SIGNED")),
+    ("long_order", pay("B" * 256, "T-BOUND-1", 100)),
+    ("long_trade", pay("LG-BOUND-1", "T" * 256, 100)),
+    ("limit_contract", entrust("ENTRUST.SIGN", "C" * 255, "SIGNED")),
+    ("limit_pay", pay("LG-BOUND-2", "T" * 255, 100)),
 ]
 
 
