@@ -151,7 +151,7 @@ apply_none(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res
 
 		if (pn_json_string(d.detail, "gateway_state", &gateway_state))
 		{
-			pn_lock_agreement(ch->name, d.agreement_id);
+			pn_lock_agreement(cfg, ch->name, d.agreement_id);
 			if (pn_agreement_get(cfg, ch->name, d.agreement_id) != NULL)
 				pn_agreement_note(cfg, ch, &d, gateway_state);
 		}
@@ -919,7 +919,7 @@ apply_agreement(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied
 	}
 	if (n->detail != NULL)
 		(void) pn_json_string(n->detail, "gateway_state", &gateway_state);
-	pn_lock_agreement(ch->name, n->agreement_id);
+	pn_lock_agreement(cfg, ch->name, n->agreement_id);
 	state = pn_agreement_get(cfg, ch->name, n->agreement_id);
 	if (state != NULL && strcmp(state, "ended") == 0)
 	{

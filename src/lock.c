@@ -19,13 +19,18 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "common/hashfn.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/timeout.h"
 
 #include "paynotify.h"
+#include "pipeline.h"
 
 #define PAYNOTIFY_LOCK_CLASS 3
 
@@ -161,21 +166,89 @@ wait_for_lock(const LOCKTAG *tag)
  * The lock of an agreement (1.4), taken by the business step of each of
  * its notices before it reads the agreement: a sign and an end of one
  * agreement take turns, so an end never parks for a sign that is being
- * recorded at that moment.  Its own class, a hash of the channel and the
- * agreement id (a collision merely takes turns); waited for as any lock of
- * the step, at most paynotify.lock_timeout (the step is then busy).
+ * recorded at that moment.  On one server: its own class, a hash of the
+ * channel and the agreement id (a collision merely takes turns); waited
+ * for as any lock of the step, at most paynotify.lock_timeout (the step is
+ * then busy).
+ *
+ * On Citus (paynotify_distribute() made paynotify_agreement a reference
+ * table) a sign and an end may run on two nodes, and a node's own lock
+ * would not make them take turns.  There the lock is LOCK TABLE
+ * paynotify_agreement IN SHARE ROW EXCLUSIVE MODE, which Citus takes on
+ * every node with metadata, one after the other in the nodes' order (so
+ * two notices never wait for each other in a circle), held until each
+ * node's part of the transaction commits: a notice that got it on every
+ * node sees on every node what the one before it wrote.  It does not
+ * block plain reads (a charge reads the agreement), and the remote
+ * connections that took it write nothing, so no two-phase commit is added.
+ * The waits on other nodes do not see this session's lock_timeout: a
+ * timer of paynotify.lock_timeout bounds the whole statement, and its
+ * cancel is answered as a lock timeout (the step is busy).
  */
 #define PAYNOTIFY_AGREEMENT_LOCK_CLASS 4
 
+static int	agreement_timeout = -1;
+
+static void
+agreement_timeout_handler(void)
+{
+	kill(MyProcPid, SIGINT);
+}
+
+/* The agreements' lock on Citus (SPI connected), its wait bounded. */
+static void
+lock_agreements_distributed(PnConfig *cfg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int			ms = paynotify_lock_timeout;
+
+	if (LockTimeout > 0 && LockTimeout < ms)
+		ms = LockTimeout;
+	if (agreement_timeout < 0)
+		agreement_timeout = RegisterTimeout(USER_TIMEOUT, agreement_timeout_handler);
+	if (ms > 0)
+		enable_timeout_after(agreement_timeout, ms);
+	PG_TRY();
+	{
+		if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_LOCK), NULL, NULL, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "paynotify: agreement lock failed");
+		disable_timeout(agreement_timeout, false);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		disable_timeout(agreement_timeout, false);
+		if (!get_timeout_indicator(agreement_timeout, true))
+			PG_RE_THROW();
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("paynotify: canceling the wait for the agreements' lock after paynotify.lock_timeout")));
+	}
+	PG_END_TRY();
+}
+
 void
-pn_lock_agreement(const char *channel, const char *agreement_id)
+pn_lock_agreement(PnConfig *cfg, const char *channel, const char *agreement_id)
 {
 	LOCKTAG		tag;
 	uint64		h;
 	size_t		clen = strlen(channel);
 	size_t		alen = strlen(agreement_id);
-	char	   *key = palloc(clen + 1 + alen);
+	char	   *key;
 
+	if (pn_config_distributed(cfg))
+	{
+		lock_agreements_distributed(cfg);
+		return;
+	}
+	key = palloc(clen + 1 + alen);
 	memcpy(key, channel, clen);
 	key[clen] = '\0';
 	memcpy(key + clen + 1, agreement_id, alen);

@@ -535,7 +535,6 @@ extern PnLockResult pn_lock_notification(const char *channel, const char *notify
 extern bool pn_try_lock_notification(const char *channel, const char *notify_id);
 extern void pn_unlock_notification(const char *channel, const char *notify_id);
 extern void pn_bound_lock_waits(void);
-extern void pn_lock_agreement(const char *channel, const char *agreement_id);
 
 /* ---------- config.c ---------- */
 extern void pn_config_init(void);

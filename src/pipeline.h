@@ -60,6 +60,7 @@ typedef enum PnPlanId
 	PLAN_CROSS_SHARD,
 	PLAN_PAYMENT_INSERT_AGREEMENT,
 	PLAN_PARKED_AGREEMENT,
+	PLAN_AGREEMENT_LOCK,
 	PLAN_AGREEMENT_GET,
 	PLAN_AGREEMENT_SIGN,
 	PLAN_AGREEMENT_END,
@@ -145,6 +146,7 @@ typedef struct PnConfig
 /* config.c: the configuration generation, and its loaders the guard shares */
 extern PnConfig *pn_config(Oid fn_oid);
 extern bool pn_config_distributed(PnConfig *cfg);
+extern void pn_lock_agreement(PnConfig *cfg, const char *channel, const char *agreement_id);
 extern const PnChannel *pn_channel_find(PnConfig *cfg, const char *name);
 extern const char *pn_status_value(const PnStatusMap *map, const char *state);
 extern const char *pn_status_name(const PnStatusMap *map, const char *value);

@@ -307,6 +307,14 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * the times computed here (agreement_time), as Citus takes no
 	 * non-immutable function inside a COALESCE of a modification
 	 */
+	/*
+	 * on Citus, the agreements' lock (pn_lock_agreement): Citus takes it on
+	 * every node, in the nodes' order
+	 */
+	[PLAN_AGREEMENT_LOCK] = {
+		"LOCK TABLE @s.paynotify_agreement IN SHARE ROW EXCLUSIVE MODE",
+		0, {InvalidOid}
+	},
 	[PLAN_AGREEMENT_GET] = {
 		"SELECT state FROM @s.paynotify_agreement WHERE channel = $1 AND agreement_id = $2",
 		2, {TEXTOID, TEXTOID}

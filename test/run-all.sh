@@ -52,6 +52,7 @@ full_tests=(
     test/e2e/multishim.sh
     test/e2e/citus.sh
     test/e2e/citus_commit.sh
+    test/e2e/citus_agreements.sh
     test/e2e/citus_delegate.sh
     test/e2e/citus_distribute_live.sh
     test/e2e/citus_distribute_owner.sh
