@@ -179,8 +179,9 @@ wait_for_lock(const LOCKTAG *tag)
  * two notices never wait for each other in a circle), held until each
  * node's part of the transaction commits: a notice that got it on every
  * node sees on every node what the one before it wrote.  It does not
- * block plain reads (a charge reads the agreement), and the remote
- * connections that took it write nothing, so no two-phase commit is added.
+ * block plain reads (a charge reads the agreement).  Citus counts the
+ * connections that took it as written: a notice that writes on one node
+ * commits in two phases, as every write of the reference table does.
  * The waits on other nodes do not see this session's lock_timeout: a
  * timer of paynotify.lock_timeout bounds the whole statement, and its
  * cancel is answered as a lock timeout (the step is busy).
@@ -213,6 +214,13 @@ lock_agreements_distributed(PnConfig *cfg)
 		if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_LOCK), NULL, NULL, false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "paynotify: agreement lock failed");
 		disable_timeout(agreement_timeout, false);
+
+		/*
+		 * the timer fired as the lock was granted: its cancel is for the
+		 * wait that is over, never for what the step does next
+		 */
+		if (get_timeout_indicator(agreement_timeout, true))
+			QueryCancelPending = false;
 	}
 	PG_CATCH();
 	{
