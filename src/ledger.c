@@ -607,20 +607,33 @@ agreement_time(const PnNotice *n, const char *key)
 	return TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 }
 
-/* Record a new agreement, signed, by this notice. */
-void
-pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+/*
+ * The parameters of an agreement's sign or end (their plans take the
+ * same): channel, agreement id, merchant's reference, plan, gateway state,
+ * the time at time_key, the notice.
+ */
+static void
+agreement_args(const PnChannel *ch, const PnNotice *n, const char *time_key,
+			   Datum *args, char *nulls)
 {
-	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
-
+	memset(nulls, ' ', 7);
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->agreement_id);
 	args[2] = agreement_text(n, "merchant_ref", &nulls[2]);
 	args[3] = agreement_text(n, "plan_id", &nulls[3]);
 	args[4] = agreement_text(n, "gateway_state", &nulls[4]);
-	args[5] = agreement_time(n, "signed_at");
+	args[5] = agreement_time(n, time_key);
 	args[6] = CStringGetTextDatum(n->notify_id);
+}
+
+/* Record a new agreement, signed, by this notice. */
+void
+pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	Datum		args[7];
+	char		nulls[7];
+
+	agreement_args(ch, n, "signed_at", args, nulls);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_SIGN), args, nulls, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != 1)
 		elog(ERROR, "paynotify: agreement insert failed");
@@ -631,15 +644,9 @@ bool
 pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[7];
 
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->agreement_id);
-	args[2] = agreement_text(n, "gateway_state", &nulls[2]);
-	args[3] = agreement_time(n, "ended_at");
-	args[4] = agreement_text(n, "merchant_ref", &nulls[4]);
-	args[5] = agreement_text(n, "plan_id", &nulls[5]);
-	args[6] = CStringGetTextDatum(n->notify_id);
+	agreement_args(ch, n, "ended_at", args, nulls);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END), args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: agreement update failed");
 	return SPI_processed == 1;
@@ -654,15 +661,9 @@ void
 pn_agreement_end_unsigned(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	Datum		args[7];
-	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	char		nulls[7];
 
-	args[0] = CStringGetTextDatum(ch->name);
-	args[1] = CStringGetTextDatum(n->agreement_id);
-	args[2] = agreement_text(n, "merchant_ref", &nulls[2]);
-	args[3] = agreement_text(n, "plan_id", &nulls[3]);
-	args[4] = agreement_text(n, "gateway_state", &nulls[4]);
-	args[5] = agreement_time(n, "ended_at");
-	args[6] = CStringGetTextDatum(n->notify_id);
+	agreement_args(ch, n, "ended_at", args, nulls);
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END_UNSIGNED), args, nulls, false, 0) != SPI_OK_INSERT ||
 		SPI_processed != 1)
 		elog(ERROR, "paynotify: agreement insert failed");

@@ -42,23 +42,26 @@ static bool wait_for_lock(const LOCKTAG *tag);
  * not, because that one kept it longer than paynotify.lock_timeout
  * (PN_LOCK_BUSY).
  */
-/* The lock tag of a notification. */
+/*
+ * The advisory lock tag of a pair of names (a channel and a notification
+ * or agreement id) in a lock class: a hash of both, a collision merely
+ * taking turns.
+ */
 static void
-notification_tag(const char *channel, const char *notify_id, LOCKTAG *tag)
+pair_tag(const char *channel, const char *id, uint16 lock_class, LOCKTAG *tag)
 {
 	uint64		h;
 	size_t		clen = strlen(channel);
-	size_t		nlen = strlen(notify_id);
-	char	   *key = palloc(clen + 1 + nlen);
+	size_t		ilen = strlen(id);
+	char	   *key = palloc(clen + 1 + ilen);
 
 	memcpy(key, channel, clen);
 	key[clen] = '\0';
-	memcpy(key + clen + 1, notify_id, nlen);
-	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + nlen, 0);
+	memcpy(key + clen + 1, id, ilen);
+	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + ilen, 0);
 	pfree(key);
 
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 PAYNOTIFY_LOCK_CLASS);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, lock_class);
 }
 
 /*
@@ -74,7 +77,7 @@ pn_lock_notification(const char *channel, const char *notify_id)
 {
 	LOCKTAG		tag;
 
-	notification_tag(channel, notify_id, &tag);
+	pair_tag(channel, notify_id, PAYNOTIFY_LOCK_CLASS, &tag);
 	if (LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
 		return PN_LOCK_FREE;
 	if (paynotify_lock_timeout <= 0 || pn_notification_lock_nowait)
@@ -92,7 +95,7 @@ pn_try_lock_notification(const char *channel, const char *notify_id)
 {
 	LOCKTAG		tag;
 
-	notification_tag(channel, notify_id, &tag);
+	pair_tag(channel, notify_id, PAYNOTIFY_LOCK_CLASS, &tag);
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
@@ -106,7 +109,7 @@ pn_unlock_notification(const char *channel, const char *notify_id)
 {
 	LOCKTAG		tag;
 
-	notification_tag(channel, notify_id, &tag);
+	pair_tag(channel, notify_id, PAYNOTIFY_LOCK_CLASS, &tag);
 	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
@@ -246,23 +249,12 @@ void
 pn_lock_agreement(PnConfig *cfg, const char *channel, const char *agreement_id)
 {
 	LOCKTAG		tag;
-	uint64		h;
-	size_t		clen = strlen(channel);
-	size_t		alen = strlen(agreement_id);
-	char	   *key;
 
 	if (pn_config_distributed(cfg))
 	{
 		lock_agreements_distributed(cfg);
 		return;
 	}
-	key = palloc(clen + 1 + alen);
-	memcpy(key, channel, clen);
-	key[clen] = '\0';
-	memcpy(key + clen + 1, agreement_id, alen);
-	h = hash_bytes_extended((const unsigned char *) key, clen + 1 + alen, 0);
-	pfree(key);
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 PAYNOTIFY_AGREEMENT_LOCK_CLASS);
+	pair_tag(channel, agreement_id, PAYNOTIFY_AGREEMENT_LOCK_CLASS, &tag);
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }

@@ -327,14 +327,17 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 	},
 	[PLAN_AGREEMENT_END] = {
-		"UPDATE @s.paynotify_agreement SET state = 'ended', gateway_state = $3,"
-		" ended_at = $4,"
-		" merchant_ref = COALESCE(merchant_ref, $5), plan_id = COALESCE(plan_id, $6),"
+		"UPDATE @s.paynotify_agreement SET state = 'ended', gateway_state = $5,"
+		" ended_at = $6,"
+		" merchant_ref = COALESCE(merchant_ref, $3), plan_id = COALESCE(plan_id, $4),"
 		" notify_ids = notify_ids || $7, updated_at = pg_catalog.now()"
 		" WHERE channel = $1 AND agreement_id = $2 AND state = 'signed'",
-		7, {TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID}
+		7, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TIMESTAMPTZOID, TEXTOID}
 	},
-	/* an agreement never in force, recorded as it ends: no sign */
+	/*
+	 * an agreement never in force, recorded as it ends: no sign (the three
+	 * plans above and this one take the same parameters: agreement_args)
+	 */
 	[PLAN_AGREEMENT_END_UNSIGNED] = {
 		"INSERT INTO @s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id,"
 		" state, gateway_state, ended_at, notify_ids)"
