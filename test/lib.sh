@@ -121,17 +121,26 @@ pn_fixture_load() {
 #                 configured as the case's entry says (a superuser's);
 #   WHAT=handle   the case's request through paynotify_handle on CHANNEL,
 #                 its outcome (run at the case's paynotify.now: WHAT=now).
-#   WHAT=now      the case's now_unix.
+#   WHAT=now      the case's now_unix;
+#   WHAT=carry    (CASE is another channel) that channel's agreements
+#                 copied to CHANNEL, as signed there: a sample's end repeats
+#                 its sign's notification id, and comes on a channel of its
+#                 own (a superuser's).
 pn_sample() {
     python3 - "$PN_TOP/test/vectors" "$@" <<'PY'
 import json, sys
 vdir, what, schema, chan, case = sys.argv[1:6]
-m = {c["case"]: c for c in json.load(open(vdir + "/samples/manifest.json"))}[case]
+m = {c["case"]: c for c in json.load(open(vdir + "/samples/manifest.json"))}.get(case)
 def lit(s):
     return "'" + s.replace("'", "''") + "'"
 def key(path):
     return open(vdir + "/" + path).read().strip("\n")
 sch = schema if schema.isidentifier() and schema == schema.lower() else '"' + schema.replace('"', '""') + '"'
+if what == "carry":
+    print("INSERT INTO %s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at)"
+          " SELECT %s, agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at"
+          " FROM %s.paynotify_agreement WHERE channel OPERATOR(pg_catalog.=) %s" % (sch, lit(chan), sch, lit(case)))
+    sys.exit(0)
 cfg = m["config"]
 if what == "now":
     print(m["now_unix"])
@@ -156,7 +165,7 @@ elif what == "channel":
     for name, k in keys:
         print("SELECT %s.paynotify_add_key(%s, %s, %s);" % (sch, lit(chan), lit(name), lit(k)))
 else:
-    sys.exit("pn_sample: channel, handle or now")
+    sys.exit("pn_sample: channel, handle, now or carry")
 PY
 }
 

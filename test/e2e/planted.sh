@@ -198,16 +198,10 @@ check_calls shop "the shim calling paynotify_handle"
 # ENTRUST.TERMINATE) and a Stripe subscription (created, then deleted), the
 # gateways' documented samples (pn_sample), each signed, repeated, ended.  A
 # sample's end repeats its sign's notification id: it comes on a channel of
-# its own, where the agreement its sign made was carried over
+# its own, where the agreement its sign made was carried over (pn_sample carry)
 sample_as() {	# sample_as ROLE DB CHANNEL CASE: the outcome
     su "$2" -q -c "ALTER ROLE $1 SET paynotify.now = $(pn_sample now public "$3" "$4")"
     as "$1" "$2" -Atc "$(pn_sample handle public "$3" "$4")" 2>&1
-}
-carry_agreement() {	# carry_agreement DB FROM TO: the agreements of channel FROM copied to TO
-    su "$1" -q -c "INSERT INTO public.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id, state,
-                       gateway_state, signed_at)
-                   SELECT '$3', agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at
-                   FROM public.paynotify_agreement WHERE channel OPERATOR(pg_catalog.=) '$2'"
 }
 for ch in ag_wx ag_wx_end; do
     su shop -q -c "$(pn_sample channel public $ch doc_wx_entrust_sign)" >/dev/null
@@ -218,8 +212,7 @@ done
 got="$(sample_as pl_shim shop ag_wx doc_wx_entrust_sign) $(sample_as pl_shim shop ag_wx doc_wx_entrust_sign)"
 got="$got $(sample_as pl_shim shop ag_st doc_stripe_customer_subscription_created)"
 got="$got $(sample_as pl_shim shop ag_st doc_stripe_customer_subscription_created)"
-carry_agreement shop ag_wx ag_wx_end
-carry_agreement shop ag_st ag_st_end
+su shop -q -c "$(pn_sample carry public ag_wx_end ag_wx)" -c "$(pn_sample carry public ag_st_end ag_st)"
 got="$got $(sample_as pl_shim shop ag_wx_end doc_wx_entrust_terminate)"
 got="$got $(sample_as pl_shim shop ag_st_end doc_stripe_customer_subscription_deleted)"
 check "the shim's agreement notices: sign, again; end (WeChat partner, Stripe)" \
