@@ -201,7 +201,7 @@ check_calls shop "the shim calling paynotify_handle"
 # its own, where the agreement its sign made was carried over (pn_sample carry)
 sample_as() {	# sample_as ROLE DB CHANNEL CASE: the outcome
     su "$2" -q -c "ALTER ROLE $1 SET paynotify.now = $(pn_sample now public "$3" "$4")"
-    as "$1" "$2" -Atc "$(pn_sample handle public "$3" "$4")" 2>&1
+    as "$1" "$2" -Atc "$(pn_sample handle public "$3" "$4")" 2>&1 || true
 }
 for ch in ag_wx ag_wx_end; do
     su shop -q -c "$(pn_sample channel public $ch doc_wx_entrust_sign)" >/dev/null
