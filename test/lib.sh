@@ -113,6 +113,62 @@ pn_fixture_load() {
     pn_psql "$dir" "$port" -d "$db" -c "SET paynotify_test.vdir = '$dir/vectors/'" -f "$file" >/dev/null
 }
 
+# pn_sample WHAT SCHEMA CHANNEL CASE: SQL for a documented sample notification
+# of test/vectors/samples (manifest.json, signed with the test keys), every
+# function named with SCHEMA (quoted when needed) and no other, so that any
+# role on any search_path may run it:
+#   WHAT=channel  paynotify_add_channel and paynotify_add_key for CHANNEL,
+#                 configured as the case's entry says (a superuser's);
+#   WHAT=handle   the case's request through paynotify_handle on CHANNEL,
+#                 its outcome (run at the case's paynotify.now: WHAT=now).
+#   WHAT=now      the case's now_unix;
+#   WHAT=carry    (CASE is another channel) that channel's agreements
+#                 copied to CHANNEL, as signed there: a sample's end repeats
+#                 its sign's notification id, and comes on a channel of its
+#                 own (a superuser's).
+pn_sample() {
+    python3 - "$PN_TOP/test/vectors" "$@" <<'PY'
+import json, sys
+vdir, what, schema, chan, case = sys.argv[1:6]
+m = {c["case"]: c for c in json.load(open(vdir + "/samples/manifest.json"))}.get(case)
+def lit(s):
+    return "'" + s.replace("'", "''") + "'"
+def key(path):
+    return open(vdir + "/" + path).read().strip("\n")
+sch = schema if schema.isidentifier() and schema == schema.lower() else '"' + schema.replace('"', '""') + '"'
+if what == "carry":
+    print("INSERT INTO %s.paynotify_agreement (channel, agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at)"
+          " SELECT %s, agreement_id, merchant_ref, plan_id, state, gateway_state, signed_at"
+          " FROM %s.paynotify_agreement WHERE channel OPERATOR(pg_catalog.=) %s" % (sch, lit(chan), sch, lit(case)))
+    sys.exit(0)
+cfg = m["config"]
+if what == "now":
+    print(m["now_unix"])
+elif what == "handle":
+    headers = {h[0].lower(): h[1] for h in m["headers"]}
+    body = open(vdir + "/samples/" + m["files"]["body"], "rb").read()
+    print("SELECT outcome FROM %s.paynotify_handle(%s, %s::jsonb, %s::bytea)"
+          % (sch, lit(chan), lit(json.dumps(headers)), lit("\\x" + body.hex())))
+elif what == "channel":
+    if m["gateway"] == "wxpay":
+        conf = {k: cfg[k] for k in ("mchid", "appid", "sp_mchid", "sub_mchid", "sp_appid", "sub_appid") if k in cfg}
+        conf["apiv3_key"] = key(cfg["apiv3_key_file"])
+        keys = [(serial, key(f)) for serial, f in cfg["trusted"].items()]
+    elif m["gateway"] == "alipay":
+        conf = {"app_id": cfg["app_id"]}
+        keys = [(f, key(f)) for f in cfg["alipay_public_keys"]]
+    else:
+        conf = {k: cfg[k] for k in ("order_ref_path",) if k in cfg}
+        keys = [(f, key(f)) for f in cfg["secret_files"]]
+    conf["tolerance_s"] = cfg["tolerance_s"]
+    print("SELECT %s.paynotify_add_channel(%s, %s, %s::jsonb);" % (sch, lit(chan), lit(m["gateway"]), lit(json.dumps(conf))))
+    for name, k in keys:
+        print("SELECT %s.paynotify_add_key(%s, %s, %s);" % (sch, lit(chan), lit(name), lit(k)))
+else:
+    sys.exit("pn_sample: channel, handle, now or carry")
+PY
+}
+
 # ---- checks -------------------------------------------------------------------
 # The test scripts count with the caller's globals pass, fail (and skip) and
 # end with summary, whose last line is "N passed, M failed".

@@ -8,7 +8,9 @@
 #   - the operator of a cannot re-point b's endpoint, register a hook, add a
 #     channel or read b's notifications;
 #   - the shim role of a cannot call b's paynotify_handle;
-# and each still can in a.  The way from 1.2, where every privilege went to
+# and each still can in a.  Agreements (a WeChat partner-mode contract and a
+# Stripe subscription, signed and ended) are each database's own, each
+# processed by its own shim role.  The way from 1.2, where every privilege went to
 # the cluster-wide group roles: a database updated to 1.3 keeps each member
 # of a group role working as a grant of its own (and says so), the group
 # roles hold nothing there, paynotify_revoke takes a role's capacity away;
@@ -98,6 +100,41 @@ check "b's deliveries unclaimed, unreported" "1|0" \
     "$(su b -Atc "SELECT payments.paynotify_relay_fanout(10), (SELECT count(*) FROM payments.paynotify_delivery WHERE attempts > 0)")"
 check "no hook in b" 0 "$(su b -Atc "SELECT count(*) FROM payments.paynotify_hook")"
 check "nobody holds a capacity in b" 0 "$(su b -Atc "SELECT count(*) FROM payments.paynotify_role")"
+
+# agreements in both databases, each by its own shim role: a WeChat
+# partner-mode contract (ENTRUST.SIGN, ENTRUST.TERMINATE) and a Stripe
+# subscription (created, deleted), the documented samples (pn_sample); the
+# same notifications are each database's own (processed in both), and a
+# sample's end, which repeats its sign's id, comes on a channel of its own
+# (pn_sample carry)
+su postgres -q -c "CREATE ROLE b_shim LOGIN"
+su b -q -c "SELECT payments.paynotify_grant('b_shim', 'handler')" >/dev/null
+sample_in() {	# sample_in ROLE DB CHANNEL CASE: the outcome
+    su "$2" -q -c "ALTER ROLE $1 SET paynotify.now = $(pn_sample now payments "$3" "$4")"
+    "$PN_PGBIN/psql" -X -q -At -h "$dir" -p "$port" -U "$1" -d "$2" -c "$(pn_sample handle payments "$3" "$4")" 2>&1 || true
+}
+for db in a b; do
+    # (two channels of one account: a test's, never a real installation's)
+    su $db -q -c "ALTER DATABASE $db SET paynotify.allow_shared_accounts = on"
+    for ch in ag_wx ag_wx_end; do su $db -q -c "$(pn_sample channel payments $ch doc_wx_entrust_sign)" >/dev/null; done
+    for ch in ag_st ag_st_end; do su $db -q -c "$(pn_sample channel payments $ch doc_stripe_customer_subscription_created)" >/dev/null; done
+done
+for db in a b; do
+    shim=${db}_shim
+    got="$(sample_in $shim $db ag_wx doc_wx_entrust_sign) $(sample_in $shim $db ag_st doc_stripe_customer_subscription_created)"
+    su $db -q -c "$(pn_sample carry payments ag_wx_end ag_wx)" -c "$(pn_sample carry payments ag_st_end ag_st)" >/dev/null
+    got="$got $(sample_in $shim $db ag_wx_end doc_wx_entrust_terminate) $(sample_in $shim $db ag_st_end doc_stripe_customer_subscription_deleted)"
+    got="$got $(sample_in $shim $db ag_wx doc_wx_entrust_sign)"
+    check "agreements in $db, by its shim: signed, ended, the sign again a duplicate" \
+        "processed processed processed processed duplicate" "$got"
+    check "agreements in $db: signed on the sign's channels, ended on the end's, each with its event" \
+        "ag_st:sub_1Pgc6rB7WZ01zgkWNy0Cn5nw:signed:agreement_signed ag_st_end:sub_1Pgc6rB7WZ01zgkWNy0Cn5nw:ended:agreement_ended ag_wx:123124412412423431:signed:agreement_signed ag_wx_end:123124412412423431:ended:agreement_ended" \
+        "$(su $db -Atc "SELECT string_agg(concat_ws(':', a.channel, a.agreement_id, a.state,
+                            (SELECT string_agg(o.event, ',' ORDER BY o.id) FROM payments.paynotify_outbox o
+                             WHERE o.channel = a.channel AND o.detail->>'agreement_id' = a.agreement_id)), ' ' ORDER BY a.channel)
+                        FROM payments.paynotify_agreement a WHERE a.channel LIKE 'ag\_%'")"
+done
+check "the shim role of b: the agreement sample in a" 42501 "$(as b_shim a "$(pn_sample handle payments ag_wx doc_wx_entrust_sign)")"
 
 # ---- from 1.2: the group roles -------------------------------------------------
 su postgres -q <<'SQL'

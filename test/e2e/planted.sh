@@ -22,8 +22,10 @@
 #       superuser replays every signed test vector through paynotify_handle
 #       and calls the superuser-only functions, while the operator's, the
 #       shim's and the relay's login roles (public first in their
-#       search_path) call every function of their capacity, and while the
-#       application's role updates the orders table under the guard;
+#       search_path) call every function of their capacity (the shim's
+#       notices sign and end a WeChat partner contract and a Stripe
+#       subscription), and while the application's role updates the orders
+#       table under the guard;
 #   (c) a table of the application's in public, readable by PUBLIC before
 #       CREATE EXTENSION and before each update, is still readable by PUBLIC.
 #
@@ -191,6 +193,37 @@ check "the shim's deliveries (each twice)" " processed duplicate processed dupli
 check "the shim's text form: an empty body refused" malformed \
     "$(as pl_shim shop -Atc "SELECT outcome FROM public.paynotify_handle('sh_wx_transaction_success_valid', '{}'::jsonb, '{}'::text)" 2>&1)"
 check_calls shop "the shim calling paynotify_handle"
+
+# agreements, as the shim: a WeChat partner-mode contract (ENTRUST.SIGN, then
+# ENTRUST.TERMINATE) and a Stripe subscription (created, then deleted), the
+# gateways' documented samples (pn_sample), each signed, repeated, ended.  A
+# sample's end repeats its sign's notification id: it comes on a channel of
+# its own, where the agreement its sign made was carried over (pn_sample carry)
+sample_as() {	# sample_as ROLE DB CHANNEL CASE: the outcome
+    su "$2" -q -c "ALTER ROLE $1 SET paynotify.now = $(pn_sample now public "$3" "$4")"
+    as "$1" "$2" -Atc "$(pn_sample handle public "$3" "$4")" 2>&1 || true
+}
+for ch in ag_wx ag_wx_end; do
+    su shop -q -c "$(pn_sample channel public $ch doc_wx_entrust_sign)" >/dev/null
+done
+for ch in ag_st ag_st_end; do
+    su shop -q -c "$(pn_sample channel public $ch doc_stripe_customer_subscription_created)" >/dev/null
+done
+got="$(sample_as pl_shim shop ag_wx doc_wx_entrust_sign) $(sample_as pl_shim shop ag_wx doc_wx_entrust_sign)"
+got="$got $(sample_as pl_shim shop ag_st doc_stripe_customer_subscription_created)"
+got="$got $(sample_as pl_shim shop ag_st doc_stripe_customer_subscription_created)"
+su shop -q -c "$(pn_sample carry public ag_wx_end ag_wx)" -c "$(pn_sample carry public ag_st_end ag_st)"
+got="$got $(sample_as pl_shim shop ag_wx_end doc_wx_entrust_terminate)"
+got="$got $(sample_as pl_shim shop ag_st_end doc_stripe_customer_subscription_deleted)"
+check "the shim's agreement notices: sign, again; end (WeChat partner, Stripe)" \
+    "processed duplicate processed duplicate processed processed" "$got"
+check "the agreements signed, then ended, each with its event" \
+    "ag_st:sub_1Pgc6rB7WZ01zgkWNy0Cn5nw:SD-SUB-2000:signed:agreement_signed ag_st_end:sub_1Pgc6rB7WZ01zgkWNy0Cn5nw:SD-SUB-2000:ended:agreement_ended ag_wx:123124412412423431:wxwtdk20200910100000:signed:agreement_signed ag_wx_end:123124412412423431:wxwtdk20200910100000:ended:agreement_ended" \
+    "$(suq shop "SELECT string_agg(concat_ws(':', a.channel, a.agreement_id, a.merchant_ref, a.state,
+                    (SELECT string_agg(o.event, ',' ORDER BY o.id) FROM public.paynotify_outbox o
+                     WHERE o.channel = a.channel AND o.detail->>'agreement_id' = a.agreement_id)), ' ' ORDER BY a.channel)
+             FROM public.paynotify_agreement a WHERE a.channel LIKE 'ag\_%'")"
+check_calls shop "the shim signing and ending agreements"
 check "the operator registers an expectation (1.4)" "PL-EXP|300" \
     "$(as pl_ops shop -Atc "SET search_path = pg_catalog; SELECT order_no, extract(epoch FROM next_query_at OPERATOR(pg_catalog.-) expected_at)::int FROM public.paynotify_expect('sh_wx_transaction_success_valid', 'PL-EXP', now() OPERATOR(pg_catalog.+) interval '2 hours')" 2>&1)"
 check_calls shop "the operator calling paynotify_expect"

@@ -16,7 +16,12 @@
 # catalog objects of a fresh CREATE EXTENSION paynotify (1.4) given the same
 # capacity holder: \dx+ listings, definitions of functions, tables, views,
 # triggers, indexes, constraints, privileges and pg_extension_config_dump
-# registrations.
+# registrations.  The 1.3 database at work goes on working at 1.4: a refund
+# parked at 1.3 applies when its payment comes after the update (the hook
+# registered before sees the payment), agreements are signed on channels
+# made at 1.3, and the relay claims and reports every delivery, those the
+# fan-out made at 1.3 and the new events' (the 1.3 endpoint given the
+# agreement events).
 #
 # Run as root (or as the cluster's user) from anywhere in the repository:
 #   test/e2e/upgrade.sh
@@ -279,7 +284,70 @@ check "1.3: the operator still cannot read key material" "permission denied" \
 # without the admin capacity: it still reads the view after the update
 sql -d old -c "CREATE ROLE \"mon'it\"\"or\" LOGIN" -c "GRANT USAGE ON SCHEMA pay TO \"mon'it\"\"or\"" \
     -c "GRANT SELECT ON pay.paynotify_stats TO \"mon'it\"\"or\"" >/dev/null
+# a 1.3 database at work, which 1.4 must keep working on: the operator's hook
+# records what it is given; an endpoint, with the deliveries the fan-out
+# made of the events queued so far, pending; a refund parked (its payment
+# not come yet); the channels of a WeChat partner contract and of a Stripe
+# subscription (the documented samples, pn_sample), no agreement signed yet
+sql -d old >/dev/null <<SQL
+CREATE TABLE public.up_hook_seen (event text, order_no text);
+GRANT INSERT ON public.up_hook_seen TO upgrade_op;
+CREATE OR REPLACE FUNCTION public.up_hook(ev jsonb) RETURNS void LANGUAGE sql
+	BEGIN ATOMIC INSERT INTO public.up_hook_seen VALUES (ev->>'event', ev->'notice'->>'order_no'); END;
+SELECT pay.paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('QUJD', 8));
+SELECT pay.paynotify_relay_fanout(100000);
+SELECT t.set_order('UP', 'pending');
+$(pn_sample channel pay up_ag_wx doc_wx_entrust_sign)
+$(pn_sample channel pay up_ag_st doc_stripe_customer_subscription_created)
+SQL
+check "1.3: a refund before its payment is parked" parked "$(q old "SELECT t.st('evt_up_refund', 'UP', 'refund')" 2>/dev/null | tail -1)"
+check "1.3: deliveries pending for the endpoint, the outbox fanned out" "yes" \
+    "$(q old "SELECT CASE WHEN count(*) > 0 THEN 'yes' ELSE 'no' END FROM pay.paynotify_delivery WHERE delivered_at IS NULL")"
+outbox13=$(q old "SELECT max(outbox_id) FROM pay.paynotify_delivery")
+pending13=$(q old "SELECT count(*) FROM pay.paynotify_delivery WHERE delivered_at IS NULL AND dead_at IS NULL")
 update_step 1.4
+# the 1.3 data at work under 1.4: the parked refund applies when its
+# payment comes (the hook, registered at 1.2, sees the payment),
+# agreements are signed on the channels of 1.3, the pending deliveries of
+# 1.3 and the new events' are claimed
+check "1.4: the payment of the refund parked at 1.3: processed, and the refund applied with it" \
+    "processed|succeeded|UP succeeded|paid UP" \
+    "$(q old "SELECT t.st('evt_up_pay', 'UP')" 2>/dev/null | tail -1)|$(
+       q old "SELECT status FROM pay.payment_notify_log WHERE notify_id = 'evt_up_refund'")|$(
+       q old "SELECT string_agg(order_no || ' ' || status, ',') FROM pay.paynotify_refund WHERE order_no = 'UP'")|$(
+       q old "SELECT string_agg(event || ' ' || order_no, ',' ORDER BY event) FROM public.up_hook_seen")"
+check "1.4: agreements signed on the channels of 1.3 (WeChat partner contract, Stripe subscription)" \
+    "processed|processed|up_ag_st:sub_1Pgc6rB7WZ01zgkWNy0Cn5nw:signed up_ag_wx:123124412412423431:signed" \
+    "$(sql -d old -Atc "SET paynotify.now = $(pn_sample now pay up_ag_wx doc_wx_entrust_sign)" \
+           -c "$(pn_sample handle pay up_ag_wx doc_wx_entrust_sign)" 2>&1)|$(
+       sql -d old -Atc "SET paynotify.now = $(pn_sample now pay up_ag_st doc_stripe_customer_subscription_created)" \
+           -c "$(pn_sample handle pay up_ag_st doc_stripe_customer_subscription_created)" 2>&1)|$(
+       q old "SELECT string_agg(channel || ':' || agreement_id || ':' || state, ' ' ORDER BY channel)
+              FROM pay.paynotify_agreement")"
+# the endpoint of 1.3 (its events 1.3's default: paid, refunded,
+# refund_failed, closed) given 1.4's agreement events too; then the relay's
+# work, as paynotify-relay does it, until nothing is due: claim (at most
+# max_in_flight per endpoint, an order's events in order), report each
+# accepted (HTTP 200)
+sql -d old -c "SELECT pay.paynotify_alter_endpoint(id, events => events || '{agreement_signed,agreement_ended}')
+               FROM pay.paynotify_endpoint" >/dev/null
+check "1.4: every delivery claimed and reported, those made at 1.3 and the new events' (paid UP, agreement_signed)" \
+    "0|$pending13|1|2" \
+    "$(q old "SELECT pay.paynotify_relay_fanout(100000) >= 0;
+              CREATE TEMP TABLE claimed (delivery_id bigint, round int);
+              DO \$\$ DECLARE n bigint; BEGIN
+                  FOR i IN 1..10000 LOOP
+                      INSERT INTO claimed SELECT delivery_id, i FROM pay.paynotify_relay_claim(100);
+                      GET DIAGNOSTICS n = ROW_COUNT;
+                      EXIT WHEN n = 0;
+                      PERFORM pay.paynotify_relay_report(ARRAY(SELECT delivery_id FROM claimed WHERE round = i),
+                          ARRAY(SELECT 200 FROM claimed WHERE round = i), ARRAY(SELECT NULL::text FROM claimed WHERE round = i));
+                  END LOOP; END \$\$;
+              SELECT (SELECT count(*) FROM pay.paynotify_delivery WHERE delivered_at IS NULL AND dead_at IS NULL) || '|' ||
+                     count(*) FILTER (WHERE d.outbox_id <= $outbox13) || '|' ||
+                     count(*) FILTER (WHERE d.event = 'paid' AND d.order_no = 'UP') || '|' ||
+                     count(*) FILTER (WHERE d.event = 'agreement_signed')
+              FROM claimed c JOIN pay.paynotify_delivery d ON d.id = c.delivery_id AND d.delivered_at IS NOT NULL" | tail -1)"
 check "1.4: a role given SELECT on paynotify_stats by hand before the update still reads it" "yes" \
     "$("$PN_PGBIN/psql" -X -q -h "$dir" -p "$port" -U "mon'it\"or" -d old -Atc \
        "SELECT CASE WHEN count(*) > 0 THEN 'yes' ELSE 'no' END FROM pay.paynotify_stats" 2>&1)"
