@@ -216,7 +216,7 @@ lock_agreements_distributed(PnConfig *cfg)
 	{
 		if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_LOCK), NULL, NULL, false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "paynotify: agreement lock failed");
-		disable_timeout(agreement_timeout, false);
+		disable_timeout(agreement_timeout, true);
 
 		/*
 		 * the timer fired as the lock was granted: its cancel is for the
@@ -229,7 +229,7 @@ lock_agreements_distributed(PnConfig *cfg)
 	{
 		ErrorData  *edata;
 
-		disable_timeout(agreement_timeout, false);
+		disable_timeout(agreement_timeout, true);
 		if (!get_timeout_indicator(agreement_timeout, true))
 			PG_RE_THROW();
 		MemoryContextSwitchTo(cxt);
