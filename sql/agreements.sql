@@ -222,9 +222,10 @@ SELECT t.sub_evt('st_sub', 'evt_cs_b1', 'checkout.session.completed',
 SELECT t.set_order('CS-C', 'pending', 8888);
 SELECT t.sub_evt('st_sub', 'evt_cs_c1', 'checkout.session.completed',
 	t.sub_session('cs_c', NULL, 'sub_SC', 'CS-C') - 'invoice');
--- An invoice of an older API version names its PaymentIntent: the invoice
--- and the intent's payment_intent.succeeded (which carries not the
--- invoice's metadata) are one payment
+-- An invoice of an older API version names its PaymentIntent, and the
+-- intent its invoice: the invoice is the trade of both, one payment; the
+-- intent naming no order (it carries none of the invoice's metadata) is
+-- handed on, whichever comes first
 SELECT t.set_order('PI-A', 'pending', 8888);
 SELECT t.sub_evt('st_sub', 'evt_old_1', 'invoice.paid',
 	jsonb_build_object('id', 'in_old', 'object', 'invoice', 'currency', 'usd', 'amount_paid', 8888,
@@ -241,7 +242,34 @@ SELECT t.sub_evt('st_sub', 'evt_old_3', 'invoice.paid',
 		'metadata', jsonb_build_object('order_id', 'PI-B')));
 SELECT t.sub_evt('st_sub', 'evt_old_4', 'payment_intent.succeeded',
 	jsonb_build_object('id', 'pi_old_b', 'object', 'payment_intent', 'amount', 8888,
-		'amount_received', 8888, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'PI-B')));
+		'amount_received', 8888, 'currency', 'usd', 'invoice', 'in_old_b',
+		'metadata', jsonb_build_object('order_id', 'PI-B')));
+-- the intent first, then its invoice
+SELECT t.set_order('PI-C', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_old_5', 'payment_intent.succeeded',
+	jsonb_build_object('id', 'pi_old_c', 'object', 'payment_intent', 'amount', 8888,
+		'amount_received', 8888, 'currency', 'usd', 'invoice', 'in_old_c', 'metadata', '{}'::jsonb));
+SELECT t.sub_evt('st_sub', 'evt_old_6', 'invoice.paid',
+	jsonb_build_object('id', 'in_old_c', 'object', 'invoice', 'currency', 'usd', 'amount_paid', 8888,
+		'billing_reason', 'subscription_cycle', 'payment_intent', 'pi_old_c', 'subscription', 'sub_R',
+		'metadata', jsonb_build_object('order_id', 'PI-C')));
+-- an older API version's subscription session, then its first invoice
+-- naming its intent: one payment (the invoice, the session's too)
+SELECT t.set_order('CS-D', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_cs_d1', 'checkout.session.completed',
+	t.sub_session('cs_d', 'in_csd', 'sub_SD', 'CS-D'));
+SELECT t.sub_evt('st_sub', 'evt_cs_d2', 'invoice.paid',
+	jsonb_build_object('id', 'in_csd', 'object', 'invoice', 'currency', 'usd', 'amount_paid', 8888,
+		'billing_reason', 'subscription_create', 'payment_intent', 'pi_csd', 'subscription', 'sub_SD',
+		'subscription_details', jsonb_build_object('metadata', jsonb_build_object('order_id', 'CS-D')),
+		'metadata', '{}'::jsonb));
+-- a refund of that charge names the invoice: it refunds that payment
+SELECT t.sub_evt('st_sub', 'evt_old_7', 'charge.refunded',
+	jsonb_build_object('id', 'ch_old_c', 'object', 'charge', 'amount', 8888, 'amount_refunded', 8888,
+		'currency', 'usd', 'payment_intent', 'pi_old_c', 'invoice', 'in_old_c', 'refunded', true,
+		'metadata', jsonb_build_object('order_id', 'PI-C')));
+SELECT order_no, trade_no, amount, status FROM pay.paynotify_refund WHERE order_no = 'PI-C';
+SELECT status FROM public.orders WHERE order_no = 'PI-C';
 -- each order paid once, by one payment record and one paid event, no anomaly
 SELECT o.order_no, o.status,
 	(SELECT string_agg(p.trade_no, ',') FROM pay.payment_record p WHERE p.order_no = o.order_no) AS trades,

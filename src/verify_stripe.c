@@ -363,12 +363,32 @@ newest_refund(Jsonb *doc)
 	return id;
 }
 
-/* payment_intent.succeeded: the intent is the payment. */
+/*
+ * The invoice a PaymentIntent or Charge was made for (API versions before
+ * 2025-03-31.basil name it): the trade of every event of that money is the
+ * invoice, as invoice.paid's and a subscription session's are.
+ */
+static char *
+invoice_of(Jsonb *doc)
+{
+	char	   *invoice = json_text(doc, "data.object.invoice");
+
+	return invoice != NULL && strncmp(invoice, "in_", 3) == 0 ? invoice : NULL;
+}
+
+/*
+ * payment_intent.succeeded: the intent is the payment; the intent of an
+ * invoice is the invoice's payment, and naming no order (an invoice's
+ * intent carries none of the invoice's metadata) is handed on: the
+ * invoice's invoice.paid pays its order.
+ */
 static void
 fill_payment_intent(Jsonb *doc, PnNotice *n)
 {
-	n->action = PN_ACT_PAY;
-	n->trade_no = json_text(doc, "data.object.id");
+	char	   *invoice = invoice_of(doc);
+
+	n->action = invoice != NULL && n->order_no == NULL ? PN_ACT_NONE : PN_ACT_PAY;
+	n->trade_no = invoice != NULL ? invoice : json_text(doc, "data.object.id");
 	if (!pn_json_int64(doc, "data.object.amount_received", &n->order_amount) &&
 		!pn_json_int64(doc, "data.object.amount", &n->order_amount))
 		n->order_amount = -1;
@@ -410,13 +430,17 @@ fill_checkout_session(Jsonb *doc, PnNotice *n)
  * is the cumulative total, this refund alone is not stated (the listed
  * refunds' amounts are no safer: the newest may be another event's, and
  * one event may list them while another does not); the newest refund's id
- * when the charge lists its refunds (API versions before 2022-11-15).
+ * when the charge lists its refunds (API versions before 2022-11-15).  The
+ * trade: the charge's invoice where it names one (invoice_of), else its
+ * PaymentIntent.
  */
 static void
 fill_charge_refunded(Jsonb *doc, PnNotice *n)
 {
 	n->action = PN_ACT_REFUND;
-	n->trade_no = json_text(doc, "data.object.payment_intent");
+	n->trade_no = invoice_of(doc);
+	if (n->trade_no == NULL)
+		n->trade_no = json_text(doc, "data.object.payment_intent");
 	if (n->trade_no == NULL)
 		n->trade_no = json_text(doc, "data.object.id");
 	if (!pn_json_int64(doc, "data.object.amount", &n->order_amount))
@@ -560,9 +584,10 @@ fill_subscription(Jsonb *doc, PnNotice *n)
 
 /*
  * invoice.paid pays its order; invoice.payment_failed is a failed payment
- * of it.  The trade is the PaymentIntent the invoice names (older API
- * versions), so that its payment_intent.succeeded is the same payment; else
- * (since API 2025-03-31.basil an invoice names none) the invoice.  Amount:
+ * of it.  The trade is the invoice: a subscription session's and (API
+ * versions before 2025-03-31.basil, which name the invoice in them) its
+ * PaymentIntent's and Charge's are too, one payment whatever event comes
+ * first.  Amount:
  * amount_paid in the invoice's currency (amount_due when failed).  The
  * order is at the channel's invoice_order_path in the invoice; without the
  * setting at the invoice's own metadata.order_id (the merchant sets it on
@@ -580,9 +605,7 @@ fill_invoice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
 	char	   *reason = json_text(doc, "data.object.billing_reason");
 
 	n->action = paid ? PN_ACT_PAY : PN_ACT_PAYMENT_FAILED;
-	n->trade_no = json_text(doc, "data.object.payment_intent");
-	if (n->trade_no == NULL)
-		n->trade_no = json_text(doc, "data.object.id");
+	n->trade_no = json_text(doc, "data.object.id");
 	if (conf->invoice_order_path != NULL)
 		n->order_no = json_text(doc, conf->invoice_order_path);
 	else
