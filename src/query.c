@@ -43,6 +43,14 @@
 PG_FUNCTION_INFO_V1(paynotify_query_request);
 PG_FUNCTION_INFO_V1(paynotify_query_apply);
 
+/*
+ * The longest order number the gateways can be asked about: the same bound
+ * as paynotify_expect's (paynotify--1.3--1.4.sql), below PN_MAX_ID_LEN so
+ * that a query's notify id (query:<order or trade>:<state>) fits the log
+ */
+#define MAX_ORDER_NO_LEN 128
+/* a query's notify id: query:, a trade or order number, :, the state */
+#define MAX_QUERY_NOTIFY_ID_LEN (PN_MAX_ID_LEN + 64)
 /* close calls of one expectation at most (each after a "not paid" answer) */
 #define MAX_CLOSE_ATTEMPTS 3
 
@@ -223,10 +231,10 @@ query_channel(FunctionCallInfo fcinfo, PnConfig *cfg, char **order_no)
 				 errmsg("channel and order_no must not be null")));
 	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	*order_no = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	if ((*order_no)[0] == '\0' || strlen(*order_no) > PN_MAX_ID_LEN)
+	if ((*order_no)[0] == '\0' || strlen(*order_no) > MAX_ORDER_NO_LEN)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("order_no must be 1 to %d bytes", PN_MAX_ID_LEN)));
+				 errmsg("order_no must be 1 to %d bytes", MAX_ORDER_NO_LEN)));
 	/*
 	 * What the gateways allow in a merchant's order number (WeChat Pay:
 	 * letters, digits, _-*|; Alipay: letters, digits, _): nothing that
@@ -572,7 +580,7 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 			reason = ch->gw->query_response(&resp, &notice, &answer);
 	}
 	if (reason == PN_OK && !answer.close_answer &&
-		(notice.notify_id == NULL || strlen(notice.notify_id) > 255))
+		(notice.notify_id == NULL || strlen(notice.notify_id) > MAX_QUERY_NOTIFY_ID_LEN))
 		reason = PN_R_MALFORMED;
 	if (reason != PN_OK)
 	{
