@@ -153,6 +153,11 @@ seed_payload() {
     for f in "$root"/shim/tests/payloads/*; do
         [ -e "$f" ] && cp "$f" "$1/seed-$(basename "$f")"
     done
+    # the agreement kinds of the gateways' documented samples: WeChat
+    # ENTRUST and PAP, Alipay dut_user_*, Stripe subscriptions and invoices
+    for f in "$vectors"/samples/payloads/*{_entrust_,_pap_,_dut_user_,_subscription_,_invoice_}*; do
+        [ -e "$f" ] && cp "$f" "$1/seed-$(basename "$f")"
+    done
     python3 -c 'print("[" * 64 + "]" * 64, end="")' >"$1/seed-depth64"
     python3 -c 'print("{\"a\":" * 65 + "1" + "}" * 65, end="")' >"$1/seed-depth65"
     printf '{"id":"e","data":{"object":{"metadata":{"order_id":"o"}}},"a":[1,-0.5e+3,true,null],"id":1}' \
