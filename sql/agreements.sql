@@ -270,6 +270,32 @@ SELECT t.sub_evt('st_sub', 'evt_old_7', 'charge.refunded',
 		'metadata', jsonb_build_object('order_id', 'PI-C')));
 SELECT order_no, trade_no, amount, status FROM pay.paynotify_refund WHERE order_no = 'PI-C';
 SELECT status FROM public.orders WHERE order_no = 'PI-C';
+-- A one-off session's intent and charge carry none of its metadata: naming
+-- no order, they are of the order their trade paid (the intent: that
+-- payment again; a refund of the charge: refunds it); an unknown trade
+-- naming no order is still the anomaly no_order_number
+SELECT t.set_order('OO-1', 'pending', 8888);
+SELECT t.sub_evt('st_sub', 'evt_oo_1', 'checkout.session.completed',
+	jsonb_build_object('id', 'cs_oo', 'object', 'checkout.session', 'mode', 'payment',
+		'status', 'complete', 'payment_status', 'paid', 'amount_total', 8888, 'currency', 'usd',
+		'payment_intent', 'pi_oo', 'metadata', jsonb_build_object('order_id', 'OO-1')));
+SELECT t.sub_evt('st_sub', 'evt_oo_2', 'payment_intent.succeeded',
+	jsonb_build_object('id', 'pi_oo', 'object', 'payment_intent', 'amount', 8888,
+		'amount_received', 8888, 'currency', 'usd', 'metadata', '{}'::jsonb));
+SELECT t.sub_evt('st_sub', 'evt_oo_3', 'charge.refunded',
+	jsonb_build_object('id', 'ch_oo', 'object', 'charge', 'amount', 8888, 'amount_refunded', 3000,
+		'currency', 'usd', 'payment_intent', 'pi_oo', 'refunded', false, 'metadata', '{}'::jsonb));
+SELECT t.sub_evt('st_sub', 'evt_oo_3', 'charge.refunded',
+	jsonb_build_object('id', 'ch_oo', 'object', 'charge', 'amount', 8888, 'amount_refunded', 3000,
+		'currency', 'usd', 'payment_intent', 'pi_oo', 'refunded', false, 'metadata', '{}'::jsonb));
+SELECT t.sub_evt('st_sub', 'evt_oo_4', 'charge.refunded',
+	jsonb_build_object('id', 'ch_none', 'object', 'charge', 'amount', 8888, 'amount_refunded', 8888,
+		'currency', 'usd', 'payment_intent', 'pi_none', 'refunded', true, 'metadata', '{}'::jsonb));
+SELECT notify_id, order_no, status, note, delivery_count FROM pay.payment_notify_log
+WHERE notify_id LIKE 'evt_oo_%' ORDER BY notify_id;
+SELECT order_no, trade_no, amount, status FROM pay.paynotify_refund WHERE order_no = 'OO-1';
+SELECT (SELECT count(*) FROM pay.payment_record WHERE order_no = 'OO-1') AS payments,
+	(SELECT count(*) FROM pay.paynotify_outbox WHERE order_no = 'OO-1' AND event = 'paid') AS paid_events;
 -- each order paid once, by one payment record and one paid event, no anomaly
 SELECT o.order_no, o.status,
 	(SELECT string_agg(p.trade_no, ',') FROM pay.payment_record p WHERE p.order_no = o.order_no) AS trades,

@@ -58,6 +58,30 @@ static void apply_payment_failed(PnConfig *cfg, const PnChannel *ch, const PnNot
 								 PnApplied *res);
 static bool agreement_ended(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 
+/*
+ * A payment or refund that names no order, of a trade recorded already: its
+ * order is the one that trade paid (a Stripe PaymentIntent or Charge carries
+ * none of its session's or invoice's metadata): it is applied as a notice
+ * naming that order (*copy, returned); else n as it is, and a notice
+ * naming no order is the anomaly no_order_number.
+ */
+const PnNotice *
+pn_notice_order_by_trade(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnNotice *copy)
+{
+	char	   *order_no;
+
+	if (n->anomaly != NULL || n->order_no != NULL || n->trade_no == NULL ||
+		(n->action != PN_ACT_PAY && n->action != PN_ACT_REFUND &&
+		 n->action != PN_ACT_REFUND_FAILED))
+		return n;
+	order_no = pn_payment_order(cfg, ch->name, n->trade_no);
+	if (order_no == NULL)
+		return n;
+	*copy = *n;
+	copy->order_no = order_no;
+	return copy;
+}
+
 /* Apply one authentic notification; res says how it went. */
 void
 pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
@@ -67,17 +91,6 @@ pn_apply(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 	if (n->anomaly != NULL)
 	{
 		anomaly_result(cfg, ch, n, res, n->anomaly);
-		return;
-	}
-	if (n->action == PN_ACT_PAY && n->order_no == NULL && n->trade_no != NULL &&
-		pn_payment_order(cfg, ch->name, n->trade_no) != NULL)
-	{
-		/*
-		 * a trade recorded already, by a notification that named its
-		 * order: the same payment again, from one that names none (the
-		 * payment of an invoice, which does not carry the invoice's order)
-		 */
-		set_result(res, PN_IGNORED, "ignored", "payment already recorded");
 		return;
 	}
 	if (n->action != PN_ACT_NONE && n->order_no == NULL && !is_dispute(n->action) &&

@@ -263,6 +263,8 @@ extern int64 pn_refunded_sum(PnConfig *cfg, const char *channel, const char *tra
 							 const char *order_no);
 extern void pn_anomaly(PnConfig *cfg, const char *channel, const PnNotice *n,
 					   const char *kind);
+extern const PnNotice *pn_notice_order_by_trade(PnConfig *cfg, const PnChannel *ch,
+												const PnNotice *n, PnNotice *copy);
 extern char *pn_agreement_get(PnConfig *cfg, const char *channel, const char *agreement_id);
 extern void pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);
 extern bool pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n);

@@ -57,9 +57,17 @@ apply_call(void *arg)
 {
 	ApplyCall  *c = (ApplyCall *) arg;
 	int			nestlevel = NewGUCNestLevel();
+	PnNotice	copy;
+	const PnNotice *n = c->n;
 
 	pn_bound_lock_waits();
-	pn_apply(c->cfg, c->ch, c->n, c->res);
+	/*
+	 * a notice naming no order: applied to the order its trade paid, if
+	 * any; its log row stays keyed as the notice is (no order), where
+	 * every delivery of it finds the row
+	 */
+	n = pn_notice_order_by_trade(c->cfg, c->ch, c->n, &copy);
+	pn_apply(c->cfg, c->ch, n, c->res);
 	if (c->how != PN_STEP_LOG_NONE && !pn_step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
 		ereport(ERROR,
 				(errcode(ERRCODE_PN_TAKEN),
