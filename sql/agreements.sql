@@ -372,6 +372,9 @@ SELECT p.trade_no, p.order_no, p.agreement_id, a.kind
 FROM pay.payment_record p
 LEFT JOIN pay.paynotify_anomaly a ON a.channel = p.channel AND a.notify_id = p.notify_id
 WHERE p.channel = 'wx_sub' ORDER BY p.trade_no;
+-- an end whose time is in contract_terminate_info: ended at that time
+SELECT outcome FROM t.wx('wx_sub', 'ent_term_2');
+SELECT agreement_id, state, ended_at FROM t.wx_agr WHERE agreement_id = 'WXC-2';
 
 -- ---------------------------------------------------------------------------
 -- Alipay deduction agreements: bodies signed by test/unit/make_alipay_forms.py

@@ -458,7 +458,9 @@ payload_time(Jsonb *payload, const char *path)
  * agreement contract_id, TERMINATED ends it (docs/GATEWAYS.md,
  * "Agreements"); any other state (SIGN_FAILED, TO_BE_RENEWED, ...) is
  * handed on.  The merchant's reference is out_contract_code; the app is
- * checked as a payment's is.
+ * checked as a payment's is.  The end's time: contract_terminated_time, at
+ * the top or in contract_terminate_info (as the contract's query answer
+ * carries it), else operate_time.
  */
 static PnReason
 extract_entrust(const WxConf *conf, PnNotice *n)
@@ -481,6 +483,8 @@ extract_entrust(const WxConf *conf, PnNotice *n)
 	n->agreement_id = payload_text(n->payload, "contract_id");
 	signed_at = payload_time(n->payload, "contract_signed_time");
 	ended_at = payload_time(n->payload, "contract_terminated_time");
+	if (ended_at < 0)
+		ended_at = payload_time(n->payload, "contract_terminate_info.contract_terminated_time");
 	if (n->action == PN_ACT_AGREEMENT_SIGNED && signed_at < 0)
 		signed_at = payload_time(n->payload, "operate_time");
 	if (n->action == PN_ACT_AGREEMENT_ENDED && ended_at < 0)

@@ -99,6 +99,7 @@ def entrust(event_type, contract_id, state, mchid=MCHID, **extra):
     if state == "TERMINATED":
         plain["contract_terminated_time"] = "2026-01-02T06:00:00+08:00"
     plain.update(extra)
+    plain = {k: v for k, v in plain.items() if v is not None}
     return event_type, "entrust", plain
 
 
@@ -200,6 +201,13 @@ NOTICES = [
     ("long_trade", pay("LG-BOUND-1", "T" * 256, 100)),
     ("limit_contract", entrust("ENTRUST.SIGN", "C" * 255, "SIGNED")),
     ("limit_pay", pay("LG-BOUND-2", "T" * 255, 100)),
+    # a termination whose time is in contract_terminate_info, as the
+    # contract's query answer carries it (sql/agreements.sql)
+    ("ent_term_2", entrust("ENTRUST.TERMINATE", "WXC-2", "TERMINATED",
+                           contract_terminated_time=None,
+                           contract_terminate_info={
+                               "contract_terminated_time": "2026-01-03T09:00:00+08:00",
+                               "contract_termination_mode": "USER"})),
 ]
 
 
