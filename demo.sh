@@ -7,7 +7,10 @@
 # a second order whose notification is lost on purpose, which
 # paynotify-reconcile finds by asking the gateway in a box; lets
 # paynotify-relay deliver both orders' "paid" events to a small ERP
-# receiver (signed, Standard Webhooks), and stops everything it started.
+# receiver (signed, Standard Webhooks); follows a WeChat Pay subscription
+# (a contract signed, two periods charged, one of them delivered 20 times,
+# the contract ended) to the database and the ERP, and stops everything
+# it started.
 #
 #   ./demo.sh [-n DELIVERIES] [-c CONCURRENCY]
 set -euo pipefail
@@ -18,7 +21,7 @@ while getopts "n:c:h" opt; do
     case $opt in
         n) n=$OPTARG ;;
         c) c=$OPTARG ;;
-        *) sed -n '2,9p' "$0"; exit 2 ;;
+        *) sed -n '2,15p' "$0"; exit 2 ;;
     esac
 done
 
@@ -147,4 +150,73 @@ stack_sql -X <<'SQL'
 \pset footer off
 SELECT endpoint_id, event, order_no, attempts, delivered_at IS NOT NULL AS delivered FROM paynotify_delivery;
 SQL
+echo "== a subscription (WeChat Pay 委托代扣): signed, two periods charged, ended"
+# one contract names its sign, its two charges (each period its own order)
+# and its end; the sender would derive another contract from each order
+agr=202601010000000001
+agr_opts=(--agreement-id "$agr" --agreement-ref AGDEMO0001)
+sub_n=20
+echo "   the channel already checks the mchid and appid the contract's notices carry"
+echo "   (1900000109, wx0000000000test01); the ERP's endpoint takes the agreement events too:"
+echo "   SELECT paynotify_alter_endpoint(1, events => '{paid,refunded,refund_failed,closed,agreement_signed,agreement_ended}');"
+stack_sql -q -c "SELECT paynotify_alter_endpoint(1, events => '{paid,refunded,refund_failed,closed,agreement_signed,agreement_ended}')" >/dev/null
+wx_one() {	# one notice; what the channel answered
+    stack_send wxpay --mode one --quiet --json "$@" |
+        python3 -c 'import json, sys; r = json.load(sys.stdin)["reply"]; print(r["status"], r["outcome"])'
+}
+printf '   %-47s %s\n' "ENTRUST.SIGN, contract $agr:" "$(wx_one --event sign --start 3 "${agr_opts[@]}")"
+printf '   %-47s %s\n' "period 1: order PN00000003, trade_type PAP:" "$(wx_one --event charge --start 3 "${agr_opts[@]}")"
+stack_send wxpay --mode storm -n "$sub_n" -c 5 --event charge --start 4 "${agr_opts[@]}" --quiet --json \
+    >"$STACK_DIR/charge.json"
+python3 - "$STACK_DIR/charge.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"   {'period 2: order PN00000004, ' + str(r['deliveries']) + ' deliveries:':47} "
+      + ", ".join(f"{v} {k}" for k, v in sorted(r["outcome"].items(), key=lambda kv: -kv[1])))
+PY
+printf '   %-47s %s\n' "ENTRUST.TERMINATE:" "$(wx_one --event terminate --start 3 "${agr_opts[@]}")"
+# the contract's four notifications, and the events they made: in the
+# outbox, or already taken by the relay for the ERP
+events="WITH ids AS (
+    SELECT unnest(notify_ids) AS notify_id FROM paynotify_agreement WHERE channel = 'wxpay' AND agreement_id = '$agr'
+    UNION SELECT notify_id FROM payment_record WHERE channel = 'wxpay' AND agreement_id = '$agr')
+  SELECT e.event, e.order_no, e.notify_id, e.delivered AS delivered_to_erp
+  FROM (SELECT outbox_id AS id, event, order_no, body::jsonb->>'notify_id' AS notify_id,
+               delivered_at IS NOT NULL AS delivered FROM paynotify_delivery
+        UNION ALL SELECT id, event, order_no, notify_id, false FROM paynotify_outbox) e
+  WHERE e.notify_id IN (SELECT notify_id FROM ids)
+  ORDER BY e.id"
+for _ in $(seq 50); do	# the relay hands them on within a second or so
+    [ "$(stack_sql -tA -c "SELECT count(*) FILTER (WHERE delivered_to_erp) FROM ($events) e")" = 4 ] && break
+    sleep 0.1
+done
+stack_sql -X -v agr="$agr" <<SQL
+\pset footer off
+SELECT state, signed_at, ended_at, notify_ids FROM paynotify_agreement
+  WHERE channel = 'wxpay' AND agreement_id = :'agr';
+SELECT order_no, status FROM orders WHERE order_no IN ('PN00000003', 'PN00000004') ORDER BY order_no;
+SELECT order_no, amount, agreement_id, notify_id FROM payment_record
+  WHERE agreement_id IS NOT NULL ORDER BY order_no;
+SELECT order_no, status, delivery_count AS deliveries, attempts AS business_runs
+  FROM payment_notify_log WHERE order_no IN ('PN00000003', 'PN00000004') ORDER BY order_no;
+$events;
+SQL
+ok=$(stack_sql -tA -v agr="$agr" <<SQL
+SELECT (SELECT state = 'ended' AND signed_at IS NOT NULL AND ended_at IS NOT NULL
+               AND cardinality(notify_ids) = 2
+          FROM paynotify_agreement WHERE channel = 'wxpay' AND agreement_id = :'agr')
+   AND (SELECT array_agg(order_no ORDER BY order_no) FROM payment_record WHERE agreement_id = :'agr')
+       = '{PN00000003,PN00000004}'
+   AND (SELECT count(*) FROM orders WHERE order_no IN ('PN00000003', 'PN00000004') AND status = 'paid') = 2
+   AND (SELECT delivery_count FROM payment_notify_log WHERE order_no = 'PN00000004') = $sub_n
+   AND (SELECT array_agg(event ORDER BY event) FROM ($events) e) = '{agreement_ended,agreement_signed,paid,paid}';
+SQL
+)
+if [ "$ok" = t ]; then
+    echo "== exactly once: the contract signed and ended once, each period's order paid once under it;"
+    echo "   all $sub_n deliveries of period 2 counted, one event per notification"
+else
+    echo "== NOT exactly once: see above" >&2
+    exit 1
+fi
 echo "== stopping everything the demo started"
