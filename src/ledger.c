@@ -626,16 +626,28 @@ agreement_args(const PnChannel *ch, const PnNotice *n, const char *time_key,
 	args[6] = CStringGetTextDatum(n->notify_id);
 }
 
-/* Record a new agreement, signed, by this notice. */
-void
-pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+/*
+ * Run an agreement's sign or end plan with the notice's arguments, the time
+ * at time_key; its rows, or an error when the plan did not run as rc says.
+ */
+static uint64
+agreement_exec(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnPlanId plan,
+			   const char *time_key, int rc)
 {
 	Datum		args[7];
 	char		nulls[7];
 
-	agreement_args(ch, n, "signed_at", args, nulls);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_SIGN), args, nulls, false, 0) != SPI_OK_INSERT ||
-		SPI_processed != 1)
+	agreement_args(ch, n, time_key, args, nulls);
+	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 0) != rc)
+		elog(ERROR, "paynotify: agreement \"%s\" could not be written", n->agreement_id);
+	return SPI_processed;
+}
+
+/* Record a new agreement, signed, by this notice. */
+void
+pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
+{
+	if (agreement_exec(cfg, ch, n, PLAN_AGREEMENT_SIGN, "signed_at", SPI_OK_INSERT) != 1)
 		elog(ERROR, "paynotify: agreement insert failed");
 }
 
@@ -643,13 +655,7 @@ pn_agreement_sign(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 bool
 pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
-	Datum		args[7];
-	char		nulls[7];
-
-	agreement_args(ch, n, "ended_at", args, nulls);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END), args, nulls, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "paynotify: agreement update failed");
-	return SPI_processed == 1;
+	return agreement_exec(cfg, ch, n, PLAN_AGREEMENT_END, "ended_at", SPI_OK_UPDATE) == 1;
 }
 
 /*
@@ -660,12 +666,7 @@ pn_agreement_end(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 void
 pn_agreement_end_unsigned(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
-	Datum		args[7];
-	char		nulls[7];
-
-	agreement_args(ch, n, "ended_at", args, nulls);
-	if (SPI_execute_plan(pn_plan(cfg, PLAN_AGREEMENT_END_UNSIGNED), args, nulls, false, 0) != SPI_OK_INSERT ||
-		SPI_processed != 1)
+	if (agreement_exec(cfg, ch, n, PLAN_AGREEMENT_END_UNSIGNED, "ended_at", SPI_OK_INSERT) != 1)
 		elog(ERROR, "paynotify: agreement insert failed");
 }
 
