@@ -726,15 +726,26 @@ refused_sum() {
             sub(/.*refused: /, ""); n += $1 }
         END { print lines + 0, n + 0 }' "$1"
 }
-sleep 2.1                       # the earlier refusals (GET) have had their lines
-read -r _ n405 < <(refused_sum "$TMP/listen.err" refused 405)
+# the earlier refusal (the one GET) has had its line (the first of its kind:
+# at once), read until it is there (up to 30 s)
+for _ in $(seq 1 300); do
+    read -r _ n405 < <(refused_sum "$TMP/listen.err" refused 405)
+    [ "$n405" -ge 1 ] && break
+    sleep 0.1
+done
 t0=$(date +%s)
 burst fcgi_forged "$URL" 300 -H 'X-Test-Outcome: rejected' -H 'X-Test-Status: 401'
 burst fcgi_probe "$URL" 100 -X PUT
 t1=$(date +%s)
 expect_burst fcgi_forged 300 "401 rejected" "--listen: 300 forged requests all answered 401"
-sleep 2.5                       # counts that no later line carried are logged alone
-read -r lines n < <(refused_sum "$TMP/listen.err" rejected 401)
+# counts that no later line carried are logged alone (2 s after the last
+# line of their kind): read until both kinds have all theirs, up to 30 s
+for _ in $(seq 1 300); do
+    read -r lines n < <(refused_sum "$TMP/listen.err" rejected 401)
+    read -r _ n2 < <(refused_sum "$TMP/listen.err" refused 405)
+    [ "$n" -ge 300 ] && [ $((n2 - n405)) -ge 100 ] && break
+    sleep 0.1
+done
 echo "#   300 rejected in $((t1 - t0 + 1)) s or less: $lines log lines"
 check "--listen: every forged request counted in the log" 300 "$n"
 check "--listen: at most a line a second (+1 for the count alone)" yes \

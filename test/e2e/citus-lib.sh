@@ -191,6 +191,42 @@ citus_shims() {
     stack_nginx_upstream "${socks[@]}"
 }
 
+# citus_hold N NAME SQL...: a transaction on node N (BEGIN, then each SQL,
+# as psql's input), kept open until citus_release NAME; returns once its
+# backend (application_name NAME) is idle in transaction, that is once every
+# SQL has run (waits up to 60 s; false when it never is).  What a test wants
+# held (a row lock) is held for as long as the test needs it, not for a
+# fixed time.
+declare -gA CITUS_HOLD_PID=() CITUS_HOLD_FD=()
+citus_hold() {
+    local n=$1 name=$2 fifo fd s
+    shift 2
+    fifo=$STACK_DIR/hold.$name
+    rm -f "$fifo"
+    mkfifo "$fifo" || return 1
+    PGAPPNAME=$name citus_sql "$n" <"$fifo" >"$STACK_DIR/hold.$name.out" 2>&1 &
+    CITUS_HOLD_PID[$name]=$!
+    exec {fd}>"$fifo"
+    CITUS_HOLD_FD[$name]=$fd
+    { echo "BEGIN;"; for s in "$@"; do echo "$s;"; done; } >&"$fd"
+    for _ in $(seq 1 1200); do
+        [ "$(citus_q "$n" "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$name' AND state = 'idle in transaction'")" = 1 ] &&
+            return 0
+        pn_alive "${CITUS_HOLD_PID[$name]}" || break
+        sleep 0.05
+    done
+    echo "# citus_hold $name: not held: $(cat "$STACK_DIR/hold.$name.out")"
+    return 1
+}
+
+# citus_release NAME: citus_hold's transaction committed, its psql waited for.
+citus_release() {
+    local fd=${CITUS_HOLD_FD[$1]}
+    echo "COMMIT;" >&"$fd"
+    exec {fd}>&-
+    wait "${CITUS_HOLD_PID[$1]}"
+}
+
 # citus_2pc_count: two-phase commit records on every node (pg_dist_transaction
 # rows; Citus keeps them until its recovery removes them: run with
 # citus.recover_2pc_interval = -1) plus prepared transactions in flight.

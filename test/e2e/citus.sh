@@ -248,10 +248,15 @@ check "distinct: $N orders paid, one payment, one paid event and one hook call e
 check "distinct: the $N expectations registered on the coordinator settled by their payments" "$N|$N" \
     "$(citus_q 0 "SELECT count(*) || '|' || count(*) FILTER (WHERE settled_by = 'payment' AND settled_notify_id IS NOT NULL)
                   FROM paynotify_expectation")"
-sleep 1.2	# the shims' backends report their function calls when idle
-calls=()
-for i in 0 1 2; do
-    calls+=("$(citus_q $i "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'paynotify_handle'")")
+# the shims' backends report their function calls when idle (within a
+# second): read until each node has more than 100, or 30 s have passed
+for _ in $(seq 1 300); do
+    calls=()
+    for i in 0 1 2; do
+        calls+=("$(citus_q $i "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'paynotify_handle'")")
+    done
+    [ "${calls[0]:-0}" -gt 100 ] && [ "${calls[1]:-0}" -gt 100 ] && [ "${calls[2]:-0}" -gt 100 ] && break
+    sleep 0.1
 done
 echo "# paynotify_handle calls per node (coordinator, worker 1, worker 2): ${calls[*]}"
 check "every node's shim carried traffic (paynotify_handle calls > 100 on each node)" "yes|yes|yes" \
@@ -782,11 +787,8 @@ pend_on() {	# pend_on NODE [SKIP]: a pending order among 4..10 whose shard is on
 app_moves() { citus_q 0 "SELECT coalesce(string_agg(from_state || '>' || to_state || ':' || source, ',' ORDER BY id), '-')
                          FROM paynotify_order_history WHERE order_no = '$1'"; }
 mk1=$(pend_on 2)
-( citus_sql 0 -c "BEGIN" -c "SELECT 1 FROM orders WHERE order_no = '$mk1' FOR UPDATE" -c "SELECT pg_sleep(3)" -c "COMMIT" \
-      >/dev/null 2>&1 ) &
-locker=$!
-sleep 1
-out=$(citus_sql 0 2>&1 <<SQL
+citus_hold 0 pn_lock_mark "SELECT 1 FROM orders WHERE order_no = '$mk1' FOR UPDATE" >/dev/null
+citus_sql 0 >"$STACK_DIR/mark.out" 2>&1 <<SQL &
 BEGIN;
 SET LOCAL statement_timeout = '500ms';
 DO \$\$ BEGIN PERFORM paynotify_transit('$mk1', 'pending', 'paid');
@@ -795,8 +797,16 @@ SET LOCAL statement_timeout = 0;
 UPDATE orders SET status = 'paid' WHERE order_no = '$mk1';
 COMMIT;
 SQL
-)
-wait $locker
+marker=$!
+# the lock is released once the move has been cancelled (the UPDATE waits for it)
+for _ in $(seq 1 1200); do
+    grep -q 'move cancelled' "$STACK_DIR/mark.out" && break
+    pn_alive "$marker" || break
+    sleep 0.05
+done
+citus_release pn_lock_mark
+wait $marker
+out=$(cat "$STACK_DIR/mark.out")
 check "ops: mark: paynotify_transit($mk1) cancelled in a savepoint, then the application's UPDATE: recorded as the application's" \
     "move cancelled|paid|pending>paid:application" \
     "$(echo "$out" | grep -o 'move cancelled' | head -1)|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$mk1'")|$(app_moves "$mk1")"
@@ -849,19 +859,17 @@ check "ops: paynotify_purge again: nothing more" "stripe|0|0" \
 q0=$(printf 'PN%08d' $((PU0 + 40))) q8=$(printf 'PN%08d' $((PU0 + 48))) q9=$(printf 'PN%08d' $((PU0 + 49)))
 citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
 citus_q 0 "UPDATE payment_notify_log SET last_seen = '2000-01-01' WHERE channel = 'stripe' AND order_no = '$q9'" >/dev/null
-locks=(-c "BEGIN")
+locks=()
 for i in $(seq 40 48); do
-    locks+=(-c "SELECT 1 FROM payment_notify_log WHERE channel = 'stripe' AND order_no = '$(printf 'PN%08d' $((PU0 + i)))' FOR UPDATE")
+    locks+=("SELECT 1 FROM payment_notify_log WHERE channel = 'stripe' AND order_no = '$(printf 'PN%08d' $((PU0 + i)))' FOR UPDATE")
 done
-( citus_sql 0 "${locks[@]}" -c "SELECT pg_sleep(4)" -c "COMMIT" >/dev/null 2>&1 ) &
-locker=$!
-sleep 1.5
+citus_hold 0 pn_lock_purge "${locks[@]}" >/dev/null
 check "ops: paynotify_purge('10 days', 100, 1, stripe) with 9 of 10 old notifications locked: the 10th purged, the 9 kept" \
     "stripe|1|$q9|9" \
     "$(ops_q "SELECT channel || '|' || notifications FROM paynotify_purge('10 days', 100, 1, 'stripe')")|$(
        citus_q 0 "SELECT count(*) FILTER (WHERE order_no = '$q9') FROM payment_notify_log WHERE channel = 'stripe'" | sed "s/^0$/$q9/")|$(
        citus_q 0 "SELECT count(*) FROM payment_notify_log WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'")"
-wait $locker
+citus_release pn_lock_purge
 citus_q 0 "UPDATE payment_notify_log SET last_seen = now() WHERE channel = 'stripe' AND order_no BETWEEN '$q0' AND '$q8'" >/dev/null
 # paynotify_stats against each shard's own count
 shard_sum() {	# shard_sum TABLE EXPR: EXPR (comma-separated counts) summed over the table's shards

@@ -345,7 +345,8 @@ as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/fast/go
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
    SELECT 'paid', 'hostile', 'H' || i, 'h' || i, 1 FROM generate_series(1, 300) i" >/dev/null
 start_relay r4 --timeout=1000
-sleep 1.5
+# the relay busy with the backlog: its max_in_flight (8) hanging at once
+for _ in $(seq 300); do [ "$(wc -l <"$dir/hung" 2>/dev/null || echo 0)" -ge 8 ] && break; sleep 0.05; done
 t_good=$(date +%s.%N)
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'good', 'G1', 'g1', 1)" >/dev/null
 for _ in $(seq 300); do grep -q '"path": "/fast/good"' "$dir/received" && break; sleep 0.1; done
