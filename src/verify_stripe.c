@@ -638,10 +638,11 @@ fill_payment_failed(Jsonb *doc, PnNotice *n)
 
 /*
  * Fill the notice by event type; every other type is handed on (an event
- * "notification", apply.c).  A
- * payment or refund that names no order (nothing at order_ref_path) keeps
- * its action: the pipeline records it as the anomaly "no_order_number",
- * acknowledged (a retry would carry the same event) but never applied.
+ * "notification", apply.c).  A payment or refund that names no order
+ * (nothing at order_ref_path) keeps its action: the business step applies
+ * it to the order its trade paid when that trade is recorded
+ * (pn_notice_order_by_trade), else records it as the anomaly
+ * "no_order_number", acknowledged (a retry would carry the same event).
  */
 static PnReason
 fill_notice(const StripeConf *conf, Jsonb *doc, PnNotice *n)
