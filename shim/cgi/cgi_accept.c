@@ -37,23 +37,24 @@
  * what has arrived since the last poll, and if that makes the request
  * whole, keeps it as waiting.  It reads each new connection as soon as it
  * has accepted it, and holds it whatever it found: over
- * PAYNOTIFY_MAX_PENDING a new connection displaces the oldest partial one
- * (a large one too: its request has not arrived whole either).  So partial
- * connections, however many and however often renewed, never hold a
- * request back in the listen backlog, nor get one closed: nginx writes its
- * request just after its connect, and its connection is displaced only if
- * PAYNOTIFY_MAX_PENDING connections come after it before its whole request
- * does.
+ * PAYNOTIFY_MAX_PENDING partial ones a new connection displaces the oldest
+ * partial one (a large one too: its request has not arrived whole either);
+ * whole requests displace none.  So partial connections, however many and
+ * however often renewed, never hold a request back in the listen backlog,
+ * nor get one closed: nginx writes its request just after its connect,
+ * and its connection is displaced only if PAYNOTIFY_MAX_PENDING partial
+ * connections come after it before its whole request does, however many
+ * whole ones do.
  *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection whose request has not arrived
  *                           whole that long after it was accepted is
  *                           closed (not a large one: it waits for the
  *                           shim, not for its client);
- *   PAYNOTIFY_MAX_PENDING   about that many connections are held without a
- *                           worker (partial, waiting or queued): over it the
- *                           oldest partial ones are closed (see above); when
- *                           whole ones fill it, new ones wait in the listen
+ *   PAYNOTIFY_MAX_PENDING   at most that many partial connections are held
+ *                           after each round: over it the oldest are closed
+ *                           (see above); when whole ones (waiting or queued)
+ *                           fill it, new ones wait in the listen
  *                           backlog.  Partial, waiting and queued together
  *                           are never more than PAYNOTIFY_MAX_PENDING +
  *                           ACCEPT_BATCH (requests that arrived whole on
@@ -407,8 +408,8 @@ take_partial(acceptor *a)
 /*
  * How many connections may be accepted now: PAYNOTIFY_MAX_PENDING less
  * those whose request has arrived whole (queued, waiting), since a new one
- * displaces the oldest partial one; never more than ACCEPT_BATCH or than
- * leaves partial, waiting and queued together within max_held.
+ * may displace the oldest partial one; never more than ACCEPT_BATCH or
+ * than leaves partial, waiting and queued together within max_held.
  */
 static int
 accept_room(acceptor *a)
@@ -427,7 +428,7 @@ accept_room(acceptor *a)
  * Accepts what the listening socket has, as long as there is room
  * (accept_room), and reads each new connection at once: one whose request
  * has arrived whole is queued (or waits), any other is held as partial.
- * Over PAYNOTIFY_MAX_PENDING, the oldest partial ones held before are
+ * Over PAYNOTIFY_MAX_PENDING partial ones, the oldest held before are
  * closed (those whose request has arrived whole since are queued instead,
  * or wait): never a new one, whose bytes may be on their way; it is among
  * the oldest after the next round's.
@@ -471,8 +472,13 @@ accept_new(acceptor *a, long long now)
 		if (settle(a, p, read_partial(p)))
 			a->npartial++;
 	}
-	/* the new ones are not among: their bytes may be on their way */
-	excess = a->npartial + a->nwaiting + queued(a->srv) - a->cap;
+	/*
+	 * Partial ones displace partial ones only: whole ones do not (they are
+	 * bounded by accept_room), else with the queue nearly full one new
+	 * connection would close one accepted just before it.  The new ones
+	 * are not among: their bytes may be on their way.
+	 */
+	excess = a->npartial - a->cap;
 	if (excess > 0)
 		(void) drop_partial(a, excess, before);
 	queue_waiting(a);

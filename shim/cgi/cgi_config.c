@@ -75,11 +75,12 @@ static const setting settings[] = {
 	"      for longer than that from the signal"},
 	{"PAYNOTIFY_MAX_PENDING", "256", SETTING_NUMBER, 1, 65536,
 		offsetof(pn_config, max_pending),
-	"FastCGI: connections held that no worker serves yet (request not arrived\n"
-	"      whole, or waiting for a free worker), each with up to 64 KiB read;\n"
-	"      one more closes the oldest one whose request has not arrived whole,\n"
-	"      never one whose request has; the open-file limit must allow about\n"
-	"      this plus 100 and 5 per worker (checked at start)"},
+	"FastCGI: connections held that no worker serves yet, each with up to\n"
+	"      64 KiB read: this many whose request has not arrived whole (one more\n"
+	"      closes the oldest of them; a whole request closes none), and about\n"
+	"      this many waiting for a free worker, this plus 64 in all; the\n"
+	"      open-file limit must allow about this plus 100 and 5 per worker\n"
+	"      (checked at start)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -358,6 +358,49 @@ test_request_after_poll(void)
 }
 
 /*
+ * The race of a later valgrind run in cgi-test.sh: with the workers busy
+ * and requests queued, nginx's connection is accepted before nginx has
+ * written its request, and the next connection, whose request has arrived,
+ * is accepted in the round after.  Whole requests do not displace a
+ * partial connection: only newer partial ones, over PAYNOTIFY_MAX_PENDING
+ * of them, do (before, the second connection closed the first, and nginx
+ * answered 502).
+ */
+static void
+test_whole_do_not_displace(void)
+{
+	int			a,
+				b;
+
+	setup(4, 60000);
+	for (int i = 0; i < 3; i++)
+	{
+		send_request(connect_one());
+		round_trip();
+	}
+	CHECK(ready_count() == 3, "3 requests queued, the worker busy (%d)", ready_count());
+	a = connect_one();
+	(void) later(1);
+	round_trip();
+	CHECK(acc.npartial == 1, "nginx's connection held before its request (%d)", acc.npartial);
+	b = connect_one();
+	send_request(b);
+	(void) later(1);
+	round_trip();
+	CHECK(!closed_by_server(a), "a whole request did not displace the connection before it");
+	CHECK(ready_count() == 4, "the request queued (%d)", ready_count());
+	send_request(a);
+	(void) later(1);
+	round_trip();
+	for (int i = 0; i < 3; i++)
+		CHECK(take() == i, "#%d taken in order", i + 1);
+	CHECK(take() == b, "#4: the second connection");
+	round_trip();
+	CHECK(take() == a, "then nginx's connection, with its request");
+	teardown();
+}
+
+/*
  * The queue full: connections that have sent something wait, unpolled
  * (no busy loop), never closed nor expired, and nothing more is accepted
  * (new connections stay in the backlog); as workers make room they are
@@ -468,24 +511,31 @@ test_displace_oldest(void)
 	for (int i = 2; i < 6; i++)
 		CHECK(!closed_by_server(i), "connection %d held", i + 1);
 	CHECK(acc.npartial == 4, "4 held (%d)", acc.npartial);
-	/* the oldest held begins its request: queued, the next one displaced */
+	/* the oldest held begins its request: queued, no other one displaced */
 	send_request(2);
 	(void) connect_one();
 	round_trip();
 	CHECK(!closed_by_server(2) && ready_count() == 1 && take() == 2,
 		  "the oldest, its request begun, queued");
-	CHECK(closed_by_server(3), "the next oldest displaced instead");
+	CHECK(!closed_by_server(3), "the next oldest held: 4 silent ones");
 	CHECK(!closed_by_server(6), "the new one held");
-	CHECK(acc.npartial + acc.nwaiting + ready_count() <= 4,
-		  "within PAYNOTIFY_MAX_PENDING: %d silent", acc.npartial);
+	/* one more silent one: the oldest silent one displaced, 1 ms old */
+	(void) connect_one();
+	(void) later(1);
+	round_trip();
+	CHECK(closed_by_server(3), "then the next oldest displaced");
+	for (int i = 4; i < 8; i++)
+		CHECK(!closed_by_server(i), "connection %d held", i + 1);
+	CHECK(acc.npartial <= 4, "within PAYNOTIFY_MAX_PENDING: %d silent", acc.npartial);
 	teardown();
 }
 
 /*
  * Silent connections, as many as PAYNOTIFY_MAX_PENDING and renewed as they
  * are displaced, never hold a request back: a new connection that has sent
- * its request is accepted and queued at once, displacing the oldest silent
- * one, and so is the next one.
+ * its request is accepted and queued at once (displacing no one: whole
+ * requests are bounded apart), and so is the next one, behind a renewed
+ * silent one that displaces the oldest.
  */
 static void
 test_request_displaces_silent(void)
@@ -503,8 +553,7 @@ test_request_displaces_silent(void)
 	send_request(req);
 	round_trip();
 	CHECK(ready_count() == 1 && take() == req, "the request queued at once");
-	CHECK(closed_by_server(0), "the oldest silent connection displaced");
-	for (int i = 1; i < 4; i++)
+	for (int i = 0; i < 4; i++)
 		CHECK(!closed_by_server(i), "connection %d held", i + 1);
 	/* a silent one renewed, then a request behind it in the backlog */
 	(void) connect_one();
@@ -512,8 +561,8 @@ test_request_displaces_silent(void)
 	send_request(req);
 	round_trip();
 	CHECK(ready_count() == 1 && take() == req, "the next request queued at once too");
-	CHECK(acc.npartial + acc.nwaiting + ready_count() <= 4,
-		  "within PAYNOTIFY_MAX_PENDING: %d silent", acc.npartial);
+	CHECK(closed_by_server(0), "the oldest silent connection displaced by the renewed one");
+	CHECK(acc.npartial <= 4, "within PAYNOTIFY_MAX_PENDING: %d silent", acc.npartial);
 	teardown();
 }
 
@@ -1031,6 +1080,7 @@ main(void)
 
 	pn_log_init("accept_test", false);
 	test_request_after_poll();
+	test_whole_do_not_displace();
 	test_queue_full();
 	test_drop_only_silent();
 	test_displace_oldest();
