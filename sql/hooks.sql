@@ -293,6 +293,45 @@ SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
 SELECT event, handler, registered_by FROM paynotify_hook;
+-- Whom a row runs as decides who may register it again, by the rule of
+-- the run, never by the raw registered_by: a row as a restore on another
+-- cluster has it, registered_by the oid of a role the caller has (here
+-- its own), registrant another role's name: the hook runs as hk_r2, so
+-- hk_r1 may not take it over
+DELETE FROM paynotify_hook;
+CREATE ROLE hk_r1;
+CREATE ROLE hk_r2;
+SELECT paynotify_grant('hk_r1', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_r1;
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.noop(jsonb)', 'hk_r1'::regrole, 'hk_r2', 42);
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+-- registered_by a role the caller does not have, but the hook runs as
+-- no one (no role has the name, elsewhere; renamed, here): taken over
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_nobody';
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant, registered_on = 42 AS elsewhere FROM paynotify_hook;
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2_renamed',
+	registered_on = (SELECT system_identifier FROM pg_control_system());
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+-- and registered here by hk_r2 under its own name: refused
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2';
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+SELECT paynotify_revoke('hk_r1', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_r1;
+DELETE FROM paynotify_hook;
+DROP ROLE hk_r1, hk_r2;
 DELETE FROM paynotify_hook;
 SELECT paynotify_revoke('hk_op2', 'admin');
 REVOKE USAGE ON SCHEMA t FROM hk_op2;

@@ -728,9 +728,10 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 
 /*
  * A hook's row written as the extension's owner (paynotify_on): the row of
- * (event, handler) locked and read first; one registered by a role that
- * still exists and whose rights the caller does not have is left alone
- * (refused), else it is taken over; no row: inserted, and when a
+ * (event, handler) locked and read first; one that runs as a role
+ * (pn_hook_role: the same rule as its run, never the raw registered_by)
+ * whose rights the caller does not have is left alone (refused), else it
+ * is taken over; no row: inserted, and when a
  * concurrent registration inserted it first, read again.  Whose rights the
  * caller has is decided here, on the node that runs paynotify_on, not in
  * the statement: on Citus the table is a reference table, and a condition
@@ -762,15 +763,24 @@ hook_write(void *arg)
 		bool		isnull;
 		Oid			old;
 
-		if (SPI_execute_with_args(psprintf("SELECT registered_by::pg_catalog.oid FROM %s.paynotify_hook %s FOR UPDATE",
+		if (SPI_execute_with_args(psprintf("SELECT registered_by::pg_catalog.oid, registrant::pg_catalog.text,"
+										   " registered_on FROM %s.paynotify_hook %s FOR UPDATE",
 										   h->schema, where),
 								  2, types, h->values, h->nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "paynotify: hook read failed");
 		if (SPI_processed > 0)
 		{
-			old = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			if (!isnull && SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(old)) &&
-				!has_privs_of_role(h->caller, old))
+			HeapTuple	row = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		on_null;
+			Datum		by = SPI_getbinval(row, desc, 1, &isnull);
+			Datum		on = SPI_getbinval(row, desc, 3, &on_null);
+
+			/* whom the hook runs as now, by the rule its run follows */
+			old = pn_hook_role(isnull ? InvalidOid : DatumGetObjectId(by),
+							   SPI_getvalue(row, desc, 2), !on_null,
+							   on_null ? 0 : DatumGetInt64(on));
+			if (OidIsValid(old) && !has_privs_of_role(h->caller, old))
 			{
 				h->refused = true;
 				break;
