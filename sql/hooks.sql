@@ -309,21 +309,41 @@ SET ROLE hk_r1;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
 SELECT registered_by, registrant FROM paynotify_hook;
--- registered_by a role the caller does not have, but the hook runs as
--- no one (no role has the name, elsewhere; renamed, here): taken over
+-- registered_by a role the caller does not have, from another cluster
+-- (that oid names no one of it here), the hook running as no one (no role
+-- has the name): taken over
 UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_nobody';
 SET ROLE hk_r1;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
 SELECT registered_by, registrant, registered_on = 42 AS elsewhere FROM paynotify_hook;
-UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2_renamed',
+-- registered here by hk_r2, renamed since (the hook runs as no one until
+-- it registers it again): refused to hk_r1, registered again by hk_r2
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2',
 	registered_on = (SELECT system_identifier FROM pg_control_system());
+ALTER ROLE hk_r2 RENAME TO hk_r2_renamed;
+SELECT paynotify_grant('hk_r2_renamed', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_r2_renamed;
 SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+SET ROLE hk_r2_renamed;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
 SELECT registered_by, registrant FROM paynotify_hook;
+SELECT paynotify_revoke('hk_r2_renamed', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_r2_renamed;
+ALTER ROLE hk_r2_renamed RENAME TO hk_r2;
+-- a row from another cluster running as hk_r2 by its name goes with
+-- hk_r2's admin capacity, whatever oid it carries
+SELECT paynotify_grant('hk_r2', 'admin');
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('closed', 't.noop(jsonb)', 'hk_r1'::regrole, 'hk_r2', 42);
+SELECT paynotify_revoke('hk_r2', 'admin');
+SELECT event, registered_by, registrant FROM paynotify_hook ORDER BY event;
 -- and registered here by hk_r2 under its own name: refused
-UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2';
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.noop(jsonb)', 'hk_r2'::regrole, 'hk_r2',
+	(SELECT system_identifier FROM pg_control_system()));
 SET ROLE hk_r1;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
