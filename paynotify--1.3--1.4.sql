@@ -2731,3 +2731,64 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) FROM PU
 COMMENT ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) IS
 	'everything that happened to one agreement (its row, the notifications that moved it or wait for it, the charges made under it), in time order';
 SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_trace_agreement(text, text)'::regprocedure, NULL);
+
+-- paynotify_revoke: an operator's hooks go with its admin capacity, the
+-- rows that run as it too (a row from another cluster runs as the role of
+-- its registrant's name, whatever oid it carries: pn_hook_role)
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_revoke(role regrole, capacity text)
+	RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	usage boolean;
+	others text[];
+	other text;
+	hooks text;
+	rolname name := (SELECT r.rolname FROM pg_catalog.pg_roles r WHERE r.oid OPERATOR(pg_catalog.=) role);
+	sysid bigint := (SELECT s.system_identifier FROM pg_catalog.pg_control_system() s);
+BEGIN
+	PERFORM @extschema@.paynotify_capacity_check(role, capacity);
+	-- what the role holds besides (by the catalog: a row of a dropped role
+	-- of this name gives nothing back)
+	others := ARRAY(SELECT r.capacity FROM @extschema@.paynotify_role r
+					WHERE r.role OPERATOR(pg_catalog.=) rolname
+					  AND r.capacity OPERATOR(pg_catalog.<>) paynotify_revoke.capacity
+					  AND @extschema@.paynotify_capacity_held(rolname, r.capacity));
+	DELETE FROM @extschema@.paynotify_role r
+		WHERE r.role OPERATOR(pg_catalog.=) rolname
+		  AND (r.capacity OPERATOR(pg_catalog.=) paynotify_revoke.capacity
+			   OR r.capacity OPERATOR(pg_catalog.<>) ALL (others))
+		RETURNING r.schema_usage INTO usage;
+	-- its privileges, then again those of what the role still holds (the
+	-- capacities share some: paynotify_handle)
+	PERFORM @extschema@.paynotify_capacity_acl(role, capacity, false);
+	FOREACH other IN ARRAY others LOOP
+		PERFORM @extschema@.paynotify_capacity_acl(role, other, true);
+	END LOOP;
+	IF usage THEN
+		IF pg_catalog.cardinality(others) OPERATOR(pg_catalog.>) 0 THEN
+			-- the schema stays usable for what the role still holds
+			UPDATE @extschema@.paynotify_role r SET schema_usage = true
+				WHERE r.role OPERATOR(pg_catalog.=) rolname
+				  AND r.capacity OPERATOR(pg_catalog.=) others[1];
+		ELSE
+			EXECUTE pg_catalog.format('REVOKE USAGE ON SCHEMA %s FROM %s', '@extschema@'::regnamespace, role);
+		END IF;
+	END IF;
+	-- an operator no more: the hooks it registered stop with its capacity
+	IF capacity OPERATOR(pg_catalog.=) 'admin' AND 'admin' OPERATOR(pg_catalog.<>) ALL (others) THEN
+		WITH gone AS (
+			DELETE FROM @extschema@.paynotify_hook h
+			WHERE h.registered_by OPERATOR(pg_catalog.=) role
+			   OR (h.registrant OPERATOR(pg_catalog.=) rolname
+				   AND h.registered_on IS DISTINCT FROM sysid)
+			RETURNING h.event OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) h.handler::text AS hook)
+		SELECT pg_catalog.string_agg(g.hook, ', ') INTO hooks FROM gone g;
+		IF hooks IS NOT NULL THEN
+			RAISE WARNING 'the hooks % registered by % are deleted with its admin capacity', hooks, role
+				USING HINT = 'An operator registers them again with paynotify_on.';
+		END IF;
+	END IF;
+END
+$$;

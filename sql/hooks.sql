@@ -293,6 +293,65 @@ SET ROLE hk_op;
 SELECT paynotify_on('paid', 't.noop(jsonb)');
 RESET ROLE;
 SELECT event, handler, registered_by FROM paynotify_hook;
+-- Whom a row runs as decides who may register it again, by the rule of
+-- the run, never by the raw registered_by: a row as a restore on another
+-- cluster has it, registered_by the oid of a role the caller has (here
+-- its own), registrant another role's name: the hook runs as hk_r2, so
+-- hk_r1 may not take it over
+DELETE FROM paynotify_hook;
+CREATE ROLE hk_r1;
+CREATE ROLE hk_r2;
+SELECT paynotify_grant('hk_r1', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_r1;
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.noop(jsonb)', 'hk_r1'::regrole, 'hk_r2', 42);
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+-- registered_by a role the caller does not have, from another cluster
+-- (that oid names no one of it here), the hook running as no one (no role
+-- has the name): taken over
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_nobody';
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant, registered_on = 42 AS elsewhere FROM paynotify_hook;
+-- registered here by hk_r2, renamed since (the hook runs as no one until
+-- it registers it again): refused to hk_r1, registered again by hk_r2
+UPDATE paynotify_hook SET registered_by = 'hk_r2'::regrole, registrant = 'hk_r2',
+	registered_on = (SELECT system_identifier FROM pg_control_system());
+ALTER ROLE hk_r2 RENAME TO hk_r2_renamed;
+SELECT paynotify_grant('hk_r2_renamed', 'admin');
+GRANT USAGE ON SCHEMA t TO hk_r2_renamed;
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+SET ROLE hk_r2_renamed;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+SELECT paynotify_revoke('hk_r2_renamed', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_r2_renamed;
+ALTER ROLE hk_r2_renamed RENAME TO hk_r2;
+-- a row from another cluster running as hk_r2 by its name goes with
+-- hk_r2's admin capacity, whatever oid it carries
+SELECT paynotify_grant('hk_r2', 'admin');
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('closed', 't.noop(jsonb)', 'hk_r1'::regrole, 'hk_r2', 42);
+SELECT paynotify_revoke('hk_r2', 'admin');
+SELECT event, registered_by, registrant FROM paynotify_hook ORDER BY event;
+-- and registered here by hk_r2 under its own name: refused
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('paid', 't.noop(jsonb)', 'hk_r2'::regrole, 'hk_r2',
+	(SELECT system_identifier FROM pg_control_system()));
+SET ROLE hk_r1;
+SELECT paynotify_on('paid', 't.noop(jsonb)');
+RESET ROLE;
+SELECT registered_by, registrant FROM paynotify_hook;
+SELECT paynotify_revoke('hk_r1', 'admin');
+REVOKE USAGE ON SCHEMA t FROM hk_r1;
+DELETE FROM paynotify_hook;
+DROP ROLE hk_r1, hk_r2;
 DELETE FROM paynotify_hook;
 SELECT paynotify_revoke('hk_op2', 'admin');
 REVOKE USAGE ON SCHEMA t FROM hk_op2;

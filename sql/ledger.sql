@@ -275,6 +275,23 @@ SELECT status FROM public.orders WHERE order_no = 'LG-PP-2';
 SELECT channel, order_no, trade_no, sub_merchant FROM payment_record
 WHERE order_no LIKE 'LG-PP-%' OR order_no = 'LG-CMB-1' ORDER BY 2;
 
+-- a refund whose amount and the trade's refunded total cannot be read
+-- (amount_refunded missing, or a string): the anomaly refund_amount_unknown,
+-- nothing recorded, the order not moved, no event; a readable one after it
+-- is applied
+SELECT t.set_order('LG-UNK', 'pending', 100);
+SELECT t.stripe_ledger('lg_s', 'LG-UNK', 'evt_lgu_1', 'pi_unk', 100);
+SELECT k, s.outcome FROM generate_series(2, 3) k, LATERAL t.stripe('lg_s', jsonb_build_object('id', 'evt_lgu_' || k, 'object', 'event',
+	'type', 'charge.refunded', 'livemode', false, 'data', jsonb_build_object('object',
+	jsonb_build_object('id', 'ch_unk', 'object', 'charge', 'payment_intent', 'pi_unk',
+		'amount', 100, 'currency', 'usd', 'metadata', jsonb_build_object('order_id', 'LG-UNK'))
+	|| CASE k WHEN 2 THEN '{}' ELSE '{"amount_refunded": "100"}' END::jsonb))::text,
+	ARRAY[t.secret(1)]) s;
+SELECT * FROM t.ledger WHERE order_no = 'LG-UNK';
+SELECT notify_id, status, note FROM payment_notify_log WHERE order_no = 'LG-UNK' ORDER BY notify_id;
+SELECT t.stripe_ledger('lg_s', 'LG-UNK', 'evt_lgu_4', 'pi_unk', 100, 100, ARRAY['re_unk']);
+SELECT * FROM t.ledger WHERE order_no = 'LG-UNK';
+
 -- the per-order and per-trade reads have indexes (the business step runs
 -- with enable_seqscan = off; bitmap scans off too, so that the plan's shape
 -- does not depend on how many rows earlier tests left)

@@ -595,6 +595,15 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		set_result(res, PN_IGNORED, "ignored", "refund already failed");
 		return;
 	}
+	if (n->refund_amount < 0 && n->refunded_total < 0)
+	{
+		/*
+		 * Neither this refund's amount nor the trade's refunded total could
+		 * be read: nothing to record, and not "already recorded" either
+		 */
+		anomaly_result(cfg, ch, n, res, "refund_amount_unknown");
+		return;
+	}
 	before = pn_refunded_sum(cfg, ch->name, trade_no, n->order_no);
 	amount = n->refund_amount >= 0 ? n->refund_amount : n->refunded_total - before;
 	if (amount <= 0)

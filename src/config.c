@@ -22,6 +22,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -733,16 +734,44 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 }
 
 /*
+ * The role a hook's row runs as: registered_by while that role still has
+ * the name registrant (so a role renamed, or dropped and made again, is
+ * not the registrant); on another cluster than the one it was registered
+ * on (registered_on another system identifier, or none: a Citus worker,
+ * whose copy of the row holds the coordinator's oid; a restore elsewhere)
+ * the role of exactly that name there; else none.  A row without a
+ * registrant (its role was gone when the update to 1.3 named them; one
+ * written by hand) has none: a dangling registered_by restored where that
+ * oid is another role's would run the hook as that role.  The one rule for
+ * the hook's run (load_hooks) and for who may register it again
+ * (paynotify_on).
+ */
+Oid
+pn_hook_role(Oid registered_by, const char *registrant, bool on_known, int64 registered_on)
+{
+	HeapTuple	tup;
+
+	if (registrant == NULL)
+		return InvalidOid;
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(registered_by));
+	if (HeapTupleIsValid(tup))
+	{
+		bool		same = strcmp(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname),
+								  registrant) == 0;
+
+		ReleaseSysCache(tup);
+		if (same)
+			return registered_by;
+	}
+	if (!on_known || registered_on != (int64) GetSystemIdentifier())
+		return get_role_oid(registrant, true);
+	return InvalidOid;
+}
+
+/*
  * User hooks, resolved by signature at each load (a function dropped and
- * created again is found under its new oid), with the role each runs as:
- * registered_by while that role still has the name registrant (so a role
- * renamed, or dropped and made again, is not the registrant); on another
- * cluster than the one it was registered on (a Citus worker, whose copy of
- * the row holds the coordinator's oid; a restore elsewhere) the role of
- * exactly that name there; else none.  A row without a registrant (its
- * role was gone when the update to 1.3 named them; one written by hand)
- * has none: a dangling registered_by restored where that oid is another
- * role's would run the hook as that role.
+ * created again is found under its new oid), with the role each runs as
+ * (pn_hook_role; a database not updated to 1.3 yet: registered_by).
  * A hook whose function is missing stays in the list: running it fails the
  * business step (apply.c), which is retried, never silently skipped.
  */
@@ -750,32 +779,32 @@ static void
 load_hooks(PnConfig *cfg)
 {
 	/* a database not updated to 1.3 yet has no registrant */
-	const char *role = !pn_schema_at_13(cfg->nsp) ? "h.registered_by::oid" :
-		psprintf("CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_roles r"
-				 " WHERE r.oid OPERATOR(pg_catalog.=) h.registered_by::oid"
-				 " AND r.rolname OPERATOR(pg_catalog.=) h.registrant)"
-				 " THEN h.registered_by::oid"
-				 " WHEN h.registered_on IS DISTINCT FROM " INT64_FORMAT "::bigint"
-				 " THEN (SELECT r.oid FROM pg_catalog.pg_roles r"
-				 " WHERE r.rolname OPERATOR(pg_catalog.=) h.registrant) END",
-				 (int64) GetSystemIdentifier());
+	bool		at_13 = pn_schema_at_13(cfg->nsp);
 
 	spi_query(cfg,
-			  psprintf("SELECT h.event, h.handler, pg_catalog.to_regprocedure(h.handler)::oid, %s"
-					   " FROM @s.paynotify_hook h ORDER BY h.event, h.created_at, h.handler", role));
+			  psprintf("SELECT h.event, h.handler, pg_catalog.to_regprocedure(h.handler)::oid,"
+					   " h.registered_by::oid, %s"
+					   " FROM @s.paynotify_hook h ORDER BY h.event, h.created_at, h.handler",
+					   at_13 ? "h.registrant::text, h.registered_on" : "NULL::text, NULL::bigint"));
 	cfg->nhooks = SPI_processed;
 	cfg->hooks = MemoryContextAllocZero(cfg->cxt, sizeof(PnHook) * Max(cfg->nhooks, 1));
 	for (int i = 0; i < cfg->nhooks; i++)
 	{
 		char	   *fn = spi_text(i, 3);
-		char	   *role = spi_text(i, 4);
+		char	   *by = spi_text(i, 4);
+		bool		on_null;
+		Datum		on = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 6, &on_null);
+		Oid			role = by ? atooid(by) : InvalidOid;
 
+		if (at_13)
+			role = pn_hook_role(role, spi_text(i, 5), !on_null,
+								on_null ? 0 : DatumGetInt64(on));
 		cfg->hooks[i].event = MemoryContextStrdup(cfg->cxt, spi_text(i, 1));
 		cfg->hooks[i].handler = MemoryContextStrdup(cfg->cxt, spi_text(i, 2));
 		cfg->hooks[i].fn = fn ? atooid(fn) : InvalidOid;
 		cfg->hooks[i].hash = GetSysCacheHashValue1(PROCOID,
 												   ObjectIdGetDatum(cfg->hooks[i].fn));
-		cfg->hooks[i].role = role ? atooid(role) : InvalidOid;
+		cfg->hooks[i].role = role;
 	}
 }
 

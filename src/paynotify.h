@@ -491,6 +491,8 @@ extern void pn_run_orders_as_caller(Oid caller, Oid role, void (*fn) (void *arg)
 extern void pn_security_init(void);
 extern bool pn_running_as(void);
 extern bool pn_hook_owner_ok(Oid fn_oid, Oid role);
+extern Oid	pn_hook_role(Oid registered_by, const char *registrant, bool on_known,
+						 int64 registered_on);
 extern Oid	pn_function_owner(Oid fn_oid);
 extern void pn_require_clean_temp(Oid role, const char *code);
 extern void pn_run_guarded(Oid role, const char *code, void (*fn) (void *arg), void *arg);

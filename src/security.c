@@ -728,9 +728,11 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 
 /*
  * A hook's row written as the extension's owner (paynotify_on): the row of
- * (event, handler) locked and read first; one registered by a role that
- * still exists and whose rights the caller does not have is left alone
- * (refused), else it is taken over; no row: inserted, and when a
+ * (event, handler) locked and read first; one that runs as a role
+ * (pn_hook_role: the same rule as its run) whose rights the caller does
+ * not have, or, unless it comes from another cluster, whose registered_by
+ * is such a role (renamed since: the hook runs as no one until it
+ * registers it again), is left alone (refused), else it is taken over; no row: inserted, and when a
  * concurrent registration inserted it first, read again.  Whose rights the
  * caller has is decided here, on the node that runs paynotify_on, not in
  * the statement: on Citus the table is a reference table, and a condition
@@ -762,15 +764,35 @@ hook_write(void *arg)
 		bool		isnull;
 		Oid			old;
 
-		if (SPI_execute_with_args(psprintf("SELECT registered_by::pg_catalog.oid FROM %s.paynotify_hook %s FOR UPDATE",
+		if (SPI_execute_with_args(psprintf("SELECT registered_by::pg_catalog.oid, registrant::pg_catalog.text,"
+										   " registered_on FROM %s.paynotify_hook %s FOR UPDATE",
 										   h->schema, where),
 								  2, types, h->values, h->nulls, false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "paynotify: hook read failed");
 		if (SPI_processed > 0)
 		{
-			old = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-			if (!isnull && SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(old)) &&
-				!has_privs_of_role(h->caller, old))
+			HeapTuple	row = SPI_tuptable->vals[0];
+			TupleDesc	desc = SPI_tuptable->tupdesc;
+			bool		on_null;
+			Datum		by = SPI_getbinval(row, desc, 1, &isnull);
+			Datum		on = SPI_getbinval(row, desc, 3, &on_null);
+
+			/*
+			 * Whom the hook runs as now, by the rule its run follows; and,
+			 * unless the row is known to come from another cluster (where
+			 * its oid names no one here), the role that registered it,
+			 * renamed since or not: the caller needs the rights of both
+			 */
+			Oid			by_oid = isnull ? InvalidOid : DatumGetObjectId(by);
+			bool		elsewhere = !on_null &&
+				DatumGetInt64(on) != (int64) GetSystemIdentifier();
+
+			old = pn_hook_role(by_oid, SPI_getvalue(row, desc, 2), !on_null,
+							   on_null ? 0 : DatumGetInt64(on));
+			if ((OidIsValid(old) && !has_privs_of_role(h->caller, old)) ||
+				(!elsewhere && OidIsValid(by_oid) &&
+				 SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(by_oid)) &&
+				 !has_privs_of_role(h->caller, by_oid)))
 			{
 				h->refused = true;
 				break;

@@ -40,8 +40,10 @@
  * PAYNOTIFY_MAX_PENDING partial ones a new connection displaces the oldest
  * partial one (a large one too: its request has not arrived whole either);
  * whole requests displace none.  So partial connections, however many and
- * however often renewed, never hold a request back in the listen backlog,
- * nor get one closed: nginx writes its request just after its connect,
+ * however often renewed, never get a request closed, and hold none back in
+ * the listen backlog beyond the ACCEPT_BATCH whole ones always queued
+ * beside them (a worker's take makes room, and rings the bell): nginx
+ * writes its request just after its connect,
  * and its connection is displaced only if PAYNOTIFY_MAX_PENDING partial
  * connections come after it before its whole request does, however many
  * whole ones do.
@@ -54,8 +56,9 @@
  *   PAYNOTIFY_MAX_PENDING   at most that many partial connections are held
  *                           after each round: over it the oldest are closed
  *                           (see above); when whole ones (waiting or queued)
- *                           fill it, new ones wait in the listen
- *                           backlog.  Partial, waiting and queued together
+ *                           fill it, or fill what partial ones leave of
+ *                           max_held (ACCEPT_BATCH at least), new ones wait
+ *                           in the listen backlog until a worker takes one.  Partial, waiting and queued together
  *                           are never more than PAYNOTIFY_MAX_PENDING +
  *                           ACCEPT_BATCH (requests that arrived whole on
  *                           connections due to be closed): new ones wait in
@@ -300,6 +303,17 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		*timeout = a->resume_ms - now < *timeout ? a->resume_ms - now : *timeout;
 	else if (accept_room(a) > 0)
 		a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
+	else
+	{
+		/*
+		 * No room: whole requests fill the queue, or partial ones beside
+		 * them fill max_held.  Either way a worker's take makes room, and
+		 * rings the bell: accepting must not wait for a timeout.
+		 */
+		pthread_mutex_lock(&a->srv->lock);
+		a->srv->room_wanted = true;
+		pthread_mutex_unlock(&a->srv->lock);
+	}
 	for (int i = 0; i < a->npartial; i++)
 		a->fds[n++] = (struct pollfd) {.fd = a->partial[i].c.large ? -1 : a->partial[i].c.fd,
 		.events = POLLIN};
@@ -776,22 +790,24 @@ queued(pn_server *srv)
  * For a worker: the next connection whose request has arrived (or, after
  * the stop, begun), waiting for one; fd -1 once stopping and none is left,
  * queued or held by the acceptor (which has stopped accepting by then).
- * Taking from a full queue rings the bell: the acceptor accepts no more,
- * and holds the connections whose request has arrived, until there is
- * room.
+ * Taking from a full queue, or while the acceptor has left the listening
+ * socket out for want of room (room_wanted), rings the bell: it accepts no
+ * more, and holds the connections whose request has arrived, until there
+ * is room.
  */
 pn_conn
 pn_ready_take(pn_server *srv)
 {
 	int			cap = (int) srv->cfg->max_pending;
 	pn_conn		c = {.fd = -1};
-	bool		was_full;
+	bool		ring;
 
 	pthread_mutex_lock(&srv->lock);
 	while (srv->ready_count == 0 &&
 		   !(atomic_load(&srv->stopping) && srv->acceptor_stopped && srv->held == 0))
 		pthread_cond_wait(&srv->ready_cv, &srv->lock);
-	was_full = srv->ready_count == cap;
+	ring = srv->ready_count == cap || srv->room_wanted;
+	srv->room_wanted = false;
 	if (srv->ready_count > 0)
 	{
 		c = srv->ready[srv->ready_first];
@@ -799,7 +815,7 @@ pn_ready_take(pn_server *srv)
 		srv->ready_count--;
 	}
 	pthread_mutex_unlock(&srv->lock);
-	if (was_full)
+	if (ring)
 		pn_server_ring(srv);
 	return c;
 }

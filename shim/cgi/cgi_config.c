@@ -77,10 +77,10 @@ static const setting settings[] = {
 		offsetof(pn_config, max_pending),
 	"FastCGI: connections held that no worker serves yet, each with up to\n"
 	"      64 KiB read: this many whose request has not arrived whole (one more\n"
-	"      closes the oldest of them; a whole request closes none), and about\n"
-	"      this many waiting for a free worker, this plus 64 in all; the\n"
-	"      open-file limit must allow about this plus 100 and 5 per worker\n"
-	"      (checked at start)"},
+	"      closes the oldest of them; a whole request closes none), and up to\n"
+	"      this many waiting for a free worker (64 at least beside as many\n"
+	"      partial ones), this plus 64 in all; the open-file limit must allow\n"
+	"      about this plus 100 and 5 per worker (checked at start)"},
 };
 
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))

@@ -64,6 +64,8 @@ typedef struct pn_server
 	int			ready_count;
 	int			held;			/* for the workers, not in ready[] yet */
 	int			large_busy;		/* large ones in ready[] or being served */
+	bool		room_wanted;	/* the acceptor left the listening socket out
+								 * for want of room: a take rings the bell */
 	bool		acceptor_stopped;	/* accepts no more, those whose request
 									 * has not begun closed */
 	long long	stop_deadline_ms;	/* once stopped: no request is waited

@@ -401,6 +401,40 @@ test_whole_do_not_displace(void)
 }
 
 /*
+ * PAYNOTIFY_MAX_PENDING silent connections beside ACCEPT_BATCH whole
+ * requests fill max_held while the queue still has room: the listening
+ * socket is left out of the poll, and a worker's take must ring the bell,
+ * or the acceptor sleeps until its next timeout with requests in the
+ * backlog (PAYNOTIFY_IDLE_TIMEOUT, 5 s by default).
+ */
+static void
+test_room_rings(void)
+{
+	int			cap = ACCEPT_BATCH + 16;
+	char		drain[64];
+	struct pollfd bell;
+
+	setup(cap, 60000);
+	for (int i = 0; i < cap; i++)
+		(void) connect_one();
+	while (acc.npartial < cap)
+		accept_new(&acc, later(1));
+	for (int i = 0; i < ACCEPT_BATCH; i++)
+		send_request(connect_one());
+	accept_new(&acc, later(1));
+	CHECK(acc.npartial == cap && ready_count() == ACCEPT_BATCH,
+		  "%d silent held (%d), %d queued (%d)", cap, acc.npartial, ACCEPT_BATCH, ready_count());
+	CHECK(!accepting(), "no room: the listening socket left out");
+	while (read(srv.bell[0], drain, sizeof(drain)) > 0)
+		;
+	CHECK(take() == cap, "a worker takes the first request");
+	bell = (struct pollfd) {.fd = srv.bell[0], .events = POLLIN};
+	CHECK(poll(&bell, 1, 0) == 1, "and rings the bell: room again");
+	CHECK(accepting(), "the listening socket polled again");
+	teardown();
+}
+
+/*
  * The queue full: connections that have sent something wait, unpolled
  * (no busy loop), never closed nor expired, and nothing more is accepted
  * (new connections stay in the backlog); as workers make room they are
@@ -1081,6 +1115,7 @@ main(void)
 	pn_log_init("accept_test", false);
 	test_request_after_poll();
 	test_whole_do_not_displace();
+	test_room_rings();
 	test_queue_full();
 	test_drop_only_silent();
 	test_displace_oldest();
