@@ -2732,9 +2732,10 @@ COMMENT ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) IS
 	'everything that happened to one agreement (its row, the notifications that moved it or wait for it, the charges made under it), in time order';
 SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_trace_agreement(text, text)'::regprocedure, NULL);
 
--- paynotify_revoke: an operator's hooks go with its admin capacity, the
--- rows that run as it too (a row from another cluster runs as the role of
--- its registrant's name, whatever oid it carries: pn_hook_role)
+-- paynotify_revoke: an operator's hooks go with its admin capacity: the
+-- rows that run as it (a row from another cluster runs as the role of its
+-- registrant's name, whatever oid it carries: pn_hook_role) and the rows
+-- it registered here; not a row from another cluster whose oid is its
 CREATE OR REPLACE FUNCTION @extschema@.paynotify_revoke(role regrole, capacity text)
 	RETURNS void
 	LANGUAGE plpgsql
@@ -2780,9 +2781,13 @@ BEGIN
 	IF capacity OPERATOR(pg_catalog.=) 'admin' AND 'admin' OPERATOR(pg_catalog.<>) ALL (others) THEN
 		WITH gone AS (
 			DELETE FROM @extschema@.paynotify_hook h
-			WHERE h.registered_by OPERATOR(pg_catalog.=) role
-			   OR (h.registrant OPERATOR(pg_catalog.=) rolname
-				   AND h.registered_on IS DISTINCT FROM sysid)
+			-- those that run as it (pn_hook_role), and those it registered
+			-- on this cluster (or not known to be elsewhere), renamed since
+			WHERE (h.registrant OPERATOR(pg_catalog.=) rolname
+				   AND (h.registered_by OPERATOR(pg_catalog.=) role
+						OR h.registered_on IS DISTINCT FROM sysid))
+			   OR (h.registered_by OPERATOR(pg_catalog.=) role
+				   AND (h.registered_on IS NULL OR h.registered_on OPERATOR(pg_catalog.=) sysid))
 			RETURNING h.event OPERATOR(pg_catalog.||) ' ' OPERATOR(pg_catalog.||) h.handler::text AS hook)
 		SELECT pg_catalog.string_agg(g.hook, ', ') INTO hooks FROM gone g;
 		IF hooks IS NOT NULL THEN
@@ -2792,3 +2797,5 @@ BEGIN
 	END IF;
 END
 $$;
+COMMENT ON FUNCTION @extschema@.paynotify_revoke(regrole, text) IS
+	'takes a capacity (admin, handler or relay) in this database from a role; with admin, the hooks it registered here or that run as it';

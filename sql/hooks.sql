@@ -338,8 +338,13 @@ ALTER ROLE hk_r2_renamed RENAME TO hk_r2;
 SELECT paynotify_grant('hk_r2', 'admin');
 INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
 VALUES ('closed', 't.noop(jsonb)', 'hk_r1'::regrole, 'hk_r2', 42);
+-- and a row from another cluster whose oid is hk_r2's but that runs as
+-- hk_r1 by its name stays
+INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
+VALUES ('refunded', 't.noop(jsonb)', 'hk_r2'::regrole, 'hk_r1', 42);
 SELECT paynotify_revoke('hk_r2', 'admin');
 SELECT event, registered_by, registrant FROM paynotify_hook ORDER BY event;
+DELETE FROM paynotify_hook;
 -- and registered here by hk_r2 under its own name: refused
 INSERT INTO paynotify_hook (event, handler, registered_by, registrant, registered_on)
 VALUES ('paid', 't.noop(jsonb)', 'hk_r2'::regrole, 'hk_r2',

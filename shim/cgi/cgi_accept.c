@@ -313,6 +313,9 @@ fill_pollfds(acceptor *a, long long now, long long *timeout)
 		pthread_mutex_lock(&a->srv->lock);
 		a->srv->room_wanted = true;
 		pthread_mutex_unlock(&a->srv->lock);
+		/* a take between the check and the flag rang nothing: look again */
+		if (accept_room(a) > 0)
+			a->fds[1] = (struct pollfd) {.fd = a->srv->listen_fd, .events = POLLIN};
 	}
 	for (int i = 0; i < a->npartial; i++)
 		a->fds[n++] = (struct pollfd) {.fd = a->partial[i].c.large ? -1 : a->partial[i].c.fd,
