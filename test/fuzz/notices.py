@@ -261,6 +261,15 @@ AIM = {
                "created", "object"],
 }
 
+# the fields that say what a notice is: a third of the changes, half of
+# them to another state word
+STATES = {
+    "wxpay": ["contract_state", "trade_state", "refund_status", "@event_type",
+              "sub_orders.0.trade_state"],
+    "alipay": ["status", "notify_type", "trade_status"],
+    "stripe": ["type", "data.object.status", "data.object.object", "data.object.billing_reason"],
+}
+
 UNKNOWN_STATES = ["PAUSED", "SIGN_FAILED", "TO_BE_RENEWED", "TEMP", "past_due", "incomplete",
                   "unpaid", "paused", "incomplete_expired", "draft", "void", "uncollectible",
                   "STOP", "UNSIGN", "NORMAL", "TRADE_FINISHED", "WAIT_BUYER_PAY", "signed", "ended",
@@ -392,7 +401,8 @@ def fresh_ids(draw, n):
     pooled = draw(st.booleans())
     pick = draw(st.integers(0, 9)) if pooled else n
     return {
-        "nid": "FZ-N-%d-%d" % (n, draw(st.integers(0, 1))),
+        # a pooled notification id may come back with other content
+        "nid": "FZ-N-%d" % n if not pooled or draw(st.integers(0, 3)) else "FZ-N-P%d" % pick,
         "order": "FZ-O-%d" % (pick if draw(st.booleans()) else n),
         "trade": "FZT%d" % (pick if draw(st.booleans()) else n),
         "refund": "FZR%d" % n,
@@ -531,8 +541,12 @@ def notices(draw, counter):
         doc_paths = paths(template_doc or st_template(kind, ids))
     muts = []
     for _ in range(draw(st.integers(0, 4))):
-        path = draw(st.one_of(st.sampled_from(AIM[gateway]), st.sampled_from(doc_paths)))
-        mk = draw(st.sampled_from(ODD + (["gbk"] if gateway == "alipay" else [])))
+        path = draw(st.one_of(st.sampled_from(STATES[gateway]), st.sampled_from(AIM[gateway]),
+                              st.sampled_from(doc_paths)))
+        if path in STATES[gateway] and draw(st.booleans()):
+            mk = "unknown_state"
+        else:
+            mk = draw(st.sampled_from(ODD + (["gbk"] if gateway == "alipay" else [])))
         value = odd_value(mk, draw, gateway)
         muts.append((path, mk, value))
     headers, body, summary = build_request(gateway, kind, ids, muts, draw, template_doc)
