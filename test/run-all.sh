@@ -58,6 +58,7 @@ full_tests=(
     test/e2e/citus_distribute_owner.sh
     test/chaos/run.sh
     test/fuzz/run.sh
+    test/fuzz/notices.sh
     test/package/run.sh
     test/bench/smoke.sh
     test/bench/smoke-citus.sh

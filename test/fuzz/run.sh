@@ -26,6 +26,10 @@
 #                    reference, and WeChat Pay, Alipay and Stripe payloads
 #                    (shim/send/send_payload.c)
 #
+# What the backend makes of an authentic notice (src/verify_*.c), which
+# needs a live server and a valid signature, is fuzzed by
+# test/fuzz/notices.sh instead.
+#
 # Needs clang with libFuzzer (Debian: clang libclang-rt-14-dev), OpenSSL's
 # headers, postgresql-server-dev-15 (for fuzz_json) and the openssl command
 # (DER seeds).  Seeds come from the test vectors (PAYNOTIFY_VECTORS, default
