@@ -20,9 +20,7 @@
 #include <stdlib.h>
 
 #include "access/xact.h"
-#include "access/xlog.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -731,41 +729,6 @@ pn_transition_pairs_load(MemoryContext cxt, const char *schema, int *n)
 		pairs[2 * i + 1] = MemoryContextStrdup(cxt, spi_text(i, 2));
 	}
 	return pairs;
-}
-
-/*
- * The role a hook's row runs as: registered_by while that role still has
- * the name registrant (so a role renamed, or dropped and made again, is
- * not the registrant); on another cluster than the one it was registered
- * on (registered_on another system identifier, or none: a Citus worker,
- * whose copy of the row holds the coordinator's oid; a restore elsewhere)
- * the role of exactly that name there; else none.  A row without a
- * registrant (its role was gone when the update to 1.3 named them; one
- * written by hand) has none: a dangling registered_by restored where that
- * oid is another role's would run the hook as that role.  The one rule for
- * the hook's run (load_hooks) and for who may register it again
- * (paynotify_on).
- */
-Oid
-pn_hook_role(Oid registered_by, const char *registrant, bool on_known, int64 registered_on)
-{
-	HeapTuple	tup;
-
-	if (registrant == NULL)
-		return InvalidOid;
-	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(registered_by));
-	if (HeapTupleIsValid(tup))
-	{
-		bool		same = strcmp(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname),
-								  registrant) == 0;
-
-		ReleaseSysCache(tup);
-		if (same)
-			return registered_by;
-	}
-	if (!on_known || registered_on != (int64) GetSystemIdentifier())
-		return get_role_oid(registrant, true);
-	return InvalidOid;
 }
 
 /*

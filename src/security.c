@@ -23,6 +23,7 @@
 #include "access/xlog.h"
 #include "catalog/heap.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_collation.h"
@@ -724,6 +725,41 @@ paynotify_trigger_created(PG_FUNCTION_ARGS)
 					 errhint("The relation's owner (or a role with its rights) creates the trigger.")));
 	}
 	PG_RETURN_VOID();
+}
+
+/*
+ * The role a hook's row runs as: registered_by while that role still has
+ * the name registrant (so a role renamed, or dropped and made again, is
+ * not the registrant); on another cluster than the one it was registered
+ * on (registered_on another system identifier, or none: a Citus worker,
+ * whose copy of the row holds the coordinator's oid; a restore elsewhere)
+ * the role of exactly that name there; else none.  A row without a
+ * registrant (its role was gone when the update to 1.3 named them; one
+ * written by hand) has none: a dangling registered_by restored where that
+ * oid is another role's would run the hook as that role.  The one rule for
+ * the hook's run (load_hooks) and for who may register it again
+ * (paynotify_on).
+ */
+Oid
+pn_hook_role(Oid registered_by, const char *registrant, bool on_known, int64 registered_on)
+{
+	HeapTuple	tup;
+
+	if (registrant == NULL)
+		return InvalidOid;
+	tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(registered_by));
+	if (HeapTupleIsValid(tup))
+	{
+		bool		same = strcmp(NameStr(((Form_pg_authid) GETSTRUCT(tup))->rolname),
+								  registrant) == 0;
+
+		ReleaseSysCache(tup);
+		if (same)
+			return registered_by;
+	}
+	if (!on_known || registered_on != (int64) GetSystemIdentifier())
+		return get_role_oid(registrant, true);
+	return InvalidOid;
 }
 
 /*
