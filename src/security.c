@@ -768,12 +768,12 @@ pn_hook_role(Oid registered_by, const char *registrant, bool on_known, int64 reg
  * (pn_hook_role: the same rule as its run) whose rights the caller does
  * not have, or, unless it comes from another cluster, whose registered_by
  * is such a role (renamed since: the hook runs as no one until it
- * registers it again), is left alone (refused), else it is taken over; no row: inserted, and when a
- * concurrent registration inserted it first, read again.  Whose rights the
- * caller has is decided here, on the node that runs paynotify_on, not in
- * the statement: on Citus the table is a reference table, and a condition
- * in it would be evaluated on every node against that node's role oids
- * (and Citus refuses its subquery).
+ * registers it again), is left alone (refused), else it is taken over; no
+ * row: inserted, and when a concurrent registration inserted it first,
+ * read again.  Whose rights the caller has is decided here, on the node
+ * that runs paynotify_on, not in the statement: on Citus the table is a
+ * reference table, and a condition in it would be evaluated on every node
+ * against that node's role oids (and Citus refuses its subquery).
  */
 typedef struct HookWrite
 {

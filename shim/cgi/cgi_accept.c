@@ -43,10 +43,9 @@
  * however often renewed, never get a request closed, and hold none back in
  * the listen backlog beyond the ACCEPT_BATCH whole ones always queued
  * beside them (a worker's take makes room, and rings the bell): nginx
- * writes its request just after its connect,
- * and its connection is displaced only if PAYNOTIFY_MAX_PENDING partial
- * connections come after it before its whole request does, however many
- * whole ones do.
+ * writes its request just after its connect, and its connection is
+ * displaced only if PAYNOTIFY_MAX_PENDING partial connections come after
+ * it before its whole request does, however many whole ones do.
  *
  * Bounds, each a setting:
  *   PAYNOTIFY_IDLE_TIMEOUT  a connection whose request has not arrived
@@ -58,7 +57,8 @@
  *                           (see above); when whole ones (waiting or queued)
  *                           fill it, or fill what partial ones leave of
  *                           max_held (ACCEPT_BATCH at least), new ones wait
- *                           in the listen backlog until a worker takes one.  Partial, waiting and queued together
+ *                           in the listen backlog until a worker takes
+ *                           one.  Partial, waiting and queued together
  *                           are never more than PAYNOTIFY_MAX_PENDING +
  *                           ACCEPT_BATCH (requests that arrived whole on
  *                           connections due to be closed): new ones wait in
