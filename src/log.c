@@ -190,8 +190,9 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	args[9] = processed_at(res, &nulls[9]);
-	if (SPI_execute_plan(pn_plan(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
-								 PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT),
+	if (SPI_execute_plan(pn_plan_insert(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
+										PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT,
+										pn_config_distributed(cfg)),
 						 args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
 	return SPI_processed == 1;

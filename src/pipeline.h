@@ -141,6 +141,7 @@ typedef struct PnConfig
 	bool		schema_14;		/* the schema has 1.4's paynotify_expectation */
 
 	SPIPlanPtr	plans[PN_NPLANS];
+	SPIPlanPtr	plans_one[PN_NPLANS];	/* one server's, where a plan names its arbiter */
 } PnConfig;
 
 /* config.c: the configuration generation, and its loaders the guard shares */
@@ -157,6 +158,7 @@ extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMa
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
+extern SPIPlanPtr pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
 extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);

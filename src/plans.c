@@ -29,7 +29,24 @@ typedef struct PlanSpec
 	int			nargs;
 	Oid			argtypes[11];
 	bool		needs_orders;
+	/*
+	 * the unique key a one-server INSERT ... ON CONFLICT DO NOTHING names
+	 * as its only arbiter (NULL: every unique index, as on Citus)
+	 */
+	const char *arbiter;
 } PlanSpec;
+
+/*
+ * The log's and the payments' first keys on one server, (channel,
+ * notify_id) and (channel, trade_no): a conflict on the primary key (the
+ * order number first) is one on them too, so naming them alone skips the
+ * look into the other unique index before each insert.  On Citus only the
+ * primary keys are unique (paynotify_distribute() makes the others plain
+ * indexes), and every unique index is the arbiter.
+ */
+#define LOG_ARBITER "(channel, notify_id)"
+#define PAYMENT_ARBITER "(channel, trade_no)"
+#define ANY_CONFLICT " ON CONFLICT DO NOTHING"
 
 static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_LOG_GET] = {
@@ -55,18 +72,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-		" ON CONFLICT DO NOTHING",
+		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID}
+		TIMESTAMPTZOID},
+		.arbiter = LOG_ARBITER
 	},
 	/* the same for a notice a query made (1.4 schemas: the source column) */
 	[PLAN_LOG_INSERT_QUERY] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at, source)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'query')"
-		" ON CONFLICT DO NOTHING",
+		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID}
+		TIMESTAMPTZOID},
+		.arbiter = LOG_ARBITER
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
@@ -93,15 +112,17 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_PAYMENT_INSERT] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
-		" ON CONFLICT DO NOTHING",
-		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
+		.arbiter = PAYMENT_ARBITER
 	},
 	/* the same with the sub-merchant paid (1.3 schemas) */
 	[PLAN_PAYMENT_INSERT_SUB] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id, sub_merchant) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-		" ON CONFLICT DO NOTHING",
-		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID},
+		.arbiter = PAYMENT_ARBITER
 	},
 	/*
 	 * by trade, whatever its order: the one read of a notification that does
@@ -292,8 +313,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_PAYMENT_INSERT_AGREEMENT] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id, sub_merchant, agreement_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-		" ON CONFLICT DO NOTHING",
-		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+		.arbiter = PAYMENT_ARBITER
 	},
 	/* the notices of an agreement parked until it is signed (keyed by no order) */
 	[PLAN_PARKED_AGREEMENT] = {
@@ -457,26 +479,56 @@ pn_expand_sql(const PnConfig *cfg, const char *tmpl)
 	return s.data;
 }
 
-/* A prepared plan, built once per configuration generation. */
-SPIPlanPtr
-pn_plan(PnConfig *cfg, PnPlanId id)
+/*
+ * A prepared plan, built once per configuration generation: one = the
+ * variant naming the plan's arbiter (one server).
+ */
+static SPIPlanPtr
+plan_get(PnConfig *cfg, PnPlanId id, bool one)
 {
 	const PlanSpec *spec = &plan_specs[id];
-	SPIPlanPtr	plan;
+	SPIPlanPtr *slot = one ? &cfg->plans_one[id] : &cfg->plans[id];
+	char	   *sql;
 
-	if (cfg->plans[id] != NULL)
-		return cfg->plans[id];
+	if (*slot != NULL)
+		return *slot;
 	if (spec->needs_orders && !cfg->bound)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
 				 errhint("Call paynotify_bind_orders first.")));
-	plan = SPI_prepare(pn_expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
-	if (plan == NULL)
+	sql = pn_expand_sql(cfg, spec->sql);
+	if (one)
+	{
+		/* the arbiter named (see LOG_ARBITER), where ANY_CONFLICT ends it */
+		size_t		len = strlen(sql) - strlen(ANY_CONFLICT);
+
+		Assert(strcmp(sql + len, ANY_CONFLICT) == 0);
+		sql = psprintf("%.*s ON CONFLICT %s DO NOTHING", (int) len, sql, spec->arbiter);
+	}
+	*slot = SPI_prepare(sql, spec->nargs, (Oid *) spec->argtypes);
+	if (*slot == NULL)
 		elog(ERROR, "paynotify: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	cfg->plans[id] = plan;
-	return plan;
+	SPI_keepplan(*slot);
+	return *slot;
+}
+
+/* A prepared plan (an INSERT's with every unique index its arbiter). */
+SPIPlanPtr
+pn_plan(PnConfig *cfg, PnPlanId id)
+{
+	return plan_get(cfg, id, false);
+}
+
+/*
+ * The plan of an INSERT ... ON CONFLICT DO NOTHING for where it runs:
+ * distributed (pn_config_distributed), every unique index its arbiter;
+ * on one server, the first key alone where its spec names one.
+ */
+SPIPlanPtr
+pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed)
+{
+	return plan_get(cfg, id, !distributed && plan_specs[id].arbiter != NULL);
 }
 
 typedef struct OrdersCall
@@ -555,6 +607,10 @@ void
 pn_plans_free(PnConfig *cfg)
 {
 	for (int i = 0; i < PN_NPLANS; i++)
+	{
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);
+		if (cfg->plans_one[i] != NULL)
+			SPI_freeplan(cfg->plans_one[i]);
+	}
 }
