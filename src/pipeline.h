@@ -212,6 +212,7 @@ extern void pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n
 						   PnLogRow *row);
 extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id,
 						const char *order_no);
+extern bool pn_log_none_parked(PnConfig *cfg, const char *order_no);
 extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 						  const PnApplied *res, const char *error);
 extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
