@@ -142,6 +142,10 @@ typedef struct PnConfig
 
 	SPIPlanPtr	plans[PN_NPLANS];
 	SPIPlanPtr	plans_one[PN_NPLANS];	/* one server's, where a plan names its arbiter */
+	/* the one-server arbiters of plans.c: table, its two columns, the unique index */
+	Oid			arbiter_rel[2];
+	AttrNumber	arbiter_attnums[2][2];
+	Oid			arbiter_index[2];
 } PnConfig;
 
 /* config.c: the configuration generation, and its loaders the guard shares */
