@@ -21,9 +21,11 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
+#include "nodes/primnodes.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -243,6 +245,47 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 }
 
 /*
+ * Whether index is payment_notify_log_parked as the extension creates it:
+ * a valid btree on order_no alone, in the column's own collation, with the
+ * predicate status = 'parked' and nothing else.  Any other (an index
+ * rebuilt by hand with another predicate or collation) could miss a
+ * parked row that the list would find.
+ */
+static bool
+parked_index(Relation heap, Relation index)
+{
+	AttrNumber	order_att = get_attnum(RelationGetRelid(heap), "order_no");
+	AttrNumber	status_att = get_attnum(RelationGetRelid(heap), "status");
+	List	   *pred;
+	OpExpr	   *op;
+	Var		   *var;
+	Const	   *val;
+
+	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		index->rd_index->indrelid != RelationGetRelid(heap) ||
+		!index->rd_index->indisvalid || !index->rd_index->indisready ||
+		index->rd_index->indnkeyatts != 1 ||
+		order_att == InvalidAttrNumber || status_att == InvalidAttrNumber ||
+		index->rd_index->indkey.values[0] != order_att ||
+		index->rd_opcintype[0] != TEXTOID ||
+		index->rd_indcollation[0] != TupleDescAttr(RelationGetDescr(heap), order_att - 1)->attcollation ||
+		RelationGetIndexExpressions(index) != NIL)
+		return false;
+	pred = RelationGetIndexPredicate(index);
+	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
+		return false;
+	op = linitial_node(OpExpr, pred);
+	if (op->opno != TextEqualOperator || list_length(op->args) != 2 ||
+		!IsA(linitial(op->args), Var) || !IsA(lsecond(op->args), Const))
+		return false;
+	var = linitial_node(Var, op->args);
+	val = lsecond_node(Const, op->args);
+	return var->varattno == status_att && val->consttype == TEXTOID && !val->constisnull &&
+		strcmp(TextDatumGetCString(val->constvalue), "parked") == 0;
+}
+
+/*
  * Whether the order has no parked notification, seen as a statement run
  * now would see it: one probe of the partial index payment_notify_log_parked
  * (order_no, WHERE status = 'parked'), where the list of them
@@ -250,8 +293,9 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
  * payment is applied.  A row there is parked in the row version the index
  * points to (a change of status is never a HOT update, the predicate's
  * column being indexed), so a visible one means a parked row.  False, to
- * have the list read, when the index is not as created, and wherever Citus
- * is loaded (the rows are in shards, not in the relation here).
+ * have the list read, when the index is not as created (parked_index), and
+ * wherever Citus is loaded (the rows are in shards, not in the relation
+ * here).
  */
 bool
 pn_log_none_parked(PnConfig *cfg, const char *order_no)
@@ -270,14 +314,7 @@ pn_log_none_parked(PnConfig *cfg, const char *order_no)
 		return false;
 	heap = table_open(heap_oid, AccessShareLock);
 	index = index_open(index_oid, AccessShareLock);
-	if (heap->rd_rel->relkind == RELKIND_RELATION &&
-		index->rd_rel->relam == BTREE_AM_OID &&
-		index->rd_index->indrelid == heap_oid &&
-		index->rd_index->indisvalid && index->rd_index->indisready &&
-		index->rd_index->indnkeyatts == 1 &&
-		index->rd_index->indkey.values[0] == get_attnum(heap_oid, "order_no") &&
-		index->rd_opcintype[0] == TEXTOID &&
-		RelationGetIndexPredicate(index) != NIL)
+	if (parked_index(heap, index))
 	{
 		Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
 		ScanKeyData key;
