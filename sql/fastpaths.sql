@@ -69,3 +69,41 @@ SELECT t.fp_stripe('FP-8', 'evt_FP-8', 'payment_intent.succeeded', '{"id": "pi_F
 SELECT o.order_no, o.status, p.trade_no, p.amount FROM public.orders o
 	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
 	WHERE o.order_no LIKE 'FP-%' ORDER BY 1;
+
+-- an order's move counts the rows with its key only where no unique index
+-- on the key alone makes it one row: a table with such a key, then without
+-- it and with the key twice (refused, counted), the same with a unique
+-- index on the key for one status only, then a child table holding
+-- the key again under a parent whose key is unique (refused: the move
+-- reaches the child), then another table under the bound name
+CREATE SCHEMA fp;
+CREATE TABLE fp.o (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO fp.o VALUES ('K1', 'pending', 100), ('K2', 'pending', 100), ('K3', 'pending', 100);
+SELECT paynotify_bind_orders('fp.o', 'k', 'st', 'amount');
+CREATE FUNCTION t.fp_pay(ord text) RETURNS TABLE (outcome text, error text) LANGUAGE plpgsql AS $$
+BEGIN
+	outcome := t.fp_stripe(ord, 'evt_fp_' || ord, 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_fp_' || ord, 'amount', 100, 'amount_received', 100));
+	SELECT l.error_msg INTO error FROM pay.payment_notify_log l
+		WHERE l.channel = 'fp_s' AND l.notify_id = 'evt_fp_' || ord;
+	RETURN NEXT;
+END
+$$;
+SELECT * FROM t.fp_pay('K1');
+ALTER TABLE fp.o DROP CONSTRAINT o_pkey;
+INSERT INTO fp.o VALUES ('K2', 'paid', 100);
+SELECT * FROM t.fp_pay('K2');
+CREATE UNIQUE INDEX ON fp.o (k) WHERE st = 'pending';
+SELECT * FROM t.fp_pay('K2');
+DELETE FROM fp.o WHERE k = 'K2' AND st = 'paid';
+CREATE UNIQUE INDEX ON fp.o (k) INCLUDE (st);
+SELECT * FROM t.fp_pay('K2');
+CREATE TABLE fp.o_child () INHERITS (fp.o);
+INSERT INTO fp.o_child VALUES ('K3', 'paid', 100);
+SELECT * FROM t.fp_pay('K3');
+ALTER TABLE fp.o RENAME TO o_old;
+CREATE TABLE fp.o (k text NOT NULL, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO fp.o VALUES ('K4', 'pending', 100), ('K4', 'paid', 100);
+SELECT * FROM t.fp_pay('K4');
+SELECT tableoid::regclass, k, st FROM fp.o_old UNION ALL SELECT tableoid::regclass, k, st FROM fp.o ORDER BY 2, 1, 3;
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');

@@ -539,6 +539,7 @@ load_binding(PnConfig *cfg)
 		cfg->bound = true;
 		cfg->orders = pstrdup(spi_text(0, 1));
 		cfg->key_col = pstrdup(quote_identifier(spi_text(0, 2)));
+		cfg->key_col_name = pstrdup(spi_text(0, 2));
 		cfg->status_col = pstrdup(quote_identifier(spi_text(0, 3)));
 		cfg->status_col_name = pstrdup(spi_text(0, 3));
 		cfg->has_amount = (amount != NULL);

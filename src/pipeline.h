@@ -66,6 +66,8 @@ typedef enum PnPlanId
 	PLAN_AGREEMENT_END,
 	PLAN_AGREEMENT_END_UNSIGNED,
 	PLAN_AGREEMENT_NOTE,
+	PLAN_ORDER_MOVE_KEYED,
+	PLAN_ORDER_PAY_KEYED,
 	PN_NPLANS
 } PnPlanId;
 
@@ -103,6 +105,7 @@ typedef struct PnConfig
 	char	   *orders;			/* quoted qualified name */
 	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
+	char	   *key_col_name;	/* unquoted */
 	char	   *key_type;
 	char	   *status_col;
 	char	   *status_col_name;
@@ -146,6 +149,13 @@ typedef struct PnConfig
 	Oid			arbiter_rel[2];
 	AttrNumber	arbiter_attnums[2][2];
 	Oid			arbiter_index[2];
+	/* key_unique (plans.c): the orders table by its name, the unique index on its key */
+	RangeVar   *orders_rv;
+	Oid			key_rel;
+	AttrNumber	key_attnum;
+	Oid			key_atttype;
+	Oid			key_attcoll;
+	Oid			key_index;
 } PnConfig;
 
 /* config.c: the configuration generation, and its loaders the guard shares */

@@ -16,13 +16,20 @@
 
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
 #include "utils/syscache.h"
@@ -416,11 +423,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	/*
 	 * A move returns how many rows have the key (pn_orders_execute refuses
 	 * more than one): a row in another status would not be moved, but
-	 * would be the same order.
+	 * would be the same order.  The _KEYED variants count nothing: they run
+	 * only where a unique index makes the key one row (key_unique).
 	 */
+#define ORDER_MOVE \
+	"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
+#define ORDER_PAY ORDER_MOVE \
+	" AND ($4 IS NULL OR @am = $4)" \
+	" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
 	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-		PN_SAME_KEY,
+		ORDER_MOVE PN_SAME_KEY,
+		3, {TEXTOID, TEXTOID, TEXTOID}, true
+	},
+	[PLAN_ORDER_MOVE_KEYED] = {
+		ORDER_MOVE,
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
 	/*
@@ -432,10 +448,11 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_PAY] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-		" AND ($4 IS NULL OR @am = $4)"
-		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
-		PN_SAME_KEY,
+		ORDER_PAY PN_SAME_KEY,
+		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
+	},
+	[PLAN_ORDER_PAY_KEYED] = {
+		ORDER_PAY,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 };
@@ -644,6 +661,139 @@ orders_call(void *arg)
 	c->rc = SPI_execute_plan(pn_plan(c->cfg, c->id), c->args, c->nulls, false, c->count);
 }
 
+/* Whether type is one of pg_catalog's. */
+static bool
+type_builtin(Oid type)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	bool		builtin;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	builtin = ((Form_pg_type) GETSTRUCT(tup))->typnamespace == PG_CATALOG_NAMESPACE;
+	ReleaseSysCache(tup);
+	return builtin;
+}
+
+/*
+ * Whether index makes the orders table's key one row for the key's own
+ * equality (the "=" of the plans, @k = $1::@kt): unique, checked at once
+ * (a deferred key may hold two rows until commit), valid, on the key alone
+ * without expressions or a predicate, in the column's collation, with the
+ * default btree operator class of a built-in type (whose equality is the
+ * "=" that pg_catalog resolves).  full: the index's definition too, which
+ * never changes for an index (ALTER COLUMN TYPE makes new ones), else only
+ * what can (valid, ready, live).
+ */
+static bool
+key_index(PnConfig *cfg, Oid index, bool full)
+{
+	HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
+	Form_pg_index ix;
+	bool		ok;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	ix = (Form_pg_index) GETSTRUCT(tup);
+	ok = ix->indrelid == cfg->key_rel && ix->indisvalid && ix->indisready && ix->indislive;
+	if (ok && full)
+	{
+		bool		isnull;
+		oidvector  *coll;
+		oidvector  *opclass;
+
+		coll = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+															 Anum_pg_index_indcollation, &isnull));
+		ok = !isnull && coll->dim1 >= 1 && coll->values[0] == cfg->key_attcoll;
+		opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																Anum_pg_index_indclass, &isnull));
+		ok = ok && !isnull && opclass->dim1 >= 1 &&
+			ix->indisunique && ix->indimmediate && ix->indnkeyatts == 1 &&
+			ix->indkey.values[0] == cfg->key_attnum &&
+			heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
+			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
+			type_builtin(cfg->key_atttype) &&
+			opclass->values[0] == GetDefaultOpClass(cfg->key_atttype, BTREE_AM_OID);
+	}
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
+ * Whether the orders table the plans name holds one row at most per key,
+ * so that a move need not count the rows with its key (PN_SAME_KEY).  The
+ * table is found by the name the plans use and locked as the UPDATE locks
+ * it (RowExclusiveLock): no other table can take that name, and no index
+ * be dropped, between this look and the statement.  A plain table without
+ * children (the UPDATE and the count would reach those), the key column as
+ * bound, a unique index as key_index says.  Never where Citus is loaded
+ * (the rows are in shards).  The index found is remembered for the
+ * generation and looked at again each time.
+ */
+static bool
+key_unique(PnConfig *cfg)
+{
+	Oid			relid;
+	Relation	rel;
+	Form_pg_attribute att;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		plain;
+
+	if (GetConfigOption("citus.shard_count", true, false) != NULL)
+		return false;
+	if (cfg->orders_rv == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(cfg->cxt);
+
+		cfg->orders_rv = makeRangeVarFromNameList(stringToQualifiedNameList(cfg->orders));
+		MemoryContextSwitchTo(old);
+	}
+	relid = RangeVarGetRelid(cfg->orders_rv, RowExclusiveLock, true);
+	if (!OidIsValid(relid))
+		return false;
+	rel = relation_open(relid, NoLock);
+	plain = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass;
+	if (relid != cfg->key_rel)
+	{
+		cfg->key_rel = relid;
+		cfg->key_attnum = get_attnum(relid, cfg->key_col_name);
+		cfg->key_index = InvalidOid;
+	}
+	att = cfg->key_attnum > 0 && cfg->key_attnum <= RelationGetDescr(rel)->natts
+		? TupleDescAttr(RelationGetDescr(rel), cfg->key_attnum - 1) : NULL;
+	if (!plain || att == NULL || att->attisdropped || strcmp(NameStr(att->attname), cfg->key_col_name) != 0)
+	{
+		relation_close(rel, NoLock);
+		cfg->key_rel = InvalidOid;
+		return false;
+	}
+	if (att->atttypid != cfg->key_atttype || att->attcollation != cfg->key_attcoll)
+	{
+		cfg->key_atttype = att->atttypid;
+		cfg->key_attcoll = att->attcollation;
+		cfg->key_index = InvalidOid;
+	}
+	if (OidIsValid(cfg->key_index) && key_index(cfg, cfg->key_index, false))
+	{
+		relation_close(rel, NoLock);
+		return true;
+	}
+	cfg->key_index = InvalidOid;
+	indexes = RelationGetIndexList(rel);
+	relation_close(rel, NoLock);
+	foreach(lc, indexes)
+	{
+		if (key_index(cfg, lfirst_oid(lc), true))
+		{
+			cfg->key_index = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return OidIsValid(cfg->key_index);
+}
+
 /*
  * Execute one of the plans on the orders table as that table's owner, in a
  * security-restricted operation: its triggers, defaults, constraints and
@@ -659,6 +809,8 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 	Assert(plan_specs[id].needs_orders);
 	if (!cfg->bound)
 		(void) pn_plan(cfg, id);	/* raises "no orders table is bound" */
+	if ((id == PLAN_ORDER_MOVE || id == PLAN_ORDER_PAY) && key_unique(cfg))
+		c.id = id == PLAN_ORDER_MOVE ? PLAN_ORDER_MOVE_KEYED : PLAN_ORDER_PAY_KEYED;
 	owner = pn_relation_owner(cfg->orders_oid);
 	if (!OidIsValid(owner))
 		ereport(ERROR,
