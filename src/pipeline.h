@@ -106,7 +106,10 @@ typedef struct PnConfig
 	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
 	char	   *key_col_name;	/* unquoted */
-	char	   *key_type;
+	char	   *key_type;		/* @kt: the key column's type when the generation was loaded */
+	Oid			key_typid;		/* ... its oid, typmod and the column's collation */
+	int32		key_typmod;
+	Oid			key_collid;
 	char	   *status_col;
 	char	   *status_col_name;
 	char	   *status_type;
@@ -153,8 +156,6 @@ typedef struct PnConfig
 	RangeVar   *orders_rv;
 	Oid			key_rel;
 	AttrNumber	key_attnum;
-	Oid			key_atttype;
-	Oid			key_attcoll;
 	Oid			key_index;
 } PnConfig;
 

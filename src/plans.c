@@ -424,19 +424,21 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	 * A move returns how many rows have the key (pn_orders_execute refuses
 	 * more than one): a row in another status would not be moved, but
 	 * would be the same order.  The _KEYED variants count nothing: they run
-	 * only where a unique index makes the key one row (key_unique).
+	 * only where a unique index makes the key one row (key_unique), and on
+	 * that table ONLY (a child table created since the look would not be
+	 * under its index).
 	 */
-#define ORDER_MOVE \
-	"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-#define ORDER_PAY ORDER_MOVE \
+#define ORDER_MOVE_SET \
+	" SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
+#define ORDER_PAY_SET ORDER_MOVE_SET \
 	" AND ($4 IS NULL OR @am = $4)" \
 	" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
 	[PLAN_ORDER_MOVE] = {
-		ORDER_MOVE PN_SAME_KEY,
+		"UPDATE @o" ORDER_MOVE_SET PN_SAME_KEY,
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
 	[PLAN_ORDER_MOVE_KEYED] = {
-		ORDER_MOVE,
+		"UPDATE ONLY @o" ORDER_MOVE_SET,
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
 	/*
@@ -448,11 +450,11 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_PAY] = {
-		ORDER_PAY PN_SAME_KEY,
+		"UPDATE @o" ORDER_PAY_SET PN_SAME_KEY,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 	[PLAN_ORDER_PAY_KEYED] = {
-		ORDER_PAY,
+		"UPDATE ONLY @o" ORDER_PAY_SET,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 };
@@ -704,7 +706,7 @@ key_index(PnConfig *cfg, Oid index, bool full)
 
 		coll = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
 															 Anum_pg_index_indcollation, &isnull));
-		ok = !isnull && coll->dim1 >= 1 && coll->values[0] == cfg->key_attcoll;
+		ok = !isnull && coll->dim1 >= 1 && coll->values[0] == cfg->key_collid;
 		opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
 																Anum_pg_index_indclass, &isnull));
 		ok = ok && !isnull && opclass->dim1 >= 1 &&
@@ -712,8 +714,8 @@ key_index(PnConfig *cfg, Oid index, bool full)
 			ix->indkey.values[0] == cfg->key_attnum &&
 			heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
 			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
-			type_builtin(cfg->key_atttype) &&
-			opclass->values[0] == GetDefaultOpClass(cfg->key_atttype, BTREE_AM_OID);
+			type_builtin(cfg->key_typid) &&
+			opclass->values[0] == GetDefaultOpClass(cfg->key_typid, BTREE_AM_OID);
 	}
 	ReleaseSysCache(tup);
 	return ok;
@@ -768,11 +770,16 @@ key_unique(PnConfig *cfg)
 		cfg->key_rel = InvalidOid;
 		return false;
 	}
-	if (att->atttypid != cfg->key_atttype || att->attcollation != cfg->key_attcoll)
+	if (att->atttypid != cfg->key_typid || att->atttypmod != cfg->key_typmod ||
+		att->attcollation != cfg->key_collid)
 	{
-		cfg->key_atttype = att->atttypid;
-		cfg->key_attcoll = att->attcollation;
-		cfg->key_index = InvalidOid;
+		/*
+		 * the column is no longer what the plans' @kt was made from (its
+		 * type changed since this generation was loaded, while this call
+		 * waited for the table): their "=" may not be the index's
+		 */
+		relation_close(rel, NoLock);
+		return false;
 	}
 	if (OidIsValid(cfg->key_index) && key_index(cfg, cfg->key_index, false))
 	{
