@@ -70,6 +70,18 @@ SELECT o.order_no, o.status, p.trade_no, p.amount FROM public.orders o
 	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
 	WHERE o.order_no LIKE 'FP-%' ORDER BY 1;
 
+
+-- a trade that paid another order is still that order's, whether this
+-- order is pending or paid already by the application
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES
+	('FP-9', 'pending', 100), ('FP-10', 'pending', 100), ('FP-11', 'paid', 100);
+SELECT t.fp_stripe('FP-9', 'evt_FP-9', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-10', 'evt_FP-10', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-11', 'evt_FP-11', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT o.order_no, o.status, p.trade_no, a.kind FROM public.orders o
+	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
+	LEFT JOIN paynotify_anomaly a ON a.channel = 'fp_s' AND a.order_no = o.order_no
+	WHERE o.order_no IN ('FP-9', 'FP-10', 'FP-11') ORDER BY 1;
 -- an order's move counts the rows with its key only where no unique index
 -- on the key alone makes it one row: a table with such a key, then without
 -- it and with the key twice (refused, counted), the same with a unique
@@ -106,4 +118,34 @@ CREATE TABLE fp.o (k text NOT NULL, st text NOT NULL, amount bigint NOT NULL);
 INSERT INTO fp.o VALUES ('K4', 'pending', 100), ('K4', 'paid', 100);
 SELECT * FROM t.fp_pay('K4');
 SELECT tableoid::regclass, k, st FROM fp.o_old UNION ALL SELECT tableoid::regclass, k, st FROM fp.o ORDER BY 2, 1, 3;
+-- a trade of another order never moves this one, not even for a moment a
+-- step rolls back (the table's trigger would see it, and one refusing it
+-- would fail the step where the anomaly is the answer); a first payment
+-- moves its order once
+CREATE ROLE fp_app;
+GRANT USAGE ON SCHEMA fp TO fp_app;
+CREATE TABLE fp.t (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE fp.t OWNER TO fp_app;
+CREATE FUNCTION fp.watch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'order % moves from % to %', NEW.k, OLD.st, NEW.st;
+	IF NEW.k = 'T2' THEN
+		RAISE EXCEPTION 'T2 is held' USING ERRCODE = 'check_violation';
+	END IF;
+	RETURN NEW;
+END
+$$;
+ALTER FUNCTION fp.watch() OWNER TO fp_app;
+CREATE TRIGGER watch BEFORE UPDATE ON fp.t FOR EACH ROW EXECUTE FUNCTION fp.watch();
+INSERT INTO fp.t VALUES ('T1', 'pending', 100), ('T2', 'pending', 100), ('T3', 'pending', 100);
+SELECT paynotify_bind_orders('fp.t', 'k', 'st', 'amount');
+SELECT t.fp_stripe('T1', 'evt_fp_T1', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('T2', 'evt_fp_T2', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('T3', 'evt_fp_T3', 'payment_intent.succeeded', '{"id": "pi_T3", "amount": 100, "amount_received": 100}');
+SELECT o.k, o.st, p.trade_no, a.kind FROM fp.t o
+	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.k
+	LEFT JOIN paynotify_anomaly a ON a.channel = 'fp_s' AND a.order_no = o.k
+	ORDER BY 1;
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+DROP SCHEMA fp CASCADE;
+DROP ROLE fp_app;
