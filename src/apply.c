@@ -812,6 +812,8 @@ apply_parked_trade(PnConfig *cfg, const char *order_no, const char *trade_no)
 
 	if (applying_order != NULL && strcmp(applying_order, order_no) == 0)
 		return;
+	if (pn_log_none_parked(cfg, order_no))
+		return;
 	args[0] = CStringGetTextDatum(order_no);
 	args[1] = trade_no ? CStringGetTextDatum(trade_no) : (Datum) 0;
 	if (trade_no == NULL)

@@ -492,7 +492,8 @@ load_binding(PnConfig *cfg)
 			  " pg_catalog.to_regclass(b.orders)::oid,"
 			  " b.amount_column IS NULL OR a.attnum IS NOT NULL,"
 			  " b.currency_column,"
-			  " b.currency_column IS NULL OR c.attnum IS NOT NULL"
+			  " b.currency_column IS NULL OR c.attnum IS NOT NULL,"
+			  " k.atttypid, k.atttypmod, k.attcollation"
 			  " FROM @s.paynotify_binding b"
 			  " LEFT JOIN pg_catalog.pg_attribute k ON k.attrelid = pg_catalog.to_regclass(b.orders)"
 			  "  AND k.attname = b.key_column AND NOT k.attisdropped"
@@ -539,6 +540,7 @@ load_binding(PnConfig *cfg)
 		cfg->bound = true;
 		cfg->orders = pstrdup(spi_text(0, 1));
 		cfg->key_col = pstrdup(quote_identifier(spi_text(0, 2)));
+		cfg->key_col_name = pstrdup(spi_text(0, 2));
 		cfg->status_col = pstrdup(quote_identifier(spi_text(0, 3)));
 		cfg->status_col_name = pstrdup(spi_text(0, 3));
 		cfg->has_amount = (amount != NULL);
@@ -549,6 +551,9 @@ load_binding(PnConfig *cfg)
 		cfg->key_type = pstrdup(spi_text(0, 5));
 		cfg->status_type = pstrdup(spi_text(0, 6));
 		cfg->orders_oid = atooid(spi_text(0, 7));
+		cfg->key_typid = atooid(spi_text(0, 11));
+		cfg->key_typmod = atoi(spi_text(0, 12));
+		cfg->key_collid = atooid(spi_text(0, 13));
 		MemoryContextSwitchTo(old);
 		pn_status_map_load(cfg->cxt, cfg->schema, &cfg->status_map);
 	}

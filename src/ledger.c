@@ -226,7 +226,8 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[6] = 'n';
 	if (!agreement)
 		nulls[7] = 'n';
-	if (SPI_execute_plan(pn_plan(cfg, plan), args, nulls, false, 0) != SPI_OK_INSERT)
+	if (SPI_execute_plan(pn_plan_insert(cfg, plan, pn_config_distributed(cfg)),
+						 args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
 	if (SPI_processed != 1)
 		ereport(ERROR,

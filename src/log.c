@@ -15,9 +15,23 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_operator.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "nodes/primnodes.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "paynotify.h"
@@ -190,8 +204,9 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	args[9] = processed_at(res, &nulls[9]);
-	if (SPI_execute_plan(pn_plan(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
-								 PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT),
+	if (SPI_execute_plan(pn_plan_insert(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
+										PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT,
+										pn_config_distributed(cfg)),
 						 args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
 	return SPI_processed == 1;
@@ -227,4 +242,97 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 	if (SPI_execute_plan(pn_plan(cfg, PLAN_LOG_RETRY), args, nulls, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "paynotify: notification log update failed");
 	return SPI_processed == 1;
+}
+
+/*
+ * Whether index is payment_notify_log_parked as the extension creates it:
+ * a valid btree on order_no alone, in the column's own collation, with the
+ * predicate status = 'parked' and nothing else.  Any other (an index
+ * rebuilt by hand with another predicate or collation) could miss a
+ * parked row that the list would find.
+ */
+static bool
+parked_index(Relation heap, Relation index)
+{
+	AttrNumber	order_att = get_attnum(RelationGetRelid(heap), "order_no");
+	AttrNumber	status_att = get_attnum(RelationGetRelid(heap), "status");
+	List	   *pred;
+	OpExpr	   *op;
+	Var		   *var;
+	Const	   *val;
+
+	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		index->rd_rel->relam != BTREE_AM_OID ||
+		index->rd_index->indrelid != RelationGetRelid(heap) ||
+		!index->rd_index->indisvalid || !index->rd_index->indisready ||
+		index->rd_index->indnkeyatts != 1 ||
+		order_att == InvalidAttrNumber || status_att == InvalidAttrNumber ||
+		index->rd_index->indkey.values[0] != order_att ||
+		index->rd_opcintype[0] != TEXTOID ||
+		index->rd_indcollation[0] != TupleDescAttr(RelationGetDescr(heap), order_att - 1)->attcollation ||
+		RelationGetIndexExpressions(index) != NIL)
+		return false;
+	pred = RelationGetIndexPredicate(index);
+	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
+		return false;
+	op = linitial_node(OpExpr, pred);
+	if (op->opno != TextEqualOperator || list_length(op->args) != 2 ||
+		!IsA(linitial(op->args), Var) || !IsA(lsecond(op->args), Const))
+		return false;
+	var = linitial_node(Var, op->args);
+	val = lsecond_node(Const, op->args);
+	return var->varattno == status_att && val->consttype == TEXTOID && !val->constisnull &&
+		strcmp(TextDatumGetCString(val->constvalue), "parked") == 0;
+}
+
+/*
+ * Whether the order has no parked notification, seen as a statement run
+ * now would see it: one probe of the partial index payment_notify_log_parked
+ * (order_no, WHERE status = 'parked'), where the list of them
+ * (PLAN_PARKED_LIST) would start an executor with a sort each time a
+ * payment is applied.  A row there is parked in the row version the index
+ * points to (a change of status is never a HOT update, the predicate's
+ * column being indexed), so a visible one means a parked row.  False, to
+ * have the list read, when the index is not as created (parked_index), and
+ * wherever Citus is loaded (the rows are in shards, not in the relation
+ * here).
+ */
+bool
+pn_log_none_parked(PnConfig *cfg, const char *order_no)
+{
+	Oid			heap_oid;
+	Oid			index_oid;
+	Relation	heap;
+	Relation	index;
+	bool		none = false;
+
+	if (GetConfigOption("citus.shard_count", true, false) != NULL)
+		return false;
+	heap_oid = get_relname_relid("payment_notify_log", cfg->nsp);
+	index_oid = get_relname_relid("payment_notify_log_parked", cfg->nsp);
+	if (!OidIsValid(heap_oid) || !OidIsValid(index_oid))
+		return false;
+	heap = table_open(heap_oid, AccessShareLock);
+	index = index_open(index_oid, AccessShareLock);
+	if (parked_index(heap, index))
+	{
+		Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+		ScanKeyData key;
+		IndexScanDesc scan;
+		TupleTableSlot *slot = table_slot_create(heap, NULL);
+
+		/* compared as the index orders its keys: its collation */
+		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[0], F_TEXTEQ,
+							   CStringGetTextDatum(order_no));
+		scan = index_beginscan(heap, index, snap, 1, 0);
+		index_rescan(scan, &key, 1, NULL, 0);
+		none = !index_getnext_slot(scan, ForwardScanDirection, slot);
+		index_endscan(scan);
+		ExecDropSingleTupleTableSlot(slot);
+		UnregisterSnapshot(snap);
+	}
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return none;
 }

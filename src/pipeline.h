@@ -66,6 +66,8 @@ typedef enum PnPlanId
 	PLAN_AGREEMENT_END,
 	PLAN_AGREEMENT_END_UNSIGNED,
 	PLAN_AGREEMENT_NOTE,
+	PLAN_ORDER_MOVE_KEYED,
+	PLAN_ORDER_PAY_KEYED,
 	PN_NPLANS
 } PnPlanId;
 
@@ -103,7 +105,11 @@ typedef struct PnConfig
 	char	   *orders;			/* quoted qualified name */
 	Oid			orders_oid;		/* its oid: work on it runs as its owner */
 	char	   *key_col;
-	char	   *key_type;
+	char	   *key_col_name;	/* unquoted */
+	char	   *key_type;		/* @kt: the key column's type when the generation was loaded */
+	Oid			key_typid;		/* ... its oid, typmod and the column's collation */
+	int32		key_typmod;
+	Oid			key_collid;
 	char	   *status_col;
 	char	   *status_col_name;
 	char	   *status_type;
@@ -141,6 +147,16 @@ typedef struct PnConfig
 	bool		schema_14;		/* the schema has 1.4's paynotify_expectation */
 
 	SPIPlanPtr	plans[PN_NPLANS];
+	SPIPlanPtr	plans_one[PN_NPLANS];	/* one server's, where a plan names its arbiter */
+	/* the one-server arbiters of plans.c: table, its two columns, the unique index */
+	Oid			arbiter_rel[2];
+	AttrNumber	arbiter_attnums[2][2];
+	Oid			arbiter_index[2];
+	/* key_unique (plans.c): the orders table by its name, the unique index on its key */
+	RangeVar   *orders_rv;
+	Oid			key_rel;
+	AttrNumber	key_attnum;
+	Oid			key_index;
 } PnConfig;
 
 /* config.c: the configuration generation, and its loaders the guard shares */
@@ -157,6 +173,7 @@ extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMa
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
+extern SPIPlanPtr pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
 extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
@@ -210,6 +227,7 @@ extern void pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n
 						   PnLogRow *row);
 extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id,
 						const char *order_no);
+extern bool pn_log_none_parked(PnConfig *cfg, const char *order_no);
 extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 						  const PnApplied *res, const char *error);
 extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,

@@ -14,13 +14,49 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "nodes/makefuncs.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
+
+/*
+ * The log's and the payments' first keys on one server, (channel,
+ * notify_id) and (channel, trade_no): a conflict on the primary key (the
+ * order number first) is one on them too, so naming them alone as the
+ * arbiter of ON CONFLICT DO NOTHING skips the look into the other unique
+ * index before each insert.  Only while the table has that unique key
+ * (arbiter_ready): on Citus only the primary keys are unique
+ * (paynotify_distribute() makes the others plain indexes), and a DBA may
+ * have dropped one; every unique index is the arbiter there.
+ */
+typedef struct Arbiter
+{
+	int			slot;			/* in PnConfig.arbiter_* */
+	const char *sql;			/* the conflict target */
+	const char *table;
+	const char *columns[2];
+} Arbiter;
+
+static const Arbiter log_arbiter = {0, "(channel, notify_id)", "payment_notify_log", {"channel", "notify_id"}};
+static const Arbiter payment_arbiter = {1, "(channel, trade_no)", "payment_record", {"channel", "trade_no"}};
 
 /* SQL of each plan; @s = extension schema, @o.. = the bound orders table */
 typedef struct PlanSpec
@@ -29,7 +65,11 @@ typedef struct PlanSpec
 	int			nargs;
 	Oid			argtypes[11];
 	bool		needs_orders;
+	/* an INSERT ... ON CONFLICT DO NOTHING: its one-server arbiter, if any */
+	const Arbiter *arbiter;
 } PlanSpec;
+
+#define ANY_CONFLICT " ON CONFLICT DO NOTHING"
 
 static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_LOG_GET] = {
@@ -55,18 +95,20 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-		" ON CONFLICT DO NOTHING",
+		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID}
+		TIMESTAMPTZOID},
+		.arbiter = &log_arbiter
 	},
 	/* the same for a notice a query made (1.4 schemas: the source column) */
 	[PLAN_LOG_INSERT_QUERY] = {
 		"INSERT INTO @s.payment_notify_log (channel, notify_id, order_no,"
 		" event_type, payload, status, note, error_msg, notice, processed_at, source)"
 		" VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'query')"
-		" ON CONFLICT DO NOTHING",
+		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
-		TIMESTAMPTZOID}
+		TIMESTAMPTZOID},
+		.arbiter = &log_arbiter
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
@@ -93,15 +135,17 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_PAYMENT_INSERT] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
-		" ON CONFLICT DO NOTHING",
-		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
+		.arbiter = &payment_arbiter
 	},
 	/* the same with the sub-merchant paid (1.3 schemas) */
 	[PLAN_PAYMENT_INSERT_SUB] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id, sub_merchant) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-		" ON CONFLICT DO NOTHING",
-		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID},
+		.arbiter = &payment_arbiter
 	},
 	/*
 	 * by trade, whatever its order: the one read of a notification that does
@@ -292,8 +336,9 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	[PLAN_PAYMENT_INSERT_AGREEMENT] = {
 		"INSERT INTO @s.payment_record (channel, trade_no, order_no, amount,"
 		" currency, notify_id, sub_merchant, agreement_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-		" ON CONFLICT DO NOTHING",
-		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID}
+		ANY_CONFLICT,
+		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
+		.arbiter = &payment_arbiter
 	},
 	/* the notices of an agreement parked until it is signed (keyed by no order) */
 	[PLAN_PARKED_AGREEMENT] = {
@@ -378,11 +423,22 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 	/*
 	 * A move returns how many rows have the key (pn_orders_execute refuses
 	 * more than one): a row in another status would not be moved, but
-	 * would be the same order.
+	 * would be the same order.  The _KEYED variants count nothing: they run
+	 * only where a unique index makes the key one row (key_unique), and on
+	 * that table ONLY (a child table created since the look would not be
+	 * under its index).
 	 */
+#define ORDER_MOVE_SET \
+	" SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
+#define ORDER_PAY_SET ORDER_MOVE_SET \
+	" AND ($4 IS NULL OR @am = $4)" \
+	" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
 	[PLAN_ORDER_MOVE] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-		PN_SAME_KEY,
+		"UPDATE @o" ORDER_MOVE_SET PN_SAME_KEY,
+		3, {TEXTOID, TEXTOID, TEXTOID}, true
+	},
+	[PLAN_ORDER_MOVE_KEYED] = {
+		"UPDATE ONLY @o" ORDER_MOVE_SET,
 		3, {TEXTOID, TEXTOID, TEXTOID}, true
 	},
 	/*
@@ -394,10 +450,11 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		1, {TEXTOID}, true
 	},
 	[PLAN_ORDER_PAY] = {
-		"UPDATE @o SET @st = $3::@stt WHERE @k = $1::@kt AND (@k::text COLLATE pg_catalog.\"C\") = $1 AND @st = $2::@stt"
-		" AND ($4 IS NULL OR @am = $4)"
-		" AND ($5 IS NULL OR @cu IS NULL OR pg_catalog.upper(@cu) = pg_catalog.upper($5))"
-		PN_SAME_KEY,
+		"UPDATE @o" ORDER_PAY_SET PN_SAME_KEY,
+		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
+	},
+	[PLAN_ORDER_PAY_KEYED] = {
+		"UPDATE ONLY @o" ORDER_PAY_SET,
 		5, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID}, true
 	},
 };
@@ -457,26 +514,135 @@ pn_expand_sql(const PnConfig *cfg, const char *tmpl)
 	return s.data;
 }
 
-/* A prepared plan, built once per configuration generation. */
-SPIPlanPtr
-pn_plan(PnConfig *cfg, PnPlanId id)
+/*
+ * A prepared plan, built once per configuration generation: one = the
+ * variant naming the plan's arbiter (one server).
+ */
+static SPIPlanPtr
+plan_get(PnConfig *cfg, PnPlanId id, bool one)
 {
 	const PlanSpec *spec = &plan_specs[id];
-	SPIPlanPtr	plan;
+	SPIPlanPtr *slot = one ? &cfg->plans_one[id] : &cfg->plans[id];
+	char	   *sql;
 
-	if (cfg->plans[id] != NULL)
-		return cfg->plans[id];
+	if (*slot != NULL)
+		return *slot;
 	if (spec->needs_orders && !cfg->bound)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
 				 errhint("Call paynotify_bind_orders first.")));
-	plan = SPI_prepare(pn_expand_sql(cfg, spec->sql), spec->nargs, (Oid *) spec->argtypes);
-	if (plan == NULL)
+	sql = pn_expand_sql(cfg, spec->sql);
+	if (one)
+	{
+		/* the arbiter named (see Arbiter), where ANY_CONFLICT ends it */
+		size_t		len = strlen(sql) - strlen(ANY_CONFLICT);
+
+		Assert(strcmp(sql + len, ANY_CONFLICT) == 0);
+		sql = psprintf("%.*s ON CONFLICT %s DO NOTHING", (int) len, sql, spec->arbiter->sql);
+	}
+	*slot = SPI_prepare(sql, spec->nargs, (Oid *) spec->argtypes);
+	if (*slot == NULL)
 		elog(ERROR, "paynotify: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	cfg->plans[id] = plan;
-	return plan;
+	SPI_keepplan(*slot);
+	return *slot;
+}
+
+/* A prepared plan (an INSERT's with every unique index its arbiter). */
+SPIPlanPtr
+pn_plan(PnConfig *cfg, PnPlanId id)
+{
+	return plan_get(cfg, id, false);
+}
+
+/*
+ * Whether index is a's unique key on its table: unique, checked at once
+ * (not deferrable), valid, on its two columns alone (in either order),
+ * without expressions or a predicate: the index ON CONFLICT a->sql infers.
+ */
+static bool
+arbiter_index(PnConfig *cfg, const Arbiter *a, Oid index)
+{
+	HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
+	Form_pg_index ix;
+	AttrNumber *att = cfg->arbiter_attnums[a->slot];
+	bool		ok;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	ix = (Form_pg_index) GETSTRUCT(tup);
+	ok = ix->indrelid == cfg->arbiter_rel[a->slot] &&
+		ix->indisunique && ix->indimmediate && ix->indisvalid && ix->indisready && ix->indislive &&
+		ix->indnkeyatts == 2 &&
+		((ix->indkey.values[0] == att[0] && ix->indkey.values[1] == att[1]) ||
+		 (ix->indkey.values[0] == att[1] && ix->indkey.values[1] == att[0])) &&
+		heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
+		heap_attisnull(tup, Anum_pg_index_indpred, NULL);
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
+ * Whether a's unique key is on its table now.  The table is locked first
+ * as the INSERT locks it (RowExclusiveLock), so that the key cannot be
+ * dropped between this look and the statement (DROP INDEX, ALTER TABLE
+ * wait for that lock).  The table, its columns and the index found are
+ * remembered for the generation; the index is looked at again each time.
+ */
+static bool
+arbiter_ready(PnConfig *cfg, const Arbiter *a)
+{
+	Oid		   *index = &cfg->arbiter_index[a->slot];
+	Relation	rel;
+	List	   *indexes;
+	ListCell   *lc;
+
+	if (!OidIsValid(cfg->arbiter_rel[a->slot]))
+	{
+		Oid			relid = get_relname_relid(a->table, cfg->nsp);
+
+		if (!OidIsValid(relid))
+			return false;
+		cfg->arbiter_attnums[a->slot][0] = get_attnum(relid, a->columns[0]);
+		cfg->arbiter_attnums[a->slot][1] = get_attnum(relid, a->columns[1]);
+		if (cfg->arbiter_attnums[a->slot][0] == InvalidAttrNumber ||
+			cfg->arbiter_attnums[a->slot][1] == InvalidAttrNumber)
+			return false;
+		cfg->arbiter_rel[a->slot] = relid;
+	}
+	LockRelationOid(cfg->arbiter_rel[a->slot], RowExclusiveLock);
+	if (OidIsValid(*index) && arbiter_index(cfg, a, *index))
+		return true;
+	*index = InvalidOid;
+	rel = try_relation_open(cfg->arbiter_rel[a->slot], NoLock);
+	if (rel == NULL)
+		return false;
+	indexes = RelationGetIndexList(rel);
+	relation_close(rel, NoLock);
+	foreach(lc, indexes)
+	{
+		if (arbiter_index(cfg, a, lfirst_oid(lc)))
+		{
+			*index = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return OidIsValid(*index);
+}
+
+/*
+ * The plan of an INSERT ... ON CONFLICT DO NOTHING for where it runs:
+ * distributed (pn_config_distributed), every unique index its arbiter;
+ * on one server, the first key alone where its spec names one and the
+ * table has it.
+ */
+SPIPlanPtr
+pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed)
+{
+	const Arbiter *a = plan_specs[id].arbiter;
+
+	return plan_get(cfg, id, !distributed && a != NULL && arbiter_ready(cfg, a));
 }
 
 typedef struct OrdersCall
@@ -497,6 +663,144 @@ orders_call(void *arg)
 	c->rc = SPI_execute_plan(pn_plan(c->cfg, c->id), c->args, c->nulls, false, c->count);
 }
 
+/* Whether type is one of pg_catalog's. */
+static bool
+type_builtin(Oid type)
+{
+	HeapTuple	tup = SearchSysCache1(TYPEOID, ObjectIdGetDatum(type));
+	bool		builtin;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	builtin = ((Form_pg_type) GETSTRUCT(tup))->typnamespace == PG_CATALOG_NAMESPACE;
+	ReleaseSysCache(tup);
+	return builtin;
+}
+
+/*
+ * Whether index makes the orders table's key one row for the key's own
+ * equality (the "=" of the plans, @k = $1::@kt): unique, checked at once
+ * (a deferred key may hold two rows until commit), valid, on the key alone
+ * without expressions or a predicate, in the column's collation, with the
+ * default btree operator class of a built-in type (whose equality is the
+ * "=" that pg_catalog resolves).  full: the index's definition too, which
+ * never changes for an index (ALTER COLUMN TYPE makes new ones), else only
+ * what can (valid, ready, live).
+ */
+static bool
+key_index(PnConfig *cfg, Oid index, bool full)
+{
+	HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
+	Form_pg_index ix;
+	bool		ok;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	ix = (Form_pg_index) GETSTRUCT(tup);
+	ok = ix->indrelid == cfg->key_rel && ix->indisvalid && ix->indisready && ix->indislive;
+	if (ok && full)
+	{
+		bool		isnull;
+		oidvector  *coll;
+		oidvector  *opclass;
+
+		coll = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+															 Anum_pg_index_indcollation, &isnull));
+		ok = !isnull && coll->dim1 >= 1 && coll->values[0] == cfg->key_collid;
+		opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, tup,
+																Anum_pg_index_indclass, &isnull));
+		ok = ok && !isnull && opclass->dim1 >= 1 &&
+			ix->indisunique && ix->indimmediate && ix->indnkeyatts == 1 &&
+			ix->indkey.values[0] == cfg->key_attnum &&
+			heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
+			heap_attisnull(tup, Anum_pg_index_indpred, NULL) &&
+			type_builtin(cfg->key_typid) &&
+			opclass->values[0] == GetDefaultOpClass(cfg->key_typid, BTREE_AM_OID);
+	}
+	ReleaseSysCache(tup);
+	return ok;
+}
+
+/*
+ * Whether the orders table the plans name holds one row at most per key,
+ * so that a move need not count the rows with its key (PN_SAME_KEY).  The
+ * table is found by the name the plans use and locked as the UPDATE locks
+ * it (RowExclusiveLock): no other table can take that name, and no index
+ * be dropped, between this look and the statement.  A plain table without
+ * children (the UPDATE and the count would reach those), the key column as
+ * bound, a unique index as key_index says.  Never where Citus is loaded
+ * (the rows are in shards).  The index found is remembered for the
+ * generation and looked at again each time.
+ */
+static bool
+key_unique(PnConfig *cfg)
+{
+	Oid			relid;
+	Relation	rel;
+	Form_pg_attribute att;
+	List	   *indexes;
+	ListCell   *lc;
+	bool		plain;
+
+	if (GetConfigOption("citus.shard_count", true, false) != NULL)
+		return false;
+	if (cfg->orders_rv == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(cfg->cxt);
+
+		cfg->orders_rv = makeRangeVarFromNameList(stringToQualifiedNameList(cfg->orders));
+		MemoryContextSwitchTo(old);
+	}
+	relid = RangeVarGetRelid(cfg->orders_rv, RowExclusiveLock, true);
+	if (!OidIsValid(relid))
+		return false;
+	rel = relation_open(relid, NoLock);
+	plain = rel->rd_rel->relkind == RELKIND_RELATION && !rel->rd_rel->relhassubclass;
+	if (relid != cfg->key_rel)
+	{
+		cfg->key_rel = relid;
+		cfg->key_attnum = get_attnum(relid, cfg->key_col_name);
+		cfg->key_index = InvalidOid;
+	}
+	att = cfg->key_attnum > 0 && cfg->key_attnum <= RelationGetDescr(rel)->natts
+		? TupleDescAttr(RelationGetDescr(rel), cfg->key_attnum - 1) : NULL;
+	if (!plain || att == NULL || att->attisdropped || strcmp(NameStr(att->attname), cfg->key_col_name) != 0)
+	{
+		relation_close(rel, NoLock);
+		cfg->key_rel = InvalidOid;
+		return false;
+	}
+	if (att->atttypid != cfg->key_typid || att->atttypmod != cfg->key_typmod ||
+		att->attcollation != cfg->key_collid)
+	{
+		/*
+		 * the column is no longer what the plans' @kt was made from (its
+		 * type changed since this generation was loaded, while this call
+		 * waited for the table): their "=" may not be the index's
+		 */
+		relation_close(rel, NoLock);
+		return false;
+	}
+	if (OidIsValid(cfg->key_index) && key_index(cfg, cfg->key_index, false))
+	{
+		relation_close(rel, NoLock);
+		return true;
+	}
+	cfg->key_index = InvalidOid;
+	indexes = RelationGetIndexList(rel);
+	relation_close(rel, NoLock);
+	foreach(lc, indexes)
+	{
+		if (key_index(cfg, lfirst_oid(lc), true))
+		{
+			cfg->key_index = lfirst_oid(lc);
+			break;
+		}
+	}
+	list_free(indexes);
+	return OidIsValid(cfg->key_index);
+}
+
 /*
  * Execute one of the plans on the orders table as that table's owner, in a
  * security-restricted operation: its triggers, defaults, constraints and
@@ -512,6 +816,8 @@ pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args, const char *nulls, lo
 	Assert(plan_specs[id].needs_orders);
 	if (!cfg->bound)
 		(void) pn_plan(cfg, id);	/* raises "no orders table is bound" */
+	if ((id == PLAN_ORDER_MOVE || id == PLAN_ORDER_PAY) && key_unique(cfg))
+		c.id = id == PLAN_ORDER_MOVE ? PLAN_ORDER_MOVE_KEYED : PLAN_ORDER_PAY_KEYED;
 	owner = pn_relation_owner(cfg->orders_oid);
 	if (!OidIsValid(owner))
 		ereport(ERROR,
@@ -555,6 +861,10 @@ void
 pn_plans_free(PnConfig *cfg)
 {
 	for (int i = 0; i < PN_NPLANS; i++)
+	{
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);
+		if (cfg->plans_one[i] != NULL)
+			SPI_freeplan(cfg->plans_one[i]);
+	}
 }

@@ -1,0 +1,151 @@
+-- Two shortcuts of a first delivery on one server hold only while the
+-- indexes they rely on are as the extension made them; otherwise the full
+-- statements run:
+-- - the order's parked notifications are listed only when a probe of
+--   payment_notify_log_parked (order_no WHERE status = 'parked') finds one;
+-- - the log's and the payment's inserts name (channel, notify_id) and
+--   (channel, trade_no) as their only ON CONFLICT arbiter while those
+--   unique keys exist.
+-- Last in the list: it changes the extension's indexes, and puts them back.
+\set VERBOSITY terse
+SET search_path = pay, public;
+SELECT paynotify_add_channel('fp_s', 'stripe', '{}');
+SELECT paynotify_add_key('fp_s', 's1', t.secret(1));
+CREATE FUNCTION t.fp_stripe(ord text, id text, type text, obj jsonb, OUT outcome text) LANGUAGE sql AS $$
+	SELECT s.outcome FROM t.stripe('fp_s', pg_catalog.jsonb_build_object('id', id, 'object', 'event',
+		'type', type, 'livemode', false, 'data', pg_catalog.jsonb_build_object('object',
+		obj || pg_catalog.jsonb_build_object('currency', 'usd', 'metadata',
+			pg_catalog.jsonb_build_object('order_id', ord))))::text,
+		ARRAY[t.secret(1)]) s
+$$;
+CREATE FUNCTION t.fp_refund_then_pay(ord text) RETURNS TABLE (refund text, payment text, status text)
+	LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.orders (order_no, status, amount_fen) VALUES (ord, 'pending', 100);
+	refund := t.fp_stripe(ord, 'evt_' || ord || '_r', 'charge.refunded',
+		pg_catalog.jsonb_build_object('id', 'ch_' || ord, 'payment_intent', 'pi_' || ord, 'amount', 100,
+			'amount_refunded', 100, 'refunds', '{"data": [{"id": "re_1"}]}'::jsonb));
+	payment := t.fp_stripe(ord, 'evt_' || ord || '_p', 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_' || ord, 'amount', 100, 'amount_received', 100));
+	SELECT o.status INTO status FROM public.orders o WHERE o.order_no = ord;
+	RETURN NEXT;
+END
+$$;
+CREATE VIEW t.fp_log AS
+	SELECT order_no, notify_id, status FROM pay.payment_notify_log WHERE channel = 'fp_s';
+
+-- the parked index as created: a refund before its payment is parked, and
+-- applied when the payment comes
+SELECT * FROM t.fp_refund_then_pay('FP-1');
+-- rebuilt with another predicate: the probe is not trusted, the list is read
+DROP INDEX payment_notify_log_parked;
+CREATE INDEX payment_notify_log_parked ON payment_notify_log (order_no) WHERE status = 'failed';
+SELECT * FROM t.fp_refund_then_pay('FP-2');
+-- rebuilt on another column
+DROP INDEX payment_notify_log_parked;
+CREATE INDEX payment_notify_log_parked ON payment_notify_log (notify_id) WHERE status = 'parked';
+SELECT * FROM t.fp_refund_then_pay('FP-3');
+-- no such index
+DROP INDEX payment_notify_log_parked;
+SELECT * FROM t.fp_refund_then_pay('FP-4');
+CREATE INDEX payment_notify_log_parked ON payment_notify_log (order_no) WHERE status = 'parked';
+SELECT * FROM t.fp_refund_then_pay('FP-5');
+SELECT * FROM t.fp_log ORDER BY 1, 2;
+
+-- the unique keys dropped: every unique index is the arbiter again, and a
+-- new notification is applied, a repeat answered as one
+ALTER TABLE payment_notify_log DROP CONSTRAINT payment_notify_log_notify;
+ALTER TABLE payment_record DROP CONSTRAINT payment_record_trade;
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FP-6', 'pending', 100);
+SELECT t.fp_stripe('FP-6', 'evt_FP-6', 'payment_intent.succeeded', '{"id": "pi_FP-6", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-6', 'evt_FP-6', 'payment_intent.succeeded', '{"id": "pi_FP-6", "amount": 100, "amount_received": 100}');
+SELECT * FROM t.fp_refund_then_pay('FP-7');
+-- and back
+ALTER TABLE payment_notify_log ADD CONSTRAINT payment_notify_log_notify UNIQUE (channel, notify_id);
+ALTER TABLE payment_record ADD CONSTRAINT payment_record_trade UNIQUE (channel, trade_no);
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FP-8', 'pending', 100);
+SELECT t.fp_stripe('FP-8', 'evt_FP-8', 'payment_intent.succeeded', '{"id": "pi_FP-8", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-8', 'evt_FP-8', 'payment_intent.succeeded', '{"id": "pi_FP-8", "amount": 100, "amount_received": 100}');
+SELECT o.order_no, o.status, p.trade_no, p.amount FROM public.orders o
+	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
+	WHERE o.order_no LIKE 'FP-%' ORDER BY 1;
+
+
+-- a trade that paid another order is still that order's, whether this
+-- order is pending or paid already by the application
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES
+	('FP-9', 'pending', 100), ('FP-10', 'pending', 100), ('FP-11', 'paid', 100);
+SELECT t.fp_stripe('FP-9', 'evt_FP-9', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-10', 'evt_FP-10', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FP-11', 'evt_FP-11', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT o.order_no, o.status, p.trade_no, a.kind FROM public.orders o
+	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
+	LEFT JOIN paynotify_anomaly a ON a.channel = 'fp_s' AND a.order_no = o.order_no
+	WHERE o.order_no IN ('FP-9', 'FP-10', 'FP-11') ORDER BY 1;
+-- an order's move counts the rows with its key only where no unique index
+-- on the key alone makes it one row: a table with such a key, then without
+-- it and with the key twice (refused, counted), the same with a unique
+-- index on the key for one status only, then a child table holding
+-- the key again under a parent whose key is unique (refused: the move
+-- reaches the child), then another table under the bound name
+CREATE SCHEMA fp;
+CREATE TABLE fp.o (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO fp.o VALUES ('K1', 'pending', 100), ('K2', 'pending', 100), ('K3', 'pending', 100);
+SELECT paynotify_bind_orders('fp.o', 'k', 'st', 'amount');
+CREATE FUNCTION t.fp_pay(ord text) RETURNS TABLE (outcome text, error text) LANGUAGE plpgsql AS $$
+BEGIN
+	outcome := t.fp_stripe(ord, 'evt_fp_' || ord, 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_fp_' || ord, 'amount', 100, 'amount_received', 100));
+	SELECT l.error_msg INTO error FROM pay.payment_notify_log l
+		WHERE l.channel = 'fp_s' AND l.notify_id = 'evt_fp_' || ord;
+	RETURN NEXT;
+END
+$$;
+SELECT * FROM t.fp_pay('K1');
+ALTER TABLE fp.o DROP CONSTRAINT o_pkey;
+INSERT INTO fp.o VALUES ('K2', 'paid', 100);
+SELECT * FROM t.fp_pay('K2');
+CREATE UNIQUE INDEX ON fp.o (k) WHERE st = 'pending';
+SELECT * FROM t.fp_pay('K2');
+DELETE FROM fp.o WHERE k = 'K2' AND st = 'paid';
+CREATE UNIQUE INDEX ON fp.o (k) INCLUDE (st);
+SELECT * FROM t.fp_pay('K2');
+CREATE TABLE fp.o_child () INHERITS (fp.o);
+INSERT INTO fp.o_child VALUES ('K3', 'paid', 100);
+SELECT * FROM t.fp_pay('K3');
+ALTER TABLE fp.o RENAME TO o_old;
+CREATE TABLE fp.o (k text NOT NULL, st text NOT NULL, amount bigint NOT NULL);
+INSERT INTO fp.o VALUES ('K4', 'pending', 100), ('K4', 'paid', 100);
+SELECT * FROM t.fp_pay('K4');
+SELECT tableoid::regclass, k, st FROM fp.o_old UNION ALL SELECT tableoid::regclass, k, st FROM fp.o ORDER BY 2, 1, 3;
+-- a trade of another order never moves this one, not even for a moment a
+-- step rolls back (the table's trigger would see it, and one refusing it
+-- would fail the step where the anomaly is the answer); a first payment
+-- moves its order once
+CREATE ROLE fp_app;
+GRANT USAGE ON SCHEMA fp TO fp_app;
+CREATE TABLE fp.t (k text PRIMARY KEY, st text NOT NULL, amount bigint NOT NULL);
+ALTER TABLE fp.t OWNER TO fp_app;
+CREATE FUNCTION fp.watch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'order % moves from % to %', NEW.k, OLD.st, NEW.st;
+	IF NEW.k = 'T2' THEN
+		RAISE EXCEPTION 'T2 is held' USING ERRCODE = 'check_violation';
+	END IF;
+	RETURN NEW;
+END
+$$;
+ALTER FUNCTION fp.watch() OWNER TO fp_app;
+CREATE TRIGGER watch BEFORE UPDATE ON fp.t FOR EACH ROW EXECUTE FUNCTION fp.watch();
+INSERT INTO fp.t VALUES ('T1', 'pending', 100), ('T2', 'pending', 100), ('T3', 'pending', 100);
+SELECT paynotify_bind_orders('fp.t', 'k', 'st', 'amount');
+SELECT t.fp_stripe('T1', 'evt_fp_T1', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('T2', 'evt_fp_T2', 'payment_intent.succeeded', '{"id": "pi_FP-9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('T3', 'evt_fp_T3', 'payment_intent.succeeded', '{"id": "pi_T3", "amount": 100, "amount_received": 100}');
+SELECT o.k, o.st, p.trade_no, a.kind FROM fp.t o
+	LEFT JOIN payment_record p ON p.channel = 'fp_s' AND p.order_no = o.k
+	LEFT JOIN paynotify_anomaly a ON a.channel = 'fp_s' AND a.order_no = o.k
+	ORDER BY 1;
+SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+DROP SCHEMA fp CASCADE;
+DROP ROLE fp_app;
