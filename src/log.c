@@ -250,11 +250,11 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 
 /*
  * Whether index is payment_notify_log_parked as the extension creates it:
- * a valid btree on order_no alone, of text's built-in operator class, in
- * the column's own collation, with the predicate status = 'parked' and
- * nothing else.  Any other (an index
- * rebuilt by hand with another predicate or collation) could miss a
- * parked row that the list would find.
+ * a valid btree on order_no alone, of text's default btree operator class
+ * (text_ops), in the column's own collation, with the predicate
+ * status = 'parked' and nothing else.  Any other (an index rebuilt by hand
+ * with another predicate, collation or class) could miss a parked row that
+ * the list would find, or run a comparison of someone else's.
  */
 static bool
 parked_index(Relation heap, Relation index)
@@ -269,6 +269,7 @@ parked_index(Relation heap, Relation index)
 	oidvector  *opclass;
 	bool		isnull;
 
+	/* (a relation of another kind has no btree access method either) */
 	if (heap->rd_rel->relkind != RELKIND_RELATION ||
 		index->rd_rel->relkind != RELKIND_INDEX ||
 		index->rd_rel->relam != BTREE_AM_OID ||
@@ -281,7 +282,7 @@ parked_index(Relation heap, Relation index)
 		index->rd_indcollation[0] != TupleDescAttr(RelationGetDescr(heap), order_att - 1)->attcollation ||
 		RelationGetIndexExpressions(index) != NIL)
 		return false;
-	/* text's built-in btree class: the probe compares as the list's "=" does */
+	/* text_ops: the probe compares as the list's "=" does */
 	opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, index->rd_indextuple,
 															 Anum_pg_index_indclass, &isnull));
 	if (isnull || opclass->dim1 < 1 ||
