@@ -48,6 +48,34 @@ SELECT * FROM t.fp_refund_then_pay('FP-3');
 -- no such index
 DROP INDEX payment_notify_log_parked;
 SELECT * FROM t.fp_refund_then_pay('FP-4');
+-- a sequence by the index's name: nothing to probe, the list is read
+CREATE SEQUENCE payment_notify_log_parked;
+SELECT * FROM t.fp_refund_then_pay('FP-4S');
+DROP SEQUENCE payment_notify_log_parked;
+-- of another operator class: not probed, which would run the class's
+-- comparison (here counting its calls); its "=" is not the list's, so the
+-- list does not read it either
+CREATE SEQUENCE t.fp_cmp_calls;
+CREATE FUNCTION t.fp_cmp(a text, b text) RETURNS integer LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+	PERFORM pg_catalog.nextval('t.fp_cmp_calls');
+	RETURN pg_catalog.bttextcmp(a, b);
+END
+$$;
+CREATE OPERATOR t.== (LEFTARG = text, RIGHTARG = text, FUNCTION = pg_catalog.texteq);
+CREATE OPERATOR CLASS t.fp_text_ops FOR TYPE text USING btree AS
+	OPERATOR 1 pg_catalog.<, OPERATOR 2 pg_catalog.<=, OPERATOR 3 t.==,
+	OPERATOR 4 pg_catalog.>=, OPERATOR 5 pg_catalog.>, FUNCTION 1 t.fp_cmp(text, text);
+CREATE INDEX payment_notify_log_parked ON payment_notify_log (order_no t.fp_text_ops) WHERE status = 'parked';
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FP-4C', 'pending', 100);
+SELECT t.fp_stripe('FP-4C', 'evt_FP-4C_r', 'charge.refunded',
+	'{"id": "ch_FP-4C", "payment_intent": "pi_FP-4C", "amount": 100, "amount_refunded": 100, "refunds": {"data": [{"id": "re_1"}]}}');
+SELECT pg_catalog.setval('t.fp_cmp_calls', 1, false);
+SELECT t.fp_stripe('FP-4C', 'evt_FP-4C_p', 'payment_intent.succeeded',
+	'{"id": "pi_FP-4C", "amount": 100, "amount_received": 100}');
+SELECT o.status, s.is_called AS compared FROM public.orders o, t.fp_cmp_calls s WHERE o.order_no = 'FP-4C';
+DROP INDEX payment_notify_log_parked;
+DROP OPERATOR FAMILY t.fp_text_ops USING btree;
 CREATE INDEX payment_notify_log_parked ON payment_notify_log (order_no) WHERE status = 'parked';
 SELECT * FROM t.fp_refund_then_pay('FP-5');
 SELECT * FROM t.fp_log ORDER BY 1, 2;

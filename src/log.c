@@ -17,10 +17,13 @@
 
 #include "access/genam.h"
 #include "access/nbtree.h"
+#include "access/relation.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opclass.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -32,6 +35,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "paynotify.h"
@@ -246,10 +250,11 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 
 /*
  * Whether index is payment_notify_log_parked as the extension creates it:
- * a valid btree on order_no alone, in the column's own collation, with the
- * predicate status = 'parked' and nothing else.  Any other (an index
- * rebuilt by hand with another predicate or collation) could miss a
- * parked row that the list would find.
+ * a valid btree on order_no alone, of text's default btree operator class
+ * (text_ops), in the column's own collation, with the predicate
+ * status = 'parked' and nothing else.  Any other (an index rebuilt by hand
+ * with another predicate, collation or class) could miss a parked row that
+ * the list would find, or run a comparison of someone else's.
  */
 static bool
 parked_index(Relation heap, Relation index)
@@ -261,7 +266,12 @@ parked_index(Relation heap, Relation index)
 	Var		   *var;
 	Const	   *val;
 
+	oidvector  *opclass;
+	bool		isnull;
+
+	/* (a relation of another kind has no btree access method either) */
 	if (heap->rd_rel->relkind != RELKIND_RELATION ||
+		index->rd_rel->relkind != RELKIND_INDEX ||
 		index->rd_rel->relam != BTREE_AM_OID ||
 		index->rd_index->indrelid != RelationGetRelid(heap) ||
 		!index->rd_index->indisvalid || !index->rd_index->indisready ||
@@ -271,6 +281,12 @@ parked_index(Relation heap, Relation index)
 		index->rd_opcintype[0] != TEXTOID ||
 		index->rd_indcollation[0] != TupleDescAttr(RelationGetDescr(heap), order_att - 1)->attcollation ||
 		RelationGetIndexExpressions(index) != NIL)
+		return false;
+	/* text_ops: the probe compares as the list's "=" does */
+	opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, index->rd_indextuple,
+															 Anum_pg_index_indclass, &isnull));
+	if (isnull || opclass->dim1 < 1 ||
+		opclass->values[0] != TEXT_BTREE_OPS_OID)
 		return false;
 	pred = RelationGetIndexPredicate(index);
 	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
@@ -313,7 +329,13 @@ pn_log_none_parked(PnConfig *cfg, const char *order_no)
 	if (!OidIsValid(heap_oid) || !OidIsValid(index_oid))
 		return false;
 	heap = table_open(heap_oid, AccessShareLock);
-	index = index_open(index_oid, AccessShareLock);
+	/* whatever has the name now: a sequence or a view would not open as an index */
+	index = try_relation_open(index_oid, AccessShareLock);
+	if (index == NULL)
+	{
+		table_close(heap, NoLock);
+		return false;
+	}
 	if (parked_index(heap, index))
 	{
 		Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
@@ -332,7 +354,7 @@ pn_log_none_parked(PnConfig *cfg, const char *order_no)
 		ExecDropSingleTupleTableSlot(slot);
 		UnregisterSnapshot(snap);
 	}
-	index_close(index, NoLock);
+	relation_close(index, NoLock);
 	table_close(heap, NoLock);
 	return none;
 }
