@@ -69,6 +69,16 @@ full_tests=(
 # under 20 minutes on two cores; PN_HOSTILE_MUTATIONS overrides it.
 export PN_HOSTILE_MUTATIONS=${PN_HOSTILE_MUTATIONS:-12000}
 
+# cpu_ticks: the machine's busy CPU time so far, in clock ticks (all cores)
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
+# busy T0 C0: "N s, P% of the cores busy" since SECONDS T0 and cpu_ticks C0
+busy() {
+    local s=$((SECONDS - $1)) c=$(( $(cpu_ticks) - $2 )) n hz
+    n=$(nproc); hz=$(getconf CLK_TCK)
+    if [ $s -gt 0 ]; then echo "$s s, $(( c * 100 / (hz * n * s) ))% of $n cores busy"
+    else echo "$s s"; fi
+}
+
 passed=0
 failed=0
 failures=()
@@ -191,10 +201,11 @@ run_test() {
         echo "not executable: $1"
         count "$1" 1
     else
-        local t0=$SECONDS rc
+        local t0=$SECONDS c0 rc
+        c0=$(cpu_ticks)
         "$1"
         rc=$?
-        echo "($1: $((SECONDS - t0)) s)"
+        echo "($1: $(busy $t0 $c0))"
         count "$1" $rc
     fi
 }
