@@ -325,9 +325,12 @@ for _ in $(seq 50); do [ -s "$D/rport" ] && break; sleep 0.1; done
 stack_sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$D/rport")/fast/erp', '$secret')" >/dev/null
 
 multi="host=127.0.0.1,127.0.0.1 port=${PGPORT[pg1]},${PGPORT[pg2]} dbname=postgres target_session_attrs=read-write passfile=$D/client.pgpass"
+# (a delivery the relay leased on the old primary, its result not yet
+# recorded, is due again on the new one when its lease ends: 2 * the
+# request timeout + 10 s; a 2 s timeout makes that wait 14 s, not 30)
 (
     exec setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$multi user=relay" \
-        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 \
+        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_TIMEOUT=2000 \
         "$STACK_ROOT/shim/relay/paynotify-relay"
 ) >>"$D/log/relay.log" 2>&1 &
 relay=$!; STACK_PIDS+=("$relay")
