@@ -31,11 +31,11 @@ quick_tests=(
     test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
-    test/e2e/relay.sh
     test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
     test/e2e/databases.sh
+    test/e2e/relay.sh
     test/e2e/monitoring.sh
     test/e2e/pipeline.sh
 )
@@ -45,9 +45,9 @@ full_tests=(
     test/e2e/samples.sh
     test/e2e/reconciliation.sh
     test/e2e/hostile.sh
+    test/e2e/patroni.sh
     test/e2e/memory.sh
     test/e2e/failover.sh
-    test/e2e/patroni.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh
@@ -59,9 +59,9 @@ full_tests=(
     test/chaos/run.sh
     test/fuzz/run.sh
     test/fuzz/notices.sh
-    test/package/run.sh
-    test/bench/smoke.sh
     test/bench/smoke-citus.sh
+    test/bench/smoke.sh
+    test/package/run.sh
 )
 
 # The suite's share of the mutation fuzzer: 12,000 of hostile.sh's default
@@ -155,15 +155,28 @@ done
 
 # Scripts that spend most of their time waiting and not computing start
 # early, in the background, beside the script named after them; their output
-# goes to a file and is printed, and counted, at their own place in the list.
-# test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian 12's
-# pg_cron 1.4 has no finer schedule).  It runs beside the shim's own tests,
-# which assert nothing about speed and install nothing, and is waited for
-# right after them: a script that runs make install meanwhile would replace
-# paynotify.so (install unlinks it, then writes it again) while a backend
-# of cron.sh's may be loading it.
+# goes to a file and is printed, and counted, at their own place in the list,
+# which comes after the scripts they run beside (each script's line in the
+# output says how busy the cores were: most keep one of two busy).  No
+# script that runs while another one does installs anything: a make install
+# or a package would replace paynotify.so (install unlinks it, then writes
+# it again) while a backend of the other may be loading it; their own
+# pn_install finds this build installed and does nothing.  So
+# test/package/run.sh, which installs the packages, comes last, alone.
+#   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
+#     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
+#   test/e2e/relay.sh waits for its receiver's slow and hung answers and
+#     retries (a third of two cores busy): beside four short end-to-end tests.
+#   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
+#     its members to rejoin: beside the mutation fuzzer, which keeps one core
+#     busy and counts its work in mutations, never in time.
+#   test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
+#     does): beside the chaos test and the fuzzers.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
+    "test/e2e/relay.sh before test/e2e/reconcile.sh"
+    "test/e2e/patroni.sh before test/e2e/hostile.sh"
+    "test/bench/smoke-citus.sh before test/chaos/run.sh"
 )
 declare -A early_pid=() early_t0=()
 early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
