@@ -57,9 +57,9 @@ full_tests=(
     test/e2e/citus_distribute_live.sh
     test/e2e/citus_distribute_owner.sh
     test/chaos/run.sh
-    test/fuzz/run.sh
     test/fuzz/notices.sh
     test/bench/smoke-citus.sh
+    test/fuzz/run.sh
     test/bench/smoke.sh
     test/package/run.sh
 )
@@ -171,7 +171,11 @@ done
 #     its members to rejoin: beside the mutation fuzzer, which keeps one core
 #     busy and counts its work in mutations, never in time.
 #   test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
-#     does): beside the chaos test and the fuzzers.
+#     does): beside the chaos test and the fuzzer of notices (its work
+#     counted in examples; not beside test/fuzz/run.sh, whose libFuzzer
+#     targets run for a fixed time each).
+# A script started in the background is waited for at its place; one
+# whose place came before the script it runs beside is a failure.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
     "test/e2e/relay.sh before test/e2e/reconcile.sh"
@@ -204,6 +208,7 @@ run_test() {
         local rc
         wait "${early_pid[$1]}"
         rc=$?
+        unset "early_pid[$1]"
         cat "$early_dir/${1//\//_}.out"
         echo "($1: $((SECONDS - early_t0[$1])) s, in the background)"
         count "$1" $rc
@@ -231,6 +236,14 @@ if [ $quick = 0 ]; then
     done
 fi
 
+# (a script started in the background whose place in the list had passed)
+for t in "${!early_pid[@]}"; do
+    note "$t"
+    wait "${early_pid[$t]}"
+    cat "$early_dir/${t//\//_}.out"
+    echo "$t was started in the background after its own place in the list"
+    count "$t (background)" 1
+done
 rm -rf "$work" "$early_dir"
 [ -n "$pybin" ] && rm -rf "$pybin"
 note "summary"
