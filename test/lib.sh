@@ -23,17 +23,23 @@ pn_as_user() {
 # again: a script run beside another one (test/run-all.sh's early_tests, a
 # Citus test started while another runs) would pull paynotify.so and the
 # control file from under the other's backends ("extension \"paynotify\" is
-# not available").  Output of make on stderr only.
+# not available").  Two scripts that find it not installed at once take
+# turns (a lock on the library directory, flock), and the second finds it
+# installed.  Output of make on stderr only.
 pn_install() {
-    local pgc=$PN_PGBIN/pg_config f dest
+    local pgc=$PN_PGBIN/pg_config
     make -s -C "$PN_TOP" PG_CONFIG="$pgc" >/dev/null || return 1
-    for f in "$PN_TOP"/paynotify.so "$PN_TOP"/paynotify.control "$PN_TOP"/paynotify--*.sql; do
-        case $f in
-            *.so) dest=$("$pgc" --pkglibdir)/${f##*/} ;;
-            *) dest=$("$pgc" --sharedir)/extension/${f##*/} ;;
-        esac
-        cmp -s "$f" "$dest" || { make -s -C "$PN_TOP" PG_CONFIG="$pgc" install >/dev/null; return; }
-    done
+    (
+        local f dest
+        exec 9<"$("$pgc" --pkglibdir)" && flock 9 || exit 1
+        for f in "$PN_TOP"/paynotify.so "$PN_TOP"/paynotify.control "$PN_TOP"/paynotify--*.sql; do
+            case $f in
+                *.so) dest=$("$pgc" --pkglibdir)/${f##*/} ;;
+                *) dest=$("$pgc" --sharedir)/extension/${f##*/} ;;
+            esac
+            cmp -s "$f" "$dest" || { make -s -C "$PN_TOP" PG_CONFIG="$pgc" install >/dev/null; exit; }
+        done
+    )
 }
 
 # pn_free_port: print a free TCP port on 127.0.0.1.

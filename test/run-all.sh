@@ -31,11 +31,11 @@ quick_tests=(
     test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
-    test/e2e/relay.sh
     test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
     test/e2e/databases.sh
+    test/e2e/relay.sh
     test/e2e/monitoring.sh
     test/e2e/pipeline.sh
 )
@@ -45,9 +45,9 @@ full_tests=(
     test/e2e/samples.sh
     test/e2e/reconciliation.sh
     test/e2e/hostile.sh
+    test/e2e/patroni.sh
     test/e2e/memory.sh
     test/e2e/failover.sh
-    test/e2e/patroni.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh
@@ -57,17 +57,27 @@ full_tests=(
     test/e2e/citus_distribute_live.sh
     test/e2e/citus_distribute_owner.sh
     test/chaos/run.sh
-    test/fuzz/run.sh
     test/fuzz/notices.sh
-    test/package/run.sh
-    test/bench/smoke.sh
     test/bench/smoke-citus.sh
+    test/fuzz/run.sh
+    test/bench/smoke.sh
+    test/package/run.sh
 )
 
 # The suite's share of the mutation fuzzer: 12,000 of hostile.sh's default
 # 25,000 (the same seed, so the same first 12,000), to keep the suite
 # under 20 minutes on two cores; PN_HOSTILE_MUTATIONS overrides it.
 export PN_HOSTILE_MUTATIONS=${PN_HOSTILE_MUTATIONS:-12000}
+
+# cpu_ticks: the machine's busy CPU time so far, in clock ticks (all cores)
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
+# busy T0 C0: "N s, P% of the cores busy" since SECONDS T0 and cpu_ticks C0
+busy() {
+    local s=$((SECONDS - $1)) c=$(( $(cpu_ticks) - $2 )) n hz
+    n=$(nproc); hz=$(getconf CLK_TCK)
+    if [ $s -gt 0 ]; then echo "$s s, $(( c * 100 / (hz * n * s) ))% of $n cores busy"
+    else echo "$s s"; fi
+}
 
 passed=0
 failed=0
@@ -145,15 +155,32 @@ done
 
 # Scripts that spend most of their time waiting and not computing start
 # early, in the background, beside the script named after them; their output
-# goes to a file and is printed, and counted, at their own place in the list.
-# test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian 12's
-# pg_cron 1.4 has no finer schedule).  It runs beside the shim's own tests,
-# which assert nothing about speed and install nothing, and is waited for
-# right after them: a script that runs make install meanwhile would replace
-# paynotify.so (install unlinks it, then writes it again) while a backend
-# of cron.sh's may be loading it.
+# goes to a file and is printed, and counted, at their own place in the list,
+# which comes after the scripts they run beside (each script's line in the
+# output says how busy the cores were: most keep one of two busy).  No
+# script that runs while another one does installs anything: a make install
+# or a package would replace paynotify.so (install unlinks it, then writes
+# it again) while a backend of the other may be loading it; their own
+# pn_install finds this build installed and does nothing.  So
+# test/package/run.sh, which installs the packages, comes last, alone.
+#   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
+#     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
+#   test/e2e/relay.sh waits for its receiver's slow and hung answers and
+#     retries (a third of two cores busy): beside four short end-to-end tests.
+#   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
+#     its members to rejoin: beside the mutation fuzzer, which keeps one core
+#     busy and counts its work in mutations, never in time.
+#   test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
+#     does): beside the chaos test and the fuzzer of notices (its work
+#     counted in examples; not beside test/fuzz/run.sh, whose libFuzzer
+#     targets run for a fixed time each).
+# A script started in the background is waited for at its place; one
+# whose place came before the script it runs beside is a failure.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
+    "test/e2e/relay.sh before test/e2e/reconcile.sh"
+    "test/e2e/patroni.sh before test/e2e/hostile.sh"
+    "test/bench/smoke-citus.sh before test/chaos/run.sh"
 )
 declare -A early_pid=() early_t0=()
 early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
@@ -181,6 +208,7 @@ run_test() {
         local rc
         wait "${early_pid[$1]}"
         rc=$?
+        unset "early_pid[$1]"
         cat "$early_dir/${1//\//_}.out"
         echo "($1: $((SECONDS - early_t0[$1])) s, in the background)"
         count "$1" $rc
@@ -191,10 +219,11 @@ run_test() {
         echo "not executable: $1"
         count "$1" 1
     else
-        local t0=$SECONDS rc
+        local t0=$SECONDS c0 rc
+        c0=$(cpu_ticks)
         "$1"
         rc=$?
-        echo "($1: $((SECONDS - t0)) s)"
+        echo "($1: $(busy $t0 $c0))"
         count "$1" $rc
     fi
 }
@@ -207,6 +236,14 @@ if [ $quick = 0 ]; then
     done
 fi
 
+# (a script started in the background whose place in the list had passed)
+for t in "${!early_pid[@]}"; do
+    note "$t"
+    wait "${early_pid[$t]}"
+    cat "$early_dir/${t//\//_}.out"
+    echo "$t was started in the background after its own place in the list"
+    count "$t (background)" 1
+done
 rm -rf "$work" "$early_dir"
 [ -n "$pybin" ] && rm -rf "$pybin"
 note "summary"

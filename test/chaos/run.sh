@@ -7,7 +7,7 @@
 # Stripe (N >= 5000 with --full; 600 by default, as in the test suite), plus
 # a partial refund for every third order, through nginx and the FastCGI shim,
 # with paynotify-send retrying each until it is acknowledged, on each
-# gateway's schedule compressed 500 times.  Every notification is sent by
+# gateway's schedule compressed 1000 times (500 with --full).  Every notification is sent by
 # two senders at once (concurrent first deliveries, lock waits) and some are
 # sent again after their acknowledgement; refunds start before their
 # payments, so many arrive first and are parked.  The server runs with
@@ -22,13 +22,14 @@
 #   - lock waits timing out (paynotify.lock_timeout set to 1 ms for a while).
 # Faults stop after the first CHAOS_FAULT_S seconds (default 45, 120 with
 # --full), fewer than any gateway's compressed schedule lasts (WeChat Pay
-# 173 s, Alipay 176 s, Stripe 458 s): the last delivery of every
-# notification then meets a working stack, as a gateway's last retry hours
-# later would.  The window is fixed so that the run's length is: a
-# notification that meets several faults in a row is retried late (Alipay's
-# 5th and 6th retries come 14 s and 43 s after the one before), and faults
-# going on while it waits would stretch the run by chance.  How many
-# notifications were saved by a late retry is printed, not judged.
+# 87 s, Alipay 88 s, Stripe 229 s; twice that with --full): the last
+# delivery of every notification then meets a working stack, as a
+# gateway's last retry hours later would.  The window is fixed so that the
+# run's length is: a notification that meets several faults in a row is
+# retried late (Alipay's 5th and 6th retries come 7 s and 22 s after the
+# one before; 14 s and 43 s with --full), and faults going on while it
+# waits would stretch the run.  How many notifications were saved by a
+# late retry is printed, not judged.
 # Every sender writes one line per delivery to one ledger (paynotify-send
 # --ledger): the gateway's side of the story.  When the deliveries stop the
 # audit judges from that ledger: every notification acknowledged by
@@ -46,12 +47,13 @@ cd "$(dirname "$0")/../.."
 n=600
 seed=20260101
 fault_default=45
+time_scale=0.001
 while [ $# -gt 0 ]; do
     case $1 in
-        --full) n=6000; fault_default=120 ;;
+        --full) n=6000; fault_default=120; time_scale=0.002 ;;
         -n) n=$2; shift ;;
         --seed) seed=$2; shift ;;
-        -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -90,7 +92,7 @@ extra() { case $1 in wxpay) echo 2 ;; alipay) echo 1 ;; stripe) echo 3 ;; esac; 
 waves=${CHAOS_WAVES:-12}
 send() {	# send NAME GATEWAY EVENT START COUNT EXTRA (at the wave's $now)
     stack_send "$2" --mode retry --event "$3" -n "$5" -c "$conc" --start "$4" --now "$now" \
-        --seed "$seed" --time-scale 0.002 --extra-deliveries "$6" --timeout 3 --refund-amount 1000 \
+        --seed "$seed" --time-scale "$time_scale" --extra-deliveries "$6" --timeout 3 --refund-amount 1000 \
         --ledger "$ledger" --quiet --json >"$STACK_DIR/$1.json" 2>"$STACK_DIR/$1.err"
     echo "$1=$?" >>"$STACK_DIR/senders.rc"
 }

@@ -132,9 +132,14 @@ python3 test/e2e/relay_receiver.py "$STACK_DIR/rport" "$STACK_DIR/received" "$se
     >"$STACK_DIR/log/receiver.log" 2>&1 &
 STACK_PIDS+=("$!")
 for _ in $(seq 50); do [ -s "$STACK_DIR/rport" ] && break; sleep 0.1; done
-stack_sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$STACK_DIR/rport")/fast/erp', '$secret')" >/dev/null
+# (retries 1 s apart at most: an attempt slower than the relay's 2 s
+# request timeout, below, on a slow machine, is retried within the wait)
+stack_sql -q -c "SELECT paynotify_alter_endpoint(paynotify_add_endpoint('http://127.0.0.1:$(cat "$STACK_DIR/rport")/fast/erp', '$secret'), retry_base => '1 second', retry_max => '1 second')" >/dev/null
 multi="host=127.0.0.1,127.0.0.1 port=$P1,$P2 dbname=postgres target_session_attrs=read-write"
-env -i PATH="$PATH" PAYNOTIFY_DSN="$multi user=relay" PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 \
+# (a delivery the relay leased on the old primary, its result not yet
+# recorded, is due again on the new one when its lease ends: 2 * the
+# request timeout + 10 s; a 2 s timeout makes that wait 14 s, not 30)
+env -i PATH="$PATH" PAYNOTIFY_DSN="$multi user=relay" PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_TIMEOUT=2000 \
     "$STACK_ROOT/shim/relay/paynotify-relay" >>"$STACK_DIR/log/relay.log" 2>&1 &
 relay=$!; STACK_PIDS+=("$relay")
 STACK_DSN="$multi user=notify_shim"

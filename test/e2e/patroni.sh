@@ -322,12 +322,17 @@ stack_sql -q -c "SELECT paynotify_alter_channel('wxpay', settings || '{\"toleran
 python3 test/e2e/relay_receiver.py "$D/rport" "$D/received" "$secret" --seed 1 >"$D/log/receiver.log" 2>&1 &
 STACK_PIDS+=("$!")
 for _ in $(seq 50); do [ -s "$D/rport" ] && break; sleep 0.1; done
-stack_sql -q -c "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$D/rport")/fast/erp', '$secret')" >/dev/null
+# (retries 1 s apart at most: an attempt slower than the relay's 2 s
+# request timeout, below, on a slow machine, is retried within the wait)
+stack_sql -q -c "SELECT paynotify_alter_endpoint(paynotify_add_endpoint('http://127.0.0.1:$(cat "$D/rport")/fast/erp', '$secret'), retry_base => '1 second', retry_max => '1 second')" >/dev/null
 
 multi="host=127.0.0.1,127.0.0.1 port=${PGPORT[pg1]},${PGPORT[pg2]} dbname=postgres target_session_attrs=read-write passfile=$D/client.pgpass"
+# (a delivery the relay leased on the old primary, its result not yet
+# recorded, is due again on the new one when its lease ends: 2 * the
+# request timeout + 10 s; a 2 s timeout makes that wait 14 s, not 30)
 (
     exec setpriv --reuid=nobody --regid=nogroup --clear-groups env -i PATH="$PATH" PAYNOTIFY_DSN="$multi user=relay" \
-        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 \
+        PAYNOTIFY_RELAY_ALLOW_PRIVATE=1 PAYNOTIFY_RELAY_RECONNECT_MAX=1000 PAYNOTIFY_RELAY_POLL_MAX=200 PAYNOTIFY_RELAY_TIMEOUT=2000 \
         "$STACK_ROOT/shim/relay/paynotify-relay"
 ) >>"$D/log/relay.log" 2>&1 &
 relay=$!; STACK_PIDS+=("$relay")

@@ -282,12 +282,14 @@ stack_ledger_audit() {
 # delivery done (60 s at most), one delivery per payment, and every event
 # received and verified by test/e2e/relay_receiver.py (its log RECEIVED).
 stack_relay_verify() {
-    local q=$1 received=$2 undelivered=-1
+    local q=$1 received=$2 undelivered=-1 t0
+    t0=$(date +%s%N)
     for _ in $(seq 1 600); do
         undelivered=$("$q" "SELECT (SELECT count(*) FROM paynotify_outbox) + (SELECT count(*) FROM paynotify_delivery WHERE delivered_at IS NULL)" 2>/dev/null || echo -1)
         [ "$undelivered" = 0 ] && break
         sleep 0.1
     done
+    echo "# relay: the outbox was checked empty after $(( ($(date +%s%N) - t0) / 1000000 )) ms of waiting"
     check "relay: outbox empty and every delivery done on the new primary" 0 "$undelivered"
     check "relay: one delivery per payment" "$("$q" "SELECT count(*) FROM payment_record")" \
         "$("$q" "SELECT count(*) FROM paynotify_delivery WHERE event = 'paid'")"
