@@ -56,8 +56,8 @@ full_tests=(
     test/e2e/citus_delegate.sh
     test/e2e/citus_distribute_live.sh
     test/e2e/citus_distribute_owner.sh
-    test/chaos/run.sh
     test/fuzz/notices.sh
+    test/chaos/run.sh
     test/bench/smoke-citus.sh
     test/fuzz/run.sh
     test/bench/smoke.sh
@@ -161,7 +161,8 @@ done
 # script that runs while another one does installs anything: a make install
 # or a package would replace paynotify.so (install unlinks it, then writes
 # it again) while a backend of the other may be loading it; their own
-# pn_install finds this build installed and does nothing.  So
+# pn_install finds this build installed and does nothing (two that do not
+# take turns).  So
 # test/package/run.sh, which installs the packages, comes last, alone.
 #   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
 #     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
@@ -170,17 +171,25 @@ done
 #   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
 #     its members to rejoin: beside the mutation fuzzer, which keeps one core
 #     busy and counts its work in mutations, never in time.
-#   test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
-#     does): beside the chaos test and the fuzzer of notices (its work
-#     counted in examples; not beside test/fuzz/run.sh, whose libFuzzer
-#     targets run for a fixed time each).
+#   shim/tests/serve-test.sh times nothing: beside shim/tests/send-test.sh
+#     (which compiles in a copy of the shim's tree, not in the tree).
+#   test/chaos/run.sh mostly waits for the late retries of what its faults
+#     disturbed, and judges only what was applied, never how fast; and
+#     test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
+#     does): both beside test/fuzz/notices.sh, whose work is counted in
+#     examples.  (Not beside test/fuzz/run.sh, which runs each libFuzzer
+#     target for a fixed time and would do less work without saying so;
+#     nor beside test/bench/smoke.sh: benchmarks beside benchmarks took
+#     longer than one after the other.)
 # A script started in the background is waited for at its place; one
 # whose place came before the script it runs beside is a failure.
 early_tests=(
     "test/e2e/cron.sh before shim/tests/cgi-test.sh"
     "test/e2e/relay.sh before test/e2e/reconcile.sh"
     "test/e2e/patroni.sh before test/e2e/hostile.sh"
-    "test/bench/smoke-citus.sh before test/chaos/run.sh"
+    "shim/tests/serve-test.sh before shim/tests/send-test.sh"
+    "test/chaos/run.sh before test/fuzz/notices.sh"
+    "test/bench/smoke-citus.sh before test/fuzz/notices.sh"
 )
 declare -A early_pid=() early_t0=()
 early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
