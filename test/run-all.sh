@@ -29,9 +29,9 @@ quick_tests=(
     shim/tests/cgi-test.sh
     shim/tests/send-test.sh
     shim/tests/serve-test.sh
-    test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
+    test/e2e/cron.sh
     test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
@@ -47,8 +47,8 @@ full_tests=(
     test/e2e/reconciliation.sh
     test/e2e/hostile.sh
     test/e2e/patroni.sh
-    test/e2e/memory.sh
     test/e2e/failover.sh
+    test/e2e/memory.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh
@@ -194,7 +194,8 @@ echo "(pg_regress and isolation specs: $(busy $t0 $c0))"
 # take turns).  So
 # test/package/run.sh, which installs the packages, comes last, alone.
 #   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
-#     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
+#     12's pg_cron 1.4 has no finer schedule; about 170 s in all): beside
+#     the shim's own tests, test/e2e/dump.sh and test/model/run.sh.
 #   test/e2e/relay.sh waits for its receiver's slow and hung answers and
 #     retries (a third of two cores busy): beside four short end-to-end tests.
 #   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
@@ -202,6 +203,11 @@ echo "(pg_regress and isolation specs: $(busy $t0 $c0))"
 #     busy and counts its work in mutations, never in time.
 #   shim/tests/serve-test.sh times nothing: beside shim/tests/send-test.sh
 #     (which compiles in a copy of the shim's tree, not in the tree).
+#   test/e2e/reconciliation.sh and test/e2e/memory.sh keep one core busy
+#     and time nothing (memory.sh counts bytes over a count of calls):
+#     beside test/e2e/samples.sh and test/e2e/failover.sh, which keep the
+#     other one busy (two scripts of about one core each, side by side, took
+#     30 s where they took 42 s, and 50 s where they took 64 s).
 #   test/chaos/run.sh mostly waits for the late retries of what its faults
 #     disturbed, and judges only what was applied, never how fast; and
 #     test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
@@ -217,6 +223,8 @@ early_tests=(
     "test/e2e/relay.sh before test/e2e/reconcile.sh"
     "test/e2e/patroni.sh before test/e2e/hostile.sh"
     "shim/tests/serve-test.sh before shim/tests/send-test.sh"
+    "test/e2e/reconciliation.sh before test/e2e/samples.sh"
+    "test/e2e/memory.sh before test/e2e/failover.sh"
     "test/chaos/run.sh before test/fuzz/notices.sh"
     "test/bench/smoke-citus.sh before test/fuzz/notices.sh"
 )
@@ -232,7 +240,8 @@ start_early() {
             continue
         fi
         echo "(started $s in the background: its output comes at its place in the list)"
-        "$s" >"$early_dir/${s//\//_}.out" 2>&1 &
+        { t=$SECONDS; "$s"; rc=$?; echo $((SECONDS - t)) >"$early_dir/${s//\//_}.secs"; exit $rc; } \
+            >"$early_dir/${s//\//_}.out" 2>&1 &
         early_pid[$s]=$!
         early_t0[$s]=$SECONDS
     done
@@ -248,7 +257,7 @@ run_test() {
         rc=$?
         unset "early_pid[$1]"
         cat "$early_dir/${1//\//_}.out"
-        echo "($1: $((SECONDS - early_t0[$1])) s, in the background)"
+        echo "($1: $(cat "$early_dir/${1//\//_}.secs" 2>/dev/null || echo '?') s in the background, waited for after $((SECONDS - early_t0[$1])) s)"
         count "$1" $rc
     elif [ ! -f "$1" ]; then
         echo "missing: $1"
