@@ -10,9 +10,10 @@
 #                                 and the benchmarks
 #
 # The scripts it runs are a fixed list (below): a script that is missing or
-# not executable is a failure, never skipped.  The pg_regress tests and the
-# isolation specs run as two separate phases, so a failing pg_regress test
-# does not keep the isolation specs from running.
+# not executable is a failure, never skipped.  The pg_regress tests (in two
+# parts, beside each other) and the isolation specs run as separate phases,
+# so a failing pg_regress test does not keep the isolation specs from
+# running.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -28,9 +29,9 @@ quick_tests=(
     shim/tests/cgi-test.sh
     shim/tests/send-test.sh
     shim/tests/serve-test.sh
-    test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
+    test/e2e/cron.sh
     test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
@@ -46,8 +47,8 @@ full_tests=(
     test/e2e/reconciliation.sh
     test/e2e/hostile.sh
     test/e2e/patroni.sh
-    test/e2e/memory.sh
     test/e2e/failover.sh
+    test/e2e/memory.sh
     test/e2e/pgbouncer.sh
     test/e2e/multishim.sh
     test/e2e/citus.sh
@@ -116,25 +117,51 @@ make -s install >/dev/null || { echo "make install failed"; exit 1; }
 make -s -j"$jobs" -C shim >/dev/null 2>&1; count "shim builds" $?
 
 # pg_regress and the isolation tester refuse to run as root: run them as
-# the postgres user in a private copy of the tree.
+# the postgres user in private copies of the tree.  Three phases, each with
+# its own temporary instance: "regress" (the Makefile's REGRESS but the
+# tests of regress_2), "regress-2" (setup, then tests that need nothing
+# else: the slowest, which also run faster in a database without the
+# others' objects) and "isolation" (ISOLATION).  The first runs beside the
+# other two (two cores); a failing phase does not keep the others from
+# running.
 note "pg_regress and isolation specs"
+regress_2="table_code table_authors bills"
+regress_1=" $(sed -n 's/^REGRESS = //p' Makefile) "
+for t in $regress_2; do
+    case $regress_1 in
+        *" $t "*) regress_1=${regress_1/ $t / } ;;
+        *) echo "run-all.sh: $t (regress_2) is not in the Makefile's REGRESS line"; count "regress-2: $t" 1 ;;
+    esac
+done
 work=$(mktemp -d /tmp/paynotify-test.XXXXXX)
 cp -a "$top/." "$work/src"
+cp -a "$top/." "$work/src2"
 if [ "$(id -u)" = 0 ]; then
     chown -R postgres "$work"
     as_user() { runuser -u postgres -- "$@"; }
 else
     as_user() { "$@"; }
 fi
-# phase 1: pg_regress (REGRESS), phase 2: isolation specs (ISOLATION); the
-# second runs whatever the first said
-for phase in regress isolation; do
-    if [ $phase = regress ]; then
-        as_user make -C "$work/src" installcheck ISOLATION= >"$work/$phase.log" 2>&1
-    else
-        as_user make -C "$work/src" installcheck REGRESS= >"$work/$phase.log" 2>&1
-    fi
+# run_phase NAME: that phase's make installcheck, its output in $work/NAME.log,
+# its status in $work/NAME.rc
+run_phase() {
+    local rc
+    case $1 in
+        regress) as_user make -C "$work/src" installcheck ISOLATION= REGRESS="$regress_1" ;;
+        regress-2) as_user make -C "$work/src2" installcheck ISOLATION= REGRESS="setup $regress_2" ;;
+        isolation) as_user make -C "$work/src2" installcheck REGRESS= ;;
+    esac >"$work/$1.log" 2>&1
     rc=$?
+    echo $rc >"$work/$1.rc"
+}
+t0=$SECONDS c0=$(cpu_ticks)
+run_phase regress &
+lane1=$!
+run_phase regress-2
+run_phase isolation
+wait $lane1
+for phase in regress regress-2 isolation; do
+    rc=$(cat "$work/$phase.rc")
     verdicts=0
     while read -r name verdict; do
         [ "$verdict" = ok ]
@@ -142,16 +169,18 @@ for phase in regress isolation; do
         verdicts=$((verdicts + 1))
     done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/$phase.log")
     [ $verdicts -gt 0 ] || rc=1
-    if [ $rc -ne 0 ]; then
+    if [ "$rc" -ne 0 ]; then
         count "make installcheck ($phase)" 1
         tail -20 "$work/$phase.log"
         d=$work/src/regression.diffs
-        [ $phase = isolation ] && d=$work/src/output_iso/regression.diffs
+        [ $phase = regress-2 ] && d=$work/src2/regression.diffs
+        [ $phase = isolation ] && d=$work/src2/output_iso/regression.diffs
         [ -f "$d" ] && { echo "--- $d"; head -200 "$d"; }
     else
         count "make installcheck ($phase)" 0
     fi
 done
+echo "(pg_regress and isolation specs: $(busy $t0 $c0))"
 
 # Scripts that spend most of their time waiting and not computing start
 # early, in the background, beside the script named after them; their output
@@ -165,7 +194,8 @@ done
 # take turns).  So
 # test/package/run.sh, which installs the packages, comes last, alone.
 #   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
-#     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
+#     12's pg_cron 1.4 has no finer schedule; about 170 s in all): beside
+#     the shim's own tests, test/e2e/dump.sh and test/model/run.sh.
 #   test/e2e/relay.sh waits for its receiver's slow and hung answers and
 #     retries (a third of two cores busy): beside four short end-to-end tests.
 #   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
@@ -173,6 +203,11 @@ done
 #     busy and counts its work in mutations, never in time.
 #   shim/tests/serve-test.sh times nothing: beside shim/tests/send-test.sh
 #     (which compiles in a copy of the shim's tree, not in the tree).
+#   test/e2e/reconciliation.sh and test/e2e/memory.sh keep one core busy
+#     and time nothing (memory.sh counts bytes over a count of calls):
+#     beside test/e2e/samples.sh and test/e2e/failover.sh, which keep the
+#     other one busy (two scripts of about one core each, side by side, took
+#     30 s where they took 42 s, and 50 s where they took 64 s).
 #   test/chaos/run.sh mostly waits for the late retries of what its faults
 #     disturbed, and judges only what was applied, never how fast; and
 #     test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
@@ -188,6 +223,8 @@ early_tests=(
     "test/e2e/relay.sh before test/e2e/reconcile.sh"
     "test/e2e/patroni.sh before test/e2e/hostile.sh"
     "shim/tests/serve-test.sh before shim/tests/send-test.sh"
+    "test/e2e/reconciliation.sh before test/e2e/samples.sh"
+    "test/e2e/memory.sh before test/e2e/failover.sh"
     "test/chaos/run.sh before test/fuzz/notices.sh"
     "test/bench/smoke-citus.sh before test/fuzz/notices.sh"
 )
@@ -203,7 +240,8 @@ start_early() {
             continue
         fi
         echo "(started $s in the background: its output comes at its place in the list)"
-        "$s" >"$early_dir/${s//\//_}.out" 2>&1 &
+        { t=$SECONDS; "$s"; rc=$?; echo $((SECONDS - t)) >"$early_dir/${s//\//_}.secs"; exit $rc; } \
+            >"$early_dir/${s//\//_}.out" 2>&1 &
         early_pid[$s]=$!
         early_t0[$s]=$SECONDS
     done
@@ -219,7 +257,7 @@ run_test() {
         rc=$?
         unset "early_pid[$1]"
         cat "$early_dir/${1//\//_}.out"
-        echo "($1: $((SECONDS - early_t0[$1])) s, in the background)"
+        echo "($1: $(cat "$early_dir/${1//\//_}.secs" 2>/dev/null || echo '?') s in the background, waited for after $((SECONDS - early_t0[$1])) s)"
         count "$1" $rc
     elif [ ! -f "$1" ]; then
         echo "missing: $1"
