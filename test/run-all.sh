@@ -29,9 +29,9 @@ quick_tests=(
     shim/tests/cgi-test.sh
     shim/tests/send-test.sh
     shim/tests/serve-test.sh
+    test/e2e/cron.sh
     test/e2e/dump.sh
     test/model/run.sh
-    test/e2e/cron.sh
     test/e2e/reconcile.sh
     test/e2e/upgrade.sh
     test/e2e/planted.sh
@@ -119,18 +119,22 @@ make -s -j"$jobs" -C shim >/dev/null 2>&1; count "shim builds" $?
 # pg_regress and the isolation tester refuse to run as root: run them as
 # the postgres user in private copies of the tree.  Three phases, each with
 # its own temporary instance: "regress" (the Makefile's REGRESS but the
-# tests of regress_2), "regress-2" (setup, then tests that need nothing
-# else: the slowest, which also run faster in a database without the
-# others' objects) and "isolation" (ISOLATION).  The first runs beside the
-# other two (two cores); a failing phase does not keep the others from
-# running.
+# tests of regress_2) runs beside "regress-2" (setup, then tests that need
+# nothing else and read no other test's objects: the slowest) followed by
+# "isolation" (ISOLATION): two cores.  A failing phase does not keep the
+# others from running; a test of the lists without a verdict is a failure.
 note "pg_regress and isolation specs"
-regress_2="table_code table_authors bills"
-regress_1=" $(sed -n 's/^REGRESS = //p' Makefile) "
+# make_list VAR: the Makefile's value of VAR (REGRESS, ISOLATION), as make
+# sees it (+= and continuation lines included)
+make_list() { make -s --no-print-directory --eval "print-list: ; @echo \$($1)" print-list; }
+regress_2="table_code bills"
+regress_all=$(make_list REGRESS)
+isolation_all=$(make_list ISOLATION)
+regress_1=" $regress_all "
 for t in $regress_2; do
     case $regress_1 in
         *" $t "*) regress_1=${regress_1/ $t / } ;;
-        *) echo "run-all.sh: $t (regress_2) is not in the Makefile's REGRESS line"; count "regress-2: $t" 1 ;;
+        *) echo "run-all.sh: $t (regress_2) is not in the Makefile's REGRESS"; count "regress-2: $t" 1 ;;
     esac
 done
 work=$(mktemp -d /tmp/paynotify-test.XXXXXX)
@@ -142,14 +146,14 @@ if [ "$(id -u)" = 0 ]; then
 else
     as_user() { "$@"; }
 fi
-# run_phase NAME: that phase's make installcheck, its output in $work/NAME.log,
-# its status in $work/NAME.rc
+# run_phase NAME: that phase's make installcheck, its output in
+# $work/NAME.log, its status in $work/NAME.rc
 run_phase() {
     local rc
     case $1 in
         regress) as_user make -C "$work/src" installcheck ISOLATION= REGRESS="$regress_1" ;;
         regress-2) as_user make -C "$work/src2" installcheck ISOLATION= REGRESS="setup $regress_2" ;;
-        isolation) as_user make -C "$work/src2" installcheck REGRESS= ;;
+        isolation) as_user make -C "$work/src2" installcheck REGRESS= ISOLATION="$isolation_all" ;;
     esac >"$work/$1.log" 2>&1
     rc=$?
     echo $rc >"$work/$1.rc"
@@ -160,15 +164,20 @@ lane1=$!
 run_phase regress-2
 run_phase isolation
 wait $lane1
+declare -A phase_tests=([regress]="$regress_1" [regress-2]="setup $regress_2" [isolation]="$isolation_all")
 for phase in regress regress-2 isolation; do
-    rc=$(cat "$work/$phase.rc")
-    verdicts=0
+    rc=$(cat "$work/$phase.rc" 2>/dev/null)
+    case $rc in '' | *[!0-9]*) rc=1 ;; esac
+    declare -A seen=()
     while read -r name verdict; do
         [ "$verdict" = ok ]
         count "$phase: $name" $?
-        verdicts=$((verdicts + 1))
+        seen[$name]=1
     done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/$phase.log")
-    [ $verdicts -gt 0 ] || rc=1
+    for t in ${phase_tests[$phase]}; do
+        [ -n "${seen[$t]:-}" ] || { echo "$phase: $t has no verdict"; count "$phase: $t" 1; rc=1; }
+    done
+    unset seen
     if [ "$rc" -ne 0 ]; then
         count "make installcheck ($phase)" 1
         tail -20 "$work/$phase.log"
@@ -182,20 +191,19 @@ for phase in regress regress-2 isolation; do
 done
 echo "(pg_regress and isolation specs: $(busy $t0 $c0))"
 
-# Scripts that spend most of their time waiting and not computing start
-# early, in the background, beside the script named after them; their output
-# goes to a file and is printed, and counted, at their own place in the list,
-# which comes after the scripts they run beside (each script's line in the
-# output says how busy the cores were: most keep one of two busy).  No
-# script that runs while another one does installs anything: a make install
-# or a package would replace paynotify.so (install unlinks it, then writes
-# it again) while a backend of the other may be loading it; their own
-# pn_install finds this build installed and does nothing (two that do not
-# take turns).  So
+# Scripts that spend most of their time waiting, or keep one core busy and
+# time nothing, start early, in the background, beside the script named
+# after them; their output goes to a file and is printed, and counted, at
+# their own place in the list, which comes after the scripts they run beside
+# (each script's line in the output says how busy the cores were: most keep
+# one of two busy). No script that runs while another one does installs
+# anything: a make install or a package would replace paynotify.so (install
+# unlinks it, then writes it again) while a backend of the other may be
+# loading it; their own pn_install finds this build installed and does
+# nothing (two that do not take turns). So
 # test/package/run.sh, which installs the packages, comes last, alone.
 #   test/e2e/cron.sh waits for pg_cron's next minute (up to 60 s: Debian
-#     12's pg_cron 1.4 has no finer schedule; about 170 s in all): beside
-#     the shim's own tests, test/e2e/dump.sh and test/model/run.sh.
+#     12's pg_cron 1.4 has no finer schedule): beside the shim's own tests.
 #   test/e2e/relay.sh waits for its receiver's slow and hung answers and
 #     retries (a third of two cores busy): beside four short end-to-end tests.
 #   test/e2e/patroni.sh waits for Patroni's leader key to expire (20 s) and
@@ -204,10 +212,11 @@ echo "(pg_regress and isolation specs: $(busy $t0 $c0))"
 #   shim/tests/serve-test.sh times nothing: beside shim/tests/send-test.sh
 #     (which compiles in a copy of the shim's tree, not in the tree).
 #   test/e2e/reconciliation.sh and test/e2e/memory.sh keep one core busy
-#     and time nothing (memory.sh counts bytes over a count of calls):
+#     and time nothing closely (memory.sh counts bytes over a count of
+#     calls; reconciliation.sh gives its expectations 120 s to settle):
 #     beside test/e2e/samples.sh and test/e2e/failover.sh, which keep the
-#     other one busy (two scripts of about one core each, side by side, took
-#     30 s where they took 42 s, and 50 s where they took 64 s).
+#     other one busy (side by side they took 30 s where they took 42 s one
+#     after the other, and 50 s where they took 64 s).
 #   test/chaos/run.sh mostly waits for the late retries of what its faults
 #     disturbed, and judges only what was applied, never how fast; and
 #     test/bench/smoke-citus.sh asserts nothing about speed (no benchmark
