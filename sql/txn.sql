@@ -96,7 +96,7 @@ SELECT * FROM tx.logged;
 ALTER ROLE tx_shim SET synchronous_commit = local;
 ALTER SYSTEM SET synchronous_standby_names = 'pn_absent_standby';
 SELECT pg_reload_conf();
-SELECT pg_sleep(1);
+SELECT pg_sleep(0.3);
 \c - tx_shim
 SHOW synchronous_standby_names;
 BEGIN;

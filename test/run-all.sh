@@ -6,8 +6,10 @@
 #   short fuzzing runs, and every benchmark in its smoke mode.  Prints
 #   "N passed, M failed" last; exits non-zero on any failure.
 #
-#   test/run-all.sh [--quick]     --quick skips end-to-end, chaos, fuzzing
-#                                 and the benchmarks
+#   test/run-all.sh [--quick]     --quick runs the first list below only:
+#                                 no longer end-to-end tests, Citus,
+#                                 Patroni, chaos, fuzzing, benchmarks or
+#                                 packages
 #
 # The scripts it runs are a fixed list (below): a script that is missing or
 # not executable is a failure, never skipped.  The pg_regress tests (in two
@@ -126,14 +128,21 @@ make -s -j"$jobs" -C shim >/dev/null 2>&1; count "shim builds" $?
 note "pg_regress and isolation specs"
 # make_list VAR: the Makefile's value of VAR (REGRESS, ISOLATION), as make
 # sees it (+= and continuation lines included)
-make_list() { make -s --no-print-directory --eval "print-list: ; @echo \$($1)" print-list; }
+make_list() {
+    make -s --no-print-directory --eval ".PHONY: print-list
+print-list: ; @echo \$($1)" print-list
+}
 regress_2="table_code bills"
-regress_all=$(make_list REGRESS)
-isolation_all=$(make_list ISOLATION)
-regress_1=" $regress_all "
+regress_all=$(make_list REGRESS) && isolation_all=$(make_list ISOLATION) &&
+    [ -n "$regress_all" ] && [ -n "$isolation_all" ] ||
+    { echo "run-all.sh: cannot read REGRESS and ISOLATION from the Makefile"; count "the Makefile's test lists" 1; }
+regress_1=""
+for t in $regress_all; do
+    case " $regress_2 " in *" $t "*) ;; *) regress_1="$regress_1 $t" ;; esac
+done
 for t in $regress_2; do
-    case $regress_1 in
-        *" $t "*) regress_1=${regress_1/ $t / } ;;
+    case " $regress_all " in
+        *" $t "*) ;;
         *) echo "run-all.sh: $t (regress_2) is not in the Makefile's REGRESS"; count "regress-2: $t" 1 ;;
     esac
 done
@@ -173,6 +182,10 @@ for phase in regress regress-2 isolation; do
         [ "$verdict" = ok ]
         count "$phase: $name" $?
         seen[$name]=1
+        case " ${phase_tests[$phase]} " in
+            *" $name "*) ;;
+            *) echo "$phase: $name is not of this phase's list"; count "$phase: $name (listed)" 1; rc=1 ;;
+        esac
     done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/$phase.log")
     for t in ${phase_tests[$phase]}; do
         [ -n "${seen[$t]:-}" ] || { echo "$phase: $t has no verdict"; count "$phase: $t" 1; rc=1; }
