@@ -17,6 +17,9 @@
 # so a failing pg_regress test does not keep the isolation specs from
 # running.
 set -uo pipefail
+# make's own variables from the caller's environment (a parallel build
+# around this script, say) must not reach the makes run here
+unset MAKEFLAGS MFLAGS GNUMAKEFLAGS MAKELEVEL
 cd "$(dirname "$0")/.."
 top=$(pwd)
 quick=0
@@ -109,12 +112,11 @@ fi
 note "build"
 jobs=$(nproc 2>/dev/null || echo 1)
 make -s clean >/dev/null 2>&1
-if make -s -j"$jobs" 2>&1 | tee /tmp/paynotify-build.$$ | grep -E 'warning|error' ; then
+if make -s -j"$jobs" 2>&1 | grep -E 'warning|error' ; then
     count "extension builds without warnings" 1
 else
     count "extension builds without warnings" 0
 fi
-rm -f /tmp/paynotify-build.$$
 make -s install >/dev/null || { echo "make install failed"; exit 1; }
 make -s -j"$jobs" -C shim >/dev/null 2>&1; count "shim builds" $?
 
@@ -146,11 +148,20 @@ for t in $regress_2; do
         *) echo "run-all.sh: $t (regress_2) is not in the Makefile's REGRESS"; count "regress-2: $t" 1 ;;
     esac
 done
-work=$(mktemp -d /tmp/paynotify-test.XXXXXX)
+# The phases: their tree, their tests and where their differences are
+# written.  $work itself stays the caller's (mode 711): the logs and
+# statuses written there cannot be replaced by the user the tests run as,
+# who owns only the trees, and whose files are read as that user.
+declare -A phase_dir=([regress]=src [regress-2]=src2 [isolation]=src2)
+declare -A phase_regress=([regress]="$regress_1" [regress-2]="setup $regress_2" [isolation]="")
+declare -A phase_isolation=([regress]="" [regress-2]="" [isolation]="$isolation_all")
+declare -A phase_diffs=([regress]=regression.diffs [regress-2]=regression.diffs
+    [isolation]=output_iso/regression.diffs)
+work=$(mktemp -d /tmp/paynotify-test.XXXXXX) && chmod 711 "$work"
 cp -a "$top/." "$work/src"
 cp -a "$top/." "$work/src2"
 if [ "$(id -u)" = 0 ]; then
-    chown -R postgres "$work"
+    chown -R postgres "$work/src" "$work/src2"
     as_user() { runuser -u postgres -- "$@"; }
 else
     as_user() { "$@"; }
@@ -159,11 +170,8 @@ fi
 # $work/NAME.log, its status in $work/NAME.rc
 run_phase() {
     local rc
-    case $1 in
-        regress) as_user make -C "$work/src" installcheck ISOLATION= REGRESS="$regress_1" ;;
-        regress-2) as_user make -C "$work/src2" installcheck ISOLATION= REGRESS="setup $regress_2" ;;
-        isolation) as_user make -C "$work/src2" installcheck REGRESS= ISOLATION="$isolation_all" ;;
-    esac >"$work/$1.log" 2>&1
+    as_user make -C "$work/${phase_dir[$1]}" installcheck \
+        REGRESS="${phase_regress[$1]}" ISOLATION="${phase_isolation[$1]}" >"$work/$1.log" 2>&1
     rc=$?
     echo $rc >"$work/$1.rc"
 }
@@ -173,7 +181,6 @@ lane1=$!
 run_phase regress-2
 run_phase isolation
 wait $lane1
-declare -A phase_tests=([regress]="$regress_1" [regress-2]="setup $regress_2" [isolation]="$isolation_all")
 for phase in regress regress-2 isolation; do
     rc=$(cat "$work/$phase.rc" 2>/dev/null)
     case $rc in '' | *[!0-9]*) rc=1 ;; esac
@@ -182,22 +189,20 @@ for phase in regress regress-2 isolation; do
         [ "$verdict" = ok ]
         count "$phase: $name" $?
         seen[$name]=1
-        case " ${phase_tests[$phase]} " in
+        case " ${phase_regress[$phase]} ${phase_isolation[$phase]} " in
             *" $name "*) ;;
             *) echo "$phase: $name is not of this phase's list"; count "$phase: $name (listed)" 1; rc=1 ;;
         esac
     done < <(sed -nE 's/^(test )? *([A-Za-z0-9_]+) +\.\.\. +(ok|FAILED|failed).*/\2 \3/p' "$work/$phase.log")
-    for t in ${phase_tests[$phase]}; do
+    for t in ${phase_regress[$phase]} ${phase_isolation[$phase]}; do
         [ -n "${seen[$t]:-}" ] || { echo "$phase: $t has no verdict"; count "$phase: $t" 1; rc=1; }
     done
     unset seen
     if [ "$rc" -ne 0 ]; then
         count "make installcheck ($phase)" 1
         tail -20 "$work/$phase.log"
-        d=$work/src/regression.diffs
-        [ $phase = regress-2 ] && d=$work/src2/regression.diffs
-        [ $phase = isolation ] && d=$work/src2/output_iso/regression.diffs
-        [ -f "$d" ] && { echo "--- $d"; head -200 "$d"; }
+        d=$work/${phase_dir[$phase]}/${phase_diffs[$phase]}
+        as_user test -f "$d" && { echo "--- $d"; as_user head -200 "$d"; }
     else
         count "make installcheck ($phase)" 0
     fi
