@@ -36,17 +36,18 @@ cd "$(dirname "$0")/../.."
 if [ $# = 0 ]; then
     rc=0
     total_pass=0 total_fail=0
+    log=$(mktemp /tmp/paynotify-failover.XXXXXX) || exit 1
     for c in sync async; do
         echo "=== $c standby"
-        "$0" "$c" 2>&1 | tee "/tmp/paynotify-failover.$$"
+        "$0" "$c" 2>&1 | tee "$log"
         [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-        out=$(tail -1 "/tmp/paynotify-failover.$$")
-        rm -f "/tmp/paynotify-failover.$$"
+        out=$(tail -1 "$log")
         p=$(echo "$out" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
         f=$(echo "$out" | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
         [ -n "$p" ] || { rc=1; f=1; p=0; }
         total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
     done
+    rm -f "$log"
     echo "$total_pass passed, $total_fail failed"
     [ $rc = 0 ] && [ $total_fail = 0 ]
     exit
