@@ -17,6 +17,7 @@ OBJS = \
 	src/secrets.o \
 	src/lock.o \
 	src/log.o \
+	src/probe.o \
 	src/notice.o \
 	src/subxact.o \
 	src/security.o \

@@ -1,8 +1,11 @@
--- Two shortcuts of a first delivery on one server hold only while the
+-- The shortcuts of a first delivery on one server hold only while the
 -- indexes they rely on are as the extension made them; otherwise the full
 -- statements run:
 -- - the order's parked notifications are listed only when a probe of
 --   payment_notify_log_parked (order_no WHERE status = 'parked') finds one;
+-- - the log is read for the notification's id, and the payments for its
+--   trade, only when a probe of payment_notify_log_notify (channel,
+--   notify_id) or payment_record_trade (channel, trade_no) finds one;
 -- - the log's and the payment's inserts name (channel, notify_id) and
 --   (channel, trade_no) as their only ON CONFLICT arbiter while those
 --   unique keys exist.
@@ -79,6 +82,68 @@ DROP OPERATOR FAMILY t.fp_text_ops USING btree;
 CREATE INDEX payment_notify_log_parked ON payment_notify_log (order_no) WHERE status = 'parked';
 SELECT * FROM t.fp_refund_then_pay('FP-5');
 SELECT * FROM t.fp_log ORDER BY 1, 2;
+
+-- the id's and the trade's probes: an id known under another order, with
+-- other content, is never applied to this one (payload_differs_for_same_id),
+-- and a trade recorded for another order never pays this one
+-- (trade_of_another_order), whatever index has the keys' names
+CREATE FUNCTION t.fp_known(ord text) RETURNS TABLE (order_no text, status text, trade_no text, kinds text)
+	LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.orders (order_no, status, amount_fen)
+		VALUES (ord || 'a', 'pending', 100), (ord || 'b', 'pending', 100), (ord || 'c', 'pending', 100);
+	PERFORM t.fp_stripe(ord || 'a', 'evt_' || ord, 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_' || ord, 'amount', 100, 'amount_received', 100));
+	-- the same id for order b, another trade
+	PERFORM t.fp_stripe(ord || 'b', 'evt_' || ord, 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_' || ord || 'b', 'amount', 100, 'amount_received', 100));
+	-- order a's trade for order c, another id
+	PERFORM t.fp_stripe(ord || 'c', 'evt_' || ord || 'c', 'payment_intent.succeeded',
+		pg_catalog.jsonb_build_object('id', 'pi_' || ord, 'amount', 100, 'amount_received', 100));
+	RETURN QUERY SELECT o.order_no::text, o.status::text, p.trade_no,
+		(SELECT pg_catalog.string_agg(a.kind, ',' ORDER BY a.kind) FROM pay.paynotify_anomaly a
+			WHERE a.channel = 'fp_s' AND a.order_no = o.order_no)
+		FROM public.orders o LEFT JOIN pay.payment_record p ON p.channel = 'fp_s' AND p.order_no = o.order_no
+		WHERE o.order_no LIKE ord || '_' ORDER BY 1;
+END
+$$;
+-- as created
+SELECT * FROM t.fp_known('FK1');
+-- the keys as partial unique indexes by the same names: they hold neither
+-- row, which the statements still find
+ALTER TABLE payment_notify_log DROP CONSTRAINT payment_notify_log_notify;
+ALTER TABLE payment_record DROP CONSTRAINT payment_record_trade;
+CREATE UNIQUE INDEX payment_notify_log_notify ON payment_notify_log (channel, notify_id) WHERE status = 'none';
+CREATE UNIQUE INDEX payment_record_trade ON payment_record (channel, trade_no) WHERE amount < 0;
+SELECT * FROM t.fp_known('FK2');
+-- on the same columns in the other order
+DROP INDEX payment_notify_log_notify, payment_record_trade;
+CREATE INDEX payment_notify_log_notify ON payment_notify_log (notify_id, channel);
+CREATE INDEX payment_record_trade ON payment_record (trade_no, channel);
+SELECT * FROM t.fp_known('FK3');
+-- of text_pattern_ops, and in another collation
+DROP INDEX payment_notify_log_notify, payment_record_trade;
+CREATE INDEX payment_notify_log_notify ON payment_notify_log (channel, notify_id text_pattern_ops);
+CREATE INDEX payment_record_trade ON payment_record (channel COLLATE "POSIX", trade_no);
+SELECT * FROM t.fp_known('FK4');
+-- sequences by the names
+DROP INDEX payment_notify_log_notify, payment_record_trade;
+CREATE SEQUENCE payment_notify_log_notify;
+CREATE SEQUENCE payment_record_trade;
+SELECT * FROM t.fp_known('FK5');
+DROP SEQUENCE payment_notify_log_notify, payment_record_trade;
+ALTER TABLE payment_notify_log ADD CONSTRAINT payment_notify_log_notify UNIQUE (channel, notify_id);
+ALTER TABLE payment_record ADD CONSTRAINT payment_record_trade UNIQUE (channel, trade_no);
+-- the id and the trade in child tables, which the statements read too
+CREATE TABLE t.fp_log_child () INHERITS (payment_notify_log);
+CREATE TABLE t.fp_record_child () INHERITS (payment_record);
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FK6x', 'paid', 100);
+INSERT INTO t.fp_log_child (channel, notify_id, order_no, status, payload)
+	VALUES ('fp_s', 'evt_FK6', 'FK6x', 'succeeded', '{}');
+INSERT INTO t.fp_record_child (channel, trade_no, order_no, amount, notify_id)
+	VALUES ('fp_s', 'pi_FK6', 'FK6x', 100, 'evt_FK6x');
+SELECT * FROM t.fp_known('FK6');
+DROP TABLE t.fp_log_child, t.fp_record_child;
 
 -- the unique keys dropped: every unique index is the arbiter again, and a
 -- new notification is applied, a repeat answered as one

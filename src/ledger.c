@@ -113,6 +113,12 @@ payment_read(PnConfig *cfg, const char *channel, const char *trade_no)
 char *
 pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
 {
+	static const char *const cols[] = {"channel", "trade_no"};
+	const char *values[] = {channel, trade_no};
+
+	/* a first payment's trade, nearly always: not there */
+	if (pn_probe_absent(cfg, "payment_record", "payment_record_trade", 2, cols, values, NULL))
+		return NULL;
 	if (!payment_read(cfg, channel, trade_no))
 		elog(ERROR, "paynotify: payment lookup failed");
 	if (SPI_processed == 0)

@@ -89,6 +89,15 @@ pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 void
 pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row)
 {
+	static const char *const cols[] = {"channel", "notify_id"};
+	const char *values[] = {channel, n->notify_id};
+
+	/* a first delivery's id, nearly always: not there */
+	if (pn_probe_absent(cfg, "payment_notify_log", "payment_notify_log_notify", 2, cols, values, NULL))
+	{
+		row->found = false;
+		return;
+	}
 	log_read(cfg, pn_step_order != NULL ? PLAN_LOG_ANY_AT : PLAN_LOG_ANY, channel, n, row);
 	if (row->found)
 	{
@@ -249,47 +258,22 @@ pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id, const c
 }
 
 /*
- * Whether index is payment_notify_log_parked as the extension creates it:
- * a valid btree on order_no alone, of text's default btree operator class
- * (text_ops), in the column's own collation, with the predicate
- * status = 'parked' and nothing else.  Any other (an index rebuilt by hand
- * with another predicate, collation or class) could miss a parked row that
- * the list would find, or run a comparison of someone else's.
+ * Whether the index's predicate is payment_notify_log_parked's as the
+ * extension creates it: status = 'parked' (text's "=") and nothing else.
+ * One rebuilt by hand with another predicate could miss a parked row that
+ * the list would find.
  */
 static bool
-parked_index(Relation heap, Relation index)
+parked_predicate(Relation heap, Relation index)
 {
-	AttrNumber	order_att = get_attnum(RelationGetRelid(heap), "order_no");
 	AttrNumber	status_att = get_attnum(RelationGetRelid(heap), "status");
-	List	   *pred;
+	List	   *pred = RelationGetIndexPredicate(index);
 	OpExpr	   *op;
 	Var		   *var;
 	Const	   *val;
 
-	oidvector  *opclass;
-	bool		isnull;
-
-	/* (a relation of another kind has no btree access method either) */
-	if (heap->rd_rel->relkind != RELKIND_RELATION ||
-		index->rd_rel->relkind != RELKIND_INDEX ||
-		index->rd_rel->relam != BTREE_AM_OID ||
-		index->rd_index->indrelid != RelationGetRelid(heap) ||
-		!index->rd_index->indisvalid || !index->rd_index->indisready ||
-		index->rd_index->indnkeyatts != 1 ||
-		order_att == InvalidAttrNumber || status_att == InvalidAttrNumber ||
-		index->rd_index->indkey.values[0] != order_att ||
-		index->rd_opcintype[0] != TEXTOID ||
-		index->rd_indcollation[0] != TupleDescAttr(RelationGetDescr(heap), order_att - 1)->attcollation ||
-		RelationGetIndexExpressions(index) != NIL)
-		return false;
-	/* text_ops: the probe compares as the list's "=" does */
-	opclass = (oidvector *) DatumGetPointer(SysCacheGetAttr(INDEXRELID, index->rd_indextuple,
-															 Anum_pg_index_indclass, &isnull));
-	if (isnull || opclass->dim1 < 1 ||
-		opclass->values[0] != TEXT_BTREE_OPS_OID)
-		return false;
-	pred = RelationGetIndexPredicate(index);
-	if (list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
+	if (status_att == InvalidAttrNumber ||
+		list_length(pred) != 1 || !IsA(linitial(pred), OpExpr))
 		return false;
 	op = linitial_node(OpExpr, pred);
 	if (op->opno != TextEqualOperator || list_length(op->args) != 2 ||
@@ -309,52 +293,14 @@ parked_index(Relation heap, Relation index)
  * payment is applied.  A row there is parked in the row version the index
  * points to (a change of status is never a HOT update, the predicate's
  * column being indexed), so a visible one means a parked row.  False, to
- * have the list read, when the index is not as created (parked_index), and
- * wherever Citus is loaded (the rows are in shards, not in the relation
- * here).
+ * have the list read, when the index is not as created, and wherever
+ * Citus is loaded (probe.c).
  */
 bool
 pn_log_none_parked(PnConfig *cfg, const char *order_no)
 {
-	Oid			heap_oid;
-	Oid			index_oid;
-	Relation	heap;
-	Relation	index;
-	bool		none = false;
+	static const char *const cols[] = {"order_no"};
 
-	if (GetConfigOption("citus.shard_count", true, false) != NULL)
-		return false;
-	heap_oid = get_relname_relid("payment_notify_log", cfg->nsp);
-	index_oid = get_relname_relid("payment_notify_log_parked", cfg->nsp);
-	if (!OidIsValid(heap_oid) || !OidIsValid(index_oid))
-		return false;
-	heap = table_open(heap_oid, AccessShareLock);
-	/* whatever has the name now: a sequence or a view would not open as an index */
-	index = try_relation_open(index_oid, AccessShareLock);
-	if (index == NULL)
-	{
-		table_close(heap, NoLock);
-		return false;
-	}
-	if (parked_index(heap, index))
-	{
-		Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
-		ScanKeyData key;
-		IndexScanDesc scan;
-		TupleTableSlot *slot = table_slot_create(heap, NULL);
-
-		/* compared as the index orders its keys: its collation */
-		ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-							   index->rd_indcollation[0], F_TEXTEQ,
-							   CStringGetTextDatum(order_no));
-		scan = index_beginscan(heap, index, snap, 1, 0);
-		index_rescan(scan, &key, 1, NULL, 0);
-		none = !index_getnext_slot(scan, ForwardScanDirection, slot);
-		index_endscan(scan);
-		ExecDropSingleTupleTableSlot(slot);
-		UnregisterSnapshot(snap);
-	}
-	relation_close(index, NoLock);
-	table_close(heap, NoLock);
-	return none;
+	return pn_probe_absent(cfg, "payment_notify_log", "payment_notify_log_parked", 1,
+						   cols, &order_no, parked_predicate);
 }

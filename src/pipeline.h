@@ -16,6 +16,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "utils/relcache.h"
 
 #include "paynotify.h"
 
@@ -221,6 +222,13 @@ typedef struct PnLogRow
  */
 #define PN_NO_ORDER ""
 #define pn_order_key(n) ((n)->order_no != NULL ? (n)->order_no : PN_NO_ORDER)
+
+/* probe.c: whether a key is absent, from the index (true only when sure) */
+#define PN_PROBE_MAX_KEYS 2
+typedef bool (*PnIndexCheck) (Relation heap, Relation index);
+extern bool pn_probe_absent(PnConfig *cfg, const char *table, const char *index_name, int nkeys,
+							const char *const *cols, const char *const *values,
+							PnIndexCheck check);
 
 extern void pn_log_get(PnConfig *cfg, const char *channel, const PnNotice *n, PnLogRow *row);
 extern void pn_log_get_any(PnConfig *cfg, const char *channel, const PnNotice *n,
