@@ -506,7 +506,7 @@ apply_pay(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *res)
 			elog(ERROR, "paynotify: order \"%s\" is pending but could not be paid", n->order_no);
 		return;
 	}
-	if (pn_payment_get(cfg, ch->name, n->trade_no, &amount))
+	if (pn_payment_get(cfg, ch->name, n->trade_no, &amount, NULL))
 	{
 		/*
 		 * The same payment, found by a query (docs/RECONCILIATION.md) before
@@ -559,6 +559,7 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 	const char *trade_no = n->trade_no;
 	const char *refund_id = n->refund_id ? n->refund_id : n->notify_id;
 	char	   *existing;
+	char	   *recorded;
 	int64		paid,
 				before,
 				amount;
@@ -572,12 +573,12 @@ apply_refund(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, PnApplied *r
 		if (pn_order_trades(cfg, n->order_no, &all_refunded) == 1)
 			trade_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	}
-	if (trade_no == NULL || !pn_payment_get(cfg, ch->name, trade_no, &paid))
+	if (trade_no == NULL || !pn_payment_get(cfg, ch->name, trade_no, &paid, &recorded))
 	{
 		set_result(res, PN_PARKED, "parked", "waiting for the payment");
 		return;
 	}
-	if (strcmp(pn_payment_order(cfg, ch->name, trade_no), n->order_no) != 0)
+	if (recorded == NULL || strcmp(recorded, n->order_no) != 0)
 	{
 		/* the trade paid another order, whose row is not locked here */
 		anomaly_result(cfg, ch, n, res, "trade_of_another_order");

@@ -126,9 +126,13 @@ pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no)
 	return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 }
 
-/* The payment record of a trade: true and its amount when there is one. */
+/*
+ * The payment record of a trade: true, its amount and (order_no not NULL)
+ * the order it paid, when there is one; both from the one row read.
+ */
 bool
-pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount)
+pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *amount,
+			   char **order_no)
 {
 	bool		isnull;
 
@@ -137,6 +141,8 @@ pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no, int64 *
 	if (SPI_processed == 0)
 		return false;
 	*amount = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	if (order_no != NULL)
+		*order_no = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	return true;
 }
 

@@ -259,7 +259,7 @@ extern void pn_order_get(PnConfig *cfg, const char *order_no, PnOrderRow *row);
 extern bool pn_order_lock(PnConfig *cfg, const char *order_no);
 extern char *pn_payment_order(PnConfig *cfg, const char *channel, const char *trade_no);
 extern bool pn_payment_get(PnConfig *cfg, const char *channel, const char *trade_no,
-						   int64 *amount);
+						   int64 *amount, char **order_no);
 extern bool pn_payment_by_query(PnConfig *cfg, const char *channel, const char *trade_no);
 extern int	pn_order_trades(PnConfig *cfg, const char *order_no, bool *all_refunded);
 extern char *pn_refund_get(PnConfig *cfg, const char *channel, const char *refund_id,
