@@ -52,7 +52,7 @@ SHLIB_LINK = $(shell pkg-config --libs openssl libarchive)
 REGRESS = setup config crypto state vectors samples pipeline hooks alipay stripe security states txn secrets privileges attacks types order_ref retry_commit table_code table_authors accounts catalog roles keys ledger relay ops notice distribute expect query bills bill_fetch agreements bounds fastpaths
 REGRESS_OPTS = --temp-instance=tmp_check --temp-config=test/paynotify.conf
 
-ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout row_lock two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim relay_lease purge_concurrent log_taken owner_race query_race agreement_race key_retyped key_recollated
+ISOLATION = fixture concurrent_delivery failed_then_retry lock_timeout row_lock two_notices_one_order illegal_transition refund_race stripe_concurrent notify_on_commit outbox_claim ledger_race batch_deadlock trade_two_orders relay_claim relay_lease purge_concurrent log_taken owner_race query_race agreement_race key_retyped key_recollated probe_squat
 ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=test/paynotify.conf
 
 EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regression.out

@@ -14,9 +14,13 @@
  * index is exactly what the extension created (a valid btree on the same
  * text columns, text's default operator class, the columns' collations)
  * on a plain table with no children, which a statement would read through
- * that index or find no more in.  Anything else, and wherever Citus is
- * loaded (the rows are in shards, not in the relation here), answers
- * "maybe", and the caller runs its statement.
+ * that index or find no more in.  (A child table created by the table's
+ * owner in the instant before the probe's snapshot, whose invalidation has
+ * not arrived yet, is missed by the probe as by the statement's planning,
+ * which also learns of children from the same cache after the same lock.)
+ * Anything else, and wherever Citus is loaded (the rows are in shards, not
+ * in the relation here), answers "maybe", and the caller runs its
+ * statement.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,6 +32,7 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_opfamily.h"
 #include "executor/tuptable.h"
@@ -37,6 +42,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -80,6 +86,23 @@ text_index(Relation heap, Relation index, int ncols, const char *const *cols)
 	return true;
 }
 
+/* Whether index_oid is an index of heap_oid, from the catalog's cache. */
+static bool
+index_of(Oid index_oid, Oid heap_oid)
+{
+	HeapTuple	tup;
+	bool		of;
+
+	if (!OidIsValid(index_oid))
+		return false;
+	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index_oid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	of = ((Form_pg_index) GETSTRUCT(tup))->indrelid == heap_oid;
+	ReleaseSysCache(tup);
+	return of;
+}
+
 /*
  * Whether a row of the table the key values (one per column of the index)
  * is visible to a statement run now: one descent of the index.
@@ -87,11 +110,20 @@ text_index(Relation heap, Relation index, int ncols, const char *const *cols)
 static bool
 probe_found(Relation heap, Relation index, int nkeys, const char *const *values)
 {
-	Snapshot	snap = RegisterSnapshot(GetTransactionSnapshot());
+	Snapshot	snap;
 	ScanKeyData keys[PN_PROBE_MAX_KEYS];
 	IndexScanDesc scan;
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	TupleTableSlot *slot;
 	bool		found;
+
+	/*
+	 * As SPI does before a statement: what this transaction wrote in the
+	 * current command (the last statement of an earlier call in the same
+	 * query, say) becomes visible to the snapshot taken next.
+	 */
+	CommandCounterIncrement();
+	snap = RegisterSnapshot(GetTransactionSnapshot());
+	slot = table_slot_create(heap, NULL);
 
 	/* compared as the index orders its keys: its collations */
 	for (int i = 0; i < nkeys; i++)
@@ -134,8 +166,13 @@ pn_probe_absent(PnConfig *cfg, const char *table, const char *index_name, int nk
 	heap = try_relation_open(heap_oid, AccessShareLock);
 	if (heap == NULL)
 		return false;
+	/*
+	 * Only an index of this table is locked: another relation by the
+	 * index's name (one created where the extension's key was dropped) is
+	 * never waited for.  text_index checks again once it is locked.
+	 */
 	index_oid = get_relname_relid(index_name, cfg->nsp);
-	index = OidIsValid(index_oid) ? try_relation_open(index_oid, AccessShareLock) : NULL;
+	index = index_of(index_oid, heap_oid) ? try_relation_open(index_oid, AccessShareLock) : NULL;
 	if (index == NULL)
 	{
 		relation_close(heap, NoLock);
