@@ -104,9 +104,12 @@ fi
 # hundreds of times.
 pybin=""
 if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
-    pybin=$(mktemp -d /tmp/paynotify-python.XXXXXX) && chmod 755 "$pybin"
-    ln -s /usr/bin/python3 "$pybin/python3"
-    export PATH="$pybin:$PATH"
+    if pybin=$(mktemp -d /tmp/paynotify-python.XXXXXX) && [ -n "$pybin" ] && chmod 755 "$pybin" &&
+        ln -s /usr/bin/python3 "$pybin/python3"; then
+        export PATH="$pybin:$PATH"
+    else
+        echo "run-all.sh: cannot make a directory for python3"; exit 1
+    fi
 fi
 
 note "build"
@@ -157,7 +160,8 @@ declare -A phase_regress=([regress]="$regress_1" [regress-2]="setup $regress_2" 
 declare -A phase_isolation=([regress]="" [regress-2]="" [isolation]="$isolation_all")
 declare -A phase_diffs=([regress]=regression.diffs [regress-2]=regression.diffs
     [isolation]=output_iso/regression.diffs)
-work=$(mktemp -d /tmp/paynotify-test.XXXXXX) && chmod 711 "$work"
+work=$(mktemp -d /tmp/paynotify-test.XXXXXX) && [ -n "$work" ] && chmod 711 "$work" ||
+    { echo "run-all.sh: cannot make a work directory"; exit 1; }
 cp -a "$top/." "$work/src"
 cp -a "$top/." "$work/src2"
 if [ "$(id -u)" = 0 ]; then
@@ -256,7 +260,8 @@ early_tests=(
     "test/bench/smoke-citus.sh before test/fuzz/notices.sh"
 )
 declare -A early_pid=() early_t0=()
-early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX)
+early_dir=$(mktemp -d /tmp/paynotify-early.XXXXXX) && [ -n "$early_dir" ] ||
+    { echo "run-all.sh: cannot make a directory for the early scripts"; exit 1; }
 # start_early SCRIPT: starts the early scripts to run beside SCRIPT
 start_early() {
     local e s
