@@ -6,9 +6,10 @@
 -- - the log is read for the notification's id, and the payments for its
 --   trade, only when a probe of payment_notify_log_notify (channel,
 --   notify_id) or payment_record_trade (channel, trade_no) finds one;
--- - the log's and the payment's inserts name (channel, notify_id) and
---   (channel, trade_no) as their only ON CONFLICT arbiter while those
---   unique keys exist.
+-- - inside the business step, the log's and the payment's inserts run
+--   without ON CONFLICT: a conflict on them rolls the step back and is
+--   read as one (the row taken by another delivery, the trade recorded
+--   for another order at the same time), whatever unique keys there are.
 -- Last in the list: it changes the extension's indexes, and puts them back.
 \set VERBOSITY terse
 SET search_path = pay, public;
@@ -145,8 +146,8 @@ INSERT INTO t.fp_record_child (channel, trade_no, order_no, amount, notify_id)
 SELECT * FROM t.fp_known('FK6');
 DROP TABLE t.fp_log_child, t.fp_record_child;
 
--- the unique keys dropped: every unique index is the arbiter again, and a
--- new notification is applied, a repeat answered as one
+-- the unique keys dropped: a new notification is applied, a repeat
+-- answered as one
 ALTER TABLE payment_notify_log DROP CONSTRAINT payment_notify_log_notify;
 ALTER TABLE payment_record DROP CONSTRAINT payment_record_trade;
 INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FP-6', 'pending', 100);

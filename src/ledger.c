@@ -223,6 +223,7 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	bool		agreement = n->agreement_id != NULL && cfg->schema_14;
 	PnPlanId	plan = agreement ? PLAN_PAYMENT_INSERT_AGREEMENT :
 		sub ? PLAN_PAYMENT_INSERT_SUB : PLAN_PAYMENT_INSERT;
+	bool		plain;
 
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->trade_no);
@@ -238,9 +239,13 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[6] = 'n';
 	if (!agreement)
 		nulls[7] = 'n';
-	if (SPI_execute_plan(pn_plan_insert(cfg, plan, pn_config_distributed(cfg)),
-						 args, nulls, false, 0) != SPI_OK_INSERT)
+	/* always inside the business step: plain on one server (plans.c) */
+	plain = !pn_config_distributed(cfg);
+	if (plain)
+		pn_plain_insert = "payment_record";
+	if (SPI_execute_plan(pn_plan_insert(cfg, plan, plain), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
+	pn_plain_insert = NULL;
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -148,11 +148,7 @@ typedef struct PnConfig
 	bool		schema_14;		/* the schema has 1.4's paynotify_expectation */
 
 	SPIPlanPtr	plans[PN_NPLANS];
-	SPIPlanPtr	plans_one[PN_NPLANS];	/* one server's, where a plan names its arbiter */
-	/* the one-server arbiters of plans.c: table, its two columns, the unique index */
-	Oid			arbiter_rel[2];
-	AttrNumber	arbiter_attnums[2][2];
-	Oid			arbiter_index[2];
+	SPIPlanPtr	plans_plain[PN_NPLANS];	/* an INSERT's without ON CONFLICT (plans.c) */
 	/* key_unique (plans.c): the orders table by its name, the unique index on its key */
 	RangeVar   *orders_rv;
 	Oid			key_rel;
@@ -174,7 +170,7 @@ extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMa
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
-extern SPIPlanPtr pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed);
+extern SPIPlanPtr pn_plan_insert(PnConfig *cfg, PnPlanId id, bool plain);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
 extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
@@ -237,7 +233,7 @@ extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_i
 						const char *order_no);
 extern bool pn_log_none_parked(PnConfig *cfg, const char *order_no);
 extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
-						  const PnApplied *res, const char *error);
+						  const PnApplied *res, const char *error, bool in_step);
 extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
 						  const char *order_no, Jsonb *notice, const PnApplied *res,
 						  const char *error, bool delivered, const char *only_if);
@@ -322,6 +318,7 @@ typedef enum PnStepResult
 
 extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								  PnStepLog how, PnApplied *res, char **error);
+extern const char *pn_plain_insert;
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
 

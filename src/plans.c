@@ -38,25 +38,15 @@
 #include "pipeline.h"
 
 /*
- * The log's and the payments' first keys on one server, (channel,
- * notify_id) and (channel, trade_no): a conflict on the primary key (the
- * order number first) is one on them too, so naming them alone as the
- * arbiter of ON CONFLICT DO NOTHING skips the look into the other unique
- * index before each insert.  Only while the table has that unique key
- * (arbiter_ready): on Citus only the primary keys are unique
- * (paynotify_distribute() makes the others plain indexes), and a DBA may
- * have dropped one; every unique index is the arbiter there.
+ * The log's and the payments' inserts end in ON CONFLICT DO NOTHING (every
+ * unique index the arbiter): a row there already (another delivery's, on
+ * Citus one that took the notification's lock on another node) is no
+ * error.  Inside the business step on one server they run without it
+ * (plain_in_step): the step is a subtransaction, and a unique violation on
+ * the table rolls it back and is read as that conflict (step.c), which
+ * spares each insert the look into the unique indexes before it; the
+ * lookups before the step have nearly always found the keys free.
  */
-typedef struct Arbiter
-{
-	int			slot;			/* in PnConfig.arbiter_* */
-	const char *sql;			/* the conflict target */
-	const char *table;
-	const char *columns[2];
-} Arbiter;
-
-static const Arbiter log_arbiter = {0, "(channel, notify_id)", "payment_notify_log", {"channel", "notify_id"}};
-static const Arbiter payment_arbiter = {1, "(channel, trade_no)", "payment_record", {"channel", "trade_no"}};
 
 /* SQL of each plan; @s = extension schema, @o.. = the bound orders table */
 typedef struct PlanSpec
@@ -65,8 +55,8 @@ typedef struct PlanSpec
 	int			nargs;
 	Oid			argtypes[11];
 	bool		needs_orders;
-	/* an INSERT ... ON CONFLICT DO NOTHING: its one-server arbiter, if any */
-	const Arbiter *arbiter;
+	/* an INSERT ... ON CONFLICT DO NOTHING with a plain variant (see above) */
+	bool		plain_in_step;
 } PlanSpec;
 
 #define ANY_CONFLICT " ON CONFLICT DO NOTHING"
@@ -98,7 +88,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 		TIMESTAMPTZOID},
-		.arbiter = &log_arbiter
+		.plain_in_step = true
 	},
 	/* the same for a notice a query made (1.4 schemas: the source column) */
 	[PLAN_LOG_INSERT_QUERY] = {
@@ -108,7 +98,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 		TIMESTAMPTZOID},
-		.arbiter = &log_arbiter
+		.plain_in_step = true
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
@@ -137,7 +127,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
 		ANY_CONFLICT,
 		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
-		.arbiter = &payment_arbiter
+		.plain_in_step = true
 	},
 	/* the same with the sub-merchant paid (1.3 schemas) */
 	[PLAN_PAYMENT_INSERT_SUB] = {
@@ -145,7 +135,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id, sub_merchant) VALUES ($1, $2, $3, $4, $5, $6, $7)"
 		ANY_CONFLICT,
 		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID},
-		.arbiter = &payment_arbiter
+		.plain_in_step = true
 	},
 	/*
 	 * by trade, whatever its order: the one read of a notification that does
@@ -338,7 +328,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id, sub_merchant, agreement_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 		ANY_CONFLICT,
 		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
-		.arbiter = &payment_arbiter
+		.plain_in_step = true
 	},
 	/* the notices of an agreement parked until it is signed (keyed by no order) */
 	[PLAN_PARKED_AGREEMENT] = {
@@ -515,14 +505,14 @@ pn_expand_sql(const PnConfig *cfg, const char *tmpl)
 }
 
 /*
- * A prepared plan, built once per configuration generation: one = the
- * variant naming the plan's arbiter (one server).
+ * A prepared plan, built once per configuration generation: plain = the
+ * variant of an INSERT without its ON CONFLICT clause (plain_in_step).
  */
 static SPIPlanPtr
-plan_get(PnConfig *cfg, PnPlanId id, bool one)
+plan_get(PnConfig *cfg, PnPlanId id, bool plain)
 {
 	const PlanSpec *spec = &plan_specs[id];
-	SPIPlanPtr *slot = one ? &cfg->plans_one[id] : &cfg->plans[id];
+	SPIPlanPtr *slot = plain ? &cfg->plans_plain[id] : &cfg->plans[id];
 	char	   *sql;
 
 	if (*slot != NULL)
@@ -533,13 +523,13 @@ plan_get(PnConfig *cfg, PnPlanId id, bool one)
 				 errmsg("%s", cfg->binding_error ? cfg->binding_error : "no orders table is bound"),
 				 errhint("Call paynotify_bind_orders first.")));
 	sql = pn_expand_sql(cfg, spec->sql);
-	if (one)
+	if (plain)
 	{
-		/* the arbiter named (see Arbiter), where ANY_CONFLICT ends it */
+		/* without the ANY_CONFLICT that ends it */
 		size_t		len = strlen(sql) - strlen(ANY_CONFLICT);
 
-		Assert(strcmp(sql + len, ANY_CONFLICT) == 0);
-		sql = psprintf("%.*s ON CONFLICT %s DO NOTHING", (int) len, sql, spec->arbiter->sql);
+		Assert(spec->plain_in_step && strcmp(sql + len, ANY_CONFLICT) == 0);
+		sql = pnstrdup(sql, len);
 	}
 	*slot = SPI_prepare(sql, spec->nargs, (Oid *) spec->argtypes);
 	if (*slot == NULL)
@@ -556,93 +546,15 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 }
 
 /*
- * Whether index is a's unique key on its table: unique, checked at once
- * (not deferrable), valid, on its two columns alone (in either order),
- * without expressions or a predicate: the index ON CONFLICT a->sql infers.
- */
-static bool
-arbiter_index(PnConfig *cfg, const Arbiter *a, Oid index)
-{
-	HeapTuple	tup = SearchSysCache1(INDEXRELID, ObjectIdGetDatum(index));
-	Form_pg_index ix;
-	AttrNumber *att = cfg->arbiter_attnums[a->slot];
-	bool		ok;
-
-	if (!HeapTupleIsValid(tup))
-		return false;
-	ix = (Form_pg_index) GETSTRUCT(tup);
-	ok = ix->indrelid == cfg->arbiter_rel[a->slot] &&
-		ix->indisunique && ix->indimmediate && ix->indisvalid && ix->indisready && ix->indislive &&
-		ix->indnkeyatts == 2 &&
-		((ix->indkey.values[0] == att[0] && ix->indkey.values[1] == att[1]) ||
-		 (ix->indkey.values[0] == att[1] && ix->indkey.values[1] == att[0])) &&
-		heap_attisnull(tup, Anum_pg_index_indexprs, NULL) &&
-		heap_attisnull(tup, Anum_pg_index_indpred, NULL);
-	ReleaseSysCache(tup);
-	return ok;
-}
-
-/*
- * Whether a's unique key is on its table now.  The table is locked first
- * as the INSERT locks it (RowExclusiveLock), so that the key cannot be
- * dropped between this look and the statement (DROP INDEX, ALTER TABLE
- * wait for that lock).  The table, its columns and the index found are
- * remembered for the generation; the index is looked at again each time.
- */
-static bool
-arbiter_ready(PnConfig *cfg, const Arbiter *a)
-{
-	Oid		   *index = &cfg->arbiter_index[a->slot];
-	Relation	rel;
-	List	   *indexes;
-	ListCell   *lc;
-
-	if (!OidIsValid(cfg->arbiter_rel[a->slot]))
-	{
-		Oid			relid = get_relname_relid(a->table, cfg->nsp);
-
-		if (!OidIsValid(relid))
-			return false;
-		cfg->arbiter_attnums[a->slot][0] = get_attnum(relid, a->columns[0]);
-		cfg->arbiter_attnums[a->slot][1] = get_attnum(relid, a->columns[1]);
-		if (cfg->arbiter_attnums[a->slot][0] == InvalidAttrNumber ||
-			cfg->arbiter_attnums[a->slot][1] == InvalidAttrNumber)
-			return false;
-		cfg->arbiter_rel[a->slot] = relid;
-	}
-	LockRelationOid(cfg->arbiter_rel[a->slot], RowExclusiveLock);
-	if (OidIsValid(*index) && arbiter_index(cfg, a, *index))
-		return true;
-	*index = InvalidOid;
-	rel = try_relation_open(cfg->arbiter_rel[a->slot], NoLock);
-	if (rel == NULL)
-		return false;
-	indexes = RelationGetIndexList(rel);
-	relation_close(rel, NoLock);
-	foreach(lc, indexes)
-	{
-		if (arbiter_index(cfg, a, lfirst_oid(lc)))
-		{
-			*index = lfirst_oid(lc);
-			break;
-		}
-	}
-	list_free(indexes);
-	return OidIsValid(*index);
-}
-
-/*
- * The plan of an INSERT ... ON CONFLICT DO NOTHING for where it runs:
- * distributed (pn_config_distributed), every unique index its arbiter;
- * on one server, the first key alone where its spec names one and the
- * table has it.
+ * The plan of an INSERT ... ON CONFLICT DO NOTHING, or with plain (where
+ * its spec has the variant) the same without the clause: for the caller
+ * inside the business step on one server, where a unique violation rolls
+ * the step back and step.c reads it as the conflict.
  */
 SPIPlanPtr
-pn_plan_insert(PnConfig *cfg, PnPlanId id, bool distributed)
+pn_plan_insert(PnConfig *cfg, PnPlanId id, bool plain)
 {
-	const Arbiter *a = plan_specs[id].arbiter;
-
-	return plan_get(cfg, id, !distributed && a != NULL && arbiter_ready(cfg, a));
+	return plan_get(cfg, id, plain && plan_specs[id].plain_in_step);
 }
 
 typedef struct OrdersCall
@@ -864,7 +776,7 @@ pn_plans_free(PnConfig *cfg)
 	{
 		if (cfg->plans[i] != NULL)
 			SPI_freeplan(cfg->plans[i]);
-		if (cfg->plans_one[i] != NULL)
-			SPI_freeplan(cfg->plans_one[i]);
+		if (cfg->plans_plain[i] != NULL)
+			SPI_freeplan(cfg->plans_plain[i]);
 	}
 }

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "utils/lsyscache.h"
 #include "utils/guc.h"
 
 #include "paynotify.h"
@@ -39,16 +40,56 @@ typedef struct ApplyCall
 
 static void apply_call(void *arg);
 
-/* Write the log row of a step; false when another delivery had written it. */
+/*
+ * The table of the plain insert running now inside the step (plans.c), set
+ * by its caller around the statement: an error raised while it is set is
+ * that statement's.  Reset by pn_apply_step after every step.
+ */
+const char *pn_plain_insert = NULL;
+
+/*
+ * Write the log row of a step; false when another delivery had written it.
+ * in_step: inside the step's subtransaction, where an insert that finds the
+ * row taken may raise a unique violation instead (pn_log_insert).
+ */
+static bool
+step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
+		 const char *error, PnStepLog how, bool in_step)
+{
+	if (how == PN_STEP_LOG_INSERT)
+		return pn_log_insert(cfg, ch->name, n, res, error, in_step);
+	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
+						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
+						 res, error, true, "failed");
+}
+
+/* The log row of a step that failed, after it was rolled back. */
 bool
 pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
 			const char *error, PnStepLog how)
 {
-	if (how == PN_STEP_LOG_INSERT)
-		return pn_log_insert(cfg, ch->name, n, res, error);
-	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
-						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
-						 res, error, true, "failed");
+	return step_log(cfg, ch, n, res, error, how, false);
+}
+
+/*
+ * Whether an error of the step is the conflict of its plain insert into
+ * the extension's table (plans.c): raised while that insert ran, a unique
+ * violation on that table (the index's table and schema, as the server
+ * reports them), not one a trigger or a hook raised on another.
+ */
+static bool
+unique_violation_on(PnConfig *cfg, const ErrorData *edata, const char *plain,
+					const char *table)
+{
+	const char *schema;
+
+	if (plain == NULL || strcmp(plain, table) != 0 ||
+		edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+		edata->table_name == NULL || edata->schema_name == NULL ||
+		strcmp(edata->table_name, table) != 0)
+		return false;
+	schema = get_namespace_name(cfg->nsp);
+	return schema != NULL && strcmp(edata->schema_name, schema) == 0;
 }
 
 /* The step itself, inside the subtransaction: apply, then write the log row. */
@@ -68,7 +109,7 @@ apply_call(void *arg)
 	 */
 	n = pn_notice_order_by_trade(c->cfg, c->ch, c->n, &copy);
 	pn_apply(c->cfg, c->ch, n, c->res);
-	if (c->how != PN_STEP_LOG_NONE && !pn_step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
+	if (c->how != PN_STEP_LOG_NONE && !step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how, true))
 		ereport(ERROR,
 				(errcode(ERRCODE_PN_TAKEN),
 				 errmsg("paynotify: notification was recorded by another delivery")));
@@ -89,16 +130,29 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 			  PnStepLog how, PnApplied *res, char **error)
 {
 	ApplyCall	call = {cfg, ch, n, how, res};
-	ErrorData  *edata = pn_subxact_run(apply_call, &call);
+	ErrorData  *edata;
+	const char *plain;
 
+	pn_plain_insert = NULL;
+	edata = pn_subxact_run(apply_call, &call);
+	plain = pn_plain_insert;
+	pn_plain_insert = NULL;
 	if (edata == NULL)
 		return PN_STEP_OK;
-	if (edata->sqlerrcode == ERRCODE_PN_TAKEN)
+	/* the log row taken: this step's own error, or its plain insert's */
+	if (edata->sqlerrcode == ERRCODE_PN_TAKEN ||
+		unique_violation_on(cfg, edata, plain, "payment_notify_log"))
 	{
 		FreeErrorData(edata);
 		return PN_STEP_TAKEN;
 	}
-	*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
+	/* a trade recorded meanwhile (for another order: else no insert) */
+	if (unique_violation_on(cfg, edata, plain, "payment_record"))
+		*error = n->trade_no ?
+			psprintf("trade \"%s\" was recorded for another order at the same time", n->trade_no) :
+			pstrdup("a trade was recorded for another order at the same time");
+	else
+		*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
 	res->outcome = PN_FAILED;
 	res->log_status = "failed";
 	res->note = NULL;
