@@ -22,7 +22,9 @@
  * business step's subtransaction (INSERT ... ON CONFLICT DO NOTHING, or an
  * UPDATE of a row still "failed"), so the second waits there for the first
  * to end, finds the row taken, rolls its business step back and answers
- * from what the first committed (taken_delivery).
+ * from what the first committed (taken_delivery).  (On one server that
+ * insert is plain: its unique violation fails the step, and the insert of
+ * the failed row after it finds the row taken: the same answer.)
  *
  *-------------------------------------------------------------------------
  */
@@ -550,8 +552,12 @@ first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (step == PN_STEP_BUSY)
 		return PN_BUSY;			/* nothing written: the gateway retries */
 	if (step == PN_STEP_TAKEN ||
-		(step == PN_STEP_FAILED && !pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_INSERT)))
+		((step == PN_STEP_FAILED || step == PN_STEP_CONFLICT) &&
+		 !pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_INSERT)))
 		return taken_delivery(cfg, ch, n);
+	/* the key its log insert found was not the log row's: a failure */
+	if (step == PN_STEP_CONFLICT)
+		pn_step_warn(ch, n, error);
 	return res.outcome;
 }
 
@@ -617,6 +623,10 @@ repeat_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnL
 			break;
 		case PN_STEP_BUSY:
 			return PN_BUSY;		/* the failed row stays: retried */
+		case PN_STEP_CONFLICT:
+			/* (a retry's log write is an UPDATE: never one of these) */
+			pn_step_warn(ch, n, error);
+			/* FALLTHROUGH */
 		case PN_STEP_FAILED:
 			if (pn_step_log(cfg, ch, n, &res, error, PN_STEP_LOG_RETRY))
 				break;

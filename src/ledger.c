@@ -239,13 +239,16 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[6] = 'n';
 	if (!agreement)
 		nulls[7] = 'n';
-	/* always inside the business step: plain on one server (plans.c) */
-	plain = !pn_config_distributed(cfg);
+	/* inside the business step: plain on one server (plans.c) */
+	plain = pn_in_step && !pn_config_distributed(cfg);
 	if (plain)
-		pn_plain_insert = "payment_record";
+	{
+		pn_plain_insert.table = "payment_record";
+		pn_plain_insert.trade_no = n->trade_no;
+	}
 	if (SPI_execute_plan(pn_plan_insert(cfg, plan, plain), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
-	pn_plain_insert = NULL;
+	pn_plain_insert.table = NULL;
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -220,14 +220,14 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	args[9] = processed_at(res, &nulls[9]);
-	plain = in_step && !pn_config_distributed(cfg);
+	plain = in_step && pn_in_step && !pn_config_distributed(cfg);
 	if (plain)
-		pn_plain_insert = "payment_notify_log";
+		pn_plain_insert.table = "payment_notify_log";
 	if (SPI_execute_plan(pn_plan_insert(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
 										PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT, plain),
 						 args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
-	pn_plain_insert = NULL;
+	pn_plain_insert.table = NULL;
 	return SPI_processed == 1;
 }
 

@@ -311,14 +311,26 @@ typedef enum PnStepResult
 	PN_STEP_OK,
 	PN_STEP_FAILED,				/* rolled back; *error says why */
 	PN_STEP_TAKEN,				/* rolled back: another delivery wrote the log row first */
-	PN_STEP_BUSY				/* rolled back: a lock was held longer than
+	PN_STEP_BUSY,				/* rolled back: a lock was held longer than
 								 * paynotify.lock_timeout; res and *error as
 								 * for PN_STEP_FAILED */
+	PN_STEP_CONFLICT			/* rolled back: its plain log insert found a
+								 * row with the key (one server), not yet
+								 * warned of; res and *error as for
+								 * PN_STEP_FAILED (pn_step_log tells) */
 } PnStepResult;
 
+extern void pn_step_warn(const PnChannel *ch, const PnNotice *n, const char *error);
 extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 								  PnStepLog how, PnApplied *res, char **error);
-extern const char *pn_plain_insert;
+/* the plain insert inside a step running now (step.c, plans.c) */
+typedef struct PnPlainInsert
+{
+	const char *table;
+	const char *trade_no;		/* a payment's */
+} PnPlainInsert;
+extern bool pn_in_step;
+extern PnPlainInsert pn_plain_insert;
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
 

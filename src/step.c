@@ -5,11 +5,14 @@
  *	  internal subtransaction, and the log row that records how it went.
  *
  * A first delivery writes its log row inside the step (INSERT ... ON
- * CONFLICT DO NOTHING), a failed one run again updates it there (UPDATE
- * ... WHERE status = 'failed'): either finds the row taken when another
- * delivery wrote it first (on Citus, one that took the notification's lock
- * on another node), and then rolls the whole step back.  A step that
- * raised is rolled back and its log row written after it, by the caller.
+ * CONFLICT DO NOTHING on Citus; on one server a plain INSERT, whose unique
+ * violation fails the step quietly, and the caller's ON CONFLICT insert
+ * after it then finds the row taken), a failed one run again updates it
+ * there (UPDATE ... WHERE status = 'failed'): either finds the row taken
+ * when another delivery wrote it first (on Citus, one that took the
+ * notification's lock on another node), and then rolls the whole step
+ * back.  A step that raised is rolled back and its log row written after
+ * it, by the caller.
  * paynotify_handle (handle.c) and paynotify_retry (ops.c) run the step
  * through here; SPI is connected and the notification's lock held.
  *
@@ -41,11 +44,13 @@ typedef struct ApplyCall
 static void apply_call(void *arg);
 
 /*
- * The table of the plain insert running now inside the step (plans.c), set
- * by its caller around the statement: an error raised while it is set is
- * that statement's.  Reset by pn_apply_step after every step.
+ * Inside a business step now (apply_call), where the log's and the
+ * payment's inserts may be plain (plans.c), and the plain insert running
+ * now, set by its caller around the statement: an error raised while it is
+ * set is that statement's.  Both reset by pn_apply_step after every step.
  */
-const char *pn_plain_insert = NULL;
+bool		pn_in_step = false;
+PnPlainInsert pn_plain_insert = {NULL, NULL};
 
 /*
  * Write the log row of a step; false when another delivery had written it.
@@ -78,12 +83,12 @@ pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnAppli
  * reports them), not one a trigger or a hook raised on another.
  */
 static bool
-unique_violation_on(PnConfig *cfg, const ErrorData *edata, const char *plain,
+unique_violation_on(PnConfig *cfg, const ErrorData *edata, const PnPlainInsert *plain,
 					const char *table)
 {
 	const char *schema;
 
-	if (plain == NULL || strcmp(plain, table) != 0 ||
+	if (plain->table == NULL || strcmp(plain->table, table) != 0 ||
 		edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
 		edata->table_name == NULL || edata->schema_name == NULL ||
 		strcmp(edata->table_name, table) != 0)
@@ -101,6 +106,7 @@ apply_call(void *arg)
 	PnNotice	copy;
 	const PnNotice *n = c->n;
 
+	pn_in_step = true;
 	pn_bound_lock_waits();
 	/*
 	 * a notice naming no order: applied to the order its trade paid, if
@@ -114,6 +120,16 @@ apply_call(void *arg)
 				(errcode(ERRCODE_PN_TAKEN),
 				 errmsg("paynotify: notification was recorded by another delivery")));
 	AtEOXact_GUC(true, nestlevel);
+}
+
+/* The warning of a business step that failed. */
+void
+pn_step_warn(const PnChannel *ch, const PnNotice *n, const char *error)
+{
+	ereport(WARNING,
+			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
+					n->notify_id, ch->name),
+			 errdetail("%s", error)));
 }
 
 /*
@@ -131,26 +147,33 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 {
 	ApplyCall	call = {cfg, ch, n, how, res};
 	ErrorData  *edata;
-	const char *plain;
+	PnPlainInsert plain;
+	bool		quiet;
 
-	pn_plain_insert = NULL;
+	pn_plain_insert.table = NULL;
+	pn_in_step = false;
 	edata = pn_subxact_run(apply_call, &call);
 	plain = pn_plain_insert;
-	pn_plain_insert = NULL;
+	pn_plain_insert.table = NULL;
+	pn_in_step = false;
 	if (edata == NULL)
 		return PN_STEP_OK;
-	/* the log row taken: this step's own error, or its plain insert's */
-	if (edata->sqlerrcode == ERRCODE_PN_TAKEN ||
-		unique_violation_on(cfg, edata, plain, "payment_notify_log"))
+	if (edata->sqlerrcode == ERRCODE_PN_TAKEN)
 	{
 		FreeErrorData(edata);
 		return PN_STEP_TAKEN;
 	}
+	/*
+	 * The log row's plain insert found a row with its key: the caller's
+	 * insert after the step (ON CONFLICT DO NOTHING) then finds the row
+	 * taken and answers from it, or, were it something else's key (a
+	 * trigger's), records the failure, and warns of it then.
+	 */
+	quiet = unique_violation_on(cfg, edata, &plain, "payment_notify_log");
 	/* a trade recorded meanwhile (for another order: else no insert) */
-	if (unique_violation_on(cfg, edata, plain, "payment_record"))
-		*error = n->trade_no ?
-			psprintf("trade \"%s\" was recorded for another order at the same time", n->trade_no) :
-			pstrdup("a trade was recorded for another order at the same time");
+	if (unique_violation_on(cfg, edata, &plain, "payment_record"))
+		*error = psprintf("trade \"%s\" was recorded for another order at the same time",
+						  plain.trade_no ? plain.trade_no : "");
 	else
 		*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
 	res->outcome = PN_FAILED;
@@ -166,10 +189,9 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 		FreeErrorData(edata);
 		return PN_STEP_BUSY;
 	}
-	ereport(WARNING,
-			(errmsg("paynotify: business step failed for notification \"%s\" on channel \"%s\"",
-					n->notify_id, ch->name),
-			 errdetail("%s", *error)));
 	FreeErrorData(edata);
+	if (quiet)
+		return PN_STEP_CONFLICT;
+	pn_step_warn(ch, n, *error);
 	return PN_STEP_FAILED;
 }
