@@ -167,6 +167,16 @@ pn_probe_absent(PnConfig *cfg, const char *table, const char *index_name, int nk
 	if (heap == NULL)
 		return false;
 	/*
+	 * The name looked up again now that the lock brought the catalog's
+	 * changes in: a table renamed into its place meanwhile is the one the
+	 * statement would read, not this one.
+	 */
+	if (get_relname_relid(table, cfg->nsp) != heap_oid)
+	{
+		relation_close(heap, NoLock);
+		return false;
+	}
+	/*
 	 * Only an index of this table is locked: another relation by the
 	 * index's name (one created where the extension's key was dropped) is
 	 * never waited for.  text_index checks again once it is locked.
