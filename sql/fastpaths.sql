@@ -145,6 +145,42 @@ INSERT INTO t.fp_record_child (channel, trade_no, order_no, amount, notify_id)
 	VALUES ('fp_s', 'pi_FK6', 'FK6x', 100, 'evt_FK6x');
 SELECT * FROM t.fp_known('FK6');
 DROP TABLE t.fp_log_child, t.fp_record_child;
+-- (ANALYZE finds the children gone: the probes are used again below)
+ANALYZE payment_notify_log, payment_record;
+SELECT relname, relhassubclass FROM pg_class
+	WHERE oid IN ('payment_notify_log'::regclass, 'payment_record'::regclass) ORDER BY 1;
+-- a unique violation in the step that is not its own insert's conflict
+-- (here a trigger's, on a table of the same name in another schema, and
+-- on the log itself for another notification's key) is a failure like
+-- any other, recorded with its own message: not a trade recorded for
+-- another order, not a log row taken (which would answer busy, for ever)
+CREATE TABLE t.payment_record (channel text, trade_no text, PRIMARY KEY (channel, trade_no));
+INSERT INTO t.payment_record VALUES ('fp_s', 'pi_FK9');
+CREATE FUNCTION t.fp_copy() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO t.payment_record VALUES (NEW.channel, NEW.trade_no);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER fp_copy AFTER INSERT ON payment_record FOR EACH ROW EXECUTE FUNCTION t.fp_copy();
+CREATE FUNCTION t.fp_log_twice() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO pay.payment_notify_log (channel, notify_id, order_no, status)
+		VALUES ('fp_s', 'evt_FK1', 'FK1a', 'succeeded');
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER fp_log_twice AFTER INSERT ON payment_notify_log FOR EACH ROW
+	WHEN (NEW.notify_id = 'evt_FK10' AND NEW.status = 'succeeded') EXECUTE FUNCTION t.fp_log_twice();
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FK9', 'pending', 100), ('FK10', 'pending', 100);
+SELECT t.fp_stripe('FK9', 'evt_FK9', 'payment_intent.succeeded', '{"id": "pi_FK9", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FK10', 'evt_FK10', 'payment_intent.succeeded', '{"id": "pi_FK10", "amount": 100, "amount_received": 100}');
+SELECT l.order_no, l.status, l.error_msg, o.status AS order_status FROM payment_notify_log l
+	JOIN public.orders o ON o.order_no = l.order_no
+	WHERE l.channel = 'fp_s' AND l.notify_id IN ('evt_FK9', 'evt_FK10') ORDER BY 1;
+DROP TRIGGER fp_copy ON payment_record;
+DROP TRIGGER fp_log_twice ON payment_notify_log;
+DROP TABLE t.payment_record;
 
 -- the unique keys dropped: a new notification is applied, a repeat
 -- answered as one
