@@ -115,7 +115,11 @@ fi
 note "build"
 jobs=$(nproc 2>/dev/null || echo 1)
 make -s clean >/dev/null 2>&1
-if make -s -j"$jobs" 2>&1 | grep -E 'warning|error' ; then
+# (the build's status and its output judged apart: a build that fails
+# without printing "error" fails this too)
+build_out=$(make -s -j"$jobs" 2>&1)
+build_rc=$?
+if [ $build_rc -ne 0 ] || grep -E 'warning|error' <<<"$build_out"; then
     count "extension builds without warnings" 1
 else
     count "extension builds without warnings" 0
@@ -162,8 +166,8 @@ declare -A phase_diffs=([regress]=regression.diffs [regress-2]=regression.diffs
     [isolation]=output_iso/regression.diffs)
 work=$(mktemp -d /tmp/paynotify-test.XXXXXX) && [ -n "$work" ] && chmod 711 "$work" ||
     { echo "run-all.sh: cannot make a work directory"; exit 1; }
-cp -a "$top/." "$work/src"
-cp -a "$top/." "$work/src2"
+cp -a "$top/." "$work/src" && cp -a "$top/." "$work/src2" ||
+    { echo "run-all.sh: cannot copy the tree"; exit 1; }
 if [ "$(id -u)" = 0 ]; then
     chown -R postgres "$work/src" "$work/src2"
     as_user() { runuser -u postgres -- "$@"; }

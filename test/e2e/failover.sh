@@ -37,6 +37,7 @@ if [ $# = 0 ]; then
     rc=0
     total_pass=0 total_fail=0
     log=$(mktemp /tmp/paynotify-failover.XXXXXX) || exit 1
+    trap 'rm -f "$log"' EXIT
     for c in sync async; do
         echo "=== $c standby"
         "$0" "$c" 2>&1 | tee "$log"
@@ -47,7 +48,6 @@ if [ $# = 0 ]; then
         [ -n "$p" ] || { rc=1; f=1; p=0; }
         total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
     done
-    rm -f "$log"
     echo "$total_pass passed, $total_fail failed"
     [ $rc = 0 ] && [ $total_fail = 0 ]
     exit
