@@ -122,11 +122,6 @@ DROP INDEX payment_notify_log_notify, payment_record_trade;
 CREATE INDEX payment_notify_log_notify ON payment_notify_log (notify_id, channel);
 CREATE INDEX payment_record_trade ON payment_record (trade_no, channel);
 SELECT * FROM t.fp_known('FK3');
--- of text_pattern_ops, and in another collation
-DROP INDEX payment_notify_log_notify, payment_record_trade;
-CREATE INDEX payment_notify_log_notify ON payment_notify_log (channel, notify_id text_pattern_ops);
-CREATE INDEX payment_record_trade ON payment_record (channel COLLATE "POSIX", trade_no);
-SELECT * FROM t.fp_known('FK4');
 -- sequences by the names
 DROP INDEX payment_notify_log_notify, payment_record_trade;
 CREATE SEQUENCE payment_notify_log_notify;
