@@ -44,6 +44,19 @@ SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at';
 SELECT status FROM orders WHERE order_no = 'AT-1';
 SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
 
+-- a hook that retries the notification being applied (paynotify_retry,
+-- which the operator may call): refused inside the step, the same way
+\c - at_op
+CREATE FUNCTION ops.retry_it(ev jsonb) RETURNS text LANGUAGE sql AS
+	$$ SELECT outcome FROM pay.paynotify_retry('at', ev->'notice'->>'notify_id', false) $$;
+SELECT pay.paynotify_on('paid', 'ops.retry_it(jsonb)');
+\c - :su
+SET search_path = pay, public;
+INSERT INTO public.orders VALUES ('AT-R', 'pending', 100);
+SELECT t.at_pay('evt_at_r', 'AT-R');
+SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_r';
+SELECT status FROM orders WHERE order_no = 'AT-R';
+DELETE FROM paynotify_hook;
 
 -- the same from a trigger of the orders table (which runs as its owner)
 CREATE SCHEMA shop AUTHORIZATION at_op;

@@ -158,10 +158,12 @@ BEGIN
 END
 $$;
 CREATE TRIGGER fp_copy AFTER INSERT ON payment_record FOR EACH ROW EXECUTE FUNCTION t.fp_copy();
+INSERT INTO payment_notify_log (channel, notify_id, order_no, status)
+	VALUES ('fp_s', 'evt_FK10_other', 'FK10', 'succeeded');
 CREATE FUNCTION t.fp_log_twice() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	INSERT INTO pay.payment_notify_log (channel, notify_id, order_no, status)
-		VALUES ('fp_s', 'evt_FK1', 'FK1a', 'succeeded');
+		VALUES ('fp_s', 'evt_FK10_other', 'FK10', 'succeeded');
 	RETURN NULL;
 END
 $$;
@@ -170,8 +172,9 @@ CREATE TRIGGER fp_log_twice AFTER INSERT ON payment_notify_log FOR EACH ROW
 INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FK9', 'pending', 100), ('FK10', 'pending', 100);
 SELECT t.fp_stripe('FK9', 'evt_FK9', 'payment_intent.succeeded', '{"id": "pi_FK9", "amount": 100, "amount_received": 100}');
 SELECT t.fp_stripe('FK10', 'evt_FK10', 'payment_intent.succeeded', '{"id": "pi_FK10", "amount": 100, "amount_received": 100}');
-SELECT l.order_no, l.status, l.error_msg, o.status AS order_status FROM payment_notify_log l
-	JOIN public.orders o ON o.order_no = l.order_no
+SELECT l.order_no, l.status, l.error_msg LIKE 'duplicate key value violates unique constraint %' AS duplicate,
+	o.status AS order_status
+	FROM payment_notify_log l JOIN public.orders o ON o.order_no = l.order_no
 	WHERE l.channel = 'fp_s' AND l.notify_id IN ('evt_FK9', 'evt_FK10') ORDER BY 1;
 DROP TRIGGER fp_copy ON payment_record;
 DROP TRIGGER fp_log_twice ON payment_notify_log;

@@ -244,7 +244,7 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (plain)
 	{
 		pn_plain_insert.table = "payment_record";
-		pn_plain_insert.trade_no = n->trade_no;
+		strlcpy(pn_plain_insert.trade_no, n->trade_no, sizeof(pn_plain_insert.trade_no));
 	}
 	if (SPI_execute_plan(pn_plan_insert(cfg, plan, plain), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");

@@ -94,6 +94,17 @@ paynotify_retry(PG_FUNCTION_ARGS)
 	const char *fault;
 
 	pn_require_read_committed("paynotify_retry");
+	/*
+	 * Not inside a business step (from a hook, a trigger of the orders table
+	 * or of the extension's tables): the step holds the notification's lock,
+	 * which this would take again, and a retry of the step's own notification
+	 * would record it under the step's feet.
+	 */
+	if (pn_running_as() || pn_in_step)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify_retry cannot be called inside a business step (from a paynotify hook or a trigger)"),
+				 errhint("Call it from its own transaction, after the delivery's.")));
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -327,7 +327,8 @@ extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNo
 typedef struct PnPlainInsert
 {
 	const char *table;
-	const char *trade_no;		/* a payment's */
+	char		trade_no[256];	/* a payment's (ids are bounded at 255 bytes), copied:
+								 * the notice may be gone with the step's memory */
 } PnPlainInsert;
 extern bool pn_in_step;
 extern PnPlainInsert pn_plain_insert;

@@ -50,7 +50,7 @@ static void apply_call(void *arg);
  * set is that statement's.  Both reset by pn_apply_step after every step.
  */
 bool		pn_in_step = false;
-PnPlainInsert pn_plain_insert = {NULL, NULL};
+PnPlainInsert pn_plain_insert = {NULL, ""};
 
 /*
  * Write the log row of a step; false when another delivery had written it.
@@ -149,13 +149,28 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	ErrorData  *edata;
 	PnPlainInsert plain;
 	bool		quiet;
+	bool		outer_in_step = pn_in_step;
+	PnPlainInsert outer_plain = pn_plain_insert;
 
+	/*
+	 * The flags are this step's while it runs, and the caller's again after
+	 * it, however it ends (an error it does not catch, a cancel, included):
+	 * a step run inside another (paynotify_retry is refused there, but not
+	 * everything is) leaves the outer one's as they were.
+	 */
 	pn_plain_insert.table = NULL;
 	pn_in_step = false;
-	edata = pn_subxact_run(apply_call, &call);
-	plain = pn_plain_insert;
-	pn_plain_insert.table = NULL;
-	pn_in_step = false;
+	PG_TRY();
+	{
+		edata = pn_subxact_run(apply_call, &call);
+		plain = pn_plain_insert;
+	}
+	PG_FINALLY();
+	{
+		pn_in_step = outer_in_step;
+		pn_plain_insert = outer_plain;
+	}
+	PG_END_TRY();
 	if (edata == NULL)
 		return PN_STEP_OK;
 	if (edata->sqlerrcode == ERRCODE_PN_TAKEN)
@@ -171,9 +186,12 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	 */
 	quiet = unique_violation_on(cfg, edata, &plain, "payment_notify_log");
 	/* a trade recorded meanwhile (for another order: else no insert) */
-	if (unique_violation_on(cfg, edata, &plain, "payment_record"))
+	if (unique_violation_on(cfg, edata, &plain, "payment_record") &&
+		edata->constraint_name != NULL &&
+		(strcmp(edata->constraint_name, "payment_record_trade") == 0 ||
+		 strcmp(edata->constraint_name, "payment_record_pkey") == 0))
 		*error = psprintf("trade \"%s\" was recorded for another order at the same time",
-						  plain.trade_no ? plain.trade_no : "");
+						  plain.trade_no);
 	else
 		*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
 	res->outcome = PN_FAILED;

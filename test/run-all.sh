@@ -120,6 +120,7 @@ make -s clean >/dev/null 2>&1
 build_out=$(make -s -j"$jobs" 2>&1)
 build_rc=$?
 if [ $build_rc -ne 0 ] || grep -E 'warning|error' <<<"$build_out"; then
+    [ $build_rc -ne 0 ] && echo "$build_out"
     count "extension builds without warnings" 1
 else
     count "extension builds without warnings" 0
