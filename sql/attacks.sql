@@ -45,7 +45,8 @@ SELECT status FROM orders WHERE order_no = 'AT-1';
 SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
 
 -- a hook that retries the notification being applied (paynotify_retry,
--- which the operator may call): refused inside the step, the same way
+-- which the operator may call): refused inside that notification's own
+-- step, which fails with that message
 \c - at_op
 CREATE FUNCTION ops.retry_it(ev jsonb) RETURNS text LANGUAGE sql AS
 	$$ SELECT outcome FROM pay.paynotify_retry('at', ev->'notice'->>'notify_id', false) $$;

@@ -179,6 +179,17 @@ SELECT l.order_no, l.status, l.error_msg LIKE 'duplicate key value violates uniq
 DROP TRIGGER fp_copy ON payment_record;
 DROP TRIGGER fp_log_twice ON payment_notify_log;
 DROP TABLE t.payment_record;
+-- a unique index of the DBA's on payment_record (one payment per order): a
+-- second trade paying the order violates it, which is no trade recorded
+-- for another order at the same time: the step fails with the index's own
+-- message
+CREATE UNIQUE INDEX fp_one_payment ON payment_record (order_no) WHERE channel = 'fp_s';
+INSERT INTO public.orders (order_no, status, amount_fen) VALUES ('FK11', 'pending', 100);
+SELECT t.fp_stripe('FK11', 'evt_FK11a', 'payment_intent.succeeded', '{"id": "pi_FK11a", "amount": 100, "amount_received": 100}');
+SELECT t.fp_stripe('FK11', 'evt_FK11b', 'payment_intent.succeeded', '{"id": "pi_FK11b", "amount": 100, "amount_received": 100}');
+SELECT notify_id, status, error_msg FROM payment_notify_log
+	WHERE channel = 'fp_s' AND notify_id LIKE 'evt_FK11%' ORDER BY 1;
+DROP INDEX fp_one_payment;
 
 -- the unique keys dropped: a new notification is applied, a repeat
 -- answered as one

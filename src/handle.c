@@ -101,7 +101,8 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	 * step would write the log row that step is about to write (a raw
 	 * unique violation, retried forever) or move its order under it.
 	 */
-	if (pn_running_as())
+	/* (a trigger a step fires on paynotify's own tables runs inside it too) */
+	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("paynotify_handle cannot be called from a paynotify hook or a trigger of the orders table"),

@@ -19,6 +19,7 @@
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -244,7 +245,10 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	if (plain)
 	{
 		pn_plain_insert.table = "payment_record";
-		strlcpy(pn_plain_insert.trade_no, n->trade_no, sizeof(pn_plain_insert.trade_no));
+		/* (a notice stored before ids were bounded may hold a longer one) */
+		strlcpy(pn_plain_insert.trade_no, n->trade_no,
+				pg_mbcliplen(n->trade_no, strlen(n->trade_no),
+							 sizeof(pn_plain_insert.trade_no) - 1) + 1);
 	}
 	if (SPI_execute_plan(pn_plan_insert(cfg, plan, plain), args, nulls, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");

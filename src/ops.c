@@ -94,17 +94,6 @@ paynotify_retry(PG_FUNCTION_ARGS)
 	const char *fault;
 
 	pn_require_read_committed("paynotify_retry");
-	/*
-	 * Not inside a business step (from a hook, a trigger of the orders table
-	 * or of the extension's tables): the step holds the notification's lock,
-	 * which this would take again, and a retry of the step's own notification
-	 * would record it under the step's feet.
-	 */
-	if (pn_running_as() || pn_in_step)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_retry cannot be called inside a business step (from a paynotify hook or a trigger)"),
-				 errhint("Call it from its own transaction, after the delivery's.")));
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -113,6 +102,19 @@ paynotify_retry(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	channel = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	notify_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	/*
+	 * Not the notification whose business step is running (from its hook,
+	 * or a trigger its step fires): the step holds that notification's
+	 * lock, which this would take again, and would record it under the
+	 * step's feet (the step then finds its row changed and rolls back, at
+	 * every delivery).  Another notification's retry is a step of its own.
+	 */
+	if (pn_step_of(channel, notify_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("paynotify_retry cannot retry notification \"%s\" inside its own business step",
+						notify_id),
+				 errhint("Retry it from a transaction of its own, after the delivery's.")));
 	memset(&c, 0, sizeof(c));
 	c.dry_run = PG_GETARG_BOOL(2);
 	c.result_cxt = CurrentMemoryContext;

@@ -327,10 +327,11 @@ extern PnStepResult pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNo
 typedef struct PnPlainInsert
 {
 	const char *table;
-	char		trade_no[256];	/* a payment's (ids are bounded at 255 bytes), copied:
+	char		trade_no[256];	/* a payment's (at most 255 bytes of it), copied:
 								 * the notice may be gone with the step's memory */
 } PnPlainInsert;
 extern bool pn_in_step;
+extern bool pn_step_of(const char *channel, const char *notify_id);
 extern PnPlainInsert pn_plain_insert;
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);

@@ -549,7 +549,8 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	PnExpiry	expiry;
 
 	pn_require_read_committed("paynotify_query_apply");
-	if (pn_running_as())
+	/* (a trigger a step fires on paynotify's own tables runs inside it too) */
+	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("paynotify_query_apply cannot be called from a paynotify hook or a trigger of the orders table")));

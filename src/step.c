@@ -21,6 +21,7 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "utils/lsyscache.h"
 #include "utils/guc.h"
 
@@ -47,10 +48,29 @@ static void apply_call(void *arg);
  * Inside a business step now (apply_call), where the log's and the
  * payment's inserts may be plain (plans.c), and the plain insert running
  * now, set by its caller around the statement: an error raised while it is
- * set is that statement's.  Both reset by pn_apply_step after every step.
+ * set is that statement's.  The notification of the step running now.  All
+ * restored by pn_apply_step after every step.
  */
 bool		pn_in_step = false;
 PnPlainInsert pn_plain_insert = {NULL, ""};
+static const PnChannel *step_channel = NULL;
+static const PnNotice *step_notice = NULL;
+
+/* Whether the business step running now is that of this notification. */
+bool
+pn_step_of(const char *channel, const char *notify_id)
+{
+	return pn_in_step && step_notice != NULL &&
+		strcmp(step_channel->name, channel) == 0 &&
+		strcmp(step_notice->notify_id, notify_id) == 0;
+}
+
+/* s, at most max bytes of it, not cut inside a character */
+static char *
+clipped(const char *s, int max)
+{
+	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
+}
 
 /*
  * Write the log row of a step; false when another delivery had written it.
@@ -146,11 +166,13 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 			  PnStepLog how, PnApplied *res, char **error)
 {
 	ApplyCall	call = {cfg, ch, n, how, res};
-	ErrorData  *edata;
+	ErrorData  *edata = NULL;
 	PnPlainInsert plain;
 	bool		quiet;
 	bool		outer_in_step = pn_in_step;
 	PnPlainInsert outer_plain = pn_plain_insert;
+	const PnChannel *outer_channel = step_channel;
+	const PnNotice *outer_notice = step_notice;
 
 	/*
 	 * The flags are this step's while it runs, and the caller's again after
@@ -160,6 +182,8 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	 */
 	pn_plain_insert.table = NULL;
 	pn_in_step = false;
+	step_channel = ch;
+	step_notice = n;
 	PG_TRY();
 	{
 		edata = pn_subxact_run(apply_call, &call);
@@ -169,6 +193,8 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	{
 		pn_in_step = outer_in_step;
 		pn_plain_insert = outer_plain;
+		step_channel = outer_channel;
+		step_notice = outer_notice;
 	}
 	PG_END_TRY();
 	if (edata == NULL)
@@ -193,7 +219,7 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 		*error = psprintf("trade \"%s\" was recorded for another order at the same time",
 						  plain.trade_no);
 	else
-		*error = pnstrdup(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
+		*error = clipped(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
 	res->outcome = PN_FAILED;
 	res->log_status = "failed";
 	res->note = NULL;
