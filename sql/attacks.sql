@@ -44,12 +44,12 @@ SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at';
 SELECT status FROM orders WHERE order_no = 'AT-1';
 SELECT count(*) AS payments FROM payment_record WHERE channel = 'at';
 
--- a hook that retries the notification being applied (paynotify_retry,
--- which the operator may call): refused inside that notification's own
--- step, which fails with that message
+-- a hook that retries a notification (paynotify_retry, which the operator
+-- may call), here one applied before: refused inside the step, which
+-- fails with that message (a retry runs in a transaction of its own)
 \c - at_op
 CREATE FUNCTION ops.retry_it(ev jsonb) RETURNS text LANGUAGE sql AS
-	$$ SELECT outcome FROM pay.paynotify_retry('at', ev->'notice'->>'notify_id', false) $$;
+	$$ SELECT outcome FROM pay.paynotify_retry('at', 'evt_at_1', false) $$;
 SELECT pay.paynotify_on('paid', 'ops.retry_it(jsonb)');
 \c - :su
 SET search_path = pay, public;
@@ -58,6 +58,23 @@ SELECT t.at_pay('evt_at_r', 'AT-R');
 SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_r';
 SELECT status FROM orders WHERE order_no = 'AT-R';
 DELETE FROM paynotify_hook;
+-- a trigger on paynotify's own payments that delivers another
+-- notification: refused inside the step too
+CREATE FUNCTION t.at_nested() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM t.at_pay('evt_at_n2', 'AT-N2');
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_nested AFTER INSERT ON payment_record FOR EACH ROW
+	WHEN (NEW.order_no = 'AT-N1') EXECUTE FUNCTION t.at_nested();
+INSERT INTO public.orders VALUES ('AT-N1', 'pending', 100), ('AT-N2', 'pending', 100);
+SELECT t.at_pay('evt_at_n1', 'AT-N1');
+SELECT notify_id, status, error_msg FROM payment_notify_log
+	WHERE channel = 'at' AND notify_id IN ('evt_at_n1', 'evt_at_n2') ORDER BY 1;
+SELECT order_no, status FROM orders WHERE order_no IN ('AT-N1', 'AT-N2') ORDER BY 1;
+DROP TRIGGER at_nested ON payment_record;
+DROP FUNCTION t.at_nested();
 
 -- the same from a trigger of the orders table (which runs as its owner)
 CREATE SCHEMA shop AUTHORIZATION at_op;

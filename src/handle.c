@@ -105,7 +105,7 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_handle cannot be called from a paynotify hook or a trigger of the orders table"),
+				 errmsg("paynotify_handle cannot be called from a paynotify hook, a trigger of the orders table or inside a business step"),
 				 errhint("Hand the work to the outbox (paynotify_outbox_claim) instead.")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(0))
@@ -417,10 +417,10 @@ paynotify_step_at(PG_FUNCTION_ARGS)
 		elog(ERROR, "paynotify: return type must be a row type");
 	desc = BlessTupleDesc(desc);
 	pn_require_read_committed("paynotify_step_at");
-	if (pn_running_as())
+	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_step_at cannot be called from a paynotify hook or a trigger of the orders table")));
+				 errmsg("paynotify_step_at cannot be called from a paynotify hook, a trigger of the orders table or inside a business step")));
 	memset(&sa, 0, sizeof(sa));
 	sa.cfg = pn_config(fcinfo->flinfo->fn_oid);
 	sa.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));

@@ -103,18 +103,17 @@ paynotify_retry(PG_FUNCTION_ARGS)
 	channel = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	notify_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	/*
-	 * Not the notification whose business step is running (from its hook,
-	 * or a trigger its step fires): the step holds that notification's
-	 * lock, which this would take again, and would record it under the
-	 * step's feet (the step then finds its row changed and rolls back, at
-	 * every delivery).  Another notification's retry is a step of its own.
+	 * Not from a hook, a trigger of the orders table or inside a business
+	 * step (a trigger a step fires): a step holds its notification's lock,
+	 * which a retry of it would take again and record it under the step's
+	 * feet; a retry of another one would nest a step whose reads, lock and
+	 * fate are the outer step's (on Citus, limited to the outer's order).
 	 */
-	if (pn_step_of(channel, notify_id))
+	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_retry cannot retry notification \"%s\" inside its own business step",
-						notify_id),
-				 errhint("Retry it from a transaction of its own, after the delivery's.")));
+				 errmsg("paynotify_retry cannot be called from a paynotify hook, a trigger of the orders table or inside a business step"),
+				 errhint("Retry from a transaction of its own, after the delivery's.")));
 	memset(&c, 0, sizeof(c));
 	c.dry_run = PG_GETARG_BOOL(2);
 	c.result_cxt = CurrentMemoryContext;

@@ -331,7 +331,6 @@ typedef struct PnPlainInsert
 								 * the notice may be gone with the step's memory */
 } PnPlainInsert;
 extern bool pn_in_step;
-extern bool pn_step_of(const char *channel, const char *notify_id);
 extern PnPlainInsert pn_plain_insert;
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);

@@ -553,7 +553,7 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	if (pn_running_as() || pn_in_step)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_query_apply cannot be called from a paynotify hook or a trigger of the orders table")));
+				 errmsg("paynotify_query_apply cannot be called from a paynotify hook, a trigger of the orders table or inside a business step")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	ch = query_channel(fcinfo, cfg, &order_no);
 

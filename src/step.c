@@ -48,22 +48,11 @@ static void apply_call(void *arg);
  * Inside a business step now (apply_call), where the log's and the
  * payment's inserts may be plain (plans.c), and the plain insert running
  * now, set by its caller around the statement: an error raised while it is
- * set is that statement's.  The notification of the step running now.  All
- * restored by pn_apply_step after every step.
+ * set is that statement's.  Both restored by pn_apply_step after every
+ * step.
  */
 bool		pn_in_step = false;
 PnPlainInsert pn_plain_insert = {NULL, ""};
-static const PnChannel *step_channel = NULL;
-static const PnNotice *step_notice = NULL;
-
-/* Whether the business step running now is that of this notification. */
-bool
-pn_step_of(const char *channel, const char *notify_id)
-{
-	return pn_in_step && step_notice != NULL &&
-		strcmp(step_channel->name, channel) == 0 &&
-		strcmp(step_notice->notify_id, notify_id) == 0;
-}
 
 /* s, at most max bytes of it, not cut inside a character */
 static char *
@@ -171,8 +160,6 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	bool		quiet;
 	bool		outer_in_step = pn_in_step;
 	PnPlainInsert outer_plain = pn_plain_insert;
-	const PnChannel *outer_channel = step_channel;
-	const PnNotice *outer_notice = step_notice;
 
 	/*
 	 * The flags are this step's while it runs, and the caller's again after
@@ -182,8 +169,6 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	 */
 	pn_plain_insert.table = NULL;
 	pn_in_step = false;
-	step_channel = ch;
-	step_notice = n;
 	PG_TRY();
 	{
 		edata = pn_subxact_run(apply_call, &call);
@@ -193,8 +178,6 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	{
 		pn_in_step = outer_in_step;
 		pn_plain_insert = outer_plain;
-		step_channel = outer_channel;
-		step_notice = outer_notice;
 	}
 	PG_END_TRY();
 	if (edata == NULL)
