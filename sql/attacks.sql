@@ -75,6 +75,37 @@ SELECT notify_id, status, error_msg FROM payment_notify_log
 SELECT order_no, status FROM orders WHERE order_no IN ('AT-N1', 'AT-N2') ORDER BY 1;
 DROP TRIGGER at_nested ON payment_record;
 DROP FUNCTION t.at_nested();
+-- each half of the retry's refusal alone, against a failed notification
+-- (its order was missing) that a nested retry would now apply: a trigger
+-- on paynotify's payments (inside a step, run as nobody else), a hook
+-- (both), and below the orders table's trigger under the application's
+-- paynotify_transit (run as the table's owner, in no step); it stays
+-- failed after one attempt, its order unpaid, and each caller fails
+SELECT t.at_pay('evt_at_f', 'AT-F');
+INSERT INTO public.orders VALUES ('AT-F', 'pending', 100), ('AT-T1', 'pending', 100),
+	('AT-T2', 'pending', 100);
+CREATE FUNCTION t.at_retry() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pay.paynotify_retry('at', 'evt_at_f', false);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_retry AFTER INSERT ON payment_record FOR EACH ROW
+	WHEN (NEW.order_no = 'AT-T1') EXECUTE FUNCTION t.at_retry();
+SELECT t.at_pay('evt_at_t1', 'AT-T1');
+DROP TRIGGER at_retry ON payment_record;
+DROP FUNCTION t.at_retry();
+\c - at_op
+CREATE FUNCTION ops.retry_failed(ev jsonb) RETURNS text LANGUAGE sql AS
+	$$ SELECT outcome FROM pay.paynotify_retry('at', 'evt_at_f', false) $$;
+SELECT pay.paynotify_on('paid', 'ops.retry_failed(jsonb)');
+\c - :su
+SET search_path = pay, public;
+SELECT t.at_pay('evt_at_t2', 'AT-T2');
+DELETE FROM paynotify_hook;
+SELECT notify_id, status, attempts, error_msg FROM payment_notify_log
+	WHERE channel = 'at' AND notify_id IN ('evt_at_f', 'evt_at_t1', 'evt_at_t2') ORDER BY 1;
+SELECT order_no, status FROM orders WHERE order_no IN ('AT-F', 'AT-T1', 'AT-T2') ORDER BY 1;
 
 -- the same from a trigger of the orders table (which runs as its owner)
 CREATE SCHEMA shop AUTHORIZATION at_op;
@@ -96,6 +127,23 @@ SELECT t.at_pay('evt_at_2', 'AT-2');
 SELECT status, attempts, error_msg FROM payment_notify_log
 WHERE channel = 'at' AND notify_id = 'evt_at_2';
 SELECT status FROM shop.orders WHERE order_no = 'AT-2';
+-- the orders table's trigger retrying the failed notification under the
+-- application's paynotify_transit: refused, the move with it
+\c - at_op
+DROP TRIGGER again ON shop.orders;
+CREATE FUNCTION shop.retry_f() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pay.paynotify_retry('at', 'evt_at_f', false);
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER retry_f AFTER UPDATE ON shop.orders FOR EACH ROW EXECUTE FUNCTION shop.retry_f();
+INSERT INTO shop.orders VALUES ('AT-T3', 'pending', 100);
+\c - :su
+SET search_path = pay, public;
+SELECT paynotify_transit('AT-T3', 'pending', 'paid');
+SELECT status FROM shop.orders WHERE order_no = 'AT-T3';
+SELECT status, attempts FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_f';
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 
 -- a temporary table is no orders table: it is gone with its session, and
