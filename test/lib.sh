@@ -42,9 +42,34 @@ pn_install() {
     )
 }
 
-# pn_free_port: print a free TCP port on 127.0.0.1.
+# pn_free_port: print a free TCP port on 127.0.0.1, below the kernel's
+# range of ephemeral ports (ip_local_port_range) when there is room: a port
+# the kernel hands out itself (port 0) may be given again, between this
+# look and the server's bind, as the source port of any connection that
+# another test opens meanwhile ("Address already in use").  Random in
+# 10000 up to that range, tried until one binds.
 pn_free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 -c '
+import random, socket
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    low = 0
+for _ in range(500):
+    port = random.randint(10000, low - 1) if low > 11000 else 0
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        port = s.getsockname()[1]
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+else:
+    raise SystemExit("pn_free_port: no free port")
+'
 }
 
 # pn_cluster_start DIR PORT [extra postgresql.conf lines...]
