@@ -19,7 +19,6 @@
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
-#include "mb/pg_wchar.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -224,7 +223,6 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 	bool		agreement = n->agreement_id != NULL && cfg->schema_14;
 	PnPlanId	plan = agreement ? PLAN_PAYMENT_INSERT_AGREEMENT :
 		sub ? PLAN_PAYMENT_INSERT_SUB : PLAN_PAYMENT_INSERT;
-	bool		plain;
 
 	args[0] = CStringGetTextDatum(ch->name);
 	args[1] = CStringGetTextDatum(n->trade_no);
@@ -240,19 +238,8 @@ pn_payment_insert(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 		nulls[6] = 'n';
 	if (!agreement)
 		nulls[7] = 'n';
-	/* inside the business step: plain on one server (plans.c) */
-	plain = pn_in_step && !pn_config_distributed(cfg);
-	if (plain)
-	{
-		pn_plain_insert.table = "payment_record";
-		/* (a notice stored before ids were bounded may hold a longer one) */
-		strlcpy(pn_plain_insert.trade_no, n->trade_no,
-				pg_mbcliplen(n->trade_no, strlen(n->trade_no),
-							 sizeof(pn_plain_insert.trade_no) - 1) + 1);
-	}
-	if (SPI_execute_plan(pn_plan_insert(cfg, plan, plain), args, nulls, false, 0) != SPI_OK_INSERT)
+	if (pn_insert_execute(cfg, plan, n->trade_no, args, nulls) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: payment insert failed");
-	pn_plain_insert.table = NULL;
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

@@ -196,16 +196,15 @@ pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_id, const cha
  * notification wrote it and committed (it waited for that one to end).  The
  * notification's lock keeps a second delivery out on this server; the
  * unique key is what orders two deliveries handled on two Citus nodes.
- * in_step: written inside the business step, which on one server raises
- * a unique violation instead (plans.c), read by step.c as the same.
+ * Inside the business step on one server the insert raises a unique
+ * violation instead (pn_insert_execute), read by step.c as the same.
  */
 bool
 pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
-			  const PnApplied *res, const char *error, bool in_step)
+			  const PnApplied *res, const char *error)
 {
 	Datum		args[10];
 	char		nulls[10];
-	bool		plain;
 
 	memset(nulls, ' ', sizeof(nulls));
 	args[0] = CStringGetTextDatum(channel);
@@ -220,14 +219,9 @@ pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
 	args[8] = keeps_notice(res) ? JsonbPGetDatum(pn_notice_to_jsonb(n)) : (Datum) 0;
 	nulls[8] = keeps_notice(res) ? ' ' : 'n';
 	args[9] = processed_at(res, &nulls[9]);
-	plain = in_step && pn_in_step && !pn_config_distributed(cfg);
-	if (plain)
-		pn_plain_insert.table = "payment_notify_log";
-	if (SPI_execute_plan(pn_plan_insert(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
-										PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT, plain),
-						 args, nulls, false, 0) != SPI_OK_INSERT)
+	if (pn_insert_execute(cfg, cfg->schema_14 && pn_notice_from_query(n) ?
+						  PLAN_LOG_INSERT_QUERY : PLAN_LOG_INSERT, NULL, args, nulls) != SPI_OK_INSERT)
 		elog(ERROR, "paynotify: notification log insert failed");
-	pn_plain_insert.table = NULL;
 	return SPI_processed == 1;
 }
 

@@ -170,7 +170,8 @@ extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMa
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
-extern SPIPlanPtr pn_plan_insert(PnConfig *cfg, PnPlanId id, bool plain);
+extern int	pn_insert_execute(PnConfig *cfg, PnPlanId id, const char *trade_no, Datum *args,
+							  const char *nulls);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
 extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
@@ -233,7 +234,7 @@ extern void pn_log_seen(PnConfig *cfg, const char *channel, const char *notify_i
 						const char *order_no);
 extern bool pn_log_none_parked(PnConfig *cfg, const char *order_no);
 extern bool pn_log_insert(PnConfig *cfg, const char *channel, const PnNotice *n,
-						  const PnApplied *res, const char *error, bool in_step);
+						  const PnApplied *res, const char *error);
 extern bool pn_log_update(PnConfig *cfg, const char *channel, const char *notify_id,
 						  const char *order_no, Jsonb *notice, const PnApplied *res,
 						  const char *error, bool delivered, const char *only_if);

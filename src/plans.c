@@ -23,6 +23,7 @@
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "lib/stringinfo.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
@@ -42,7 +43,7 @@
  * unique index the arbiter): a row there already (another delivery's, on
  * Citus one that took the notification's lock on another node) is no
  * error.  Inside the business step on one server they run without it
- * (plain_in_step): the step is a subtransaction, and a unique violation on
+ * (plain_table): the step is a subtransaction, and a unique violation on
  * the table rolls it back and is read as that conflict (step.c), which
  * spares each insert the look into the unique indexes before it; the
  * lookups before the step have nearly always found the keys free.
@@ -55,8 +56,8 @@ typedef struct PlanSpec
 	int			nargs;
 	Oid			argtypes[11];
 	bool		needs_orders;
-	/* an INSERT ... ON CONFLICT DO NOTHING with a plain variant (see above) */
-	bool		plain_in_step;
+	/* an INSERT ... ON CONFLICT DO NOTHING with a plain variant: its table */
+	const char *plain_table;
 } PlanSpec;
 
 #define ANY_CONFLICT " ON CONFLICT DO NOTHING"
@@ -88,7 +89,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 		TIMESTAMPTZOID},
-		.plain_in_step = true
+		.plain_table = "payment_notify_log"
 	},
 	/* the same for a notice a query made (1.4 schemas: the source column) */
 	[PLAN_LOG_INSERT_QUERY] = {
@@ -98,7 +99,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		ANY_CONFLICT,
 		10, {TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID,
 		TIMESTAMPTZOID},
-		.plain_in_step = true
+		.plain_table = "payment_notify_log"
 	},
 	[PLAN_LOG_SEEN] = {
 		"UPDATE @s.payment_notify_log SET delivery_count = delivery_count + 1,"
@@ -127,7 +128,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id) VALUES ($1, $2, $3, $4, $5, $6)"
 		ANY_CONFLICT,
 		6, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID},
-		.plain_in_step = true
+		.plain_table = "payment_record"
 	},
 	/* the same with the sub-merchant paid (1.3 schemas) */
 	[PLAN_PAYMENT_INSERT_SUB] = {
@@ -135,7 +136,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id, sub_merchant) VALUES ($1, $2, $3, $4, $5, $6, $7)"
 		ANY_CONFLICT,
 		7, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID},
-		.plain_in_step = true
+		.plain_table = "payment_record"
 	},
 	/*
 	 * by trade, whatever its order: the one read of a notification that does
@@ -328,7 +329,7 @@ static const PlanSpec plan_specs[PN_NPLANS] = {
 		" currency, notify_id, sub_merchant, agreement_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 		ANY_CONFLICT,
 		8, {TEXTOID, TEXTOID, TEXTOID, INT8OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID},
-		.plain_in_step = true
+		.plain_table = "payment_record"
 	},
 	/* the notices of an agreement parked until it is signed (keyed by no order) */
 	[PLAN_PARKED_AGREEMENT] = {
@@ -506,7 +507,7 @@ pn_expand_sql(const PnConfig *cfg, const char *tmpl)
 
 /*
  * A prepared plan, built once per configuration generation: plain = the
- * variant of an INSERT without its ON CONFLICT clause (plain_in_step).
+ * variant of an INSERT without its ON CONFLICT clause (plain_table).
  */
 static SPIPlanPtr
 plan_get(PnConfig *cfg, PnPlanId id, bool plain)
@@ -528,7 +529,7 @@ plan_get(PnConfig *cfg, PnPlanId id, bool plain)
 		/* without the ANY_CONFLICT that ends it */
 		size_t		len = strlen(sql) - strlen(ANY_CONFLICT);
 
-		Assert(spec->plain_in_step && strcmp(sql + len, ANY_CONFLICT) == 0);
+		Assert(spec->plain_table != NULL && strcmp(sql + len, ANY_CONFLICT) == 0);
 		sql = pnstrdup(sql, len);
 	}
 	*slot = SPI_prepare(sql, spec->nargs, (Oid *) spec->argtypes);
@@ -546,15 +547,34 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 }
 
 /*
- * The plan of an INSERT ... ON CONFLICT DO NOTHING, or with plain (where
- * its spec has the variant) the same without the clause: for the caller
- * inside the business step on one server, where a unique violation rolls
- * the step back and step.c reads it as the conflict.
+ * Run an INSERT ... ON CONFLICT DO NOTHING plan with args and nulls: inside
+ * a business step on one server its plain variant (see plain_table), with
+ * pn_plain_insert naming its table (and trade_no, a payment's, at most 255
+ * bytes of it) while it runs, so that step.c reads a unique violation the
+ * statement raises as the conflict.  The SPI result code.
  */
-SPIPlanPtr
-pn_plan_insert(PnConfig *cfg, PnPlanId id, bool plain)
+int
+pn_insert_execute(PnConfig *cfg, PnPlanId id, const char *trade_no, Datum *args,
+				  const char *nulls)
 {
-	return plan_get(cfg, id, plain && plan_specs[id].plain_in_step);
+	const char *table = plan_specs[id].plain_table;
+	bool		plain = pn_in_step && table != NULL && !pn_config_distributed(cfg);
+	SPIPlanPtr	plan = plan_get(cfg, id, plain);
+	int			rc;
+
+	if (plain)
+	{
+		pn_plain_insert.table = table;
+		pn_plain_insert.trade_no[0] = '\0';
+		/* (a notice stored before ids were bounded may hold a longer one) */
+		if (trade_no != NULL)
+			strlcpy(pn_plain_insert.trade_no, trade_no,
+					pg_mbcliplen(trade_no, strlen(trade_no),
+								 sizeof(pn_plain_insert.trade_no) - 1) + 1);
+	}
+	rc = SPI_execute_plan(plan, args, nulls, false, 0);
+	pn_plain_insert.table = NULL;
+	return rc;
 }
 
 typedef struct OrdersCall

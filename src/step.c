@@ -61,28 +61,16 @@ clipped(const char *s, int max)
 	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
 }
 
-/*
- * Write the log row of a step; false when another delivery had written it.
- * in_step: inside the step's subtransaction, where an insert that finds the
- * row taken may raise a unique violation instead (pn_log_insert).
- */
-static bool
-step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
-		 const char *error, PnStepLog how, bool in_step)
-{
-	if (how == PN_STEP_LOG_INSERT)
-		return pn_log_insert(cfg, ch->name, n, res, error, in_step);
-	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
-						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
-						 res, error, true, "failed");
-}
-
-/* The log row of a step that failed, after it was rolled back. */
+/* Write the log row of a step; false when another delivery had written it. */
 bool
 pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, const PnApplied *res,
 			const char *error, PnStepLog how)
 {
-	return step_log(cfg, ch, n, res, error, how, false);
+	if (how == PN_STEP_LOG_INSERT)
+		return pn_log_insert(cfg, ch->name, n, res, error);
+	return pn_log_update(cfg, ch->name, n->notify_id, pn_order_key(n),
+						 res->outcome == PN_PARKED || res->outcome == PN_FAILED ? pn_notice_to_jsonb(n) : NULL,
+						 res, error, true, "failed");
 }
 
 /*
@@ -124,7 +112,7 @@ apply_call(void *arg)
 	 */
 	n = pn_notice_order_by_trade(c->cfg, c->ch, c->n, &copy);
 	pn_apply(c->cfg, c->ch, n, c->res);
-	if (c->how != PN_STEP_LOG_NONE && !step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how, true))
+	if (c->how != PN_STEP_LOG_NONE && !pn_step_log(c->cfg, c->ch, c->n, c->res, NULL, c->how))
 		ereport(ERROR,
 				(errcode(ERRCODE_PN_TAKEN),
 				 errmsg("paynotify: notification was recorded by another delivery")));
