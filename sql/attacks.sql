@@ -146,6 +146,70 @@ SELECT status FROM shop.orders WHERE order_no = 'AT-T3';
 SELECT status, attempts FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_f';
 SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
 
+-- the internal paynotify_step_at and paynotify_query_apply from a trigger
+-- on paynotify's payments (inside a step): refused, and the step fails
+CREATE FUNCTION t.at_step_at() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pay.paynotify_step_at('AT-F', 'at', 'evt_at_f', '{}', '{}', '{}', 1000, 'on', NULL);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_step_at AFTER INSERT ON payment_record FOR EACH ROW
+	WHEN (NEW.order_no = 'AT-Q1') EXECUTE FUNCTION t.at_step_at();
+CREATE FUNCTION t.at_query_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pay.paynotify_query_apply('at', 'AT-F', 200, '{}', '\x7b7d');
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_query_apply AFTER INSERT ON payment_record FOR EACH ROW
+	WHEN (NEW.order_no = 'AT-Q2') EXECUTE FUNCTION t.at_query_apply();
+INSERT INTO public.orders VALUES ('AT-Q1', 'pending', 100), ('AT-Q2', 'pending', 100);
+SELECT t.at_pay('evt_at_q1', 'AT-Q1');
+SELECT t.at_pay('evt_at_q2', 'AT-Q2');
+DROP TRIGGER at_step_at ON payment_record;
+DROP TRIGGER at_query_apply ON payment_record;
+SELECT notify_id, status, attempts, error_msg FROM payment_notify_log
+	WHERE channel = 'at' AND notify_id IN ('evt_at_f', 'evt_at_q1', 'evt_at_q2') ORDER BY 1;
+SELECT order_no, status FROM orders WHERE order_no IN ('AT-F', 'AT-Q1', 'AT-Q2') ORDER BY 1;
+
+-- triggers on paynotify's log fired by its writes outside the step (a
+-- failed delivery's log row): one that retries the failed rows it is
+-- fired by is refused, not a recursion until the stack runs out; one that
+-- delivers another notification is refused too.  The delivery fails with
+-- the error and writes nothing; the other order stays unpaid.
+SELECT t.at_pay('evt_at_l', 'AT-L');
+CREATE FUNCTION t.at_log_retry() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pay.paynotify_retry(NEW.channel, NEW.notify_id, false);
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_log_retry AFTER UPDATE ON payment_notify_log FOR EACH ROW
+	WHEN (NEW.channel = 'at' AND NEW.status = 'failed') EXECUTE FUNCTION t.at_log_retry();
+SELECT t.at_pay('evt_at_l', 'AT-L');
+SELECT pay.paynotify_retry('at', 'evt_at_l', false);
+DROP TRIGGER at_log_retry ON payment_notify_log;
+DROP FUNCTION t.at_log_retry();
+CREATE FUNCTION t.at_log_deliver() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM t.at_pay('evt_at_m2', 'AT-M2');
+	RETURN NULL;
+END
+$$;
+CREATE TRIGGER at_log_deliver AFTER INSERT ON payment_notify_log FOR EACH ROW
+	WHEN (NEW.notify_id = 'evt_at_m1') EXECUTE FUNCTION t.at_log_deliver();
+INSERT INTO public.orders VALUES ('AT-M2', 'pending', 100);
+SELECT t.at_pay('evt_at_m1', 'AT-M1');
+DROP TRIGGER at_log_deliver ON payment_notify_log;
+DROP FUNCTION t.at_log_deliver();
+SELECT notify_id, status, attempts, error_msg FROM payment_notify_log
+	WHERE channel = 'at' AND notify_id IN ('evt_at_l', 'evt_at_m1', 'evt_at_m2') ORDER BY 1;
+SELECT order_no, status FROM orders WHERE order_no IN ('AT-L', 'AT-M1', 'AT-M2') ORDER BY 1;
+-- without the triggers: delivered and retried as always
+SELECT pay.paynotify_retry('at', 'evt_at_l', false);
+SELECT t.at_pay('evt_at_m2', 'AT-M2');
+
 -- a temporary table is no orders table: it is gone with its session, and
 -- the binding would follow its name into the next session's temporary schema
 \c - at_op

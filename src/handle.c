@@ -83,8 +83,17 @@ pn_now(void)
  * paynotify_handle(channel text, headers jsonb, body bytea,
  *   OUT status int, OUT content_type text, OUT body text, OUT outcome text)
  */
+static Datum handle_body(PG_FUNCTION_ARGS);
+
 Datum
 paynotify_handle(PG_FUNCTION_ARGS)
+{
+	return pn_entry(fcinfo, "paynotify_handle",
+					"Hand the work to the outbox (paynotify_outbox_claim) instead.", handle_body);
+}
+
+static Datum
+handle_body(PG_FUNCTION_ARGS)
 {
 	PnConfig   *cfg;
 	const PnChannel *ch = NULL;
@@ -95,18 +104,6 @@ paynotify_handle(PG_FUNCTION_ARGS)
 	bytea	   *body;
 
 	pn_require_read_committed("paynotify_handle");
-	/*
-	 * Not from code paynotify runs inside a business step (a hook, a
-	 * trigger of the orders table): a notification applied inside another's
-	 * step would write the log row that step is about to write (a raw
-	 * unique violation, retried forever) or move its order under it.
-	 */
-	/* (a trigger a step fires on paynotify's own tables runs inside it too) */
-	if (pn_running_as() || pn_in_step)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_handle cannot be called from a paynotify hook, a trigger of the orders table or inside a business step"),
-				 errhint("Hand the work to the outbox (paynotify_outbox_claim) instead.")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	if (!PG_ARGISNULL(0))
 		ch = pn_channel_find(cfg, text_to_cstring(PG_GETARG_TEXT_PP(0)));
@@ -301,8 +298,10 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
 					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
 					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
+	pn_delegating = true;
 	if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "paynotify: the delegated business step returned no row");
+	pn_delegating = false;
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	*outcome = PN_FAILED;
@@ -397,8 +396,16 @@ step_at_run(void *arg)
  * nobody; only paynotify_handle and paynotify_query_apply (as paynotify's
  * owner) call it.
  */
+static Datum step_at_body(PG_FUNCTION_ARGS);
+
 Datum
 paynotify_step_at(PG_FUNCTION_ARGS)
+{
+	return pn_entry(fcinfo, "paynotify_step_at", NULL, step_at_body);
+}
+
+static Datum
+step_at_body(PG_FUNCTION_ARGS)
 {
 	StepAt		sa;
 	TupleDesc	desc;
@@ -417,10 +424,6 @@ paynotify_step_at(PG_FUNCTION_ARGS)
 		elog(ERROR, "paynotify: return type must be a row type");
 	desc = BlessTupleDesc(desc);
 	pn_require_read_committed("paynotify_step_at");
-	if (pn_running_as() || pn_in_step)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_step_at cannot be called from a paynotify hook, a trigger of the orders table or inside a business step")));
 	memset(&sa, 0, sizeof(sa));
 	sa.cfg = pn_config(fcinfo->flinfo->fn_oid);
 	sa.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));

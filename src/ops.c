@@ -76,8 +76,17 @@ retry_step(void *arg)
  * extension's owner, the orders table as its owner, hooks as the roles
  * that registered them, through the same pipeline functions.
  */
+static Datum retry_body(PG_FUNCTION_ARGS);
+
 Datum
 paynotify_retry(PG_FUNCTION_ARGS)
+{
+	return pn_entry(fcinfo, "paynotify_retry", "Retry from a transaction of its own, after the delivery's.",
+					retry_body);
+}
+
+static Datum
+retry_body(PG_FUNCTION_ARGS)
 {
 	TupleDesc	desc;
 	Datum		values[6];
@@ -102,18 +111,6 @@ paynotify_retry(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	channel = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	notify_id = text_to_cstring(PG_GETARG_TEXT_PP(1));
-	/*
-	 * Not from a hook, a trigger of the orders table or inside a business
-	 * step (a trigger a step fires): a step holds its notification's lock,
-	 * which a retry of it would take again and record it under the step's
-	 * feet; a retry of another one would nest a step whose reads, lock and
-	 * fate are the outer step's (on Citus, limited to the outer's order).
-	 */
-	if (pn_running_as() || pn_in_step)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_retry cannot be called from a paynotify hook, a trigger of the orders table or inside a business step"),
-				 errhint("Retry from a transaction of its own, after the delivery's.")));
 	memset(&c, 0, sizeof(c));
 	c.dry_run = PG_GETARG_BOOL(2);
 	c.result_cxt = CurrentMemoryContext;

@@ -333,6 +333,10 @@ typedef struct PnPlainInsert
 } PnPlainInsert;
 extern bool pn_in_step;
 extern PnPlainInsert pn_plain_insert;
+/* the entries' guard (step.c), and delegate()'s own call of paynotify_step_at */
+extern bool pn_delegating;
+extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint,
+					  PGFunction body);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
 

@@ -533,8 +533,16 @@ expectation_close_answered(PnConfig *cfg, const char *channel, const char *order
  *	  queried again now (ignored);
  *	- anything else (paying, an error): nothing but last_result (ignored).
  */
+static Datum query_apply_body(PG_FUNCTION_ARGS);
+
 Datum
 paynotify_query_apply(PG_FUNCTION_ARGS)
+{
+	return pn_entry(fcinfo, "paynotify_query_apply", NULL, query_apply_body);
+}
+
+static Datum
+query_apply_body(PG_FUNCTION_ARGS)
 {
 	PnConfig   *cfg;
 	char	   *order_no;
@@ -549,11 +557,6 @@ paynotify_query_apply(PG_FUNCTION_ARGS)
 	PnExpiry	expiry;
 
 	pn_require_read_committed("paynotify_query_apply");
-	/* (a trigger a step fires on paynotify's own tables runs inside it too) */
-	if (pn_running_as() || pn_in_step)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("paynotify_query_apply cannot be called from a paynotify hook, a trigger of the orders table or inside a business step")));
 	cfg = pn_config(fcinfo->flinfo->fn_oid);
 	ch = query_channel(fcinfo, cfg, &order_no);
 

@@ -54,6 +54,62 @@ static void apply_call(void *arg);
 bool		pn_in_step = false;
 PnPlainInsert pn_plain_insert = {NULL, ""};
 
+/*
+ * How many of the entries that deliver or apply a notification
+ * (paynotify_handle, paynotify_query_apply, paynotify_retry,
+ * paynotify_step_at) are running in this backend, and whether the running
+ * one is calling paynotify_step_at for its own notification here
+ * (delegate, handle.c): the only nesting of them there is.
+ */
+static int	entry_depth = 0;
+bool		pn_delegating = false;
+
+/*
+ * Run body as the entry name.  Refused from a hook, a trigger of the
+ * orders table or inside a business step (a trigger the step fires on
+ * paynotify's own tables), and inside another entry (a trigger on
+ * paynotify's tables fired by the writes outside the step, such as a
+ * failed delivery's log row): a notification applied inside another's
+ * step would write the log row that step is about to write or move its
+ * order under it; a retry of one being delivered would record it under
+ * the delivery's feet; a trigger retrying the failed rows it is fired by
+ * would recurse until the stack runs out.
+ */
+Datum
+pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction body)
+{
+	int			saved_depth = entry_depth;
+	bool		delegated = pn_delegating;
+	volatile Datum result = (Datum) 0;
+
+	pn_delegating = false;
+	if (pn_running_as() || pn_in_step)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s cannot be called from a paynotify hook, a trigger of the orders table or inside a business step",
+						name),
+				 hint != NULL ? errhint("%s", hint) : 0));
+	if (entry_depth > 0 && !delegated)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("%s cannot be called while a paynotify delivery, retry or query is running in this session",
+						name),
+				 errdetail("It was called from code that the running one set off, such as a trigger on paynotify's tables."),
+				 hint != NULL ? errhint("%s", hint) : 0));
+	entry_depth++;
+	PG_TRY();
+	{
+		result = body(fcinfo);
+	}
+	PG_FINALLY();
+	{
+		entry_depth = saved_depth;
+		pn_delegating = false;
+	}
+	PG_END_TRY();
+	return result;
+}
+
 /* s, at most max bytes of it, not cut inside a character */
 static char *
 clipped(const char *s, int max)
