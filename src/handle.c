@@ -551,8 +551,14 @@ first_delivery(PnConfig *cfg, const PnChannel *ch, const PnNotice *n)
 {
 	PnApplied	res;
 	char	   *error = NULL;
-	PnStepResult step = pn_apply_step(cfg, ch, n, PN_STEP_LOG_INSERT, &res, &error);
+	PnStepResult step;
 
+	/*
+	 * Never inside a step (pn_entry refuses every way in there): the failed
+	 * row's insert below must take its ON CONFLICT form.
+	 */
+	Assert(!pn_in_step);
+	step = pn_apply_step(cfg, ch, n, PN_STEP_LOG_INSERT, &res, &error);
 	if (step == PN_STEP_BUSY)
 		return PN_BUSY;			/* nothing written: the gateway retries */
 	if (step == PN_STEP_TAKEN ||

@@ -47,8 +47,8 @@ static void apply_call(void *arg);
 /*
  * Inside a business step now (apply_call), where the log's and the
  * payment's inserts may be plain (plans.c), and the plain insert running
- * now, set by its caller around the statement: an error raised while it is
- * set is that statement's.  Both restored by pn_apply_step after every
+ * now, set by pn_insert_execute (plans.c) around the statement: an error
+ * raised while it is set is that statement's.  Both restored by pn_apply_step after every
  * step.
  */
 bool		pn_in_step = false;
