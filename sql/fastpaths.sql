@@ -290,8 +290,8 @@ DROP SCHEMA fp CASCADE;
 DROP ROLE fp_app;
 
 -- FK12: the words of the log's status and source and of the history's
--- source, checked in C (paynotify_*_valid): each word goes in, anything
--- else (another case, a space, an empty word) is refused, 23514
+-- source (their CHECK constraints): each word goes in, anything else
+-- (another case, a space, an empty word) is refused, 23514
 BEGIN;
 INSERT INTO payment_notify_log (channel, notify_id, order_no, status, source)
 	SELECT 'fp_w', s || '/' || o, 'W', s, o
@@ -302,11 +302,9 @@ INSERT INTO paynotify_order_history (order_no, from_state, to_state, source)
 SELECT count(*) AS log_rows, count(DISTINCT status) AS statuses, count(DISTINCT source) AS sources
 	FROM payment_notify_log WHERE channel = 'fp_w';
 ROLLBACK;
-\set ON_ERROR_STOP 0
 INSERT INTO payment_notify_log (channel, notify_id, order_no, status) VALUES ('fp_w', 'x', 'W', 'Succeeded');
 INSERT INTO payment_notify_log (channel, notify_id, order_no, status) VALUES ('fp_w', 'x', 'W', 'succeeded ');
 INSERT INTO payment_notify_log (channel, notify_id, order_no, status) VALUES ('fp_w', 'x', 'W', '');
 INSERT INTO payment_notify_log (channel, notify_id, order_no, status, source) VALUES ('fp_w', 'x', 'W', 'failed', 'notice');
 INSERT INTO paynotify_order_history (order_no, from_state, to_state, source) VALUES ('W', 'pending', 'paid', 'app');
 SELECT count(*) AS rows_after FROM payment_notify_log WHERE channel = 'fp_w';
-\set ON_ERROR_STOP 1

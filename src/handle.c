@@ -89,7 +89,7 @@ Datum
 paynotify_handle(PG_FUNCTION_ARGS)
 {
 	return pn_entry(fcinfo, "paynotify_handle",
-					"Hand the work to the outbox (paynotify_outbox_claim) instead.", handle_body);
+					"Hand the work to the outbox (paynotify_outbox_claim) instead.", handle_body, false);
 }
 
 static Datum
@@ -242,6 +242,8 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	StringInfoData q;
 	const char *name;
 	char	   *error;
+	MemoryContext outer_cxt;
+	char	   *outer_other;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
@@ -298,10 +300,27 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
 					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
 					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
+	/*
+	 * Where the order's shard is on this node, Citus runs the call in this
+	 * backend: its paynotify_step_at is let through by pn_entry, and sets
+	 * this call's memory context and other order for itself (its executor's
+	 * memory is gone after the call).  Both are this call's again after it.
+	 */
+	outer_cxt = call_cxt;
+	outer_other = other_order;
 	pn_delegating = true;
-	if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "paynotify: the delegated business step returned no row");
-	pn_delegating = false;
+	PG_TRY();
+	{
+		if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "paynotify: the delegated business step returned no row");
+	}
+	PG_FINALLY();
+	{
+		pn_delegating = false;
+		call_cxt = outer_cxt;
+		other_order = outer_other;
+	}
+	PG_END_TRY();
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	*outcome = PN_FAILED;
@@ -401,7 +420,7 @@ static Datum step_at_body(PG_FUNCTION_ARGS);
 Datum
 paynotify_step_at(PG_FUNCTION_ARGS)
 {
-	return pn_entry(fcinfo, "paynotify_step_at", NULL, step_at_body);
+	return pn_entry(fcinfo, "paynotify_step_at", NULL, step_at_body, true);
 }
 
 static Datum

@@ -82,7 +82,7 @@ Datum
 paynotify_retry(PG_FUNCTION_ARGS)
 {
 	return pn_entry(fcinfo, "paynotify_retry", "Retry from a transaction of its own, after the delivery's.",
-					retry_body);
+					retry_body, false);
 }
 
 static Datum

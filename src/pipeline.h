@@ -336,7 +336,7 @@ extern PnPlainInsert pn_plain_insert;
 /* the entries' guard (step.c), and delegate()'s own call of paynotify_step_at */
 extern bool pn_delegating;
 extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint,
-					  PGFunction body);
+					  PGFunction body, bool delegable);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
 

@@ -538,7 +538,7 @@ static Datum query_apply_body(PG_FUNCTION_ARGS);
 Datum
 paynotify_query_apply(PG_FUNCTION_ARGS)
 {
-	return pn_entry(fcinfo, "paynotify_query_apply", NULL, query_apply_body);
+	return pn_entry(fcinfo, "paynotify_query_apply", NULL, query_apply_body, false);
 }
 
 static Datum

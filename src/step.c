@@ -65,7 +65,8 @@ static int	entry_depth = 0;
 bool		pn_delegating = false;
 
 /*
- * Run body as the entry name.  Refused from a hook, a trigger of the
+ * Run body as the entry name (delegable: paynotify_step_at, which
+ * delegate() may call inside another entry).  Refused from a hook, a trigger of the
  * orders table or inside a business step (a trigger the step fires on
  * paynotify's own tables), and inside another entry (a trigger on
  * paynotify's tables fired by the writes outside the step, such as a
@@ -76,7 +77,8 @@ bool		pn_delegating = false;
  * would recurse until the stack runs out.
  */
 Datum
-pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction body)
+pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction body,
+		 bool delegable)
 {
 	int			saved_depth = entry_depth;
 	bool		delegated = pn_delegating;
@@ -89,7 +91,7 @@ pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction
 				 errmsg("%s cannot be called from a paynotify hook, a trigger of the orders table or inside a business step",
 						name),
 				 hint != NULL ? errhint("%s", hint) : 0));
-	if (entry_depth > 0 && !delegated)
+	if (entry_depth > 0 && !(delegated && delegable))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("%s cannot be called while a paynotify delivery, retry or query is running in this session",

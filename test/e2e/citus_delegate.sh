@@ -67,13 +67,14 @@ check "paynotify_distribute() refused while the owner's setting on worker 1 list
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
 # orders on worker 2, and one on worker 1
-w2=() w1= w1b=
+w2=() w1= w1b= w1c=
 for i in $(seq 1 40); do
     o=$(printf 'PN%08d' "$i")
     p=$(node_of "$o")
     if [ "$p" = "${CITUS_PORTS[2]}" ]; then w2+=("$i")
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1" ]; then w1=$i
-    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1b" ]; then w1b=$i; fi
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1b" ]; then w1b=$i
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1c" ]; then w1c=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
@@ -116,6 +117,19 @@ for from in 0 1; do
     check "node $from: the same notification again on node $((from + 1)): duplicate, nothing more applied" \
         "duplicate|1" "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
 done
+# ---- a first delivery on the node of its order's shard: Citus runs the call in
+# the same backend, the one nesting of paynotify's entries that is let through
+ord=$(printf 'PN%08d' "$w1c")
+dump "$w1c" 95 "$STACK_DIR/first_local.sql"
+out=$(call 1 "$STACK_DIR/first_local.sql")
+check "worker 1: a first payment of $ord (shard on worker 1), the step in its own backend: processed" \
+    processed "$(grep -v '^remote: ' <<<"$out")"
+check "worker 1: applied once: one payment, one log row succeeded, the order paid, one event" \
+    "1|succeeded|paid|1" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+                  (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                  (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
 check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
 
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
