@@ -37,6 +37,7 @@ OBJS = \
 	src/parse/form.o \
 	src/parse/stripe_sig.o \
 	src/parse/scan.o \
+	src/parse/fields.o \
 	src/parse/bill.o \
 	src/bill.o \
 	src/history.o \

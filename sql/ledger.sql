@@ -303,3 +303,38 @@ EXPLAIN (COSTS OFF) SELECT COALESCE(sum(amount), 0) FROM paynotify_refund
 	WHERE channel = 'lg' AND trade_no = 'T-DBL-1' AND status = 'succeeded';
 RESET enable_seqscan;
 RESET enable_bitmapscan;
+
+-- the envelope: its fields read as jsonb gives them (a key given twice
+-- keeps its last value, whole; keys spelled with escapes are the same
+-- keys; a field of another type is no string; a path one level deeper is
+-- not the field), without building it (pn_json_fields)
+INSERT INTO public.orders (order_no, status, amount_fen)
+	SELECT 'LG-ENV-' || i, 'pending', 100 FROM generate_series(1, 20) i;
+CREATE TEMP TABLE env_out AS SELECT v.n, v.name, x.status, x.outcome
+FROM (VALUES
+	(1, 'env_plain'),
+	(2, 'env_dup_resource_last_ok'),
+	(3, 'env_dup_resource_last_short'),
+	(4, 'env_dup_resource_last_null'),
+	(5, 'env_dup_ciphertext_last_ok'),
+	(6, 'env_dup_ciphertext_last_bad'),
+	(7, 'env_dup_id'),
+	(8, 'env_id_number'),
+	(9, 'env_id_object'),
+	(10, 'env_event_type_null'),
+	(11, 'env_aad_null'),
+	(12, 'env_original_type_null'),
+	(13, 'env_original_type_absent'),
+	(14, 'env_nonce_array'),
+	(15, 'env_resource_string'),
+	(16, 'env_resource_array'),
+	(17, 'env_escaped_keys'),
+	(18, 'env_deep_extra'),
+	(19, 'env_nested_id'),
+	(20, 'env_root_array')) v(n, name)
+	CROSS JOIN LATERAL t.wx('lg', v.name) x;
+SELECT e.name, e.status, e.outcome, o.status AS order_status,
+	(SELECT string_agg(l.notify_id || ':' || l.status, ',') FROM payment_notify_log l
+	 WHERE l.channel = 'lg' AND l.order_no = o.order_no) AS logged
+FROM env_out e JOIN public.orders o ON o.order_no = 'LG-ENV-' || e.n
+ORDER BY e.n;

@@ -129,6 +129,15 @@ pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *
  * ---------------------------------------------------------------------
  */
 
+/* What both readers below refuse before the parser runs. */
+static bool
+text_ok(const char *text, int len)
+{
+	return len > 0 && memchr(text, '\0', len) == NULL &&
+		pn_json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH) &&
+		pg_verify_mbstr(PG_UTF8, text, len, true);
+}
+
 /*
  * Parse UTF-8 JSON text into jsonb.  NULL when the text is not valid UTF-8,
  * not valid JSON, nested deeper than PAYNOTIFY_MAX_JSON_DEPTH, holds a
@@ -141,11 +150,7 @@ pn_parse_json(const char *text, int len)
 	JsonSemAction sem;
 	Builder		b;
 
-	if (len <= 0 || memchr(text, '\0', len) != NULL)
-		return NULL;
-	if (!pn_json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH))
-		return NULL;
-	if (!pg_verify_mbstr(PG_UTF8, text, len, true))
+	if (!text_ok(text, len))
 		return NULL;
 
 	memset(&b, 0, sizeof(b));
@@ -161,6 +166,25 @@ pn_parse_json(const char *text, int len)
 	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.bad || b.result == NULL)
 		return NULL;
 	return JsonbValueToJsonb(b.result);
+}
+
+/* ---------------------------------------------------------------------
+ * Fields of a document that is never stored (src/parse/fields.c)
+ * ---------------------------------------------------------------------
+ */
+
+bool
+pn_json_fields(const char *text, int len, PnJsonField *fields, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		fields[i].found = 0;
+		fields[i].value = NULL;
+	}
+	if (!text_ok(text, len))
+		return false;
+	return pn_fields_walk(makeJsonLexContextCstringLen(pnstrdup(text, len), len, PG_UTF8, true),
+						  fields, n, MAX_JSON_VALUES);
 }
 
 /* One more value; false (and the build marked bad) past MAX_JSON_VALUES. */

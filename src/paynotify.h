@@ -23,6 +23,8 @@
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
+#include "fields.h"
+
 #define PAYNOTIFY_EXTNAME "paynotify"
 
 /* ---------- settings (paynotify.c) ---------- */
@@ -389,6 +391,8 @@ extern int	pn_header(Jsonb *headers, const char *name, char **value);
 extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
+/* string fields of JSON text that is never stored (json.c, parse/fields.c) */
+extern bool pn_json_fields(const char *text, int len, PnJsonField *fields, int n);
 /* Dotted-path lookups; false when absent or of another type. */
 extern JsonbValue *pn_json_value(Jsonb *doc, const char *path, JsonbValue *buf);
 extern bool pn_json_string(Jsonb *doc, const char *path, char **value);

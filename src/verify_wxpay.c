@@ -57,8 +57,24 @@ static PnReason wx_authenticate(const PnRequest *req, PnNotice *notice);
 static PnReason read_headers(Jsonb *headers, WxHeaders *h);
 static bool framing_safe(const char *s);
 static PnReason check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h);
-static PnReason open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload);
-static PnReason extract(const WxConf *conf, Jsonb *envelope, PnNotice *n);
+/*
+ * The envelope's fields paynotify reads: the envelope is read once and
+ * never stored, so it is not built as jsonb (pn_json_fields).
+ */
+typedef enum
+{
+	ENV_ID,
+	ENV_EVENT_TYPE,
+	ENV_ALGORITHM,
+	ENV_CIPHERTEXT,
+	ENV_NONCE,
+	ENV_AAD,
+	ENV_ORIGINAL_TYPE,
+	ENV_FIELDS
+} EnvField;
+
+static PnReason open_resource(const WxConf *conf, const PnJsonField *env, Jsonb **payload);
+static PnReason extract(const WxConf *conf, const PnJsonField *env, PnNotice *n);
 static PnReason extract_transaction(const WxConf *conf, PnNotice *n);
 static PnReason extract_refund(PnNotice *n);
 static PnReason extract_entrust(const WxConf *conf, PnNotice *n);
@@ -66,7 +82,7 @@ static PnReason extract_combine(const WxConf *conf, PnNotice *n);
 static int	sub_order_cmp(const void *a, const void *b);
 static bool partner_ours(const WxConf *conf, Jsonb *payload);
 static bool app_ours(const WxConf *conf, Jsonb *payload, bool combine);
-static bool is_original_type(Jsonb *envelope, const char *type);
+static bool is_original_type(const PnJsonField *env, const char *type);
 static void wx_close_request(const PnChannel *ch, const char *order_no, int64 now,
 							 PnQueryRequest *out);
 static void wx_query_request(const PnChannel *ch, const char *order_no, int64 now,
@@ -200,19 +216,26 @@ wx_authenticate(const PnRequest *req, PnNotice *notice)
 {
 	const WxConf *conf = req->channel->conf;
 	WxHeaders	h;
-	Jsonb	   *envelope;
+	PnJsonField env[ENV_FIELDS] = {
+		[ENV_ID] = {"id"},
+		[ENV_EVENT_TYPE] = {"event_type"},
+		[ENV_ALGORITHM] = {"resource.algorithm"},
+		[ENV_CIPHERTEXT] = {"resource.ciphertext"},
+		[ENV_NONCE] = {"resource.nonce"},
+		[ENV_AAD] = {"resource.associated_data"},
+		[ENV_ORIGINAL_TYPE] = {"resource.original_type"},
+	};
 	PnReason	r;
 
 	if ((r = read_headers(req->headers, &h)) != PN_OK)
 		return r;
 	if ((r = check_signature(req, conf, &h)) != PN_OK)
 		return r;
-	envelope = pn_parse_json(req->body, req->body_len);
-	if (envelope == NULL || !JB_ROOT_IS_OBJECT(envelope))
+	if (!pn_json_fields(req->body, req->body_len, env, ENV_FIELDS))
 		return PN_R_MALFORMED;
-	if ((r = open_resource(conf, envelope, &notice->payload)) != PN_OK)
+	if ((r = open_resource(conf, env, &notice->payload)) != PN_OK)
 		return r;
-	return extract(conf, envelope, notice);
+	return extract(conf, env, notice);
 }
 
 /* The four required headers (and the optional signature type). */
@@ -293,26 +316,26 @@ check_signature(const PnRequest *req, const WxConf *conf, const WxHeaders *h)
 
 /* AEAD_AES_256_GCM of resource with the APIv3 key; the payload is JSON. */
 static PnReason
-open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload)
+open_resource(const WxConf *conf, const PnJsonField *env, Jsonb **payload)
 {
-	char	   *algorithm,
-			   *ciphertext,
-			   *nonce,
+	const char *algorithm = env[ENV_ALGORITHM].value,
+			   *ciphertext = env[ENV_CIPHERTEXT].value,
+			   *nonce = env[ENV_NONCE].value,
 			   *aad = "";
 	unsigned char *ct,
 			   *plain;
 	int			ctlen,
 				plainlen;
 
-	if (!pn_json_string(envelope, "resource.algorithm", &algorithm) ||
-		!pn_json_string(envelope, "resource.ciphertext", &ciphertext) ||
-		!pn_json_string(envelope, "resource.nonce", &nonce))
+	if (env[ENV_ALGORITHM].found != 1 || env[ENV_CIPHERTEXT].found != 1 || env[ENV_NONCE].found != 1)
 		return PN_R_MALFORMED;
 	if (strcmp(algorithm, "AEAD_AES_256_GCM") != 0)
 		return PN_R_UNSUPPORTED;
-	if (pn_json_present(envelope, "resource.associated_data") &&
-		!pn_json_string(envelope, "resource.associated_data", &aad))
+	/* absent, or a string */
+	if (env[ENV_AAD].found < 0)
 		return PN_R_MALFORMED;
+	if (env[ENV_AAD].found == 1)
+		aad = env[ENV_AAD].value;
 	if (!pn_base64_decode(ciphertext, strlen(ciphertext), &ct, &ctlen) || ctlen < PN_GCM_TAG_LEN ||
 		nonce[0] == '\0')
 		return PN_R_MALFORMED;
@@ -332,14 +355,12 @@ open_resource(const WxConf *conf, Jsonb *envelope, Jsonb **payload)
  * envelope of every documented notice has it; older ones may not).
  */
 static bool
-is_original_type(Jsonb *envelope, const char *type)
+is_original_type(const PnJsonField *env, const char *type)
 {
-	char	   *original;
+	const PnJsonField *original = &env[ENV_ORIGINAL_TYPE];
 
-	if (!pn_json_present(envelope, "resource.original_type"))
-		return true;
-	return pn_json_string(envelope, "resource.original_type", &original) &&
-		strcmp(original, type) == 0;
+	return original->found == 0 ||
+		(original->found == 1 && strcmp(original->value, type) == 0);
 }
 
 /*
@@ -364,13 +385,15 @@ partner_ours(const WxConf *conf, Jsonb *payload)
 
 /* Envelope id and type, merchant check, then what the event asks for. */
 static PnReason
-extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
+extract(const WxConf *conf, const PnJsonField *env, PnNotice *n)
 {
 	char	   *mchid = NULL;
 
-	if (!pn_json_string(envelope, "id", &n->notify_id) ||
-		!pn_json_string(envelope, "event_type", &n->event_type) ||
-		n->notify_id[0] == '\0' || strlen(n->notify_id) > 255)
+	if (env[ENV_ID].found != 1 || env[ENV_EVENT_TYPE].found != 1)
+		return PN_R_MALFORMED;
+	n->notify_id = env[ENV_ID].value;
+	n->event_type = env[ENV_EVENT_TYPE].value;
+	if (n->notify_id[0] == '\0' || strlen(n->notify_id) > 255)
 		return PN_R_MALFORMED;
 
 	if (conf->mchid != NULL &&
@@ -388,10 +411,10 @@ extract(const WxConf *conf, Jsonb *envelope, PnNotice *n)
 	 * transaction resource pays, only a refund resource refunds.  The
 	 * envelope's original_type is signed with the body.
 	 */
-	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0 && is_original_type(envelope, "transaction"))
+	if (strcmp(n->event_type, "TRANSACTION.SUCCESS") == 0 && is_original_type(env, "transaction"))
 		return pn_json_present(n->payload, "combine_out_trade_no") ?
 			extract_combine(conf, n) : extract_transaction(conf, n);
-	if (strncmp(n->event_type, "REFUND.", 7) == 0 && is_original_type(envelope, "refund"))
+	if (strncmp(n->event_type, "REFUND.", 7) == 0 && is_original_type(env, "refund"))
 		return extract_refund(n);
 	if (strcmp(n->event_type, "ENTRUST.SIGN") == 0 ||
 		strcmp(n->event_type, "ENTRUST.TERMINATE") == 0 ||

@@ -19,7 +19,14 @@
  *	  that nests no deeper than the limit;
  *	- every number token the parser hands over is accepted by
  *	  pn_json_number_ok exactly when it has at most 40 characters and an
- *	  exponent of magnitude at most 1000 (strtol's reading of it).
+ *	  exponent of magnitude at most 1000 (strtol's reading of it);
+ *	- the envelope's field reader (src/parse/fields.c, pn_fields_walk)
+ *	  agrees with a reference reading of the same text: a tree built from
+ *	  the parser's events, each field looked up as jsonb keeps it (the last
+ *	  value of a key given twice): it accepts exactly the texts whose
+ *	  parse succeeds with every number accepted and an object at the root,
+ *	  and for each path finds the same thing (absent, a string, and which,
+ *	  or another value).
  *
  * The parser allocates with palloc and, on its error paths, leaves some of
  * it (a field name, a scalar) to be freed with the memory context, as the
@@ -38,6 +45,7 @@
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 
+#include "fields.h"
 #include "scan.h"
 
 #define MAX_DEPTH 64			/* PAYNOTIFY_MAX_JSON_DEPTH, paynotify.h */
@@ -223,6 +231,189 @@ parse(char *text, int len, Walk *walk)
 	return result;
 }
 
+/* ---------- the reference reading of fields ---------- */
+
+typedef enum
+{
+	R_OBJECT,
+	R_ARRAY,
+	R_STRING,
+	R_OTHER
+} RefKind;
+
+typedef struct RefNode
+{
+	RefKind		kind;
+	char	   *str;			/* R_STRING */
+	int			n;				/* R_OBJECT, R_ARRAY: members */
+	int			cap;
+	char	  **keys;			/* R_OBJECT */
+	struct RefNode **kids;
+} RefNode;
+
+#define REF_STACK 128			/* deeper than MAX_DEPTH: only shallow text is read */
+
+typedef struct RefTree
+{
+	RefNode    *root;
+	RefNode    *stack[REF_STACK];
+	int			depth;
+	char	   *key;			/* the key whose value comes next */
+	bool		bad_number;
+} RefTree;
+
+static RefNode *
+ref_node(RefTree *t, RefKind kind)
+{
+	RefNode    *node = palloc0(sizeof(RefNode));
+	RefNode    *parent = t->depth > 0 ? t->stack[t->depth - 1] : NULL;
+
+	node->kind = kind;
+	if (parent == NULL)
+	{
+		if (t->root == NULL)
+			t->root = node;
+		return node;
+	}
+	if (parent->n == parent->cap)
+	{
+		parent->cap = parent->cap ? parent->cap * 2 : 4;
+		parent->kids = parent->kids ? repalloc(parent->kids, parent->cap * sizeof(RefNode *))
+			: palloc(parent->cap * sizeof(RefNode *));
+		parent->keys = parent->keys ? repalloc(parent->keys, parent->cap * sizeof(char *))
+			: palloc(parent->cap * sizeof(char *));
+	}
+	parent->keys[parent->n] = parent->kind == R_OBJECT ? t->key : NULL;
+	parent->kids[parent->n++] = node;
+	return node;
+}
+
+static void
+ref_push(RefTree *t, RefKind kind)
+{
+	RefNode    *node = ref_node(t, kind);
+
+	require(t->depth < REF_STACK);
+	t->stack[t->depth++] = node;
+}
+
+static void
+ref_object_start(void *state)
+{
+	ref_push(state, R_OBJECT);
+}
+
+static void
+ref_array_start(void *state)
+{
+	ref_push(state, R_ARRAY);
+}
+
+static void
+ref_end(void *state)
+{
+	((RefTree *) state)->depth--;
+}
+
+static void
+ref_key(void *state, char *fname, bool isnull)
+{
+	(void) isnull;
+	((RefTree *) state)->key = fname;
+}
+
+static void
+ref_scalar(void *state, char *token, JsonTokenType type)
+{
+	RefTree    *t = state;
+	RefNode    *node = ref_node(t, type == JSON_TOKEN_STRING ? R_STRING : R_OTHER);
+
+	node->str = token;
+	if (type == JSON_TOKEN_NUMBER && !ref_number_ok(token, strlen(token)))
+		t->bad_number = true;
+}
+
+/* The last member of object node named key, or NULL. */
+static RefNode *
+ref_member(RefNode *node, const char *key, size_t keylen)
+{
+	RefNode    *found = NULL;
+
+	if (node == NULL || node->kind != R_OBJECT)
+		return NULL;
+	for (int i = 0; i < node->n; i++)
+		if (strlen(node->keys[i]) == keylen && memcmp(node->keys[i], key, keylen) == 0)
+			found = node->kids[i];
+	return found;
+}
+
+static RefNode *
+ref_lookup(RefNode *root, const char *path)
+{
+	const char *dot = strchr(path, '.');
+
+	if (dot == NULL)
+		return ref_member(root, path, strlen(path));
+	return ref_member(ref_member(root, path, (size_t) (dot - path)), dot + 1, strlen(dot + 1));
+}
+
+/* the envelope's paths, and a few more of each shape */
+static const char *const field_paths[] = {
+	"id", "event_type", "resource.algorithm", "resource.ciphertext", "resource.nonce",
+	"resource.associated_data", "resource.original_type", "a", "a.a", "a.b", "b.a", "",
+	"a."
+};
+#define NFIELDS (int) (sizeof(field_paths) / sizeof(field_paths[0]))
+
+/* pn_fields_walk against the reference, on text the backend would parse */
+static void
+check_fields(const char *data, size_t size)
+{
+	char	   *text = malloc(size);
+	PnJsonField fields[NFIELDS];
+	RefTree		t;
+	JsonSemAction sem;
+	bool		ok,
+				ref_ok;
+
+	for (int i = 0; i < NFIELDS; i++)
+		fields[i].path = field_paths[i];
+	memcpy(text, data, size);
+	ok = pn_fields_walk(makeJsonLexContextCstringLen(text, (int) size, PG_UTF8, true),
+						fields, NFIELDS, LLONG_MAX);
+	if (!ok)
+		for (int i = 0; i < NFIELDS; i++)
+			require(fields[i].found == 0 && fields[i].value == NULL);
+
+	memcpy(text, data, size);
+	memset(&t, 0, sizeof(t));
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &t;
+	sem.object_start = ref_object_start;
+	sem.object_end = ref_end;
+	sem.array_start = ref_array_start;
+	sem.array_end = ref_end;
+	sem.object_field_start = ref_key;
+	sem.scalar = ref_scalar;
+	ref_ok = pg_parse_json(makeJsonLexContextCstringLen(text, (int) size, PG_UTF8, true), &sem)
+		== JSON_SUCCESS && !t.bad_number && t.root != NULL && t.root->kind == R_OBJECT;
+	require(ok == ref_ok);
+	if (ok)
+		for (int i = 0; i < NFIELDS; i++)
+		{
+			RefNode    *v = ref_lookup(t.root, field_paths[i]);
+
+			if (v == NULL)
+				require(fields[i].found == 0);
+			else if (v->kind == R_STRING)
+				require(fields[i].found == 1 && strcmp(fields[i].value, v->str) == 0);
+			else
+				require(fields[i].found == -1);
+		}
+	arena_reset();
+	free(text);
+}
+
 int			LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int
@@ -254,6 +445,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r == JSON_SUCCESS)
 			require(pn_json_depth_ok(text, size, walk.max_depth));
 	}
+	if (shallow && pg_encoding_verifymbstr(PG_UTF8, text, (int) size) == (int) size)
+		check_fields(text, size);
 	/* a higher limit never refuses what a lower one takes */
 	require(!shallow || pn_json_depth_ok(text, size, MAX_DEPTH + 1));
 	free(text);

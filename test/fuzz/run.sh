@@ -9,7 +9,9 @@
 #   fuzz_stripe_sig  the Stripe-Signature header (src/parse/stripe_sig.c)
 #   fuzz_base64      strict base64, canonical spelling only (src/parse/scan.c)
 #   fuzz_json        depth pre-scan and number check before pg_parse_json
-#                    (PostgreSQL's frontend JSON parser, libpgcommon)
+#                    (PostgreSQL's frontend JSON parser, libpgcommon), and
+#                    the envelope's field reader (src/parse/fields.c)
+#                    against a reference reading of the same text
 #   fuzz_number      exact integers and decimal amounts, against a reference
 #   fuzz_pem         PEM / DER public keys, certificates and their serials
 #                    (the PEM loaders of src/crypto.c, built alone)
@@ -115,6 +117,9 @@ seed_json() {
     python3 -c 'print("[" * 64 + "]" * 64, end="")' >"$1/seed-depth64"
     python3 -c 'print("[" * 65 + "]" * 65, end="")' >"$1/seed-depth65"
     printf '{"a":[1e1000,-1E-1000,1e999999,0.5e+7,"[[[\\"{"]}' >"$1/seed-numbers"
+    # keys given twice, at the root and one level down (the last value, whole)
+    printf '{"a":{"b":"x"},"a":{"a":"y"},"b":{"a":1},"b":{"a":"z"},"resource":{"nonce":"n","nonce":1}}' \
+        >"$1/seed-duplicates"
 }
 # amounts and ids as the vectors carry them, each after a scale byte
 seed_number() {
@@ -224,6 +229,7 @@ build() {
             "$cc" "${cflags[@]}" -std=gnu11 -Wno-unused-parameter \
                 -Wno-missing-field-initializers -Wno-sign-compare -Wno-ignored-attributes $ssl_cflags \
                 -I"$pg_inc" -o "$bin/$t" "$here/$t.c" "$parse/scan.c" \
+                -DFRONTEND "$parse/fields.c" \
                 "$pg_lib/libpgcommon.a" "$pg_lib/libpgport.a" $ssl_libs -lm ;;
         *) echo "unknown target $t" >&2; return 1 ;;
     esac

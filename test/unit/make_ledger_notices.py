@@ -230,9 +230,107 @@ def build(i, name, spec):
     return {"name": name, "now": TS + 2, "headers": headers, "body": body.decode()}
 
 
+def j(v):
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+def obj(pairs):
+    """An object's text from (key, value text) pairs, duplicates kept."""
+    return "{" + ",".join(j(k) + ":" + v for k, v in pairs) + "}"
+
+
+def envelope_text(i, order, shape):
+    """The body of a payment of order whose envelope is written as shape
+    says (sql/ledger.sql, "the envelope"): shape gets the envelope's pairs
+    and the resource's, and returns the body's text."""
+    raw = j(pay(order, "T-" + order, 100)[2]).encode()
+    nonce = "ledger%06d" % i
+    res = s.wx_resource(raw, nonce, "transaction")
+    rpairs = [(k, j(v)) for k, v in res.items()]
+    epairs = [("id", j("1ed9e700-0000-4000-8000-%012d" % i)),
+              ("create_time", j("2026-01-02T05:00:00+08:00")),
+              ("resource_type", j("encrypt-resource")),
+              ("event_type", j("TRANSACTION.SUCCESS")), ("summary", j("test"))]
+    return shape(epairs, rpairs)
+
+
+def with_resource(epairs, rpairs):
+    return epairs + [("resource", obj(rpairs))]
+
+
+def replaced(pairs, key, value):
+    return [(k, value if k == key else v) for k, v in pairs]
+
+
+# How an envelope is read (its fields, as jsonb would give them: a key
+# given twice keeps its last value, the whole of it), each a payment of its
+# own order; built as text, so that keys can repeat.
+ENVELOPES = [
+    ("env_plain", "LG-ENV-1", lambda e, r: obj(with_resource(e, r))),
+    # the resource twice: the last one, whole, is read
+    ("env_dup_resource_last_ok", "LG-ENV-2",
+     lambda e, r: obj(e + [("resource", obj([("algorithm", j("AEAD_AES_256_GCM"))])),
+                           ("resource", obj(r))])),
+    ("env_dup_resource_last_short", "LG-ENV-3",
+     lambda e, r: obj(e + [("resource", obj(r)),
+                           ("resource", obj([("algorithm", j("AEAD_AES_256_GCM"))]))])),
+    ("env_dup_resource_last_null", "LG-ENV-4",
+     lambda e, r: obj(e + [("resource", obj(r)), ("resource", "null")])),
+    # a field of the resource twice: its last value
+    ("env_dup_ciphertext_last_ok", "LG-ENV-5",
+     lambda e, r: obj(e + [("resource", obj([("ciphertext", j("AAAA"))] + r))])),
+    ("env_dup_ciphertext_last_bad", "LG-ENV-6",
+     lambda e, r: obj(e + [("resource", obj(r + [("ciphertext", j("AAAA"))]))])),
+    # the id twice: the last is the notification's
+    ("env_dup_id", "LG-ENV-7",
+     lambda e, r: obj(with_resource(e + [("id", j("1ed9e700-0000-4000-8000-last-of-two"))], r))),
+    # an id, a type or a resource field of another type
+    ("env_id_number", "LG-ENV-8", lambda e, r: obj(with_resource(replaced(e, "id", "12345"), r))),
+    ("env_id_object", "LG-ENV-9",
+     lambda e, r: obj(with_resource(replaced(e, "id", obj([("id", j("x"))])), r))),
+    ("env_event_type_null", "LG-ENV-10",
+     lambda e, r: obj(with_resource(replaced(e, "event_type", "null"), r))),
+    ("env_aad_null", "LG-ENV-11",
+     lambda e, r: obj(with_resource(e, replaced(r, "associated_data", "null")))),
+    ("env_original_type_null", "LG-ENV-12",
+     lambda e, r: obj(with_resource(e, replaced(r, "original_type", "null")))),
+    ("env_original_type_absent", "LG-ENV-13",
+     lambda e, r: obj(with_resource(e, [(k, v) for k, v in r if k != "original_type"]))),
+    ("env_nonce_array", "LG-ENV-14",
+     lambda e, r: obj(with_resource(e, replaced(r, "nonce", "[" + dict(r)["nonce"] + "]")))),
+    ("env_resource_string", "LG-ENV-15", lambda e, r: obj(e + [("resource", j("x"))])),
+    ("env_resource_array", "LG-ENV-16", lambda e, r: obj(e + [("resource", "[" + obj(r) + "]")])),
+    # keys spelled with escapes are the same keys
+    ("env_escaped_keys", "LG-ENV-17",
+     lambda e, r: "{" + ",".join(
+         ('"\\u0069d"' if k == "id" else j(k)) + ":" + v for k, v in e)
+     + ',"resource":{' + ",".join(
+         ('"nonc\\u0065"' if k == "nonce" else j(k)) + ":" + v for k, v in r) + "}}"),
+    # deeper fields and arrays of no interest
+    ("env_deep_extra", "LG-ENV-18",
+     lambda e, r: obj(with_resource(e + [("x", obj([("resource", obj([("nonce", j("n"))])),
+                                                    ("a", "[1,[2,{\"id\":3}],{}]")]))],
+                                    r + [("extra", obj([("ciphertext", j("AAAA"))]))]))),
+    # a fields' path one level deeper is not the field
+    ("env_nested_id", "LG-ENV-19",
+     lambda e, r: obj(with_resource([(k, v) for k, v in e if k != "id"]
+                                    + [("wrap", obj([("id", j("nested"))]))], r))),
+    # not an object at the root
+    ("env_root_array", "LG-ENV-20", lambda e, r: "[" + obj(with_resource(e, r)) + "]"),
+]
+
+
+def build_envelope(i, name, order, shape):
+    body = envelope_text(i, order, shape).encode()
+    headers = s.wx_headers(TS, "ledger-nonce-%04d" % i, body)
+    return {"name": name, "now": TS + 2, "headers": headers, "body": body.decode()}
+
+
 def main():
     s.check_vectors()
     out = [build(i + 1, n, spec) for i, (n, spec) in enumerate(NOTICES)]
+    out += [build_envelope(len(NOTICES) + i + 1, n, order, shape)
+            for i, (n, order, shape) in enumerate(ENVELOPES)]
     json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
     sys.stdout.write("\n")
 
