@@ -29,6 +29,7 @@ OBJS = \
 	src/step.o \
 	src/commit.o \
 	src/handle.o \
+	src/insert.o \
 	src/query.o \
 	src/billfetch.o \
 	src/verify_wxpay.o \

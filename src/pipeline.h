@@ -170,8 +170,8 @@ extern void pn_status_map_load(MemoryContext cxt, const char *schema, PnStatusMa
 
 /* plans.c: every statement the pipeline runs, prepared per generation */
 extern SPIPlanPtr pn_plan(PnConfig *cfg, PnPlanId id);
-extern int	pn_insert_execute(PnConfig *cfg, PnPlanId id, const char *trade_no, Datum *args,
-							  const char *nulls);
+extern SPIPlanPtr pn_plan_plain(PnConfig *cfg, PnPlanId id);
+extern const char *pn_plan_plain_table(PnPlanId id);
 extern int	pn_orders_execute(PnConfig *cfg, PnPlanId id, Datum *args,
 							  const char *nulls, long count);
 extern char *pn_expand_sql(const PnConfig *cfg, const char *tmpl);
@@ -331,8 +331,11 @@ typedef struct PnPlainInsert
 	char		trade_no[256];	/* a payment's (at most 255 bytes of it), copied:
 								 * the notice may be gone with the step's memory */
 } PnPlainInsert;
+/* insert.c */
 extern bool pn_in_step;
 extern PnPlainInsert pn_plain_insert;
+extern int	pn_insert_execute(PnConfig *cfg, PnPlanId id, const char *trade_no, Datum *args,
+							  const char *nulls);
 /* the entries' guard (step.c), and delegate()'s own call of paynotify_step_at */
 extern bool pn_delegating;
 extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint,

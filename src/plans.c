@@ -24,7 +24,6 @@
 #include "commands/defrem.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
-#include "mb/pg_wchar.h"
 #include "nodes/makefuncs.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
@@ -546,35 +545,19 @@ pn_plan(PnConfig *cfg, PnPlanId id)
 	return plan_get(cfg, id, false);
 }
 
-/*
- * Run an INSERT ... ON CONFLICT DO NOTHING plan with args and nulls: inside
- * a business step on one server its plain variant (see plain_table), with
- * pn_plain_insert naming its table (and trade_no, a payment's, at most 255
- * bytes of it) while it runs, so that step.c reads a unique violation the
- * statement raises as the conflict.  The SPI result code.
- */
-int
-pn_insert_execute(PnConfig *cfg, PnPlanId id, const char *trade_no, Datum *args,
-				  const char *nulls)
+/* The plain variant of an INSERT plan (see plain_table). */
+SPIPlanPtr
+pn_plan_plain(PnConfig *cfg, PnPlanId id)
 {
-	const char *table = plan_specs[id].plain_table;
-	bool		plain = pn_in_step && table != NULL && !pn_config_distributed(cfg);
-	SPIPlanPtr	plan = plan_get(cfg, id, plain);
-	int			rc;
+	Assert(plan_specs[id].plain_table != NULL);
+	return plan_get(cfg, id, true);
+}
 
-	if (plain)
-	{
-		pn_plain_insert.table = table;
-		pn_plain_insert.trade_no[0] = '\0';
-		/* (a notice stored before ids were bounded may hold a longer one) */
-		if (trade_no != NULL)
-			strlcpy(pn_plain_insert.trade_no, trade_no,
-					pg_mbcliplen(trade_no, strlen(trade_no),
-								 sizeof(pn_plain_insert.trade_no) - 1) + 1);
-	}
-	rc = SPI_execute_plan(plan, args, nulls, false, 0);
-	pn_plain_insert.table = NULL;
-	return rc;
+/* The table whose unique violation the plain variant of a plan raises, or NULL. */
+const char *
+pn_plan_plain_table(PnPlanId id)
+{
+	return plan_specs[id].plain_table;
 }
 
 typedef struct OrdersCall

@@ -45,16 +45,6 @@ typedef struct ApplyCall
 static void apply_call(void *arg);
 
 /*
- * Inside a business step now (apply_call), where the log's and the
- * payment's inserts may be plain (plans.c), and the plain insert running
- * now, set by pn_insert_execute (plans.c) around the statement: an error
- * raised while it is set is that statement's.  Both restored by pn_apply_step after every
- * step.
- */
-bool		pn_in_step = false;
-PnPlainInsert pn_plain_insert = {NULL, ""};
-
-/*
  * How many of the entries that deliver or apply a notification
  * (paynotify_handle, paynotify_query_apply, paynotify_retry,
  * paynotify_step_at) are running in this backend, and whether the running
