@@ -45,11 +45,9 @@ typedef struct Builder
 {
 	JsonbParseState *state;
 	JsonbValue *result;
-	bool		bad;
-	int64		values;
+	PnJsonCount count;
 } Builder;
 
-static bool count_value(Builder *b);
 static void build_object_start(void *state);
 static void build_object_end(void *state);
 static void build_array_start(void *state);
@@ -154,6 +152,7 @@ pn_parse_json(const char *text, int len)
 		return NULL;
 
 	memset(&b, 0, sizeof(b));
+	b.count.max_values = MAX_JSON_VALUES;
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &b;
 	sem.object_start = build_object_start;
@@ -163,7 +162,7 @@ pn_parse_json(const char *text, int len)
 	sem.object_field_start = build_key;
 	sem.scalar = build_scalar;
 	lex = makeJsonLexContextCstringLen(pnstrdup(text, len), len, PG_UTF8, true);
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.bad || b.result == NULL)
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || b.count.bad || b.result == NULL)
 		return NULL;
 	return JsonbValueToJsonb(b.result);
 }
@@ -176,24 +175,13 @@ pn_parse_json(const char *text, int len)
 bool
 pn_json_fields(const char *text, int len, PnJsonField *fields, int n)
 {
-	for (int i = 0; i < n; i++)
-	{
-		fields[i].found = 0;
-		fields[i].value = NULL;
-	}
 	if (!text_ok(text, len))
+	{
+		pn_fields_none(fields, n);
 		return false;
+	}
 	return pn_fields_walk(makeJsonLexContextCstringLen(pnstrdup(text, len), len, PG_UTF8, true),
 						  fields, n, MAX_JSON_VALUES);
-}
-
-/* One more value; false (and the build marked bad) past MAX_JSON_VALUES. */
-static bool
-count_value(Builder *b)
-{
-	if (++b->values > MAX_JSON_VALUES)
-		b->bad = true;
-	return !b->bad;
 }
 
 static void
@@ -201,7 +189,7 @@ build_object_start(void *state)
 {
 	Builder    *b = (Builder *) state;
 
-	if (count_value(b))
+	if (pn_json_count_value(&b->count, false, JSON_TOKEN_OBJECT_START, NULL))
 		(void) pushJsonbValue(&b->state, WJB_BEGIN_OBJECT, NULL);
 }
 
@@ -210,7 +198,7 @@ build_object_end(void *state)
 {
 	Builder    *b = (Builder *) state;
 
-	if (!b->bad)
+	if (!b->count.bad)
 		b->result = pushJsonbValue(&b->state, WJB_END_OBJECT, NULL);
 }
 
@@ -219,7 +207,7 @@ build_array_start(void *state)
 {
 	Builder    *b = (Builder *) state;
 
-	if (count_value(b))
+	if (pn_json_count_value(&b->count, false, JSON_TOKEN_ARRAY_START, NULL))
 		(void) pushJsonbValue(&b->state, WJB_BEGIN_ARRAY, NULL);
 }
 
@@ -228,7 +216,7 @@ build_array_end(void *state)
 {
 	Builder    *b = (Builder *) state;
 
-	if (!b->bad)
+	if (!b->count.bad)
 		b->result = pushJsonbValue(&b->state, WJB_END_ARRAY, NULL);
 }
 
@@ -238,7 +226,7 @@ build_key(void *state, char *fname, bool isnull)
 	Builder    *b = (Builder *) state;
 	JsonbValue	v;
 
-	if (b->bad)
+	if (b->count.bad)
 		return;
 	v.type = jbvString;
 	v.val.string.val = fname;
@@ -256,11 +244,8 @@ build_scalar(void *state, char *token, JsonTokenType type)
 	Builder    *b = (Builder *) state;
 	JsonbValue	v;
 
-	if (!count_value(b) || b->state == NULL)
-	{
-		b->bad = true;
+	if (!pn_json_count_value(&b->count, b->state == NULL, type, token))
 		return;
-	}
 	switch (type)
 	{
 		case JSON_TOKEN_STRING:
@@ -269,12 +254,7 @@ build_scalar(void *state, char *token, JsonTokenType type)
 			v.val.string.len = strlen(token);
 			break;
 		case JSON_TOKEN_NUMBER:
-			if (!pn_json_number_ok(token, strlen(token)))
-			{
-				b->bad = true;
-				return;
-			}
-			/* in range now: numeric_in cannot raise */
+			/* in range (pn_json_count_value): numeric_in cannot raise */
 			v.type = jbvNumeric;
 			v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in,
 																CStringGetDatum(token),

@@ -21,7 +21,7 @@
 #include "fields.h"
 #include "scan.h"
 
-#define FIELD_DEPTH 3			/* the containers tracked: the root and two below */
+#define FIELD_DEPTH 2			/* the containers tracked: the root and one below */
 
 typedef enum
 {
@@ -39,9 +39,7 @@ typedef struct FieldScan
 	Container	kind[FIELD_DEPTH + 1];	/* kind[d]: the container at depth d */
 	char	   *key[FIELD_DEPTH + 1];	/* key[d]: the current key at depth d */
 	size_t		keylen[FIELD_DEPTH + 1];
-	bool		bad;
-	long long	values;
-	long long	max_values;
+	PnJsonCount count;
 } FieldScan;
 
 /* Whether the first key of field i's path is key (of keylen bytes). */
@@ -86,22 +84,37 @@ field_other(FieldScan *f)
 	}
 }
 
-static bool
-field_count(FieldScan *f)
+bool
+pn_json_count_value(PnJsonCount *c, bool root, JsonTokenType type, const char *token)
 {
-	if (++f->values > f->max_values)
-		f->bad = true;
-	return !f->bad;
+	if (c->bad)
+		return false;
+	if (++c->values > c->max_values ||
+		(type != JSON_TOKEN_OBJECT_START && type != JSON_TOKEN_ARRAY_START &&
+		 (root || (type == JSON_TOKEN_NUMBER && !pn_json_number_ok(token, strlen(token))))))
+		c->bad = true;
+	return !c->bad;
+}
+
+void
+pn_fields_none(PnJsonField *fields, int n)
+{
+	for (int i = 0; i < n; i++)
+	{
+		fields[i].found = 0;
+		fields[i].value = NULL;
+	}
 }
 
 static void
 field_container_start(FieldScan *f, Container kind)
 {
-	if (!field_count(f))
+	if (!pn_json_count_value(&f->count, f->depth == 0,
+							 kind == IN_OBJECT ? JSON_TOKEN_OBJECT_START : JSON_TOKEN_ARRAY_START, NULL))
 		return;
 	if (f->depth == 0 && kind != IN_OBJECT)
 	{
-		f->bad = true;			/* the root is no object */
+		f->count.bad = true;	/* the root is no object */
 		return;
 	}
 	field_other(f);
@@ -131,7 +144,7 @@ field_container_end(void *state)
 	FieldScan  *f = (FieldScan *) state;
 
 	/* once bad, nothing is tracked any more (the walk is refused) */
-	if (!f->bad)
+	if (!f->count.bad)
 		f->depth--;
 }
 
@@ -145,7 +158,7 @@ field_key(void *state, char *fname, bool isnull)
 	FieldScan  *f = (FieldScan *) state;
 
 	(void) isnull;
-	if (f->bad || f->depth < 1 || f->depth > 2)
+	if (f->count.bad || f->depth < 1 || f->depth > 2)
 		return;
 	f->key[f->depth] = fname;
 	f->keylen[f->depth] = strlen(fname);
@@ -174,12 +187,8 @@ field_scalar(void *state, char *token, JsonTokenType type)
 	FieldScan  *f = (FieldScan *) state;
 	PnJsonField *field;
 
-	if (!field_count(f) || f->depth == 0 ||
-		(type == JSON_TOKEN_NUMBER && !pn_json_number_ok(token, strlen(token))))
-	{
-		f->bad = true;
+	if (!pn_json_count_value(&f->count, f->depth == 0, type, token))
 		return;
-	}
 	field = field_here(f);
 	if (field == NULL)
 		return;
@@ -201,21 +210,19 @@ pn_fields_walk(JsonLexContext *lex, PnJsonField *fields, int n, long long max_va
 	JsonSemAction sem;
 	FieldScan	f;
 
-	for (int i = 0; i < n; i++)
-	{
-		fields[i].found = 0;
-		fields[i].value = NULL;
-	}
-	if (n > PN_MAX_FIELDS)
+	pn_fields_none(fields, n);
+	if (n > PN_MAX_FIELDS || lex->strval == NULL)
 		return false;
 	memset(&f, 0, sizeof(f));
 	f.fields = fields;
 	f.n = n;
-	f.max_values = max_values;
+	f.count.max_values = max_values;
 	for (int i = 0; i < n; i++)
 	{
 		const char *dot = strchr(fields[i].path, '.');
 
+		if (dot != NULL && strchr(dot + 1, '.') != NULL)
+			return false;
 		f.len1[i] = dot != NULL ? (size_t) (dot - fields[i].path) : strlen(fields[i].path);
 		f.k2[i] = dot != NULL ? dot + 1 : NULL;
 	}
@@ -227,13 +234,9 @@ pn_fields_walk(JsonLexContext *lex, PnJsonField *fields, int n, long long max_va
 	sem.array_end = field_container_end;
 	sem.object_field_start = field_key;
 	sem.scalar = field_scalar;
-	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || f.bad)
+	if (pg_parse_json(lex, &sem) != JSON_SUCCESS || f.count.bad)
 	{
-		for (int i = 0; i < n; i++)
-		{
-			fields[i].found = 0;
-			fields[i].value = NULL;
-		}
+		pn_fields_none(fields, n);
 		return false;
 	}
 	return true;

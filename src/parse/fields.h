@@ -16,6 +16,26 @@
 
 #include "common/jsonapi.h"
 
+/*
+ * The values of a document read with PostgreSQL's parser, counted as they
+ * come (json.c's builder and the walk below share it).
+ */
+typedef struct PnJsonCount
+{
+	long long	values;
+	long long	max_values;
+	bool		bad;
+} PnJsonCount;
+
+/*
+ * One more value: an object or an array (type JSON_TOKEN_OBJECT_START or
+ * JSON_TOKEN_ARRAY_START, token NULL), or a scalar and its token.  False,
+ * and bad set for good, past max_values, for a scalar that is the whole
+ * document (root), and for a number pn_json_number_ok refuses: what
+ * jsonb_in would raise on, refused instead.
+ */
+extern bool pn_json_count_value(PnJsonCount *c, bool root, JsonTokenType type, const char *token);
+
 /* the most fields one walk looks for */
 #define PN_MAX_FIELDS 16
 
@@ -30,14 +50,18 @@ typedef struct PnJsonField
 /*
  * Walk the text of lex (made with need_escapes) and find each field as
  * jsonb would give it: a path is a key of the root object or two keys
- * ("resource.nonce": the first dot parts them, so a first key with a dot in
+ * ("resource.nonce": a path has at most one dot, so a key with a dot in
  * it cannot be asked for); a key given twice in an object keeps its last value,
  * the whole of it; a value inside an array is no field.  False, and
  * nothing found, when the parser refuses the text, the root is not an
  * object, a number is one pn_json_number_ok refuses, the text holds more
- * than max_values values (objects, arrays and scalars), or n is more than
- * PN_MAX_FIELDS.
+ * than max_values values (objects, arrays and scalars); and, as a caller's
+ * error, when n is more than PN_MAX_FIELDS, a path has two dots or lex was
+ * made without need_escapes.
  */
 extern bool pn_fields_walk(JsonLexContext *lex, PnJsonField *fields, int n, long long max_values);
+
+/* Every field absent (what pn_fields_walk leaves when it refuses). */
+extern void pn_fields_none(PnJsonField *fields, int n);
 
 #endif							/* PAYNOTIFY_FIELDS_H */

@@ -24,9 +24,10 @@
  *	  agrees with a reference reading of the same text: a tree built from
  *	  the parser's events, each field looked up as jsonb keeps it (the last
  *	  value of a key given twice): it accepts exactly the texts whose
- *	  parse succeeds with every number accepted and an object at the root,
- *	  and for each path finds the same thing (absent, a string, and which,
- *	  or another value).
+ *	  parse succeeds with every number accepted, an object at the root and
+ *	  no more values than a limit drawn from the input, and for each path
+ *	  finds the same thing (absent, a string, and which, or another value);
+ *	  a path of three keys is always refused.
  *
  * The parser allocates with palloc and, on its error paths, leaves some of
  * it (a field name, a scalar) to be freed with the memory context, as the
@@ -260,6 +261,7 @@ typedef struct RefTree
 	int			depth;
 	char	   *key;			/* the key whose value comes next */
 	bool		bad_number;
+	long long	values;			/* objects, arrays and scalars */
 } RefTree;
 
 static RefNode *
@@ -269,6 +271,7 @@ ref_node(RefTree *t, RefKind kind)
 	RefNode    *parent = t->depth > 0 ? t->stack[t->depth - 1] : NULL;
 
 	node->kind = kind;
+	t->values++;
 	if (parent == NULL)
 	{
 		if (t->root == NULL)
@@ -371,16 +374,19 @@ check_fields(const char *data, size_t size)
 {
 	char	   *text = malloc(size);
 	PnJsonField fields[NFIELDS];
+	PnJsonField two_dots = {"a.b.c"};
 	RefTree		t;
 	JsonSemAction sem;
 	bool		ok,
 				ref_ok;
+	/* a limit on the values drawn from the input: both sides of it are met */
+	long long	max_values = 1 + (long long) ((size * 31 + (unsigned char) data[0]) % 128);
 
 	for (int i = 0; i < NFIELDS; i++)
 		fields[i].path = field_paths[i];
 	memcpy(text, data, size);
 	ok = pn_fields_walk(makeJsonLexContextCstringLen(text, (int) size, PG_UTF8, true),
-						fields, NFIELDS, LLONG_MAX);
+						fields, NFIELDS, max_values);
 	if (!ok)
 		for (int i = 0; i < NFIELDS; i++)
 			require(fields[i].found == 0 && fields[i].value == NULL);
@@ -396,8 +402,12 @@ check_fields(const char *data, size_t size)
 	sem.object_field_start = ref_key;
 	sem.scalar = ref_scalar;
 	ref_ok = pg_parse_json(makeJsonLexContextCstringLen(text, (int) size, PG_UTF8, true), &sem)
-		== JSON_SUCCESS && !t.bad_number && t.root != NULL && t.root->kind == R_OBJECT;
+		== JSON_SUCCESS && !t.bad_number && t.root != NULL && t.root->kind == R_OBJECT &&
+		t.values <= max_values;
 	require(ok == ref_ok);
+	/* a path of three keys is a caller's error: refused, whatever the text */
+	require(!pn_fields_walk(makeJsonLexContextCstringLen(text, (int) size, PG_UTF8, true),
+							&two_dots, 1, LLONG_MAX) && two_dots.found == 0);
 	if (ok)
 		for (int i = 0; i < NFIELDS; i++)
 		{

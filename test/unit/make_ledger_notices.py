@@ -306,11 +306,11 @@ ENVELOPES = [
          ('"\\u0069d"' if k == "id" else j(k)) + ":" + v for k, v in e)
      + ',"resource":{' + ",".join(
          ('"nonc\\u0065"' if k == "nonce" else j(k)) + ":" + v for k, v in r) + "}}"),
-    # deeper fields and arrays of no interest
+    # deeper fields and arrays of no interest, after the resource
     ("env_deep_extra", "LG-ENV-18",
-     lambda e, r: obj(with_resource(e + [("x", obj([("resource", obj([("nonce", j("n"))])),
-                                                    ("a", "[1,[2,{\"id\":3}],{}]")]))],
-                                    r + [("extra", obj([("ciphertext", j("AAAA"))]))]))),
+     lambda e, r: obj(with_resource(e, r + [("extra", obj([("ciphertext", j("AAAA"))]))])
+                      + [("x", obj([("resource", obj([("nonce", j("n"))])),
+                                    ("a", "[1,[2,{\"id\":3}],{}]")]))])),
     # a fields' path one level deeper is not the field
     ("env_nested_id", "LG-ENV-19",
      lambda e, r: obj(with_resource([(k, v) for k, v in e if k != "id"]
