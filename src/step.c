@@ -13,8 +13,10 @@
  * notification's lock on another node), and then rolls the whole step
  * back.  A step that raised is rolled back and its log row written after
  * it, by the caller.
- * paynotify_handle (handle.c) and paynotify_retry (ops.c) run the step
- * through here; SPI is connected and the notification's lock held.
+ * paynotify_handle (handle.c), paynotify_query_apply (query.c, through
+ * it), paynotify_step_at (handle.c) and paynotify_retry (ops.c) run the
+ * step through here; SPI is connected and the notification's lock held.
+ * Each of them enters through pn_entry, the entries' guard, below.
  *
  *-------------------------------------------------------------------------
  */
@@ -56,15 +58,15 @@ bool		pn_delegating = false;
 
 /*
  * Run body as the entry name (delegable: paynotify_step_at, which
- * delegate() may call inside another entry).  Refused from a hook, a trigger of the
- * orders table or inside a business step (a trigger the step fires on
- * paynotify's own tables), and inside another entry (a trigger on
- * paynotify's tables fired by the writes outside the step, such as a
- * failed delivery's log row): a notification applied inside another's
- * step would write the log row that step is about to write or move its
- * order under it; a retry of one being delivered would record it under
- * the delivery's feet; a trigger retrying the failed rows it is fired by
- * would recurse until the stack runs out.
+ * delegate() may call inside another entry).  Refused from a hook, a
+ * trigger of the orders table or inside a business step (a trigger the
+ * step fires on paynotify's own tables), and inside another entry (a
+ * trigger on paynotify's tables fired by the writes outside the step,
+ * such as a failed delivery's log row): a notification applied inside
+ * another's step would write the log row that step is about to write or
+ * move its order under it; a retry of one being delivered would record it
+ * under the delivery's feet; a trigger retrying the failed rows it is
+ * fired by would recurse until the stack runs out.
  */
 Datum
 pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction body,
@@ -199,9 +201,9 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 
 	/*
 	 * The flags are this step's while it runs, and the caller's again after
-	 * it, however it ends (an error it does not catch, a cancel, included):
-	 * a step run inside another (paynotify_retry is refused there, but not
-	 * everything is) leaves the outer one's as they were.
+	 * it, however it ends (an error it does not catch, a cancel, included).
+	 * No step runs inside another (pn_entry refuses every way in there):
+	 * the restore is kept for the errors and cancels that end a step.
 	 */
 	pn_plain_insert.table = NULL;
 	pn_in_step = false;

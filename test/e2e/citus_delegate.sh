@@ -67,14 +67,15 @@ check "paynotify_distribute() refused while the owner's setting on worker 1 list
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
 # orders on worker 2, and one on worker 1
-w2=() w1= w1b= w1c=
+w2=() w1= w1b= w1c= w1d=
 for i in $(seq 1 40); do
     o=$(printf 'PN%08d' "$i")
     p=$(node_of "$o")
     if [ "$p" = "${CITUS_PORTS[2]}" ]; then w2+=("$i")
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1" ]; then w1=$i
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1b" ]; then w1b=$i
-    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1c" ]; then w1c=$i; fi
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1c" ]; then w1c=$i
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1d" ]; then w1d=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
@@ -130,6 +131,34 @@ check "worker 1: applied once: one payment, one log row succeeded, the order pai
                   (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
                   (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
                   (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
+# ---- the step failing on the order's node, here the caller's own backend: a
+# trigger on worker 1's shard of payment_record raises at its first insert only.
+# The failure is the step's (answered failed, its log row failed, nothing
+# applied), and the same notification delivered again is applied once.
+ord=$(printf 'PN%08d' "$w1d")
+shard=$(citus_q 0 "SELECT shard_name('payment_record', get_shard_id_for_distribution_column('payment_record', '$ord'))")
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "CREATE SEQUENCE public.pn_fail_once" \
+    -c "CREATE FUNCTION public.pn_fail_once() RETURNS trigger LANGUAGE plpgsql AS \$\$
+        BEGIN IF pg_catalog.nextval('public.pn_fail_once') = 1 THEN RAISE EXCEPTION 'the first insert fails'; END IF;
+        RETURN NEW; END \$\$" \
+    -c "CREATE TRIGGER pn_fail_once BEFORE INSERT ON $shard FOR EACH ROW EXECUTE FUNCTION public.pn_fail_once()" >/dev/null
+dump "$w1d" 96 "$STACK_DIR/first_failing.sql"
+out=$(call 1 "$STACK_DIR/first_failing.sql")
+check "worker 1: the step failing in its own backend: failed, the log row failed with the error, nothing applied" \
+    "failed|failed|the first insert fails|0|pending" \
+    "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT l.status || '|' || l.error_msg || '|' ||
+        (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+        (SELECT status FROM orders WHERE order_no = '$ord')
+        FROM payment_notify_log l WHERE l.order_no = '$ord'" 2>&1)"
+out=$(call 1 "$STACK_DIR/first_failing.sql")
+check "worker 1: delivered again: processed, applied once (one payment, the log row succeeded, the order paid, one event)" \
+    "processed|1|succeeded|paid|1" \
+    "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+                  (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                  (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
+citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
+    -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
 check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
 
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
