@@ -149,8 +149,9 @@ field_container_end(void *state)
 }
 
 /*
- * A key: a later value of it replaces the earlier one whole, so whatever
- * was found under the earlier one is forgotten.
+ * A key.  Of the root, a later value of it replaces the earlier one whole,
+ * so the fields found under the earlier one (paths of two keys) are
+ * forgotten; a field's own value always follows its key and sets it.
  */
 static void
 field_key(void *state, char *fname, bool isnull)
@@ -162,23 +163,14 @@ field_key(void *state, char *fname, bool isnull)
 		return;
 	f->key[f->depth] = fname;
 	f->keylen[f->depth] = strlen(fname);
-	if (f->depth == 2 && (f->kind[1] != IN_OBJECT || f->kind[2] != IN_OBJECT))
+	if (f->depth != 1)
 		return;
 	for (int i = 0; i < f->n; i++)
-	{
-		const char *k2 = f->k2[i];
-		bool		under;
-
-		if (f->depth == 1)
-			under = first_key_is(f, i, fname, f->keylen[1]);
-		else
-			under = first_key_is(f, i, f->key[1], f->keylen[1]) && k2 != NULL && strcmp(k2, fname) == 0;
-		if (under)
+		if (f->k2[i] != NULL && first_key_is(f, i, fname, f->keylen[1]))
 		{
 			f->fields[i].found = 0;
 			f->fields[i].value = NULL;
 		}
-	}
 }
 
 static void
