@@ -58,23 +58,24 @@ SELECT t.at_pay('evt_at_r', 'AT-R');
 SELECT status, attempts, error_msg FROM payment_notify_log WHERE channel = 'at' AND notify_id = 'evt_at_r';
 SELECT status FROM orders WHERE order_no = 'AT-R';
 DELETE FROM paynotify_hook;
--- a trigger on paynotify's own payments that delivers another
--- notification: refused inside the step too
-CREATE FUNCTION t.at_nested() RETURNS trigger LANGUAGE plpgsql AS $$
+-- the triggers below on paynotify's own tables: each runs its argument,
+-- a statement, with the new row as $1
+CREATE FUNCTION t.at_run() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM t.at_pay('evt_at_n2', 'AT-N2');
+	EXECUTE TG_ARGV[0] USING NEW;
 	RETURN NULL;
 END
 $$;
+-- a trigger on paynotify's own payments that delivers another
+-- notification: refused inside the step too
 CREATE TRIGGER at_nested AFTER INSERT ON payment_record FOR EACH ROW
-	WHEN (NEW.order_no = 'AT-N1') EXECUTE FUNCTION t.at_nested();
+	WHEN (NEW.order_no = 'AT-N1') EXECUTE FUNCTION t.at_run('SELECT t.at_pay(''evt_at_n2'', ''AT-N2'')');
 INSERT INTO public.orders VALUES ('AT-N1', 'pending', 100), ('AT-N2', 'pending', 100);
 SELECT t.at_pay('evt_at_n1', 'AT-N1');
 SELECT notify_id, status, error_msg FROM payment_notify_log
 	WHERE channel = 'at' AND notify_id IN ('evt_at_n1', 'evt_at_n2') ORDER BY 1;
 SELECT order_no, status FROM orders WHERE order_no IN ('AT-N1', 'AT-N2') ORDER BY 1;
 DROP TRIGGER at_nested ON payment_record;
-DROP FUNCTION t.at_nested();
 -- each half of the retry's refusal alone, against a failed notification
 -- (its order was missing) that a nested retry would now apply: a trigger
 -- on paynotify's payments (inside a step, run as nobody else), a hook
@@ -84,17 +85,11 @@ DROP FUNCTION t.at_nested();
 SELECT t.at_pay('evt_at_f', 'AT-F');
 INSERT INTO public.orders VALUES ('AT-F', 'pending', 100), ('AT-T1', 'pending', 100),
 	('AT-T2', 'pending', 100);
-CREATE FUNCTION t.at_retry() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pay.paynotify_retry('at', 'evt_at_f', false);
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER at_retry AFTER INSERT ON payment_record FOR EACH ROW
-	WHEN (NEW.order_no = 'AT-T1') EXECUTE FUNCTION t.at_retry();
+	WHEN (NEW.order_no = 'AT-T1')
+	EXECUTE FUNCTION t.at_run('SELECT pay.paynotify_retry(''at'', ''evt_at_f'', false)');
 SELECT t.at_pay('evt_at_t1', 'AT-T1');
 DROP TRIGGER at_retry ON payment_record;
-DROP FUNCTION t.at_retry();
 \c - at_op
 CREATE FUNCTION ops.retry_failed(ev jsonb) RETURNS text LANGUAGE sql AS
 	$$ SELECT outcome FROM pay.paynotify_retry('at', 'evt_at_f', false) $$;
@@ -148,22 +143,12 @@ SELECT paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen'
 
 -- the internal paynotify_step_at and paynotify_query_apply from a trigger
 -- on paynotify's payments (inside a step): refused, and the step fails
-CREATE FUNCTION t.at_step_at() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pay.paynotify_step_at('AT-F', 'at', 'evt_at_f', '{}', '{}', '{}', 1000, 'on', NULL);
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER at_step_at AFTER INSERT ON payment_record FOR EACH ROW
-	WHEN (NEW.order_no = 'AT-Q1') EXECUTE FUNCTION t.at_step_at();
-CREATE FUNCTION t.at_query_apply() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pay.paynotify_query_apply('at', 'AT-F', 200, '{}', '\x7b7d');
-	RETURN NULL;
-END
-$$;
+	WHEN (NEW.order_no = 'AT-Q1')
+	EXECUTE FUNCTION t.at_run('SELECT pay.paynotify_step_at(''AT-F'', ''at'', ''evt_at_f'', ''{}'', ''{}'', ''{}'', 1000, ''on'', NULL)');
 CREATE TRIGGER at_query_apply AFTER INSERT ON payment_record FOR EACH ROW
-	WHEN (NEW.order_no = 'AT-Q2') EXECUTE FUNCTION t.at_query_apply();
+	WHEN (NEW.order_no = 'AT-Q2')
+	EXECUTE FUNCTION t.at_run('SELECT pay.paynotify_query_apply(''at'', ''AT-F'', 200, ''{}'', ''\x7b7d'')');
 INSERT INTO public.orders VALUES ('AT-Q1', 'pending', 100), ('AT-Q2', 'pending', 100);
 SELECT t.at_pay('evt_at_q1', 'AT-Q1');
 SELECT t.at_pay('evt_at_q2', 'AT-Q2');
@@ -179,30 +164,19 @@ SELECT order_no, status FROM orders WHERE order_no IN ('AT-F', 'AT-Q1', 'AT-Q2')
 -- delivers another notification is refused too.  The delivery fails with
 -- the error and writes nothing; the other order stays unpaid.
 SELECT t.at_pay('evt_at_l', 'AT-L');
-CREATE FUNCTION t.at_log_retry() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pay.paynotify_retry(NEW.channel, NEW.notify_id, false);
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER at_log_retry AFTER UPDATE ON payment_notify_log FOR EACH ROW
-	WHEN (NEW.channel = 'at' AND NEW.status = 'failed') EXECUTE FUNCTION t.at_log_retry();
+	WHEN (NEW.channel = 'at' AND NEW.status = 'failed')
+	EXECUTE FUNCTION t.at_run('SELECT pay.paynotify_retry(($1).channel, ($1).notify_id, false)');
 SELECT t.at_pay('evt_at_l', 'AT-L');
 SELECT pay.paynotify_retry('at', 'evt_at_l', false);
 DROP TRIGGER at_log_retry ON payment_notify_log;
-DROP FUNCTION t.at_log_retry();
-CREATE FUNCTION t.at_log_deliver() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM t.at_pay('evt_at_m2', 'AT-M2');
-	RETURN NULL;
-END
-$$;
 CREATE TRIGGER at_log_deliver AFTER INSERT ON payment_notify_log FOR EACH ROW
-	WHEN (NEW.notify_id = 'evt_at_m1') EXECUTE FUNCTION t.at_log_deliver();
+	WHEN (NEW.notify_id = 'evt_at_m1')
+	EXECUTE FUNCTION t.at_run('SELECT t.at_pay(''evt_at_m2'', ''AT-M2'')');
 INSERT INTO public.orders VALUES ('AT-M2', 'pending', 100);
 SELECT t.at_pay('evt_at_m1', 'AT-M1');
 DROP TRIGGER at_log_deliver ON payment_notify_log;
-DROP FUNCTION t.at_log_deliver();
+DROP FUNCTION t.at_run();
 SELECT notify_id, status, attempts, error_msg FROM payment_notify_log
 	WHERE channel = 'at' AND notify_id IN ('evt_at_l', 'evt_at_m1', 'evt_at_m2') ORDER BY 1;
 SELECT order_no, status FROM orders WHERE order_no IN ('AT-L', 'AT-M1', 'AT-M2') ORDER BY 1;
