@@ -23,7 +23,10 @@
 # before the read of every shard); the same, each delivered to the other
 # order's node at once: no error (no distributed deadlock), and the
 # retries leave one order paid, the other's an anomaly; a
-# Stripe dispute still on today's path; a hook registered after the
+# Stripe dispute still on today's path; an error the delegated call
+# catches outside the business step (the delivery's record refused once on
+# the order's node): warned, the step run again on today's path, applied
+# once; a hook registered after the
 # distribution (paynotify_on, twice as its role, refused to a role without
 # its rights) puts deliveries back on today's path.  Last line: "N passed, M failed".
 set -uo pipefail
@@ -158,6 +161,38 @@ check "worker 1: delivered again: processed, applied once (one payment, the log 
                   (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
                   (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
 citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
+    -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
+# ---- an error the delegated call catches outside the business step: with
+# paynotify.delivery_history = all, a trigger on worker 2's shard of
+# paynotify_delivery_history raises at its first insert only, after the step
+# there applied the payment.  The call's subtransaction there is rolled back
+# with the step's writes; the caller warns and runs the step on the routed
+# path in its own transaction: applied once, one delivery recorded.
+ord=$(printf 'PN%08d' "${w2[9]}")
+shard=$(citus_q 0 "SELECT shard_name('paynotify_delivery_history', get_shard_id_for_distribution_column('paynotify_delivery_history', '$ord'))")
+citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "CREATE SEQUENCE public.pn_fail_once" \
+    -c "CREATE FUNCTION public.pn_fail_once() RETURNS trigger LANGUAGE plpgsql AS \$\$
+        BEGIN IF pg_catalog.nextval('public.pn_fail_once') = 1 THEN RAISE EXCEPTION 'the first delivery record fails'; END IF;
+        RETURN NEW; END \$\$" \
+    -c "CREATE TRIGGER pn_fail_once BEFORE INSERT ON $shard FOR EACH ROW EXECUTE FUNCTION public.pn_fail_once()" >/dev/null
+citus_sql 0 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET paynotify.delivery_history = 'all'" >/dev/null
+dump "${w2[9]}" 97 "$STACK_DIR/fallback.sql"
+raw=$(PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback.sql" 2>&1)
+citus_sql 0 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
+# the node's warning (relayed by Citus), the caller's, each with the error
+check "coordinator: the delegated call failing outside the step (its delivery record): warned there and here, the step run on the routed path" \
+    "processed|1|1|2" \
+    "$(grep -xE '[a-z]+' <<<"$raw" | tr '\n' ' ' | sed 's/ $//')|$(grep -c 'WARNING:  paynotify: delegated business step failed for notification' <<<"$raw")|$(grep -c 'WARNING:  paynotify: business step failed on the node of order "'"$ord"'"' <<<"$raw")|$(grep -c 'DETAIL:  the first delivery record fails' <<<"$raw")"
+check "coordinator: after the fallback, applied once: one payment, one log row succeeded, the order paid, one event, one delivery recorded" \
+    "1|succeeded|paid|1|1|processed" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+                  (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                  (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord') || '|' ||
+                  (SELECT count(*) FROM paynotify_delivery_history WHERE order_no = '$ord') || '|' ||
+                  (SELECT string_agg(outcome, ',') FROM paynotify_delivery_history WHERE order_no = '$ord')" 2>&1)"
+citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
     -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
 check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
 
