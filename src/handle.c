@@ -41,6 +41,7 @@
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/json.h"
 #include "utils/jsonb.h"
 
 #include "paynotify.h"
@@ -220,6 +221,30 @@ jsonb_literal(Jsonb *j)
 }
 
 /*
+ * The request's headers as the order's node needs them, a jsonb literal:
+ * only the client its delivery is recorded under (pn_delivery_record), so
+ * that nothing else the request carried (a proxy's cookies or tokens) is
+ * written into the statement sent there, where its activity and its log
+ * would show it.
+ */
+static const char *
+client_headers_literal(Jsonb *headers)
+{
+	char	   *client;
+	StringInfoData j;
+
+	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
+		return "NULL";
+	initStringInfo(&j);
+	appendStringInfoChar(&j, '{');
+	escape_json(&j, PN_CLIENT_HEADER);
+	appendStringInfoString(&j, ": ");
+	escape_json(&j, client);
+	appendStringInfoChar(&j, '}');
+	return quote_literal_cstr(j.data);
+}
+
+/*
  * Run the business step on the order's node: first the notification's
  * lock on this node, then the two reads of every shard as one (the id under another order, the trade recorded for
  * another order); a row there keeps the notification on today's path
@@ -229,9 +254,11 @@ jsonb_literal(Jsonb *j)
  * it to the node that holds the order's shard (force_delegation), which
  * takes the notification's lock, deduplicates, applies, records the
  * delivery and sets the commit level in its transaction; it returns the
- * outcome and, for an error it caught, its message.  On one server, or
- * where the function is not distributed, the call runs here, as the same
- * code.
+ * outcome and, for an error it caught outside the business step, its
+ * message: then its writes there are rolled back, and false sends the
+ * caller on today's path, in its own transaction.  Only where paynotify is
+ * distributed (delegable): one server runs the same code in process, with
+ * no call.
  */
 static bool
 delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
@@ -297,7 +324,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
 					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
 					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
-					 jsonb_literal(n->payload), jsonb_literal(headers), paynotify_lock_timeout,
+					 jsonb_literal(n->payload), client_headers_literal(headers), paynotify_lock_timeout,
 					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
 					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
 	/*
@@ -337,7 +364,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 		ereport(WARNING,
 				(errmsg("paynotify: business step failed on the node of order \"%s\" for notification \"%s\" on channel \"%s\"",
 						n->order_no, n->notify_id, ch->name),
-				 errdetail("%s", error),
+				 errdetail("%s", pn_clip_error(error)),
 				 errhint("The step runs again on the routed path.")));
 		SPI_finish();
 		return false;
@@ -351,6 +378,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 
 typedef struct StepAt
 {
+	Oid			fn_oid;
 	PnConfig   *cfg;
 	const char *order_no;
 	const char *channel;
@@ -366,9 +394,12 @@ static void
 step_at_run(void *arg)
 {
 	StepAt	   *sa = (StepAt *) arg;
-	const PnChannel *ch = pn_channel_find(sa->cfg, sa->channel);
+	const PnChannel *ch;
 	PnNotice   *n;
 
+	/* here, where an error (this node's configuration unreadable) is caught */
+	sa->cfg = pn_config(sa->fn_oid);
+	ch = pn_channel_find(sa->cfg, sa->channel);
 	if (ch == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -402,6 +433,8 @@ step_at_run(void *arg)
  *   commit_level text, delivery_history text,
  *   OUT outcome text, OUT error text)
  *
+ * (headers: the request's X-Paynotify-Client alone, or NULL.)
+ *
  * The business step of an authentic notice, on the node that holds its
  * order's shard (distributed by order_no with force_delegation): the
  * notice rebuilt from jsonb as a retry rebuilds a parked one, the
@@ -409,10 +442,15 @@ step_at_run(void *arg)
  * other lock waits (the order's row) bounded by the caller's
  * paynotify.lock_timeout, the log row read under the order, the step in its subtransaction, the
  * delivery recorded, and the caller's synchronous_commit set in this
- * transaction (the caller's settings do not reach this node).  Every error
- * is caught here and returned with outcome "failed": none crosses nodes.
- * It trusts its notice: EXECUTE is revoked from PUBLIC and granted to
- * nobody; only paynotify_handle and paynotify_query_apply (as paynotify's
+ * transaction (the caller's settings do not reach this node).  An error
+ * inside the business step is the step's (outcome "failed", error NULL,
+ * the log row failed); any other error of the step's run here, the
+ * delivery's record and this node's configuration included, is caught with
+ * everything the run wrote and returned as outcome "failed" with its
+ * message, and the caller runs the step on today's path instead.  Errors
+ * before that run (the arguments) and a cancel are not caught: they end
+ * the caller's transaction.  It trusts its notice: EXECUTE is revoked from
+ * PUBLIC and granted to nobody; only paynotify_handle and paynotify_query_apply (as paynotify's
  * owner) call it.
  */
 static Datum step_at_body(PG_FUNCTION_ARGS);
@@ -444,7 +482,7 @@ step_at_body(PG_FUNCTION_ARGS)
 	desc = BlessTupleDesc(desc);
 	pn_require_read_committed("paynotify_step_at");
 	memset(&sa, 0, sizeof(sa));
-	sa.cfg = pn_config(fcinfo->flinfo->fn_oid);
+	sa.fn_oid = fcinfo->flinfo->fn_oid;
 	sa.order_no = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	sa.channel = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	sa.notify_id = text_to_cstring(PG_GETARG_TEXT_PP(2));
@@ -465,13 +503,15 @@ step_at_body(PG_FUNCTION_ARGS)
 	AtEOXact_GUC(true, nestlevel);
 	if (edata != NULL)
 	{
+		char	   *message = pn_error_text(edata);
+
 		sa.outcome = PN_FAILED;
-		values[1] = CStringGetTextDatum(edata->message ? edata->message : "error");
+		values[1] = CStringGetTextDatum(message);
 		nulls[1] = false;
 		ereport(WARNING,
 				(errmsg("paynotify: delegated business step failed for notification \"%s\" on channel \"%s\"",
 						sa.notify_id, sa.channel),
-				 errdetail("%s", edata->message ? edata->message : "error")));
+				 errdetail("%s", message)));
 		FreeErrorData(edata);
 	}
 	/* the commit level of the caller's transaction, in this one */

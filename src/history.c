@@ -531,7 +531,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	if (!OidIsValid(relid))
 		return;
 	pn_gateway_reply(ch->gw, outcome, PN_OK, &reply);
-	if (pn_header(headers, "X-Paynotify-Client", &client) != 1)
+	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
 		client = NULL;
 	else if (strlen(client) > MAX_CLIENT_TEXT)
 		client[pg_mbcliplen(client, strlen(client), MAX_CLIENT_TEXT)] = '\0';

@@ -386,6 +386,8 @@ extern bool pn_key_active(const PnKey *key, int64 now);
 /* ---------- json.c: request and payload access (never raise on input) ---------- */
 #define PAYNOTIFY_MAX_JSON_DEPTH 64
 
+/* the header a shim names its client with, kept in the delivery history */
+#define PN_CLIENT_HEADER "X-Paynotify-Client"
 /* Returns 1 found (value set, NUL-terminated palloc'd copy), 0 absent, -1 not a single string. */
 extern int	pn_header(Jsonb *headers, const char *name, char **value);
 extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);

@@ -342,6 +342,9 @@ extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hin
 					  PGFunction body, bool delegable);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
+/* an error's message as paynotify keeps or passes it on (step.c) */
+extern char *pn_clip_error(const char *message);
+extern char *pn_error_text(const ErrorData *edata);
 
 /* handle.c: layers 2 to 4 of an authentic notice, and the reply row */
 extern PnOutcome pn_handle_notice(PnConfig *cfg, const PnChannel *ch, PnNotice *notice,

@@ -104,11 +104,22 @@ pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction
 	return result;
 }
 
-/* s, at most max bytes of it, not cut inside a character */
-static char *
-clipped(const char *s, int max)
+/*
+ * An error's message as paynotify keeps or passes it on: at most
+ * MAX_ERROR_TEXT bytes, not cut inside a character (a trigger's message
+ * may be of any length).
+ */
+char *
+pn_clip_error(const char *message)
 {
-	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
+	return pnstrdup(message, pg_mbcliplen(message, strlen(message), MAX_ERROR_TEXT));
+}
+
+/* pn_clip_error of a caught error's message, "error" when it has none */
+char *
+pn_error_text(const ErrorData *edata)
+{
+	return pn_clip_error(edata->message ? edata->message : "error");
 }
 
 /* Write the log row of a step; false when another delivery had written it. */
@@ -240,7 +251,7 @@ pn_apply_step(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 		*error = psprintf("trade \"%s\" was recorded for another order at the same time",
 						  plain.trade_no);
 	else
-		*error = clipped(edata->message ? edata->message : "error", MAX_ERROR_TEXT);
+		*error = pn_error_text(edata);
 	res->outcome = PN_FAILED;
 	res->log_status = "failed";
 	res->note = NULL;

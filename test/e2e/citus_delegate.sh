@@ -23,10 +23,14 @@
 # before the read of every shard); the same, each delivered to the other
 # order's node at once: no error (no distributed deadlock), and the
 # retries leave one order paid, the other's an anomaly; a
-# Stripe dispute still on today's path; an error the delegated call
-# catches outside the business step (the delivery's record refused once on
-# the order's node): warned, the step run again on today's path, applied
-# once; a hook registered after the
+# Stripe dispute still on today's path; of the request's headers only the
+# client's sent to the order's node; an error the delegated call catches
+# outside the business step (the delivery's record refused once on the
+# order's node, from another node and from that node itself; that node's
+# configuration unreadable): warned on both nodes, the step run again on
+# today's path, applied once; the record refused there and on the routed
+# path too: an error, nothing applied, the call's message cut to 1,000
+# bytes; a hook registered after the
 # distribution (paynotify_on, twice as its role, refused to a role without
 # its rights) puts deliveries back on today's path.  Last line: "N passed, M failed".
 set -uo pipefail
@@ -70,7 +74,7 @@ check "paynotify_distribute() refused while the owner's setting on worker 1 list
 
 node_of() { citus_q 0 "SELECT nodeport FROM citus_shards WHERE shardid = get_shard_id_for_distribution_column('orders', '$1')"; }
 # orders on worker 2, and one on worker 1
-w2=() w1= w1b= w1c= w1d=
+w2=() w1= w1b= w1c= w1d= w1e=
 for i in $(seq 1 40); do
     o=$(printf 'PN%08d' "$i")
     p=$(node_of "$o")
@@ -78,7 +82,8 @@ for i in $(seq 1 40); do
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1" ]; then w1=$i
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1b" ]; then w1b=$i
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1c" ]; then w1c=$i
-    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1d" ]; then w1d=$i; fi
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1d" ]; then w1d=$i
+    elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1e" ]; then w1e=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
@@ -163,37 +168,97 @@ check "worker 1: delivered again: processed, applied once (one payment, the log 
 citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
     -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
 # ---- an error the delegated call catches outside the business step: with
-# paynotify.delivery_history = all, a trigger on worker 2's shard of
-# paynotify_delivery_history raises at its first insert only, after the step
-# there applied the payment.  The call's subtransaction there is rolled back
-# with the step's writes; the caller warns and runs the step on the routed
-# path in its own transaction: applied once, one delivery recorded.
-ord=$(printf 'PN%08d' "${w2[9]}")
-shard=$(citus_q 0 "SELECT shard_name('paynotify_delivery_history', get_shard_id_for_distribution_column('paynotify_delivery_history', '$ord'))")
-citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "CREATE SEQUENCE public.pn_fail_once" \
-    -c "CREATE FUNCTION public.pn_fail_once() RETURNS trigger LANGUAGE plpgsql AS \$\$
-        BEGIN IF pg_catalog.nextval('public.pn_fail_once') = 1 THEN RAISE EXCEPTION 'the first delivery record fails'; END IF;
-        RETURN NEW; END \$\$" \
-    -c "CREATE TRIGGER pn_fail_once BEFORE INSERT ON $shard FOR EACH ROW EXECUTE FUNCTION public.pn_fail_once()" >/dev/null
-citus_sql 0 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET paynotify.delivery_history = 'all'" >/dev/null
-dump "${w2[9]}" 97 "$STACK_DIR/fallback.sql"
-raw=$(PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback.sql" 2>&1)
-citus_sql 0 -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
+# paynotify.delivery_history = all, a trigger on the order's node's shard of
+# paynotify_delivery_history raises, after the step there applied the
+# payment.  The call's run there is rolled back with the step's writes;
+# the caller warns and runs the step on the routed path in its own
+# transaction.
+# fallback CALLER ORDER_INDEX SEED none|once|always: a first payment of
+# order ORDER_INDEX delivered on node CALLER, with a cookie and the client's
+# header among its request's headers, while the trigger on its shard's node
+# raises never (none), at its first insert only (once) or at every one
+# (always, with a message of 5,000 bytes); prints what psql printed.
+fallback() {
+    local ord shard node
+    ord=$(printf 'PN%08d' "$2")
+    shard=$(citus_q 0 "SELECT shard_name('paynotify_delivery_history', get_shard_id_for_distribution_column('paynotify_delivery_history', '$ord'))")
+    node=$(node_of "$ord")
+    for i in 0 1 2; do [ "${CITUS_PORTS[$i]}" = "$node" ] && node=$i && break; done
+    citus_sql "$node" -c "SET citus.enable_ddl_propagation = off" -c "CREATE SEQUENCE public.pn_fail_once" \
+        -c "CREATE FUNCTION public.pn_fail_once() RETURNS trigger LANGUAGE plpgsql AS \$\$
+            BEGIN IF '$4' = 'always' THEN RAISE EXCEPTION 'every delivery record fails %', pg_catalog.repeat('x', 5000); END IF;
+            IF '$4' = 'once' AND pg_catalog.nextval('public.pn_fail_once') = 1 THEN RAISE EXCEPTION 'the first delivery record fails'; END IF;
+            RETURN NEW; END \$\$" \
+        -c "CREATE TRIGGER pn_fail_once BEFORE INSERT ON $shard FOR EACH ROW EXECUTE FUNCTION public.pn_fail_once()" >/dev/null
+    for i in 0 1; do
+        citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET paynotify.delivery_history = 'all'" >/dev/null
+    done
+    dump "$2" "$3" "$STACK_DIR/fallback$2.sql"
+    sed -i "s/'{\"Content-Type\"/'{\"Cookie\":\"session=topsecret-cookie\",\"X-Paynotify-Client\":\"10.0.0.7\",\"Content-Type\"/" \
+        "$STACK_DIR/fallback$2.sql"
+    PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
+        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback$2.sql" 2>&1
+    for i in 0 1; do
+        citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
+    done
+    citus_sql "$node" -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
+        -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
+}
+# applied ORDER: payments, log rows' status, delivery count, attempts, the order's status, events, deliveries recorded
+applied() {
+    citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$1') || '|' ||
+                      (SELECT coalesce(string_agg(status || ',' || delivery_count || ',' || attempts, ';'), '') FROM payment_notify_log WHERE order_no = '$1') || '|' ||
+                      (SELECT status FROM orders WHERE order_no = '$1') || '|' ||
+                      (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$1') || '|' ||
+                      (SELECT coalesce(string_agg(outcome, ','), '') FROM paynotify_delivery_history WHERE order_no = '$1')" 2>&1
+}
 # the node's warning (relayed by Citus), the caller's, each with the error
-check "coordinator: the delegated call failing outside the step (its delivery record): warned there and here, the step run on the routed path" \
-    "processed|1|1|2" \
-    "$(grep -xE '[a-z]+' <<<"$raw" | tr '\n' ' ' | sed 's/ $//')|$(grep -c 'WARNING:  paynotify: delegated business step failed for notification' <<<"$raw")|$(grep -c 'WARNING:  paynotify: business step failed on the node of order "'"$ord"'"' <<<"$raw")|$(grep -c 'DETAIL:  the first delivery record fails' <<<"$raw")"
-check "coordinator: after the fallback, applied once: one payment, one log row succeeded, the order paid, one event, one delivery recorded" \
-    "1|succeeded|paid|1|1|processed" \
-    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
-                  (SELECT string_agg(status, ',') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
-                  (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
-                  (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord') || '|' ||
-                  (SELECT count(*) FROM paynotify_delivery_history WHERE order_no = '$ord') || '|' ||
-                  (SELECT string_agg(outcome, ',') FROM paynotify_delivery_history WHERE order_no = '$ord')" 2>&1)"
-citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail_once ON $shard" \
-    -c "DROP FUNCTION public.pn_fail_once()" -c "DROP SEQUENCE public.pn_fail_once" >/dev/null
+warned() {
+    echo "$(grep -xE '[a-z]+' <<<"$1" | tr '\n' ' ' | sed 's/ $//')|$(grep -c 'WARNING:  paynotify: delegated business step failed for notification' <<<"$1")|$(grep -c 'WARNING:  paynotify: business step failed on the node of order "'"$2"'"' <<<"$1")|$(grep -c "DETAIL:  $3" <<<"$1")"
+}
+ord=$(printf 'PN%08d' "${w2[11]}")
+raw=$(fallback 0 "${w2[11]}" 96 none)
+check "coordinator: delegated with delivery history on: processed, the client's header alone sent to the order's node, the client recorded" \
+    "processed|1|0|0|10.0.0.7" \
+    "$(grep -xE '[a-z]+' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c '{"X-Paynotify-Client": "10.0.0.7"}')|$(grep -c 'topsecret' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c 'Stripe-Signature')|$(citus_q 0 "SELECT string_agg(client, ',') FROM paynotify_delivery_history WHERE order_no = '$ord'")"
+ord=$(printf 'PN%08d' "${w2[9]}")
+raw=$(fallback 0 "${w2[9]}" 97 once)
+check "coordinator, order on worker 2: the delegated call failing outside the step (its delivery record): warned there and here, the step run on the routed path" \
+    "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+check "coordinator: the call sent once, then the step's statements routed to worker 2" \
+    "1|yes" "$(grep -c 'issuing .*paynotify_step_at' <<<"$raw")|$(grep -Eq 'issuing INSERT INTO [a-z_.]*payment_record_[0-9]' <<<"$raw" && echo yes || echo no)"
+check "coordinator: after the fallback, applied once: one payment, one log row (succeeded, one delivery, one attempt), the order paid, one event, one delivery recorded" \
+    "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
+ord=$(printf 'PN%08d' "$w1e")
+raw=$(fallback 1 "$w1e" 98 once)
+check "worker 1, order on worker 1 (the call in the caller's backend): failing outside the step: warned, the step run on the routed path" \
+    "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+check "worker 1: after the fallback, applied once: one payment, one log row (succeeded, one delivery, one attempt), the order paid, one event, one delivery recorded" \
+    "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
+ord=$(printf 'PN%08d' "${w2[10]}")
+raw=$(fallback 0 "${w2[10]}" 99 always)
+check "coordinator: the delivery record failing there and on the routed path: an error, no answer; the delegated call's message cut to 1,000 bytes" \
+    "|1|1|2|1|1000" \
+    "$(warned "$raw" "$ord" 'every delivery record fails')|$(grep -c 'ERROR:  every delivery record fails' <<<"$raw")|$(grep 'DETAIL:  every delivery record fails' <<<"$raw" | sed 's/^DETAIL:  //' | awk '{ n = length($0) > n ? length($0) : n } END { print n }')"
+check "coordinator: after that error nothing applied or recorded: no payment, no log row, the order pending, no event, no delivery recorded" \
+    "0||pending|0|" "$(applied "$ord")"
+# ---- the order's node's configuration unreadable (a channel of an unknown
+# gateway written into worker 2's copy of the reference table alone, as a
+# node half-way through an upgrade may have): the call's error is caught
+# there, and the caller, whose configuration is whole, runs the step on the
+# routed path
+ord=$(printf 'PN%08d' "${w2[12]}")
+chshard=$(citus_q 0 "SELECT shard_name('paynotify_channel', shardid) FROM pg_dist_shard WHERE logicalrelid = 'paynotify_channel'::regclass")
+citus_sql 2 -c "SET citus.enable_manual_changes_to_shards = on" \
+    -c "INSERT INTO $chshard (name, gateway) VALUES ('bogus_ch', 'nosuch')" >/dev/null
+dump "${w2[12]}" 100 "$STACK_DIR/config_broken.sql"
+raw=$(PGOPTIONS="-c client_min_messages=warning" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" -f "$STACK_DIR/config_broken.sql" 2>&1)
+citus_sql 2 -c "SET citus.enable_manual_changes_to_shards = on" -c "DELETE FROM $chshard WHERE name = 'bogus_ch'" >/dev/null
+check "coordinator: worker 2's configuration unreadable: the call's error caught there, warned, the step run on the routed path" \
+    "processed|1|1|2" "$(warned "$raw" "$ord" 'channel "bogus_ch" has unknown gateway "nosuch"')"
+check "coordinator: applied once (one payment, one log row succeeded, the order paid, one event)" \
+    "1|succeeded,1,1|paid|1|" "$(applied "$ord")"
 check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
 
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
