@@ -221,20 +221,20 @@ raw=$(fallback 0 "${w2[11]}" 96 none)
 check "coordinator: delegated with delivery history on: processed, the client's header alone sent to the order's node, the client recorded" \
     "processed|1|0|0|10.0.0.7" \
     "$(grep -xE '[a-z]+' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c '{"X-Paynotify-Client": "10.0.0.7"}')|$(grep -c 'topsecret' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c 'Stripe-Signature')|$(citus_q 0 "SELECT string_agg(client, ',') FROM paynotify_delivery_history WHERE order_no = '$ord'")"
-ord=$(printf 'PN%08d' "${w2[9]}")
-raw=$(fallback 0 "${w2[9]}" 97 once)
-check "coordinator, order on worker 2: the delegated call failing outside the step (its delivery record): warned there and here, the step run on the routed path" \
-    "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+# fallback_once CALLER ORDER_INDEX SEED WHERE: the record refused once; sets raw
+fallback_once() {
+    local ord
+    ord=$(printf 'PN%08d' "$2")
+    raw=$(fallback "$1" "$2" "$3" once)
+    check "$4: the delegated call failing outside the step (its delivery record): warned there and here, the step run on the routed path" \
+        "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+    check "$4: after the fallback, applied once: one payment, one log row (succeeded, one delivery, one attempt), the order paid, one event, one delivery recorded" \
+        "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
+}
+fallback_once 0 "${w2[9]}" 97 "coordinator, order on worker 2"
 check "coordinator: the call sent once, then the step's statements routed to worker 2" \
     "1|yes" "$(grep -c 'issuing .*paynotify_step_at' <<<"$raw")|$(grep -Eq 'issuing INSERT INTO [a-z_.]*payment_record_[0-9]' <<<"$raw" && echo yes || echo no)"
-check "coordinator: after the fallback, applied once: one payment, one log row (succeeded, one delivery, one attempt), the order paid, one event, one delivery recorded" \
-    "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
-ord=$(printf 'PN%08d' "$w1e")
-raw=$(fallback 1 "$w1e" 98 once)
-check "worker 1, order on worker 1 (the call in the caller's backend): failing outside the step: warned, the step run on the routed path" \
-    "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
-check "worker 1: after the fallback, applied once: one payment, one log row (succeeded, one delivery, one attempt), the order paid, one event, one delivery recorded" \
-    "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
+fallback_once 1 "$w1e" 98 "worker 1, order on worker 1 (the call in the caller's backend)"
 ord=$(printf 'PN%08d' "${w2[10]}")
 raw=$(fallback 0 "${w2[10]}" 99 always)
 check "coordinator: the delivery record failing there and on the routed path: an error, no answer; the delegated call's message cut to 1,000 bytes" \
