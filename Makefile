@@ -59,6 +59,13 @@ ISOLATION_OPTS = --inputdir=test --temp-instance=tmp_check_iso --temp-config=tes
 
 EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regression.out
 
+# The expected files were made in C.UTF-8: the temporary instances take
+# their collation and encoding from the environment, so pin them (a
+# machine with another LANG, or none, would sort and encode otherwise).
+installcheck check: export LANG := C.UTF-8
+installcheck check: export LC_COLLATE := C.UTF-8
+installcheck check: export LC_CTYPE := C.UTF-8
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

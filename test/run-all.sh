@@ -20,6 +20,11 @@ set -uo pipefail
 # make's own variables from the caller's environment (a parallel build
 # around this script, say) must not reach the makes run here
 unset MAKEFLAGS MFLAGS GNUMAKEFLAGS MAKELEVEL
+# one locale whatever the caller's (a machine set to another language, or
+# to none): the expected outputs were made in C.UTF-8, which every Debian 12
+# has
+unset LC_ALL LC_COLLATE LC_CTYPE LC_MESSAGES LC_NUMERIC LC_TIME LC_MONETARY LANGUAGE
+export LANG=C.UTF-8
 cd "$(dirname "$0")/.."
 top=$(pwd)
 quick=0

@@ -377,7 +377,8 @@ PN_PACKAGE_ISOLATION=${PN_PACKAGE_ISOLATION-fixture concurrent_delivery failed_t
 sed -i -e "s/^REGRESS = .*/REGRESS = $PN_PACKAGE_REGRESS/" \
     -e "s/^ISOLATION = .*/ISOLATION = $PN_PACKAGE_ISOLATION/" "$CHECK/Makefile"
 chown -R postgres "$TMP/check"
-runuser -u postgres -- env PATH="$PATH" HOME="$TMP/check" sh -c \
+# in C.UTF-8, the expected files' locale, whatever the caller's
+runuser -u postgres -- env -u LC_ALL PATH="$PATH" HOME="$TMP/check" LANG=C.UTF-8 LC_COLLATE=C.UTF-8 LC_CTYPE=C.UTF-8 sh -c \
     "cd '$CHECK' && pg_buildext installcheck" >"$TMP/installcheck.log" 2>&1
 rc=$?
 grep -E '^(test | *[A-Za-z0-9_]+ +\.\.\. |ok |not ok )|tests? passed|failed' "$TMP/installcheck.log" | tail -80
