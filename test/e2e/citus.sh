@@ -114,7 +114,9 @@ N=${CITUS_N:-600}
 STORM=${CITUS_STORM:-3000}
 M=${CITUS_RESTART_N:-400}
 MODEL_ORDERS=${CITUS_MODEL_ORDERS:-200}
-MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-120}
+# a guard against a hang only: the run is bounded by its work (--orders,
+# --max-attempts) and judged by its verdict, never by how fast it went
+MODEL_TIMEOUT=${CITUS_MODEL_TIMEOUT:-900}
 K=${CITUS_RELAY_ORDERS:-40}
 # order indexes: 1..3 direct calls, 11.. distinct, N+15 the storm, N+21..
 # restart, then for the relay: P0.. paid before the distribution, A0.. paid on
@@ -926,6 +928,7 @@ if citus_database model; then
     # in BEGIN ATOMIC, depends on hook_calls: Citus made it on the
     # coordinator only, and copies it to the workers once that is
     # distributed (create_distributed_function)
+    t0=$SECONDS
     timeout "$MODEL_TIMEOUT" test/model/run.sh --orders "$MODEL_ORDERS" --self-check 50 --max-attempts 15 \
         --admin-dsn "$(dsn 0 postgres)" \
         --dsn "$(dsn 0 model_shim)" --dsn "$(dsn 1 model_shim)" --dsn "$(dsn 2 model_shim)" \
@@ -942,8 +945,9 @@ if citus_database model; then
     rc=$?
     # its verdict and summaries, without the stories of single orders
     sed -n 's/^/# /p' "$STACK_DIR/model.out" | grep -v '^# $\|^#   order\|^#     \|^#   [A-Z0-9]' | head -40
-    [ $rc = 124 ] && echo "# model: stopped after $MODEL_TIMEOUT s (CITUS_MODEL_TIMEOUT)"
-    check "model: all orders equal the model over the three nodes (exit 0, within ${MODEL_TIMEOUT} s)" "0|1" \
+    echo "# model: $((SECONDS - t0)) s"
+    [ $rc = 124 ] && echo "# model: stopped after $MODEL_TIMEOUT s (CITUS_MODEL_TIMEOUT), taken for a hang"
+    check "model: all orders equal the model over the three nodes (exit 0)" "0|1" \
         "$rc|$(grep -c '^model: OK: all' "$STACK_DIR/model.out")"
 else
     not_ok "model: a database of its own on the three nodes"

@@ -225,8 +225,8 @@ as_role ops -c "SELECT paynotify_alter_endpoint($ep_b, retry_base => '1 second',
     --order-format 'R%05d' --channel st --now "$(date +%s)" --quiet --dump-sql "$dir/pay2.sql" >/dev/null
 traffic "$dir/pay2.sql"
 sleep 1.5
-check "nothing is dead before the horizon" 0 "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NOT NULL")"
-for _ in $(seq 100); do
+check "nothing is dead before its horizon" 0 "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND dead_at < started_at + retry_horizon")"
+for _ in $(seq 200); do
     [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_b AND dead_at IS NULL")" = 0 ] && break
     sleep 0.1
 done
@@ -237,8 +237,11 @@ dead=$(q "SELECT count(*), count(delivered_at), count(*) FILTER (WHERE attempts 
 check "40 dead letters, each with its attempts and last error (a class, not libcurl's text)" "40|0|40" "$dead"
 [ "$dead" = "40|0|40" ] || q "SELECT id, attempts, last_status, last_error, started_at, dead_at FROM paynotify_delivery WHERE endpoint_id = $ep_b ORDER BY id" | sed 's/^/#   /'
 echo "# attempts per dead letter: $(q "SELECT min(attempts) || '..' || max(attempts) FROM paynotify_delivery WHERE endpoint_id = $ep_b")"
-check "each dead right when its horizon passed (within 1 s)" "0" \
-    "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND NOT (dead_at >= started_at + retry_horizon AND dead_at < started_at + retry_horizon + interval '1 second')")"
+# never before the horizon (the code's promise); how soon after it is the
+# relay's speed (40 due at once, 8 in flight), printed below, checked only
+# against a hang (5 s)
+check "each dead once its horizon passed, not before (and within 5 s of it)" "0" \
+    "$(q "SELECT count(*) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b AND NOT (dead_at >= started_at + retry_horizon AND dead_at < started_at + retry_horizon + interval '5 seconds')")"
 echo "# dead after horizon + $(q "SELECT round(extract(epoch FROM max(dead_at - started_at - retry_horizon))::numeric, 2) FROM paynotify_delivery d JOIN paynotify_endpoint e ON e.id = d.endpoint_id WHERE endpoint_id = $ep_b") s at most"
 # the live endpoint's receiver fails and is slow at random: wait for it
 live_sql="SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_a AND order_no > 'R$(printf %05d "$ORDERS")' AND delivered_at IS NOT NULL"
@@ -291,29 +294,35 @@ t_term=$(date +%s.%N)
 kill -TERM "${relay_pid[r3]}"
 wait "${relay_pid[r3]}"
 rc=$?
-check "SIGTERM mid-batch: status 0 within 2 s" "0 1" "$rc $(python3 -c "print(int($(date +%s.%N) - $t_term < 2))")"
+# the 2 in flight take 1 s at the receiver; 4 s, under the 5 s request
+# timeout, tells "finished them" from "waited them out" on a slow machine too
+check "SIGTERM mid-batch: status 0 within 4 s" "0 1" "$rc $(python3 -c "print(int($(date +%s.%N) - $t_term < 4))")"
 check "SIGTERM mid-batch: the 2 requests in flight recorded delivered, the 8 others untouched" "2|8|10" \
     "$(q "SELECT count(delivered_at), count(*) FILTER (WHERE attempts = 0 AND delivered_at IS NULL), count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_c")"
 check "the receiver saw exactly those 2" 2 "$(grep -c '"path": "/slow/c"' "$dir/received")"
 
 # A request that hangs does not hold back the other deliveries of its
 # endpoint: a slot refilled as soon as a request ends.  One order's event
-# hangs at the receiver (past the relay's 1 s request timeout); the 12
-# events of other orders that come after it, to the same endpoint
-# (max_in_flight 3), all arrive before that request times out.  (In rounds,
-# they waited for it.)
+# hangs at a receiver of its own (10 s, past this relay's 8 s request
+# timeout); the 12 events of other orders that come after it, to the same
+# endpoint (max_in_flight 3), all arrive before that request times out.
+# (In rounds, they waited for it.)  The window is wide: on any machine the
+# 12 take a fraction of it, and in rounds they would come after it.
+python3 test/e2e/relay_receiver.py "$dir/rport_ho" "$dir/received_ho" "$secret" --hang 10 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$dir/rport_ho" ] && break; sleep 0.1; done
 as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM paynotify_endpoint" >/dev/null
-ep_o=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$rport/hang-order/O1/', '$secret', channels => '{hangone}', max_in_flight => 3)")
+ep_o=$(as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/rport_ho")/hang-order/O1/', '$secret', channels => '{hangone}', max_in_flight => 3)")
 as_role ops -c "SELECT paynotify_alter_endpoint($ep_o, retry_base => '1 day', retry_max => '1 day')" >/dev/null
-start_relay r6
+start_relay r6 --timeout=8000
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount) VALUES ('paid', 'hangone', 'O1', 'o1', 1)" >/dev/null
-for _ in $(seq 100); do grep -q '"path": "/hang-order/O1/"' "$dir/received" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -q '"path": "/hang-order/O1/"' "$dir/received_ho" 2>/dev/null && break; sleep 0.05; done
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
    SELECT 'paid', 'hangone', 'O' || i, 'o' || i, 1 FROM generate_series(2, 13) i" >/dev/null
-for _ in $(seq 100); do [ "$(grep -c '"path": "/hang-order/O1/"' "$dir/received")" -ge 13 ] && break; sleep 0.05; done
-for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_o AND attempts > 0")" = 13 ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ "$(grep -c '"path": "/hang-order/O1/"' "$dir/received_ho")" -ge 13 ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ "$(q "SELECT count(*) FROM paynotify_delivery WHERE endpoint_id = $ep_o AND attempts > 0")" = 13 ] && break; sleep 0.05; done
 kill -TERM "${relay_pid[r6]}"; wait "${relay_pid[r6]}" 2>/dev/null
-hang_order=$(python3 - "$dir/received" <<'EOF'
+hang_order=$(python3 - "$dir/received_ho" <<'EOF'
 import json, sys
 reqs = [json.loads(l) for l in open(sys.argv[1])]
 reqs = [r for r in reqs if r["path"] == "/hang-order/O1/"]
@@ -322,8 +331,8 @@ for r in reqs:
     first.setdefault(json.loads(r["body"])["order_no"], r["at"])
 hung = first.get("O1")
 others = [t for o, t in first.items() if o != "O1"]
-# the relay's request timeout is 1 s: what arrived while O1's request was in flight
-print(len(others), sum(1 for t in others if hung is not None and hung < t < hung + 1.0), len(reqs))
+# the relay's request timeout is 8 s here: what arrived while O1's request was in flight
+print(len(others), sum(1 for t in others if hung is not None and hung < t < hung + 8.0), len(reqs))
 EOF
 )
 check "a hanging request: the endpoint's 12 other events all arrive while it is in flight (13 requests)" "12 12 13" "$hang_order"
@@ -562,9 +571,12 @@ as_role ops -c "SELECT paynotify_alter_endpoint(id, enabled => false) FROM payno
 as_role ops -Atc "SELECT paynotify_add_endpoint('http://127.0.0.1:$(cat "$dir/hport")/hang2', '$secret', channels => '{two}', max_in_flight => 2)" >/dev/null
 q "INSERT INTO paynotify_outbox (event, channel, order_no, notify_id, amount)
    SELECT 'paid', 'two', 'T' || i, 't' || i, 1 FROM generate_series(1, 50) i" >/dev/null
-start_relay r6 --timeout=4000
-start_relay r7 --timeout=4000
-sleep 3
+# (connections counted once two are open, and half a second later, well
+# inside the 8 s request timeout: none has ended, so each is still open)
+start_relay r6 --timeout=8000
+start_relay r7 --timeout=8000
+for _ in $(seq 120); do [ "$(wc -l < "$dir/hung")" -ge 2 ] && break; sleep 0.05; done
+sleep 0.5
 check "two relays keep an endpoint's max_in_flight (2): connections within one request timeout" 2 \
     "$(wc -l < "$dir/hung" | tr -d ' ')"
 kill -TERM "${relay_pid[r6]}" "${relay_pid[r7]}"; wait "${relay_pid[r6]}" "${relay_pid[r7]}" 2>/dev/null
