@@ -203,14 +203,18 @@ check "no request header (Authorization) or signature in the log" 0 "$(grep -c '
 : >"$dir/requests.jsonl"
 q "INSERT INTO standin.due (channel, order_no, method, url)
    SELECT c, c || i, 'GET', '$gw/ok/' || c || i FROM unnest('{r,s}'::text[]) c, generate_series(1, 8) i" >/dev/null
-t0=$(date +%s.%N)
 out=$(run rate.log --once --rate=4 --batch=100)
-t1=$(date +%s.%N)
 check "--rate=4: 16 queries of 2 channels applied" "claimed 16, applied 16, failed 0" "$out"
+# the daemon starts each channel's requests 250 ms apart; the stand-in
+# stamps them on arrival, which a loaded machine delays unevenly: each
+# channel's 8 span 7 gaps (1.75 s, less a little), no two arrive together,
+# and the two channels run side by side (one after the other: 3.75 s or more)
+span=$(requests "' '.join('%.2f' % (lambda t: t[-1] - t[0])([x['t'] for x in r if x['path'].startswith('/ok/' + c)]) for c in 'rs')")
 gaps=$(requests "min(b['t']-a['t'] for c in 'rs' for a,b in zip([x for x in r if x['path'].startswith('/ok/'+c)], [x for x in r if x['path'].startswith('/ok/'+c)][1:]))")
-check "--rate=4: each channel's requests 250 ms apart or more (min gap ${gaps}s)" 1 "$(python3 -c "print(int($gaps >= 0.24))")"
-check "--rate=4: the channels side by side (8 each in $(python3 -c "print(round($t1 - $t0, 2))") s, under 3 s)" 1 \
-    "$(python3 -c "print(int($t1 - $t0 < 3))")"
+both=$(requests "'%.2f' % (max(x['t'] for x in r) - min(x['t'] for x in r))")
+check "--rate=4: each channel's 8 requests paced at 250 ms (spans $span s, at least 1.70; min gap ${gaps} s, at least 0.15)" 1 \
+    "$(python3 -c "print(int(all(float(x) >= 1.70 for x in '$span'.split()) and $gaps >= 0.15))")"
+check "--rate=4: the channels side by side (the 16 within $both s, under 3 s)" 1 "$(python3 -c "print(int($both < 3))")"
 
 # ---- back-off on 503 and 429, the other channel going on ---------------------------
 : >"$dir/requests.jsonl"
@@ -221,12 +225,15 @@ q "INSERT INTO standin.due (channel, order_no, method, url)
 out=$(run backoff.log --once --rate=100 --batch=100)
 check "503 and 429 are answers: applied, exit 0" "0|claimed 8, applied 8, failed 0" "$?|$out"
 busy=$(requests "' '.join('%.2f' % (b['t']-a['t']) for a,b in zip([x for x in r if x['path'].startswith('/busy/')], [x for x in r if x['path'].startswith('/busy/')][1:]))")
+# (lower bounds: the back-off; upper bounds only tell it from the next
+# doubling, whatever the machine's speed)
 check "503: the channel backs off 1 s, then 2 s (gaps $busy)" 1 \
-    "$(python3 -c "g=[float(x) for x in '$busy'.split()]; print(int(len(g) == 2 and 0.95 <= g[0] < 1.6 and 1.95 <= g[1] < 2.6))")"
+    "$(python3 -c "g=[float(x) for x in '$busy'.split()]; print(int(len(g) == 2 and 0.95 <= g[0] < 1.9 and 1.95 <= g[1] < 3.9))")"
 lim=$(requests "'%.2f' % (lambda l: l[1]['t']-l[0]['t'])([x for x in r if x['path'].startswith('/limit/')])")
-check "429 with Retry-After: 2: the channel waits 2 s (gap $lim)" 1 "$(python3 -c "print(int(1.95 <= $lim < 2.6))")"
+check "429 with Retry-After: 2: the channel waits 2 s (gap $lim)" 1 "$(python3 -c "print(int(1.95 <= $lim < 3.9))")"
 calm=$(requests "'%.2f' % (max(x['t'] for x in r if x['path'].startswith('/ok/calm')) - min(x['t'] for x in r))")
-check "meanwhile the other channel went on (its 3 within ${calm} s of the first request)" 1 "$(python3 -c "print(int($calm < 0.8))")"
+calm_first=$(requests "int(max(x['t'] for x in r if x['path'].startswith('/ok/calm')) < sorted(x['t'] for x in r if x['path'].startswith('/busy/'))[1])")
+check "meanwhile the other channel went on (its 3 within ${calm} s of the first request, all before the busy channel's second)" 1 "$calm_first"
 check "the 503s reached the database as 503" "3" "$(q "SELECT count(*) FROM standin.applied WHERE channel = 'busy' AND status = 503")"
 check "each logged with its status and outcome" 1 "$(grep -c 'query busy busy2: HTTP 503, outcome gateway_503$' "$dir/backoff.log")"
 
@@ -280,7 +287,7 @@ wait_applied E2; check "after a database restart it reconnects and goes on" "0|1
 t0=$(date +%s.%N)
 stop_pid $dpid TERM 5
 wait $dpid; rc=$?
-check "SIGTERM when idle (--interval 200 ms): exit 0 at once" "0|1" "$rc|$(python3 -c "print(int($(date +%s.%N) - $t0 < 1))")"
+check "SIGTERM when idle (--interval 200 ms): exit 0, not killed (within 3 s)" "0|1" "$rc|$(python3 -c "print(int($(date +%s.%N) - $t0 < 3))")"
 
 start daemon2.log
 q "INSERT INTO standin.due (channel, order_no, method, url) VALUES ('wx', 'S1', 'GET', '$gw/slow/S1')" >/dev/null
