@@ -202,7 +202,11 @@ class H(BaseHTTPRequestHandler):
 HTTPServer(("127.0.0.1", port), H).serve_forever()
 PY
         echo $! >"$T/receiver.pid"
-        sleep 0.5
+        # until it listens (not a fixed wait: the relay's round comes next)
+        for _ in $(seq 1 200); do
+            (exec 3<>"/dev/tcp/127.0.0.1/$RPORT") 2>/dev/null && break
+            sleep 0.05
+        done
     fi
 done
 
