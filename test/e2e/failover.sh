@@ -156,8 +156,12 @@ if [ "$case" = sync ]; then
     one() { local n=$1; shift; stack_send stripe --mode one --start "$n" --seed 99 --json "$@" 2>/dev/null |
         python3 -c 'import json,sys; r=json.load(sys.stdin)["reply"]; print(r["status"], r["outcome"])'; }
     check "a notification through the multi-host DSN" "200 processed" "$(one $((N + 8)))"
+    # reloaded_as NAME VALUE: until a new session sees it (the postmaster has
+    # read the file, and so has signalled every backend, the shim's too,
+    # which read it before their next statement)
+    reloaded_as() { for _ in $(seq 1 200); do [ "$(q1 "SHOW $1")" = "$2" ] && return 0; sleep 0.05; done; return 1; }
     q1 "ALTER SYSTEM SET default_transaction_read_only = on" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.3
+    reloaded_as default_transaction_read_only on
     check "the primary turned read-only: 503" "503 unavailable" "$(one $((N + 9)))"
     check "... the shim logged the read-only server and looked for another" 1 \
         "$(grep -c 'does not accept writes (standby or read-only); reconnecting\|transaction_read_only is on' "$STACK_DIR/log/shim.err" | awk '{ print ($1 > 0) }')"
@@ -173,7 +177,7 @@ if [ "$case" = sync ]; then
     sync_wait() {	# sync_wait: pids of paynotify_handle backends waiting for the standby
         q1 "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%paynotify_handle%'"; }
     q1 "ALTER SYSTEM SET synchronous_standby_names = 'absent'" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
-    sleep 0.3
+    reloaded_as synchronous_standby_names absent
     now=$(date +%s)     # both deliveries carry the same body, as a gateway's retry does
     one $((N + 7)) --now "$now" >"$STACK_DIR/cancelled.reply" &
     sender=$!

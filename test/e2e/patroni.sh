@@ -144,7 +144,7 @@ member_start() {	# member_start NAME: Patroni as the cluster's owner; its pid in
       (
         set -a; . "$D/patroni.env"; set +a
         exec setpriv --reuid="$PN_RUNUSER" --regid="$(id -g "$PN_RUNUSER")" --init-groups \
-            env -i PATH="$PATH" HOME="$D/$m" LC_ALL=C.UTF-8 \
+            env -i PATH="$PATH" HOME="$D/$m" LC_ALL=C.UTF-8 TZ=UTC \
             PATRONI_SUPERUSER_USERNAME="$PATRONI_SUPERUSER_USERNAME" PATRONI_SUPERUSER_PASSWORD="$PATRONI_SUPERUSER_PASSWORD" \
             PATRONI_REPLICATION_USERNAME="$PATRONI_REPLICATION_USERNAME" PATRONI_REPLICATION_PASSWORD="$PATRONI_REPLICATION_PASSWORD" \
             PATRONI_REWIND_USERNAME="$PATRONI_REWIND_USERNAME" PATRONI_REWIND_PASSWORD="$PATRONI_REWIND_PASSWORD" \
@@ -343,10 +343,11 @@ stack_nginx_upstream "$D/run/shimA.sock" "$D/run/shimB.sock" || exit 1
 
 log_time() {	# log_time NAME TEXT AFTER: unix time of NAME's first Patroni log line with TEXT after AFTER
     python3 - "$D/log/patroni-$1.log" "$2" "$3" <<'PY'
-import sys, time
+import calendar, sys, time
+# Patroni runs with TZ=UTC (above): its log's times are UTC, whatever this shell's TZ
 for line in open(sys.argv[1]):
     if sys.argv[2] in line and line[:4].isdigit():
-        t = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+        t = calendar.timegm(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
         if t > float(sys.argv[3]):
             print(t)
             break
