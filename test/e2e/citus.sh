@@ -99,7 +99,8 @@
 # loopback in a temp dir and stopped by pid.  Environment: CITUS_N (distinct
 # notifications, default 600), CITUS_STORM (storm deliveries, default 3000),
 # CITUS_RESTART_N (default 400), CITUS_MODEL_ORDERS (default 200),
-# CITUS_MODEL_TIMEOUT (seconds the model test may take, default 120),
+# CITUS_MODEL_TIMEOUT (seconds after which the model test is taken for
+# hung, default 900),
 # CITUS_RELAY_ORDERS (orders paid and refunded each way in the relay check,
 # default 40),
 # CITUS_SHARD_COUNT (shards per table, default 4).  In the --full suite.  Last line: "N passed, M failed".
