@@ -222,18 +222,18 @@ jsonb_literal(Jsonb *j)
 
 /*
  * The request's headers as the order's node needs them, a jsonb literal:
- * only the client its delivery is recorded under (pn_delivery_record), so
- * that nothing else the request carried (a proxy's cookies or tokens) is
- * written into the statement sent there, where its activity and its log
- * would show it.
+ * only the client its delivery is recorded under (pn_delivery_record), as
+ * it is recorded, so that nothing else the request carried (a proxy's
+ * cookies or tokens) is written into the statement sent there, where its
+ * activity and its log would show it.
  */
 static const char *
 client_headers_literal(Jsonb *headers)
 {
-	char	   *client;
+	char	   *client = pn_client_header(headers);
 	StringInfoData j;
 
-	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
+	if (client == NULL)
 		return "NULL";
 	initStringInfo(&j);
 	appendStringInfoChar(&j, '{');

@@ -507,6 +507,22 @@ sha256_hex(Jsonb *payload)
 }
 
 /*
+ * The client the shim named in the X-Paynotify-Client header, as the
+ * delivery history keeps it (at most MAX_CLIENT_TEXT bytes, not cut inside
+ * a character), or NULL when absent or not one string.
+ */
+char *
+pn_client_header(Jsonb *headers)
+{
+	char	   *client;
+
+	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
+		return NULL;
+	client[pg_mbcliplen(client, strlen(client), MAX_CLIENT_TEXT)] = '\0';
+	return client;
+}
+
+/*
  * One authenticated delivery was answered: record it when
  * paynotify.delivery_history asks for it.  The client address is what the
  * shim passed in the X-Paynotify-Client header, if anything.
@@ -519,7 +535,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	Datum		args[7];
 	char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 	PnReply		reply;
-	char	   *client = NULL;
+	char	   *client;
 	char	   *hash;
 	SPIPlanPtr	plan;
 	Oid			relid;
@@ -531,10 +547,7 @@ pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 	if (!OidIsValid(relid))
 		return;
 	pn_gateway_reply(ch->gw, outcome, PN_OK, &reply);
-	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
-		client = NULL;
-	else if (strlen(client) > MAX_CLIENT_TEXT)
-		client[pg_mbcliplen(client, strlen(client), MAX_CLIENT_TEXT)] = '\0';
+	client = pn_client_header(headers);
 	hash = sha256_hex(n->payload);
 
 	if (SPI_connect() != SPI_OK_CONNECT)

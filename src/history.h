@@ -23,6 +23,8 @@ extern void pn_history_move(PnConfig *cfg, const char *order_no, const char *fro
 extern char *pn_history_before(PnConfig *cfg, const char *order_no, const char *state);
 extern void pn_history_guard(Oid fn_oid, const char *order_no, const char *from,
 							 const char *to);
+/* the client a delivery is recorded under (X-Paynotify-Client), cut as kept */
+extern char *pn_client_header(Jsonb *headers);
 extern void pn_delivery_record(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 							   PnOutcome outcome, Jsonb *headers);
 

@@ -86,6 +86,8 @@ for i in $(seq 1 40); do
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1e" ]; then w1e=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
+[ "${#w2[@]}" -ge 13 ] && [ -n "$w1e" ] ||
+    { echo "setup: 13 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"; echo "0 passed, 1 failed"; exit 1; }
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$1" --seed "$2" --keys test/vectors/keys \
         --quiet --dump-sql "$3" >/dev/null 2>&1
@@ -177,7 +179,8 @@ citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail
 # order ORDER_INDEX delivered on node CALLER, with a cookie and the client's
 # header among its request's headers, while the trigger on its shard's node
 # raises never (none), at its first insert only (once) or at every one
-# (always, with a message of 5,000 bytes); prints what psql printed.
+# (always, with a message of 6,029 bytes, of two-byte characters after its
+# first 29); prints what psql printed.
 fallback() {
     local ord shard node
     ord=$(printf 'PN%08d' "$2")
@@ -186,7 +189,7 @@ fallback() {
     for i in 0 1 2; do [ "${CITUS_PORTS[$i]}" = "$node" ] && node=$i && break; done
     citus_sql "$node" -c "SET citus.enable_ddl_propagation = off" -c "CREATE SEQUENCE public.pn_fail_once" \
         -c "CREATE FUNCTION public.pn_fail_once() RETURNS trigger LANGUAGE plpgsql AS \$\$
-            BEGIN IF '$4' = 'always' THEN RAISE EXCEPTION 'every delivery record fails %', pg_catalog.repeat('x', 5000); END IF;
+            BEGIN IF '$4' = 'always' THEN RAISE EXCEPTION 'every delivery record fails: %', pg_catalog.repeat('é', 3000); END IF;
             IF '$4' = 'once' AND pg_catalog.nextval('public.pn_fail_once') = 1 THEN RAISE EXCEPTION 'the first delivery record fails'; END IF;
             RETURN NEW; END \$\$" \
         -c "CREATE TRIGGER pn_fail_once BEFORE INSERT ON $shard FOR EACH ROW EXECUTE FUNCTION public.pn_fail_once()" >/dev/null
@@ -194,7 +197,7 @@ fallback() {
         citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET paynotify.delivery_history = 'all'" >/dev/null
     done
     dump "$2" "$3" "$STACK_DIR/fallback$2.sql"
-    sed -i "s/'{\"Content-Type\"/'{\"Cookie\":\"session=topsecret-cookie\",\"X-Paynotify-Client\":\"10.0.0.7\",\"Content-Type\"/" \
+    sed -i "s/'{\"Content-Type\"/'{\"Cookie\":\"session=topsecret-cookie\",\"X-Paynotify-Client\":\"$CLIENT\",\"Content-Type\"/" \
         "$STACK_DIR/fallback$2.sql"
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
         "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback$2.sql" 2>&1
@@ -216,11 +219,13 @@ applied() {
 warned() {
     echo "$(grep -xE '[a-z]+' <<<"$1" | tr '\n' ' ' | sed 's/ $//')|$(grep -c 'WARNING:  paynotify: delegated business step failed for notification' <<<"$1")|$(grep -c 'WARNING:  paynotify: business step failed on the node of order "'"$2"'"' <<<"$1")|$(grep -c "DETAIL:  $3" <<<"$1")"
 }
+# a client's header of 309 bytes: sent and recorded as the history keeps it (200)
+CLIENT="10.0.0.7-$(printf 'x%.0s' $(seq 300))"
 ord=$(printf 'PN%08d' "${w2[11]}")
 raw=$(fallback 0 "${w2[11]}" 96 none)
-check "coordinator: delegated with delivery history on: processed, the client's header alone sent to the order's node, the client recorded" \
-    "processed|1|0|0|10.0.0.7" \
-    "$(grep -xE '[a-z]+' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c '{"X-Paynotify-Client": "10.0.0.7"}')|$(grep -c 'topsecret' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c 'Stripe-Signature')|$(citus_q 0 "SELECT string_agg(client, ',') FROM paynotify_delivery_history WHERE order_no = '$ord'")"
+check "coordinator: delegated with delivery history on: processed, the client's header alone sent to the order's node (cut to 200 bytes), the client recorded" \
+    "processed|1|0|0|${CLIENT:0:200}" \
+    "$(grep -xE '[a-z]+' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c "{\"X-Paynotify-Client\": \"${CLIENT:0:200}\"}")|$(grep -c 'topsecret' <<<"$raw")|$(grep 'issuing .*paynotify_step_at' <<<"$raw" | grep -c 'Stripe-Signature')|$(citus_q 0 "SELECT string_agg(client, ',') FROM paynotify_delivery_history WHERE order_no = '$ord'")"
 # fallback_once CALLER ORDER_INDEX SEED WHERE: the record refused once; sets raw
 fallback_once() {
     local ord
@@ -237,9 +242,11 @@ check "coordinator: the call sent once, then the step's statements routed to wor
 fallback_once 1 "$w1e" 98 "worker 1, order on worker 1 (the call in the caller's backend)"
 ord=$(printf 'PN%08d' "${w2[10]}")
 raw=$(fallback 0 "${w2[10]}" 99 always)
-check "coordinator: the delivery record failing there and on the routed path: an error, no answer; the delegated call's message cut to 1,000 bytes" \
-    "|1|1|2|1|1000" \
-    "$(warned "$raw" "$ord" 'every delivery record fails')|$(grep -c 'ERROR:  every delivery record fails' <<<"$raw")|$(grep 'DETAIL:  every delivery record fails' <<<"$raw" | sed 's/^DETAIL:  //' | awk '{ n = length($0) > n ? length($0) : n } END { print n }')"
+# cut to 1,000 bytes and not inside a character: 29 + 485 * 2 = 999
+check "coordinator: the delivery record failing there and on the routed path: an error, no answer; the delegated call's message cut to 999 bytes, whole characters" \
+    "|1|1|2|1|999 999" \
+    "$(warned "$raw" "$ord" 'every delivery record fails')|$(grep -c 'ERROR:  every delivery record fails' <<<"$raw")|$(grep 'DETAIL:  every delivery record fails' <<<"$raw" | sed 's/^DETAIL:  //' |
+        python3 -c 'import sys; print(" ".join(str(len(l.rstrip(b"\n").decode("utf-8"))) and str(len(l.rstrip(b"\n"))) for l in sys.stdin.buffer))' 2>&1)"
 check "coordinator: after that error nothing applied or recorded: no payment, no log row, the order pending, no event, no delivery recorded" \
     "0||pending|0|" "$(applied "$ord")"
 # ---- the order's node's configuration unreadable (a channel of an unknown
