@@ -62,9 +62,11 @@ EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regres
 # The expected files were made in C.UTF-8: the temporary instances take
 # their collation and encoding from the environment, so pin them (a
 # machine with another LANG, or none, would sort and encode otherwise).
-installcheck check: export LANG := C.UTF-8
-installcheck check: export LC_COLLATE := C.UTF-8
-installcheck check: export LC_CTYPE := C.UTF-8
+# PN_TEST_LOCALE for a system that names that locale otherwise.
+PN_TEST_LOCALE ?= C.UTF-8
+installcheck check: export LANG := $(PN_TEST_LOCALE)
+installcheck check: export LC_COLLATE := $(PN_TEST_LOCALE)
+installcheck check: export LC_CTYPE := $(PN_TEST_LOCALE)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
