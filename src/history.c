@@ -515,10 +515,13 @@ char *
 pn_client_header(Jsonb *headers)
 {
 	char	   *client;
+	size_t		len;
 
 	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
 		return NULL;
-	client[pg_mbcliplen(client, strlen(client), MAX_CLIENT_TEXT)] = '\0';
+	len = strlen(client);
+	if (len > MAX_CLIENT_TEXT)
+		client[pg_mbcliplen(client, len, MAX_CLIENT_TEXT)] = '\0';
 	return client;
 }
 

@@ -177,8 +177,12 @@ if [ "$case" = sync ]; then
     sync_wait() {	# sync_wait: pids of paynotify_handle backends waiting for the standby
         q1 "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%paynotify_handle%'"; }
     q1 "ALTER SYSTEM SET synchronous_standby_names = 'absent'" >/dev/null && q1 "SELECT pg_reload_conf()" >/dev/null
-    # until the walsender has read it too: the standby no longer synchronous
-    for _ in $(seq 1 200); do [ "$(q1 "SELECT count(*) FROM pg_stat_replication WHERE sync_state <> 'async'")" = 0 ] && break; sleep 0.05; done
+    # until the walsender has read it too: the standby connected, no longer synchronous
+    for i in $(seq 1 200); do
+        [ "$(q1 "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")" = async ] && break
+        [ "$i" = 200 ] && echo "# the standby still synchronous (or gone) 10 s after the reload"
+        sleep 0.05
+    done
     now=$(date +%s)     # both deliveries carry the same body, as a gateway's retry does
     one $((N + 7)) --now "$now" >"$STACK_DIR/cancelled.reply" &
     sender=$!
