@@ -18,7 +18,6 @@
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "mb/pg_wchar.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
@@ -515,14 +514,10 @@ char *
 pn_client_header(Jsonb *headers)
 {
 	char	   *client;
-	size_t		len;
 
 	if (pn_header(headers, PN_CLIENT_HEADER, &client) != 1)
 		return NULL;
-	len = strlen(client);
-	if (len > MAX_CLIENT_TEXT)
-		client[pg_mbcliplen(client, len, MAX_CLIENT_TEXT)] = '\0';
-	return client;
+	return pn_clip_text(client, MAX_CLIENT_TEXT);
 }
 
 /*

@@ -104,15 +104,21 @@ pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction
 	return result;
 }
 
+/* A copy of s, at most max bytes of it, not cut inside a character. */
+char *
+pn_clip_text(const char *s, int max)
+{
+	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
+}
+
 /*
  * An error's message as paynotify keeps or passes it on: at most
- * MAX_ERROR_TEXT bytes, not cut inside a character (a trigger's message
- * may be of any length).
+ * MAX_ERROR_TEXT bytes (a trigger's message may be of any length).
  */
 char *
 pn_clip_error(const char *message)
 {
-	return pnstrdup(message, pg_mbcliplen(message, strlen(message), MAX_ERROR_TEXT));
+	return pn_clip_text(message, MAX_ERROR_TEXT);
 }
 
 /* pn_clip_error of a caught error's message, "error" when it has none */
