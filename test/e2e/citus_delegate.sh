@@ -28,7 +28,8 @@
 # outside the business step (the delivery's record refused once on the
 # order's node, from another node and from that node itself; that node's
 # configuration unreadable): warned on both nodes, the step run again on
-# today's path, applied once; the record refused there and on the routed
+# today's path, applied once; a duplicate's record refused there once: a
+# duplicate on today's path; the record refused there and on the routed
 # path too: an error, nothing applied, the call's message cut to 1,000
 # bytes; a hook registered after the
 # distribution (paynotify_on, twice as its role, refused to a role without
@@ -181,7 +182,8 @@ citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail
 # header among its request's headers, while the trigger on its shard's node
 # raises never (none), at its first insert only (once) or at every one
 # (always, with a message of 6,029 bytes, of two-byte characters after its
-# first 29); prints what psql printed.
+# first 29); prints what psql printed.  With a fifth argument "again": the
+# same request as the last one for ORDER_INDEX, byte for byte.
 fallback() {
     local ord shard node
     ord=$(printf 'PN%08d' "$2")
@@ -197,9 +199,11 @@ fallback() {
     for i in 0 1; do
         citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres SET paynotify.delivery_history = 'all'" >/dev/null
     done
-    dump "$2" "$3" "$STACK_DIR/fallback$2.sql"
-    sed -i "s/'{\"Content-Type\"/'{\"Cookie\":\"session=topsecret-cookie\",\"X-Paynotify-Client\":\"$CLIENT\",\"Content-Type\"/" \
-        "$STACK_DIR/fallback$2.sql"
+    if [ "${5:-}" != again ]; then
+        dump "$2" "$3" "$STACK_DIR/fallback$2.sql"
+        sed -i "s/'{\"Content-Type\"/'{\"Cookie\":\"session=topsecret-cookie\",\"X-Paynotify-Client\":\"$CLIENT\",\"Content-Type\"/" \
+            "$STACK_DIR/fallback$2.sql"
+    fi
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
         "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback$2.sql" 2>&1
     for i in 0 1; do
@@ -242,6 +246,15 @@ fallback_once() {
 fallback_once 0 "${w2[9]}" 97 "coordinator, order on worker 2"
 check "coordinator: the call sent once, then the step's statements routed to worker 2" \
     "1|yes" "$(grep -c 'issuing .*paynotify_step_at' <<<"$raw")|$(grep -Eq 'issuing INSERT INTO [a-z_.]*payment_record_[0-9]' <<<"$raw" && echo yes || echo no)"
+# the same request again: a duplicate, which the call deduplicates on the
+# order's node; its record refused there once, so the duplicate's path
+# falls back as the first delivery's did
+ord=$(printf 'PN%08d' "${w2[9]}")
+raw=$(fallback 0 "${w2[9]}" 97 once again)
+check "coordinator: the same notification again, its record refused once on the order's node: warned there and here, answered duplicate on the routed path" \
+    "duplicate|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+check "coordinator: after the duplicate's fallback still applied once: one payment, the log row succeeded with two deliveries and one attempt, one event, both deliveries recorded" \
+    "1|succeeded,2,1|paid|1|processed,duplicate" "$(applied "$ord")"
 fallback_once 1 "$w1e" 98 "worker 1, order on worker 1 (the call in the caller's backend)"
 ord=$(printf 'PN%08d' "${w2[10]}")
 raw=$(fallback 0 "${w2[10]}" 99 always)
