@@ -29,7 +29,9 @@
 # order's node, from another node and from that node itself; that node's
 # configuration unreadable): warned on both nodes, the step run again on
 # today's path, applied once; a duplicate's record refused there once: a
-# duplicate on today's path; the record refused there and on the routed
+# duplicate on today's path; a gateway's signed answer to a query handed to
+# paynotify_query_apply by the relay's role: delegated the same way,
+# applied once, and falling back the same way; the record refused there and on the routed
 # path too: an error, nothing applied, the call's message cut to 1,000
 # bytes; a hook registered after the
 # distribution (paynotify_on, twice as its role, refused to a role without
@@ -87,8 +89,8 @@ for i in $(seq 1 40); do
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1e" ]; then w1e=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
-[ "${#w2[@]}" -ge 13 ] && [ -n "$w1e" ] ||
-    { echo "setup: 13 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
+[ "${#w2[@]}" -ge 15 ] && [ -n "$w1e" ] ||
+    { echo "setup: 15 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
       echo "$pass passed, $((fail + 1)) failed"; exit 1; }
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$1" --seed "$2" --keys test/vectors/keys \
@@ -183,7 +185,8 @@ citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail
 # raises never (none), at its first insert only (once) or at every one
 # (always, with a message of 6,029 bytes, of two-byte characters after its
 # first 29); prints what psql printed.  With a fifth argument "again": the
-# same request as the last one for ORDER_INDEX, byte for byte.
+# same request as the last one for ORDER_INDEX, byte for byte (or the file
+# written there).  As notify_shim, or as FALLBACK_USER.
 fallback() {
     local ord shard node
     ord=$(printf 'PN%08d' "$2")
@@ -205,7 +208,7 @@ fallback() {
             "$STACK_DIR/fallback$2.sql"
     fi
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$STACK_DIR/fallback$2.sql" 2>&1
+        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=${FALLBACK_USER:-notify_shim}" -f "$STACK_DIR/fallback$2.sql" 2>&1
     for i in 0 1; do
         citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
     done
@@ -283,6 +286,43 @@ check "coordinator: worker 2's configuration unreadable: the call's error caught
 check "coordinator: applied once (one payment, one log row succeeded, the order paid, one event)" \
     "1|succeeded,1,1|paid|1|" "$(applied "$ord")"
 check "no two-phase commit for the delegated deliveries (pg_dist_transaction, prepared)" "$tpc0" "$(citus_2pc_count)"
+
+# ---- paynotify_query_apply: the gateway's signed answer to a query of the
+# order (WeChat Pay's, laid out and signed as test/unit/make_query_responses.py
+# makes them, at the real clock) applies through the same delegated call,
+# as the relay's role; and falls back the same way
+qanswer() {	# qanswer ORDER_INDEX FILE: the call handing back "paid" for order ORDER_INDEX
+    python3 - "$(printf 'PN%08d' "$1")" "420000000020260102$(printf '%010d' "$1")" >"$2" <<'PY'
+import json, sys, time
+sys.path.insert(0, "test/unit")
+import make_query_responses as q
+order, trade = sys.argv[1:3]
+q.TS = int(time.time())
+a = q.wx_answer("citus", order, q.wx_txn(order, "SUCCESS", trade))
+lit = lambda s: "'" + s.replace("'", "''") + "'"
+print("SELECT outcome FROM paynotify_query_apply('wxpay', %s, 200, %s::jsonb, pg_catalog.convert_to(%s, 'UTF8'));"
+      % (lit(order), lit(json.dumps(a["headers"])), lit(a["body"])))
+PY
+}
+ord=$(printf 'PN%08d' "${w2[13]}")
+qanswer "${w2[13]}" "$STACK_DIR/query.sql"
+out=$(PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_relay" -f "$STACK_DIR/query.sql" 2>&1)
+check "coordinator, as the relay: a query's signed answer that $ord (worker 2) is paid: processed, sent as one call to its node" \
+    "processed|1" "$(grep -xE '[a-z]+' <<<"$out")|$(grep -c 'issuing .*paynotify_step_at' <<<"$out")"
+check "the query's answer applied once: one payment, one log row (succeeded, source query), the order paid, one event" \
+    "1|succeeded,query|paid|1" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
+                  (SELECT string_agg(status || ',' || source, ';') FROM payment_notify_log WHERE order_no = '$ord') || '|' ||
+                  (SELECT status FROM orders WHERE order_no = '$ord') || '|' ||
+                  (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$ord')" 2>&1)"
+ord=$(printf 'PN%08d' "${w2[14]}")
+qanswer "${w2[14]}" "$STACK_DIR/fallback${w2[14]}.sql"
+raw=$(FALLBACK_USER=notify_relay fallback 0 "${w2[14]}" 0 once again)
+check "coordinator, as the relay: a query's answer whose record is refused once on the order's node: warned there and here, applied on the routed path" \
+    "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
+check "the query's answer after the fallback applied once: one payment, one log row, the order paid, one event" \
+    "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
 
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
 for i in 0 1 2; do
