@@ -2,8 +2,9 @@
  *
  * json.c
  *	  Reading requests: header lookup, JSON bodies into jsonb, dotted-path
- *	  field access and exact number parsing; and the few helpers that build
- *	  jsonb values (notice.c, apply.c).
+ *	  field access and exact number parsing; the few helpers that build
+ *	  jsonb values (notice.c, apply.c); and text cut to a number of bytes
+ *	  on a character's boundary.
  *
  * Everything a request reaches in this file returns a verdict instead of
  * raising: a malformed notification must be answered, never abort the
@@ -120,6 +121,16 @@ pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *
 			found[match] = 1;
 		}
 	}
+}
+
+/*
+ * A copy of s, at most max bytes of it, not cut inside a character: a
+ * header's value or an error's message as paynotify keeps or passes it on.
+ */
+char *
+pn_clip_text(const char *s, int max)
+{
+	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
 }
 
 /* ---------------------------------------------------------------------

@@ -391,6 +391,8 @@ extern bool pn_key_active(const PnKey *key, int64 now);
 /* Returns 1 found (value set, NUL-terminated palloc'd copy), 0 absent, -1 not a single string. */
 extern int	pn_header(Jsonb *headers, const char *name, char **value);
 extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);
+/* A palloc'd copy of s, at most max bytes, not cut inside a character. */
+extern char *pn_clip_text(const char *s, int max);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
 /* string fields of JSON text that is never stored (json.c, parse/fields.c) */

@@ -342,8 +342,7 @@ extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hin
 					  PGFunction body, bool delegable);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
-/* text cut to a number of bytes, and an error's message as paynotify keeps or passes it on (step.c) */
-extern char *pn_clip_text(const char *s, int max);
+/* an error's message as paynotify keeps or passes it on (step.c) */
 extern char *pn_clip_error(const char *message);
 extern char *pn_error_text(const ErrorData *edata);
 

@@ -23,7 +23,6 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "mb/pg_wchar.h"
 #include "utils/lsyscache.h"
 #include "utils/guc.h"
 
@@ -102,13 +101,6 @@ pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction
 	}
 	PG_END_TRY();
 	return result;
-}
-
-/* A copy of s, at most max bytes of it, not cut inside a character. */
-char *
-pn_clip_text(const char *s, int max)
-{
-	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
 }
 
 /*
