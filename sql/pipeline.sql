@@ -7,18 +7,25 @@ SET search_path = pay, public;
 SELECT t.configure('wx_transaction_success_valid', 'p_sync');
 SELECT t.set_order('PN20260101000001', 'pending');
 -- 'local' does not wait for a synchronous standby: raised to 'on' too
+-- and the step's bound on its lock waits (paynotify.lock_timeout, 3 s)
+-- is the step's alone: the session's lock_timeout is as it was after the
+-- call, unset or longer
 SET synchronous_commit = local;
 BEGIN;
 SELECT outcome FROM t.deliver('wx_transaction_success_valid', 'p_sync');
 SHOW synchronous_commit;
+SHOW lock_timeout;
 ROLLBACK;
 SET synchronous_commit = off;
+SET lock_timeout = '7s';
 BEGIN;
 SELECT outcome FROM t.deliver('wx_transaction_success_valid', 'p_sync');
 SHOW synchronous_commit;
+SHOW lock_timeout;
 COMMIT;
 SHOW synchronous_commit;
 RESET synchronous_commit;
+RESET lock_timeout;
 
 -- the log row keeps the decrypted payload and the delivery's story
 SELECT notify_id, order_no, event_type, status, payload->>'transaction_id' AS trade,

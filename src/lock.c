@@ -118,7 +118,11 @@ pn_unlock_notification(const char *channel, const char *notify_id)
  * paynotify.lock_timeout (lock_timeout, unless the session's is shorter):
  * the notification's lock, and in the business step the order's row that
  * the application holds (SELECT ... FOR UPDATE in a long transaction), so
- * that no delivery, and no shim worker, waits on it without end.
+ * that no delivery, and no shim worker, waits on it without end.  Both
+ * callers run inside pn_subxact_run, whose subtransaction is that level:
+ * its end, committed or rolled back, restores the session's lock_timeout
+ * (a saved setting is restored at the end of its level either way), so
+ * they open no level of their own.
  */
 void
 pn_bound_lock_waits(void)
@@ -133,15 +137,12 @@ pn_bound_lock_waits(void)
 							 GUC_ACTION_SAVE, true, 0, false);
 }
 
-/* Wait for the lock, at most paynotify.lock_timeout. */
+/* Wait for the lock, at most paynotify.lock_timeout (in wait_for_lock's subtransaction). */
 static void
 acquire_waiting(void *arg)
 {
-	int			nestlevel = NewGUCNestLevel();
-
 	pn_bound_lock_waits();
 	(void) LockAcquire((const LOCKTAG *) arg, ExclusiveLock, false, false);
-	AtEOXact_GUC(true, nestlevel);
 }
 
 /* The timed wait, in a subtransaction so that its timeout can be caught. */

@@ -24,7 +24,6 @@
 
 #include "executor/spi.h"
 #include "utils/lsyscache.h"
-#include "utils/guc.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -158,7 +157,6 @@ static void
 apply_call(void *arg)
 {
 	ApplyCall  *c = (ApplyCall *) arg;
-	int			nestlevel = NewGUCNestLevel();
 	PnNotice	copy;
 	const PnNotice *n = c->n;
 
@@ -175,7 +173,6 @@ apply_call(void *arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_PN_TAKEN),
 				 errmsg("paynotify: notification was recorded by another delivery")));
-	AtEOXact_GUC(true, nestlevel);
 }
 
 /* The warning of a business step that failed. */
