@@ -163,10 +163,11 @@ handle_sql() {
         --keys test/vectors/keys --dump-sql "$1" >/dev/null 2>&1
 }
 
-# remote LABEL PORT SQL: the remote commands of one statement
+# remote LABEL PORT SQL: the remote commands of one statement, as a
+# superuser (paynotify keeps Citus's messages of them from other roles)
 remote() {
     local out
-    out=$("$PN_PGBIN/psql" -X -q "host=127.0.0.1 port=$2 dbname=postgres user=notify_shim" \
+    out=$("$PN_PGBIN/psql" -X -q "host=127.0.0.1 port=$2 dbname=postgres user=postgres" \
         -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" -c "$3" 2>&1)
     printf '%-44s %3d remote commands, %3d run locally (%s)\n' "$1" "$(grep -c 'issuing' <<<"$out")" \
         "$(grep -c 'executing the command locally' <<<"$out")" "$(grep -m1 -oE '^ *(processed|duplicate)' <<<"$out" | tr -d ' ')"

@@ -42,6 +42,7 @@ cd "$(dirname "$0")/../.."
 . test/e2e/stack.sh
 . test/e2e/citus-lib.sh
 pass=0 fail=0
+unset FALLBACK_USER
 citus_begin citus-delegate
 citus_cluster "autovacuum = off" || exit 1
 { stack_schema 0 40 && citus_sql 0 -c "DELETE FROM paynotify_hook" && citus_grant notify_shim handler &&
@@ -89,18 +90,20 @@ for i in $(seq 1 40); do
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1e" ]; then w1e=$i; fi
 done
 echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
-[ "${#w2[@]}" -ge 15 ] && [ -n "$w1e" ] ||
-    { echo "setup: 15 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
+[ "${#w2[@]}" -ge 16 ] && [ -n "$w1e" ] ||
+    { echo "setup: 16 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
       echo "$pass passed, $((fail + 1)) failed"; exit 1; }
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$1" --seed "$2" --keys test/vectors/keys \
         --quiet --dump-sql "$3" >/dev/null 2>&1
 }
-# call NODE FILE: the call as notify_shim on NODE with the remote commands
-# logged; prints the outcome, then the remote commands (one a line)
+# call NODE FILE: the call on NODE with the remote commands logged, as a
+# superuser (Citus's messages of the statements it sends are kept from
+# other roles while paynotify runs: checked below); prints the outcome,
+# then the remote commands (one a line)
 call() {
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=notify_shim" -f "$2" 2>&1 |
+        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=postgres" -f "$2" 2>&1 |
         grep -v '^$' | sed -n 's/^.*issuing /remote: /p; /^[a-z]*$/p'
 }
 remote_count() { grep -c '^remote: ' <<<"$1"; }
@@ -132,6 +135,29 @@ for from in 0 1; do
     check "node $from: the same notification again on node $((from + 1)): duplicate, nothing more applied" \
         "duplicate|1" "$(grep -v '^remote: ' <<<"$out")|$(citus_q 0 "SELECT count(*) FROM payment_record WHERE order_no = '$ord'")"
 done
+# ---- what Citus shows a session of the statements it sends: the notice and
+# its payload are in them, which the shim's role has no key to read.  As
+# notify_shim with both of Citus's logs of statements on and every debug
+# message asked for: none of them while paynotify runs (what the session
+# is shown outside it stays: PostgreSQL's own messages of the transaction's
+# start and commit, Citus's COMMIT sent to the nodes at the end), and the
+# session's settings as they were after it
+ord=$(printf 'PN%08d' "${w2[15]}")
+dump "${w2[15]}" 94 "$STACK_DIR/quiet.sql"
+out=$(PGOPTIONS="-c citus.log_remote_commands=on -c citus.log_local_commands=on -c client_min_messages=debug5" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" \
+    -f "$STACK_DIR/quiet.sql" -c "SELECT 'after:' || current_setting('citus.log_remote_commands') || ',' ||
+        current_setting('citus.log_local_commands') || ',' || current_setting('client_min_messages')" 2>&1)
+check "coordinator, as notify_shim with Citus's statement logs on and client_min_messages debug5: processed, no statement sent shown, no debug message, nothing of the payload; the settings as they were after" \
+    "processed|0|0|0|after:on,on,debug5" \
+    "$(grep -xE '[a-z]+' <<<"$out")|$(grep -E 'issuing|executing the command locally' <<<"$out" | grep -vc 'issuing COMMIT$')|$(grep 'DEBUG:' <<<"$out" | grep -Evc 'DEBUG:  (StartTransaction|CommitTransaction)\(1\)')|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")|$(grep -o 'after:.*' <<<"$out")"
+check "coordinator, as notify_shim: that delivery applied once" "1|paid" \
+    "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' || (SELECT status FROM orders WHERE order_no = '$ord')")"
+out=$(PGOPTIONS="-c citus.log_remote_commands=on" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=postgres" -f "$STACK_DIR/quiet.sql" 2>&1)
+check "the same request again as a superuser: duplicate, the statements sent shown (a superuser may read them all)" \
+    "duplicate|yes" "$(grep -xE '[a-z]+' <<<"$out")|$(grep -q 'issuing .*paynotify_step_at' <<<"$out" && echo yes || echo no)"
+
 # ---- a first delivery on the node of its order's shard: Citus runs the call in
 # the same backend, the one nesting of paynotify's entries that is let through
 ord=$(printf 'PN%08d' "$w1c")
@@ -186,7 +212,7 @@ citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail
 # (always, with a message of 6,029 bytes, of two-byte characters after its
 # first 29); prints what psql printed.  With a fifth argument "again": the
 # same request as the last one for ORDER_INDEX, byte for byte (or the file
-# written there).  As notify_shim, or as FALLBACK_USER.
+# written there).  As a superuser (see call), or as FALLBACK_USER.
 fallback() {
     local ord shard node
     ord=$(printf 'PN%08d' "$2")
@@ -208,7 +234,7 @@ fallback() {
             "$STACK_DIR/fallback$2.sql"
     fi
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=${FALLBACK_USER:-notify_shim}" -f "$STACK_DIR/fallback$2.sql" 2>&1
+        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=${FALLBACK_USER:-postgres}" -f "$STACK_DIR/fallback$2.sql" 2>&1
     for i in 0 1; do
         citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
     done
@@ -221,7 +247,7 @@ applied() {
                       (SELECT coalesce(string_agg(status || ',' || delivery_count || ',' || attempts, ';'), '') FROM payment_notify_log WHERE order_no = '$1') || '|' ||
                       (SELECT status FROM orders WHERE order_no = '$1') || '|' ||
                       (SELECT count(*) FROM paynotify_outbox WHERE order_no = '$1') || '|' ||
-                      (SELECT coalesce(string_agg(outcome, ','), '') FROM paynotify_delivery_history WHERE order_no = '$1')" 2>&1
+                      (SELECT coalesce(string_agg(outcome, ',' ORDER BY id), '') FROM paynotify_delivery_history WHERE order_no = '$1')" 2>&1
 }
 # the node's warning (relayed by Citus), the caller's, each with the error
 warned() {
@@ -289,8 +315,8 @@ check "no two-phase commit for the delegated deliveries (pg_dist_transaction, pr
 
 # ---- paynotify_query_apply: the gateway's signed answer to a query of the
 # order (WeChat Pay's, laid out and signed as test/unit/make_query_responses.py
-# makes them, at the real clock) applies through the same delegated call,
-# as the relay's role; and falls back the same way
+# makes them, at the real clock) applies through the same delegated call
+# (seen as a superuser), and falls back the same way (as the relay's role)
 qanswer() {	# qanswer ORDER_INDEX FILE: the call handing back "paid" for order ORDER_INDEX
     python3 - "$(printf 'PN%08d' "$1")" "420000000020260102$(printf '%010d' "$1")" >"$2" <<'PY'
 import json, sys, time
@@ -307,9 +333,9 @@ PY
 ord=$(printf 'PN%08d' "${w2[13]}")
 qanswer "${w2[13]}" "$STACK_DIR/query.sql"
 out=$(PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_relay" -f "$STACK_DIR/query.sql" 2>&1)
-check "coordinator, as the relay: a query's signed answer that $ord (worker 2) is paid: processed, sent as one call to its node" \
-    "processed|1" "$(grep -xE '[a-z]+' <<<"$out")|$(grep -c 'issuing .*paynotify_step_at' <<<"$out")"
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=postgres" -f "$STACK_DIR/query.sql" 2>&1)
+check "coordinator: a query's signed answer that $ord (worker 2) is paid: processed, its step sent as one call to its node, no warning, no step statement routed" \
+    "processed|1|0|0" "$(grep -xE '[a-z]+' <<<"$out")|$(grep -c 'issuing .*paynotify_step_at' <<<"$out")|$(grep -c WARNING <<<"$out")|$(grep -Ec 'issuing (INSERT INTO|UPDATE) [a-z_.]*(payment_record|payment_notify_log|orders|paynotify_outbox|paynotify_order_history)_[0-9]' <<<"$out")"
 check "the query's answer applied once: one payment, one log row (succeeded, source query), the order paid, one event" \
     "1|succeeded,query|paid|1" \
     "$(citus_q 0 "SELECT (SELECT count(*) FROM payment_record WHERE order_no = '$ord') || '|' ||
@@ -323,6 +349,8 @@ check "coordinator, as the relay: a query's answer whose record is refused once 
     "processed|1|1|2" "$(warned "$raw" "$ord" 'the first delivery record fails')"
 check "the query's answer after the fallback applied once: one payment, one log row, the order paid, one event" \
     "1|succeeded,1,1|paid|1|processed" "$(applied "$ord")"
+check "the query's answer after the fallback: its log row's source query" "query" \
+    "$(citus_q 0 "SELECT string_agg(source, ',') FROM payment_notify_log WHERE order_no = '$ord'")"
 
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
 for i in 0 1 2; do
