@@ -640,7 +640,7 @@ BEGIN
 	IF max_rows < 0 THEN
 		RAISE EXCEPTION 'max_rows must not be negative' USING ERRCODE = 'invalid_row_count_in_limit_clause';
 	END IF;
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_outbox') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_outbox'::pg_catalog.regclass) THEN
 		RETURN QUERY
 		DELETE FROM @extschema@.paynotify_outbox o
 		WHERE o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
@@ -697,7 +697,7 @@ DECLARE
 	orders text[] := '{}';
 	dues timestamptz[] := '{}';
 BEGIN
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		RETURN QUERY
 		WITH candidate AS MATERIALIZED (
 			SELECT c.id

@@ -1309,7 +1309,7 @@ DECLARE
 	orders text[] := '{}';
 	dues timestamptz[] := '{}';
 BEGIN
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		RETURN QUERY
 		WITH candidate AS MATERIALIZED (
 			SELECT c.id
@@ -1424,7 +1424,7 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_on_citus() FROM PUBLIC;
 
 DO $$
 BEGIN
-	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		PERFORM @extschema@.paynotify_relay_on_citus();
 	END IF;
 END

@@ -126,7 +126,7 @@ COMMENT ON TABLE @extschema@.paynotify_expectation IS
 	'paynotify: orders the application sent to a gateway (paynotify_expect), until their payment or close is recorded';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_expectation', '');
 REVOKE ALL ON @extschema@.paynotify_expectation FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_expectation'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_expectation'::pg_catalog.regclass);
 
 -- The application: this order was sent to this channel's gateway, and may
 -- be paid until expires_at (NULL: no end known; else a finite time to
@@ -204,7 +204,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_expect(text, text, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_expect(text, text, timestamptz) IS
 	'the application sent this order to this channel''s gateway: look it up there if no payment or close of it is recorded in time';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_expect(text, text, timestamptz)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_expect(text, text, timestamptz)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- ===== Queries: asking the gateway =====
 --
@@ -328,7 +328,7 @@ BEGIN
 	IF max_rows IS NULL OR max_rows OPERATOR(pg_catalog.<) 1 OR max_rows OPERATOR(pg_catalog.>) 1000 THEN
 		RAISE EXCEPTION 'max_rows must be between 1 and 1000' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_expectation') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_expectation'::pg_catalog.regclass) THEN
 		RETURN QUERY
 		WITH due AS (
 			SELECT e.order_no, e.channel,
@@ -421,7 +421,7 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_query_apply(text, text, integer, js
 COMMENT ON FUNCTION @extschema@.paynotify_query_apply(text, text, integer, jsonb, bytea) IS
 	'verifies the gateway''s answer to a query of the order and applies what it found, as a notification';
 
-SELECT @extschema@.paynotify_capacity_extend(c, f::regprocedure, NULL)
+SELECT @extschema@.paynotify_capacity_extend(c, f::pg_catalog.regprocedure, NULL::pg_catalog.regclass)
 FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
 	 pg_catalog.unnest(ARRAY['@extschema@.paynotify_query_due(integer)',
 	 '@extschema@.paynotify_query_request(text, text)',
@@ -462,7 +462,7 @@ COMMENT ON TABLE @extschema@.paynotify_bill IS
 	'paynotify: one imported gateway bill per channel and day, with the totals the bill states of itself';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill', '');
 REVOKE ALL ON @extschema@.paynotify_bill FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_bill'::pg_catalog.regclass);
 
 -- The bill's lines, in the file's order.  Amounts in minor units; a
 -- refund's amount is positive; fee positive when the gateway charged it.
@@ -494,7 +494,7 @@ COMMENT ON TABLE @extschema@.paynotify_bill_line IS
 	'paynotify: the lines of the imported gateway bills (amounts in minor units)';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill_line', '');
 REVOKE ALL ON @extschema@.paynotify_bill_line FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill_line'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_bill_line'::pg_catalog.regclass);
 
 -- The reader of the files (src/bill.c): the lines from 1, and line 0, kind
 -- 'summary', whose raw is what the file states of itself.  Only
@@ -542,7 +542,7 @@ BEGIN
 		RAISE EXCEPTION 'channel and bill must not be null' USING ERRCODE = 'null_value_not_allowed';
 	END IF;
 	-- the lines name their orders by lookups no Citus plan takes yet
-	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line') THEN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line'::pg_catalog.regclass) THEN
 		RAISE EXCEPTION 'bills are not imported on a Citus cluster yet'
 			USING ERRCODE = 'feature_not_supported',
 				  HINT = 'Reconcile on one server; see docs/CITUS.md.';
@@ -675,7 +675,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_import_bill(text, bytea, date) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_import_bill(text, bytea, date) IS
 	'read a gateway''s daily bill (WeChat Pay trade bill, Alipay zip, Stripe balance transactions) into paynotify_bill and paynotify_bill_line, replacing that day''s';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_import_bill(text, bytea, date)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_import_bill(text, bytea, date)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- Every difference between the imported bills and our ledger
 -- (payment_record, paynotify_refund), by channel and the gateway's day.
@@ -774,7 +774,7 @@ WHERE o.what OPERATOR(pg_catalog.=) 'refund'
 COMMENT ON VIEW @extschema@.paynotify_reconciliation IS
 	'paynotify: every difference between the imported gateway bills and the payments and refunds recorded here, by channel and gateway day';
 REVOKE ALL ON @extschema@.paynotify_reconciliation FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_reconciliation'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_reconciliation'::pg_catalog.regclass);
 
 -- A day's bill in figures: what the bill states of itself (bill_summary),
 -- what its lines add up to (bill_lines) and what our ledger has for the
@@ -848,7 +848,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_reconcile_summary(text, date) IS
 	'a day''s bill in figures: its own summary, the sum of its lines and our ledger';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_reconcile_summary(text, date)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_reconcile_summary(text, date)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- ===== Asking now: one order, by an operator =====
 --
@@ -888,7 +888,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_query_order(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_query_order(text, text) IS
 	'has the daemon ask the channel''s gateway about the order at its next round (a payment only the bill shows, a customer''s call)';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_query_order(text, text)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_query_order(text, text)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- ===== Fetching the bills =====
 --
@@ -931,7 +931,7 @@ COMMENT ON TABLE @extschema@.paynotify_bill_fetch IS
 	'paynotify: the fetches of the daily bills planned (paynotify_bill_plan), where each one is, and how it ended';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_bill_fetch', '');
 REVOKE ALL ON @extschema@.paynotify_bill_fetch FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_bill_fetch'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_bill_fetch'::pg_catalog.regclass);
 
 -- Whether a channel has what fetching its bills takes: WeChat Pay the
 -- merchant's API key, its serial and the merchant (mchid, or sp_mchid);
@@ -996,7 +996,7 @@ DECLARE
 	-- ON CONFLICT ... DO UPDATE of a distributed or reference table
 	ts timestamptz := pg_catalog.now();
 BEGIN
-	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line') THEN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_bill_line'::pg_catalog.regclass) THEN
 		RAISE EXCEPTION 'bills are not imported on a Citus cluster yet'
 			USING ERRCODE = 'feature_not_supported',
 				  HINT = 'Reconcile on one server; see docs/CITUS.md.';
@@ -1048,7 +1048,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_plan(date, text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_bill_plan(date, text) IS
 	'plans the fetch of a day''s bill (default yesterday) of every channel that can fetch one, or of the channel named';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_bill_plan(date, text)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_bill_plan(date, text)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- The fetches due, claimed: first every unfinished one planned three days
 -- ago or more is given up (step failed); then at most max_rows whose
@@ -1306,7 +1306,7 @@ REVOKE ALL ON FUNCTION @extschema@.paynotify_bill_apply(text, date, integer, jso
 COMMENT ON FUNCTION @extschema@.paynotify_bill_apply(text, date, integer, jsonb, bytea) IS
 	'verifies the gateway''s answer to paynotify_bill_request and goes on: the next step, or the bill imported';
 
-SELECT @extschema@.paynotify_capacity_extend(c, f::regprocedure, NULL)
+SELECT @extschema@.paynotify_capacity_extend(c, f::pg_catalog.regprocedure, NULL::pg_catalog.regclass)
 FROM pg_catalog.unnest('{relay,admin}'::text[]) c,
 	 pg_catalog.unnest(ARRAY['@extschema@.paynotify_bill_due(integer)',
 	 '@extschema@.paynotify_bill_request(text, date)',
@@ -1394,7 +1394,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_stats_rows() FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_stats_rows() IS
 	'the rows of the view paynotify_stats (read as the extension''s owner)';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_stats_rows()'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_stats_rows()'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 CREATE OR REPLACE VIEW @extschema@.paynotify_stats AS
 	SELECT s.channel, s.gateway, s.notifications, s.succeeded, s.ignored, s.anomaly, s.parked, s.failed,
 		s.deliveries, s.duplicate_ratio, s.oldest_failed_seconds, s.oldest_parked_seconds, s.anomalies_24h,
@@ -1441,7 +1441,7 @@ DECLARE
 	k bigint;
 	r record;
 BEGIN
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		WITH again AS (
 			UPDATE @extschema@.paynotify_delivery d
 			SET dead_at = NULL, attempts = 0, next_attempt_at = v_now, started_at = v_now
@@ -1486,7 +1486,7 @@ BEGIN
 	IF pg_catalog.btrim($2) OPERATOR(pg_catalog.=) '' THEN
 		RAISE EXCEPTION 'note must say what was done' USING ERRCODE = 'invalid_parameter_value';
 	END IF;
-	IF @extschema@.paynotify_distributed('@extschema@.paynotify_anomaly') THEN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_anomaly'::pg_catalog.regclass) THEN
 		SELECT x.order_no INTO v_order FROM @extschema@.paynotify_anomaly x WHERE x.id OPERATOR(pg_catalog.=) $1;
 		SELECT * INTO a FROM @extschema@.paynotify_anomaly x
 			WHERE x.order_no OPERATOR(pg_catalog.=) v_order AND x.id OPERATOR(pg_catalog.=) $1 FOR UPDATE;
@@ -1530,7 +1530,7 @@ DECLARE
 	batch bigint;
 	budget bigint := max_rows;
 	cutoff timestamptz;
-	citus boolean := @extschema@.paynotify_distributed('@extschema@.payment_notify_log');
+	citus boolean := @extschema@.paynotify_distributed('@extschema@.payment_notify_log'::pg_catalog.regclass);
 	flagged text[];
 	skipped text[];
 	seen bigint;
@@ -1740,7 +1740,7 @@ BEGIN
 	lease_end := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) pg_catalog.make_interval(
 		secs => ((2 OPERATOR(pg_catalog.*) request_timeout_ms) OPERATOR(pg_catalog.+) 10000)
 				OPERATOR(pg_catalog./) 1000.0);
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		RETURN QUERY
 		WITH candidate AS MATERIALIZED (
 			SELECT c.id
@@ -1903,7 +1903,7 @@ BEGIN
 		JOIN @extschema@.paynotify_delivery d ON d.id OPERATOR(pg_catalog.=) u.id
 	WHERE u.id IS NOT NULL AND u.lease IS NOT NULL
 	  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.lease OPERATOR(pg_catalog.=) u.lease;
-	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO got
 		FROM (SELECT d.id
 			  FROM unnest(cids, ctoks) c(id, lease)
@@ -1976,7 +1976,7 @@ COMMENT ON FUNCTION @extschema@.paynotify_relay_report(bigint[], integer[], text
 
 REVOKE ALL ON FUNCTION @extschema@.paynotify_relay_lease(integer, integer),
 	@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[]) FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('relay', f::regprocedure, NULL)
+SELECT @extschema@.paynotify_capacity_extend('relay'::pg_catalog.text, f::pg_catalog.regprocedure, NULL::pg_catalog.regclass)
 FROM pg_catalog.unnest(ARRAY['@extschema@.paynotify_relay_lease(integer, integer)',
 	 '@extschema@.paynotify_relay_report(bigint[], integer[], text[], bigint[])']) f;
 
@@ -2069,9 +2069,144 @@ BEGIN
 END
 $$;
 
+-- The two claims as 1.1 and 1.3 wrote them called paynotify_distributed
+-- with an untyped literal: paynotify_distributed(text), planted in the
+-- extension's schema by a role that may create there, would have been the
+-- better match and run as paynotify's owner.  They are written again with
+-- the argument of its exact type, as every call of paynotify's own
+-- functions now is (their text in 1.1--1.2 and 1.2--1.3 too); on Citus
+-- paynotify_relay_on_citus below sets the claim's settings again.
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_outbox_claim(max_rows integer DEFAULT 100)
+	RETURNS SETOF @extschema@.paynotify_outbox
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	cand record;
+	after bigint := -9223372036854775808;
+	taken bigint := 0;
+	want bigint;
+	seen bigint;
+	got bigint;
+BEGIN
+	-- one answer on both paths (the Citus loop would just return nothing)
+	IF max_rows < 0 THEN
+		RAISE EXCEPTION 'max_rows must not be negative' USING ERRCODE = 'invalid_row_count_in_limit_clause';
+	END IF;
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_outbox'::pg_catalog.regclass) THEN
+		RETURN QUERY
+		DELETE FROM @extschema@.paynotify_outbox o
+		WHERE o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
+					   ORDER BY i.id LIMIT max_rows FOR UPDATE SKIP LOCKED)
+		RETURNING o.*;
+		RETURN;
+	END IF;
+	LOOP
+		want := coalesce(max_rows, 2147483647) - taken;
+		EXIT WHEN want <= 0;
+		seen := 0;
+		FOR cand IN SELECT i.id, i.order_no FROM @extschema@.paynotify_outbox i
+					WHERE i.id > after ORDER BY i.id LIMIT want LOOP
+			seen := seen + 1;
+			after := cand.id;
+			RETURN QUERY
+			DELETE FROM @extschema@.paynotify_outbox o
+			WHERE o.order_no = cand.order_no AND o.id = cand.id
+			  AND o.id IN (SELECT i.id FROM @extschema@.paynotify_outbox i
+						   WHERE i.order_no = cand.order_no AND i.id = cand.id
+						   FOR UPDATE SKIP LOCKED)
+			RETURNING o.*;
+			GET DIAGNOSTICS got = ROW_COUNT;
+			taken := taken + got;
+		END LOOP;
+		EXIT WHEN seen < want;
+	END LOOP;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.paynotify_relay_claim(max_rows integer DEFAULT 100)
+	RETURNS TABLE (delivery_id bigint, webhook_id text, endpoint_id bigint, url text,
+				   secret text, max_in_flight integer, attempts integer, body text)
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+#variable_conflict use_column
+DECLARE
+	ep record;
+	cand record;
+	ids bigint[] := '{}';
+	orders text[] := '{}';
+	dues timestamptz[] := '{}';
+BEGIN
+	IF NOT @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
+		RETURN QUERY
+		WITH candidate AS MATERIALIZED (
+			SELECT c.id
+			FROM @extschema@.paynotify_endpoint e
+				CROSS JOIN LATERAL (
+					SELECT r.id, r.next_attempt_at
+					FROM @extschema@.paynotify_delivery_ready r
+					WHERE r.endpoint_id = e.id
+					ORDER BY r.next_attempt_at
+					LIMIT e.max_in_flight) c
+			WHERE e.enabled
+			ORDER BY c.next_attempt_at
+			LIMIT max_rows)
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.id IN (SELECT candidate.id FROM candidate)
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		ORDER BY d.next_attempt_at
+		FOR UPDATE OF d SKIP LOCKED;
+		RETURN;
+	END IF;
+	-- Citus: the candidates of each endpoint read across the shards without
+	-- locks (Citus neither locks rows nor pushes a LIMIT per endpoint down
+	-- across shards), then each locked on its own shard by order_no and id.
+	-- A delivery also waits for an event of its order still in the outbox
+	-- with a lower order_seq: fan-outs on two nodes run at once (each node
+	-- has its own advisory lock), and one may take an order's later event
+	-- before the other has made the deliveries of its earlier one.  The
+	-- outbox rows and deliveries of an order are on one shard, read by one
+	-- statement there: an event is in one or the other.  Events of no
+	-- order (notifications that name none) wait for nothing.
+	FOR ep IN SELECT e.id, e.max_in_flight FROM @extschema@.paynotify_endpoint e WHERE e.enabled LOOP
+		FOR cand IN
+			SELECT r.id, r.order_no, r.next_attempt_at
+			FROM @extschema@.paynotify_delivery_ready r
+			WHERE r.endpoint_id = ep.id
+			  AND (r.order_no = ''
+				   OR NOT EXISTS (SELECT FROM @extschema@.paynotify_outbox o
+								  WHERE o.order_no = r.order_no
+									AND coalesce(o.order_seq, o.id) < r.order_seq))
+			ORDER BY r.next_attempt_at
+			LIMIT ep.max_in_flight LOOP
+			ids := ids || cand.id;
+			orders := orders || cand.order_no;
+			dues := dues || cand.next_attempt_at;
+		END LOOP;
+	END LOOP;
+	FOR cand IN SELECT u.id, u.order_no FROM unnest(ids, orders, dues) u(id, order_no, due)
+				ORDER BY u.due LIMIT max_rows LOOP
+		RETURN QUERY
+		SELECT d.id, d.webhook_id, d.endpoint_id, e.url, e.secret, e.max_in_flight,
+			d.attempts, d.body
+		FROM @extschema@.paynotify_delivery d
+			JOIN @extschema@.paynotify_endpoint e ON e.id = d.endpoint_id
+		WHERE d.order_no = cand.order_no AND d.id = cand.id
+		  AND d.delivered_at IS NULL AND d.dead_at IS NULL AND d.next_attempt_at <= pg_catalog.now()
+		  AND e.enabled
+		FOR UPDATE OF d SKIP LOCKED;
+	END LOOP;
+END
+$$;
+
 DO $$
 BEGIN
-	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery') THEN
+	IF @extschema@.paynotify_distributed('@extschema@.paynotify_delivery'::pg_catalog.regclass) THEN
 		PERFORM @extschema@.paynotify_relay_on_citus();
 	END IF;
 END
@@ -2568,7 +2703,7 @@ COMMENT ON TABLE @extschema@.paynotify_agreement IS
 	'paynotify: recurring-payment agreements (WeChat Pay contracts, Alipay agreements, Stripe subscriptions) as their notifications left them';
 SELECT pg_catalog.pg_extension_config_dump('@extschema@.paynotify_agreement', '');
 REVOKE ALL ON @extschema@.paynotify_agreement FROM PUBLIC;
-SELECT @extschema@.paynotify_capacity_extend('admin', NULL, '@extschema@.paynotify_agreement'::regclass);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, NULL::pg_catalog.regprocedure, '@extschema@.paynotify_agreement'::pg_catalog.regclass);
 
 -- The agreement a charge was made under, where its notification names one
 -- (made as the 1.3 tables' changes above are: by EXECUTE, where not yet).
@@ -2730,7 +2865,7 @@ $$;
 REVOKE ALL ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.paynotify_trace_agreement(text, text) IS
 	'everything that happened to one agreement (its row, the notifications that moved it or wait for it, the charges made under it), in time order';
-SELECT @extschema@.paynotify_capacity_extend('admin', '@extschema@.paynotify_trace_agreement(text, text)'::regprocedure, NULL);
+SELECT @extschema@.paynotify_capacity_extend('admin'::pg_catalog.text, '@extschema@.paynotify_trace_agreement(text, text)'::pg_catalog.regprocedure, NULL::pg_catalog.regclass);
 
 -- paynotify_revoke: an operator's hooks go with its admin capacity: the
 -- rows that run as it (a row from another cluster runs as the role of its

@@ -39,7 +39,7 @@ cd "$(dirname "$0")/../.."
 
 dir=$(pn_tmp_dir planted)
 port=$(pn_free_port)
-trap 'pn_cluster_stop "$dir"; remove_tmp "$dir"' EXIT
+trap 'pn_cluster_stop "$dir"; [ -z "${PLANTED_LOG:-}" ] || cp "$dir/server.log" "$PLANTED_LOG"; remove_tmp "$dir"' EXIT
 pass=0
 fail=0
 
@@ -93,6 +93,26 @@ SQL
 done
 check "the shadows are planted (shop)" t "$(suq shop "SELECT count(*) > 1000 FROM pg_proc WHERE pronamespace = 'public'::regnamespace")"
 
+# and a shadow of each of paynotify's own functions for each input argument
+# retyped to another common type (test/e2e/planted/own.sql), of every
+# version an update passes through, read from a database of their own: a
+# call of paynotify's own function with an argument not of its exact type
+# (an unknown literal or NULL where it takes regclass, a name where it takes
+# text) would take the shadow
+su postgres -q -c "CREATE DATABASE plref"
+su plref -q -c "CREATE EXTENSION paynotify SCHEMA public VERSION '1.0'" -f test/e2e/planted/own.sql >/dev/null
+for v in 1.1 1.2 1.3; do
+    su plref -q -c "ALTER EXTENSION paynotify UPDATE TO '$v'" -f test/e2e/planted/own.sql >/dev/null 2>&1
+done
+su plref -q -c "ALTER EXTENSION paynotify UPDATE TO '1.4'" >/dev/null 2>&1
+su plref -At -c "SET planted.warn = '${PLANTED_WARN:-0}'" -v emit=1 -f test/e2e/planted/own.sql >"$dir/own_shadows.sql"
+for db in shop shop_up; do
+    PGOPTIONS="-c search_path=pg_catalog -c client_min_messages=warning" "$PN_PGBIN/psql" -X -q \
+        -h "$dir" -p "$port" -U pl_attacker -d "$db" -f "$dir/own_shadows.sql" >/dev/null 2>"$dir/own_$db.err" || true
+done
+check "shadows of paynotify's own functions planted (shop: the most that can be before it exists)" t \
+    "$(suq shop "SELECT count(*) > 2000 FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND prosrc LIKE '%planted shadow of paynotify%'")"
+
 # ---- shop: a fresh install ----------------------------------------------------
 # the fixture, with the extension in public (test/fixture.sql says pay)
 sed -e '/^CREATE SCHEMA pay;$/d' -e 's/^CREATE EXTENSION paynotify SCHEMA pay;/CREATE EXTENSION paynotify SCHEMA public;/' \
@@ -105,6 +125,9 @@ su shop -q -c "DO \$\$ DECLARE f regprocedure; BEGIN
         EXECUTE format('ALTER FUNCTION %s SET search_path = pg_catalog, t', f);
     END LOOP; END \$\$"
 check_calls shop "CREATE EXTENSION paynotify"
+# the shadows whose results are paynotify's own types, now that they exist
+PGOPTIONS="-c search_path=pg_catalog -c client_min_messages=warning" "$PN_PGBIN/psql" -X -q \
+    -h "$dir" -p "$port" -U pl_attacker -d shop -f "$dir/own_shadows.sql" >/dev/null 2>&1 || true
 check_catalog shop "fresh install" all
 check_public_grant shop app_lookup "after CREATE EXTENSION"
 check "installed at 1.4" 1.4 "$(suq shop "SELECT extversion FROM pg_extension WHERE extname = 'paynotify'")"
@@ -117,11 +140,11 @@ check_calls shop "a superuser replaying every vector through paynotify_handle"
 
 # the superuser-only functions
 su shop -q >/dev/null 2>&1 <<'SQL' || true
-SELECT public.paynotify_grant('pl_ops', 'admin');
-SELECT public.paynotify_grant('pl_shim', 'handler');
-SELECT public.paynotify_grant('pl_relay', 'relay');
-SELECT public.paynotify_grant('pl_app', 'relay');
-SELECT public.paynotify_revoke('pl_app', 'relay');
+SELECT public.paynotify_grant('pl_ops'::regrole, 'admin'::text);
+SELECT public.paynotify_grant('pl_shim'::regrole, 'handler'::text);
+SELECT public.paynotify_grant('pl_relay'::regrole, 'relay'::text);
+SELECT public.paynotify_grant('pl_app'::regrole, 'relay'::text);
+SELECT public.paynotify_revoke('pl_app'::regrole, 'relay'::text);
 SELECT * FROM public.paynotify_distribute();	-- no Citus here: refused
 SQL
 check "roles granted" "pl_ops:admin pl_relay:relay pl_shim:handler" \
@@ -134,36 +157,36 @@ pub=$(cat "$dir/vectors/keys/alipay_1.pub.pem")
 su shop -q -c "GRANT SELECT, UPDATE ON public.orders TO pl_ops; CREATE SCHEMA app AUTHORIZATION pl_ops;"
 su shop -q -c "SELECT t.set_order('PL-1', 'pending', 100), t.set_order('PL-2', 'pending', 100)" >/dev/null
 cat >"$dir/ops.sql" <<'SQL'
-SELECT public.paynotify_add_channel('pl_st', 'stripe', '{}');
-SELECT public.paynotify_alter_channel('pl_st', '{"tolerance_s": 300}');
-SELECT public.paynotify_add_key('pl_st', 'k1', :'secret');
-SELECT public.paynotify_add_key('pl_st', 'k2', :'secret', now() - interval '1 day', now() + interval '1 day');
-SELECT public.paynotify_retire_key('pl_st', 'k2');
-SELECT public.paynotify_bind_orders('public.orders', 'order_no', 'status', 'amount_fen');
+SELECT public.paynotify_add_channel('pl_st'::text, 'stripe'::text, '{}'::jsonb);
+SELECT public.paynotify_alter_channel('pl_st'::text, '{"tolerance_s": 300}'::jsonb);
+SELECT public.paynotify_add_key('pl_st'::text, 'k1'::text, :'secret'::text);
+SELECT public.paynotify_add_key('pl_st'::text, 'k2'::text, :'secret'::text, now() - interval '1 day', now() + interval '1 day');
+SELECT public.paynotify_retire_key('pl_st'::text, 'k2'::text);
+SELECT public.paynotify_bind_orders('public.orders'::regclass, 'order_no'::name, 'status'::name, 'amount_fen'::name);
 CREATE FUNCTION app.on_paid(ev jsonb) RETURNS void LANGUAGE sql AS 'SELECT';
-SELECT public.paynotify_on('paid', 'app.on_paid(jsonb)');
-SELECT public.paynotify_rsa_verify(:'pub', '\x00', 'AAAA') AS verified;
-SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('QUJD', 8)) AS ep \gset
-SELECT public.paynotify_alter_endpoint(:ep, events => '{paid,refunded}', max_in_flight => 4,
-	retry_base => '2 seconds', retry_max => '1 minute');
+SELECT public.paynotify_on('paid'::text, 'app.on_paid(jsonb)'::regprocedure);
+SELECT public.paynotify_rsa_verify(:'pub'::text, '\x00'::bytea, 'AAAA'::text) AS verified;
+SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp'::text, 'whsec_' || repeat('QUJD', 8)) AS ep \gset
+SELECT public.paynotify_alter_endpoint(:ep::bigint, events => '{paid,refunded}'::text[], max_in_flight => 4,
+	retry_base => '2 seconds'::interval, retry_max => '1 minute'::interval);
 SELECT count(*) >= 0 FROM public.paynotify_stats;
 SELECT count(*) >= 0 FROM public.payment_notify_log;
 SELECT count(*) >= 0 FROM public.paynotify_binding;
-SELECT count(*) >= 0 FROM public.paynotify_trace('r_stripe_payment_intent_succeeded_valid', 'evt_3PZs1aL2bkqV0x9A');
-SELECT count(*) >= 0 FROM public.paynotify_trace_order('PN20260101000001');
-SELECT count(*) >= 0 FROM public.paynotify_retry_failed('0 seconds', 10, true);
-SELECT count(*) >= 0 FROM public.paynotify_retry_failed('0 seconds', 10);
-SELECT public.paynotify_resolve_anomaly(a.id, 'checked') FROM public.paynotify_anomaly a LIMIT 1;
+SELECT count(*) >= 0 FROM public.paynotify_trace('r_stripe_payment_intent_succeeded_valid'::text, 'evt_3PZs1aL2bkqV0x9A'::text);
+SELECT count(*) >= 0 FROM public.paynotify_trace_order('PN20260101000001'::text);
+SELECT count(*) >= 0 FROM public.paynotify_retry_failed('0 seconds'::interval, 10, true);
+SELECT count(*) >= 0 FROM public.paynotify_retry_failed('0 seconds'::interval, 10);
+SELECT public.paynotify_resolve_anomaly(a.id, 'checked'::text) FROM public.paynotify_anomaly a LIMIT 1;
 SELECT count(*) >= 0 FROM public.paynotify_outbox_claim(0);
-SELECT public.paynotify_transit('PL-1', 'pending', 'cancelled');
-SELECT public.paynotify_retention_floor('stripe') IS NOT NULL;
-SELECT count(*) >= 0 FROM public.paynotify_purge('30 days');
-SELECT public.paynotify_redeliver(:ep) >= 0;
-SELECT public.paynotify_purge_deliveries('7 days') >= 0;
-SELECT public.paynotify_drop_endpoint(:ep);
-SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('QUJD', 8)) IS NOT NULL;
-SELECT public.paynotify_alter_channel('pl_st', '{"secret_key": "rk_test_TESTONLY0000000000000000"}');
-SELECT public.paynotify_bill_plan('2026-03-14', 'pl_st') = 1;
+SELECT public.paynotify_transit('PL-1'::text, 'pending'::text, 'cancelled'::text);
+SELECT public.paynotify_retention_floor('stripe'::text) IS NOT NULL;
+SELECT count(*) >= 0 FROM public.paynotify_purge('30 days'::interval);
+SELECT public.paynotify_redeliver(:ep::bigint) >= 0;
+SELECT public.paynotify_purge_deliveries('7 days'::interval) >= 0;
+SELECT public.paynotify_drop_endpoint(:ep::bigint);
+SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp'::text, 'whsec_' || repeat('QUJD', 8)) IS NOT NULL;
+SELECT public.paynotify_alter_channel('pl_st'::text, '{"secret_key": "rk_test_TESTONLY0000000000000000"}'::jsonb);
+SELECT public.paynotify_bill_plan('2026-03-14'::date, 'pl_st'::text) = 1;
 SELECT public.paynotify_bill_plan() >= 0;
 SELECT count(*) >= 0 FROM public.paynotify_bill_fetch;
 SQL
@@ -237,8 +260,8 @@ SELECT public.paynotify_relay_report(ARRAY(SELECT delivery_id FROM claimed),
 	ARRAY(SELECT 500 FROM claimed), ARRAY(SELECT 'HTTP 500'::text FROM claimed)) >= 0;
 COMMIT;
 SELECT count(*) >= 0 FROM public.paynotify_bill_due(10);
-SELECT method FROM public.paynotify_bill_request('pl_st', '2026-03-14');
-SELECT outcome FROM public.paynotify_bill_apply('pl_st', '2026-03-14', 200, '{}', '\x7b7d');
+SELECT method FROM public.paynotify_bill_request('pl_st'::text, '2026-03-14'::date);
+SELECT outcome FROM public.paynotify_bill_apply('pl_st'::text, '2026-03-14'::date, 200, '{}'::jsonb, '\x7b7d'::bytea);
 SQL
 check_calls shop "the relay calling fanout, claim and report, and fetching a bill"
 
@@ -267,13 +290,15 @@ for v in 1.1 1.2 1.3 1.4; do
     check_public_grant shop_up "$t" "after the update to $v"
 done
 check_public_grant shop_up app_lookup "after every update"
+check "no call of paynotify's met two shadows at once (no 'is not unique' in the server's log)" 0 \
+    "$(grep -c 'is not unique' "$dir/server.log" || true)"
 # the upgraded install at work: a vector replayed by a superuser, the
 # operator's view and an endpoint
-su shop_up -q -c "SELECT public.paynotify_grant('pl_ops', 'admin')"
+su shop_up -q -c "SELECT public.paynotify_grant('pl_ops'::regrole, 'admin'::text)"
 as pl_ops shop_up -q >/dev/null 2>&1 <<'SQL' || true
-SELECT public.paynotify_add_channel('up_st', 'stripe', '{}');
+SELECT public.paynotify_add_channel('up_st'::text, 'stripe'::text, '{}'::jsonb);
 SELECT count(*) FROM public.paynotify_stats;
-SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp', 'whsec_' || repeat('QUJD', 8), events => '{paid}');
+SELECT public.paynotify_add_endpoint('http://127.0.0.1:9/erp'::text, 'whsec_' || repeat('QUJD', 8), events => '{paid}'::text[]);
 SQL
 check "the operator's endpoint on the upgraded install" 1 "$(suq shop_up "SELECT count(*) FROM public.paynotify_endpoint")"
 check_calls shop_up "the operator on the upgraded install"
