@@ -2444,9 +2444,9 @@ BEGIN
 	-- is distributed here whose owner could have put code there that must
 	-- not run with those rights: the owner of a table still to be
 	-- distributed has the caller's privileges (is the caller, a superuser,
-	-- or a member of the caller's role), or, for the orders table, the
-	-- table holds no code of its own that the copy would run
-	-- (paynotify_table_authors).  Checked before anything is changed.
+	-- or a member of the caller's role), and the orders table runs no code
+	-- of a role without them (paynotify_table_authors) and is owned by a
+	-- role with them.  Checked before anything is changed.
 	SELECT c.oid::regclass AS rel, c.relowner::regrole AS owner INTO u
 		FROM pg_catalog.pg_depend d
 		JOIN pg_catalog.pg_class c ON c.oid = d.objid AND c.relkind = 'r'
@@ -2485,6 +2485,20 @@ BEGIN
 					orders, current_user
 				USING ERRCODE = 'insufficient_privilege',
 					  DETAIL = pg_catalog.format('Distributing it copies its rows into its shards, which runs %s with the rights of the role that distributes it.', orders_code),
+					  HINT = pg_catalog.format('Have its owner, %s, distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
+											   orders_owner, orders, b.key_column);
+		END IF;
+		-- Its owner's own code (its constraints, defaults, index
+		-- expressions, triggers' conditions) runs in the copy too, and may
+		-- run SQL it holds as text through a function no one would
+		-- suspect (query_to_xml('SELECT ...'), owned by the bootstrap
+		-- superuser): an orders table whose owner lacks the caller's
+		-- rights is distributed by its owner, never here.
+		IF NOT pg_catalog.pg_has_role(orders_owner, current_user, 'USAGE') THEN
+			RAISE EXCEPTION 'the orders table % is owned by role "%", whose code may not run as role "%"',
+					orders, orders_owner, current_user
+				USING ERRCODE = 'insufficient_privilege',
+					  DETAIL = 'Distributing it copies its rows into its shards, which runs its code (constraints, defaults, index expressions, triggers; any of it may run SQL it holds as text) with the rights of the role that distributes it.',
 					  HINT = pg_catalog.format('Have its owner, %s, distribute it (SET citus.enable_unsafe_triggers = on first if it has triggers; paynotify''s guard needs EXECUTE on paynotify_guard_transition() for the owner on every node): SELECT create_distributed_table(%L, %L); then call paynotify_distribute() again.',
 											   orders_owner, orders, b.key_column);
 		END IF;

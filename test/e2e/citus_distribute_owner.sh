@@ -25,7 +25,10 @@
 #              the owner and a superuser read past it)
 #   refused    each piece alone: paynotify_distribute() refused (42501),
 #              the detail naming it (also an index predicate, a rule, the
-#              guard with a WHEN condition); all of them: refused, the hint
+#              guard with a WHEN condition); a CHECK that runs SQL held as
+#              text through query_to_xml (no function of pn_app's named):
+#              refused, as the code of a table whose owner lacks the
+#              caller's rights; all of them: refused, the hint
 #              naming create_distributed_table, nothing distributed
 #   way out    the owner distributes the table itself (EXECUTE on the guard
 #              granted on every node, citus.enable_unsafe_triggers on): its
@@ -42,7 +45,9 @@
 #              one: the guard is its function); paynotify_distribute() as
 #              postgres is refused (42501, the hint naming that role); once
 #              it is one again, an orders table of pn_app whose only code is
-#              a default and the guard is distributed by paynotify_distribute()
+#              a default and the guard is still refused (42501, the hint
+#              naming pn_app): an orders table is distributed here only
+#              when its owner has the caller's rights
 #   nobody     in the end no pn_m_ role is a superuser on any node
 # Before 1.3, paynotify_distribute() distributed the orders table itself:
 # pn_m_trigger, _check, _index, _generated and _domain became superusers on
@@ -63,7 +68,7 @@ stack_schema 0 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 fa
 # the shim's role may call paynotify_handle on every node (a grant is the
 # node's own)
 citus_grant notify_shim handler || { echo "grants failed"; echo "0 passed, 1 failed"; exit 1; }
-markers="trigger check index generated domain policy default when operator"
+markers="trigger check index generated domain policy default when operator xml"
 as() {	# as NODE ROLE [psql args...]: psql as that role on that node (database AS_DB, default postgres)
     local n=$1 role=$2
     shift 2
@@ -183,6 +188,13 @@ policy "pn_pol" (row-level security forced)|CREATE POLICY pn_pol ON orders USING
 rule "pn_rule"|CREATE RULE pn_rule AS ON UPDATE TO orders DO ALSO SELECT public.pn_try_superuser('pn_m_policy', NEW.order_no)
 guard trigger "pn_guard_when" with a WHEN condition|CREATE TRIGGER pn_guard_when BEFORE INSERT ON orders FOR EACH ROW WHEN (public.pn_try_superuser('pn_m_when', NEW.order_no)) EXECUTE FUNCTION paynotify_guard_transition()
 PIECES
+# a CHECK of the owner's that calls only functions of the bootstrap
+# superuser, one of which runs SQL it is given as text: no function of
+# pn_app's is named, yet the copy would run pn_try_superuser as the caller.
+# Refused because the table is pn_app's (whose code may not run as postgres)
+out=$(refusal "ALTER TABLE orders ADD CONSTRAINT pn_chk_xml CHECK (query_to_xml('SELECT public.pn_try_superuser(''pn_m_xml'', ''x'')', false, false, '') IS NOT NULL)")
+check "refused: a CHECK running SQL held as text through query_to_xml (42501, the table's owner named)" "42501|yes" \
+    "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | grep -q 'which runs its code' && echo yes || echo "no: $out")"
 
 # ---- all of them: refused, nothing distributed ----------------------------------
 as 0 pn_app >/dev/null <<'SQL'
@@ -301,9 +313,11 @@ SQL
     check "ext owner: paynotify_distribute() as postgres refused (42501, the hint naming pn_extowner), nothing distributed" \
         "42501|yes|0" "$(echo "$out" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p' | head -1)|$(echo "$out" | grep '^HINT: .*"pn_extowner"' >/dev/null && echo yes || echo "no: $(echo "$out" | grep -m1 -E 'ERROR|HINT')")|$(citus_sql 0 -d extown -tA -c "SELECT count(*) FROM pg_dist_partition" 2>&1)"
     citus_q 0 "ALTER ROLE pn_extowner SUPERUSER" >/dev/null
-    out=$(citus_sql 0 -d extown -tA -c "SELECT relation::text || ' ' || action FROM paynotify_distribute() WHERE kind = 'orders'" 2>&1)
-    check "ext owner: a superuser again: the orders table (a default and the guard its only code) distributed by paynotify_distribute()" \
-        "orders created" "$(echo "$out" | grep -E '^ERROR|^orders ' | head -1)"
+    # its code (a default) is its owner's, pn_app's, which the copy would run
+    # as postgres: its owner distributes it (see "way out")
+    out=$(citus_sql 0 -d extown -v VERBOSITY=verbose -c "SELECT * FROM paynotify_distribute()" 2>&1)
+    check "ext owner: a superuser again: the orders table of pn_app (a default and the guard its code) refused (42501, the hint naming pn_app), nothing distributed" \
+        "42501|yes|0" "$(echo "$out" | sed -n 's/^ERROR:  \([0-9A-Z]\{5\}\):.*/\1/p' | head -1)|$(echo "$out" | grep '^HINT: .*Have its owner, pn_app,' >/dev/null && echo yes || echo "no: $(echo "$out" | grep -m1 -E 'ERROR|HINT')")|$(citus_sql 0 -d extown -tA -c "SELECT count(*) FROM pg_dist_partition" 2>&1)"
 else
     not_ok "ext owner: a database of its own on the three nodes"
 fi
