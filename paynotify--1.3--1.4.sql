@@ -26,6 +26,7 @@ DECLARE
 	placement text;
 	manual text;
 	nested text;
+	visible text;
 BEGIN
 	IF (p_fn IS NULL) OPERATOR(pg_catalog.=) (p_rel IS NULL) THEN
 		RAISE EXCEPTION 'one of a function and a relation' USING ERRCODE = 'invalid_parameter_value';
@@ -48,8 +49,11 @@ BEGIN
 	-- takes no query of a reference table unless told: the node's own
 	-- placements, read here, are the same rows as everywhere)
 	IF placement IS NOT NULL THEN
+		visible := pg_catalog.current_setting('citus.override_table_visibility', true);
 		nested := pg_catalog.current_setting('citus.allow_nested_distributed_execution', true);
 		PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', 'on', true);
+		-- (Citus hides its shards from queries of pg_class unless told)
+		PERFORM pg_catalog.set_config('citus.override_table_visibility', 'off', true);
 	END IF;
 	-- The holders: on Citus every role the capacity was given to
 	-- (paynotify_role), as paynotify_capacity_held cannot tell on a worker:
@@ -62,9 +66,15 @@ BEGIN
 	IF placement IS NULL THEN
 		INSERT INTO @extschema@.paynotify_capacity (capacity, privilege, fn, rel)
 			VALUES (p_capacity, CASE WHEN p_fn IS NULL THEN 'SELECT' ELSE 'EXECUTE' END, p_fn, p_rel);
-	ELSIF pg_catalog.to_regclass(placement) IS NOT NULL THEN
+	ELSIF EXISTS (SELECT FROM pg_catalog.pg_class c
+				  WHERE c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(placement)
+					AND c.relkind OPERATOR(pg_catalog.=) 'r'
+					AND c.relowner OPERATOR(pg_catalog.=) (SELECT l.relowner FROM pg_catalog.pg_class l
+						WHERE l.oid OPERATOR(pg_catalog.=) '@extschema@.paynotify_capacity'::pg_catalog.regclass)) THEN
 		-- (a node without a placement, a coordinator not in the metadata, has
-		-- nothing to write)
+		-- nothing to write; nor is a table of that name of another owner
+		-- written, which a role that may create in the extension's schema
+		-- could have made there, its triggers run by this superuser's update)
 		manual := pg_catalog.current_setting('citus.enable_manual_changes_to_shards', true);
 		PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', 'on', true);
 		EXECUTE pg_catalog.format('INSERT INTO %s (capacity, privilege, fn, rel) VALUES ($1, $2, $3, $4)', placement)
@@ -72,6 +82,7 @@ BEGIN
 		PERFORM pg_catalog.set_config('citus.enable_manual_changes_to_shards', coalesce(manual, 'off'), true);
 	END IF;
 	IF placement IS NOT NULL THEN
+		PERFORM pg_catalog.set_config('citus.override_table_visibility', coalesce(visible, 'on'), true);
 		PERFORM pg_catalog.set_config('citus.allow_nested_distributed_execution', coalesce(nested, 'off'), true);
 	END IF;
 	FOREACH holder IN ARRAY holders LOOP

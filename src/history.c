@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -24,6 +25,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "paynotify.h"
 #include "pipeline.h"
@@ -369,6 +371,39 @@ guard_record(void *arg)
 	SPI_finish();
 }
 
+
+/*
+ * Whether nsp holds a plain table named name owned by the owner of its
+ * table logical (a shard placement and its distributed table): read from
+ * the syscache, which Citus does not filter.
+ */
+static bool
+placement_owned_as(Oid nsp, const char *name, const char *logical)
+{
+	Oid			rel = get_relname_relid(name, nsp);
+	Oid			of = get_relname_relid(logical, nsp);
+	HeapTuple	a,
+				b;
+	bool		ok;
+
+	if (!OidIsValid(rel) || !OidIsValid(of))
+		return false;
+	a = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+	if (!HeapTupleIsValid(a))
+		return false;
+	b = SearchSysCache1(RELOID, ObjectIdGetDatum(of));
+	if (!HeapTupleIsValid(b))
+	{
+		ReleaseSysCache(a);
+		return false;
+	}
+	ok = ((Form_pg_class) GETSTRUCT(a))->relkind == RELKIND_RELATION &&
+		((Form_pg_class) GETSTRUCT(a))->relowner == ((Form_pg_class) GETSTRUCT(b))->relowner;
+	ReleaseSysCache(a);
+	ReleaseSysCache(b);
+	return ok;
+}
+
 /*
  * The guard trigger let a status change of order order_no of the bound
  * orders table through: unless paynotify itself is making it (and records
@@ -427,6 +462,20 @@ guard_record_shard(void *arg)
 	seq = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	if (shard == NULL || seq == NULL)
 		elog(ERROR, "paynotify: the order history's shard of order \"%s\" not found", g->order_no);
+	/*
+	 * Only this node's placement of that shard: a table of its name owned
+	 * by paynotify's owner, as Citus makes it.  One of that name created by
+	 * a role that may create in the extension's schema (on a node without
+	 * the placement) would run its triggers as paynotify's owner.  (Read
+	 * from the catalog's cache: Citus hides its shards from queries of
+	 * pg_class.)
+	 */
+	if (!placement_owned_as(g->nsp, psprintf("paynotify_order_history_%s", shard), "paynotify_order_history"))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("paynotify: the order history's shard \"paynotify_order_history_%s\" on this node is not paynotify's owner's",
+						shard),
+				 errdetail("A move of order \"%s\" is recorded only in the placement Citus made.", g->order_no)));
 	args[1] = CStringGetTextDatum(g->from);
 	args[2] = CStringGetTextDatum(g->to);
 	args[3] = CStringGetTextDatum(seq);

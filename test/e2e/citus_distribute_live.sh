@@ -225,6 +225,8 @@ layout() {	# layout DB
                 FROM pg_constraint WHERE connamespace = 'public'::regnamespace
               UNION ALL SELECT regexp_replace(format('acl %s %s %s', relname, relkind, relacl), '_[0-9]{4,}', '', 'g')
                 FROM pg_class WHERE relnamespace = 'public'::regnamespace
+              UNION ALL SELECT format('capacity rows %s %s %s', k.capacity, k.privilege, count(*))
+                FROM paynotify_capacity k GROUP BY k.capacity, k.privilege
               UNION ALL SELECT format('function %s %s %s %s', p.oid::regprocedure, p.prosecdef, p.proconfig, p.proacl)
                 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
                 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'paynotify') l(x) ORDER BY 2" 2>&1
@@ -233,6 +235,6 @@ layout() {	# layout DB
 layout fresh14 >"$STACK_DIR/layout-fresh14"
 layout up13 >"$STACK_DIR/layout-up13"
 echo "# layout: $(grep -c '^dist' "$STACK_DIR/layout-fresh14") distributed/reference tables, $(wc -l <"$STACK_DIR/layout-fresh14") lines compared"
-check "the updated cluster's layout equals a fresh 1.4 cluster's (pg_dist_partition, co-location, the shards' columns, indexes, constraints, privileges on every node)" "" \
+check "the updated cluster's layout equals a fresh 1.4 cluster's (pg_dist_partition, co-location, the shards' columns, indexes, constraints, privileges, each node's rows of paynotify_capacity)" "" \
     "$(diff "$STACK_DIR/layout-fresh14" "$STACK_DIR/layout-up13" | head -40)"
 finish

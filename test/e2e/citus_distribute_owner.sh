@@ -68,7 +68,7 @@ stack_schema 0 20 >/dev/null 2>&1 || { echo "setup failed"; echo "0 passed, 1 fa
 # the shim's role may call paynotify_handle on every node (a grant is the
 # node's own)
 citus_grant notify_shim handler || { echo "grants failed"; echo "0 passed, 1 failed"; exit 1; }
-markers="trigger check index generated domain policy default when operator xml"
+markers="trigger check index generated domain policy default when operator xml history"
 as() {	# as NODE ROLE [psql args...]: psql as that role on that node (database AS_DB, default postgres)
     local n=$1 role=$2
     shift 2
@@ -269,6 +269,34 @@ echo "# a payment handled on worker $other, its order's shard on worker ${n2:-?}
 out=$(as 2 pn_app -c "UPDATE orders SET status = 'received' WHERE order_no = 'PN00000003'" 2>&1)
 check "way out: the guard refuses an illegal move through worker 2 (pending to received)" yes \
     "$(echo "$out" | grep 'illegal order status transition from "pending" to "received"' >/dev/null && echo yes || echo "no: $out")"
+
+# ---- a table named as a shard of the order history, planted by pn_app -------------
+# On the coordinator (no placement of orders there), pn_app, who owns the
+# orders table and may create in public (the extension's schema), makes a
+# table named as a shard of orders with the guard, and one named as the
+# co-located shard of the order history with a trigger of its own.  A legal
+# move on the first makes the guard record it as the application's in the
+# second, as paynotify's owner: its trigger would run as a superuser.  The
+# guard refuses a history shard not owned by paynotify's owner.
+# (oid compared with oid: the planted operator = (oid, regclass) is in public)
+hshard=$(citus_q 0 "SELECT get_shard_id_for_distribution_column('orders'::regclass, 'PN-FAKE'::text) || ' ' ||
+                           get_shard_id_for_distribution_column('paynotify_order_history'::regclass, 'PN-FAKE'::text)" 2>&1)
+echo "# planted as shards: orders and history shard ids $hshard"
+read -r oshard hist <<<"$hshard"
+out=$(as 0 pn_app 2>&1 <<SQL
+SET citus.enable_ddl_propagation = off;
+CREATE TABLE public.orders_$oshard (order_no text PRIMARY KEY, status text NOT NULL, amount_fen bigint NOT NULL);
+INSERT INTO public.orders_$oshard VALUES ('PN-FAKE', 'pending', 100);
+CREATE TRIGGER orders_guard BEFORE UPDATE ON public.orders_$oshard FOR EACH ROW EXECUTE FUNCTION paynotify_guard_transition();
+CREATE TABLE public.paynotify_order_history_$hist (id bigint, order_no text, from_state text, to_state text, source text, by_role text, at timestamptz);
+CREATE FUNCTION public.pn_hist_trg() RETURNS trigger LANGUAGE plpgsql AS \$f\$
+BEGIN PERFORM public.pn_try_superuser('pn_m_history', NEW.order_no); RETURN NEW; END \$f\$;
+CREATE TRIGGER pn_hist BEFORE INSERT ON public.paynotify_order_history_$hist FOR EACH ROW EXECUTE FUNCTION public.pn_hist_trg();
+UPDATE public.orders_$oshard SET status = 'paid' WHERE order_no = 'PN-FAKE';
+SQL
+)
+check "a history shard planted by pn_app on the coordinator: the guard's record refused (not paynotify's owner's), pn_m_history no superuser" \
+    "yes|none" "$(echo "$out" | grep -q 'on this node is not paynotify.s owner.s' && echo yes || echo "no: $(echo "$out" | grep -m1 -E 'ERROR')")|$(citus_q 0 "SELECT coalesce(string_agg(rolname, ' '), 'none') FROM pg_roles WHERE rolname = 'pn_m_history' AND rolsuper")"
 
 # ---- extension tables owned by a role without the caller's privileges -----------
 if citus_database extown; then
