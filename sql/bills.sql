@@ -148,6 +148,17 @@ SELECT pay.paynotify_reconcile_summary('bl_wx', '2020-01-01');
 \set VERBOSITY terse
 -- what they say
 SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_bad_amount.csv'), '2026-03-14');
+-- a field quoted in the message is cut to 40 bytes, not inside a character
+-- (14 three-byte characters: 13 of them, 39 bytes)
+SELECT pay.paynotify_import_bill('bl_wx', convert_to(replace(convert_from(t.bill('wx_bad_amount.csv'), 'UTF8'),
+	'1.2.3', repeat('金', 14)), 'UTF8'), '2026-03-14');
+-- Stripe's JSON read as every JSON body is: a NUL byte and what follows it,
+-- or a byte that is no UTF-8 inside a string, refused (jsonb_in took the
+-- text before the NUL, and the byte as it stood)
+SELECT pay.paynotify_import_bill('bl_st', convert_to('{"object": "list", "data": [], "has_more": false}', 'UTF8')
+	|| '\x00'::bytea || convert_to('{"anything": 1}', 'UTF8'), '2026-03-14');
+SELECT pay.paynotify_import_bill('bl_st', convert_to('{"object": "list", "data": [{"object": "balance_transaction", "id": "txn_', 'UTF8')
+	|| '\xff'::bytea || convert_to('"}], "has_more": false}', 'UTF8'), '2026-03-14');
 SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_few_fields.csv'), '2026-03-14');
 SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_no_summary.csv'));
 SELECT pay.paynotify_import_bill('bl_wx', t.bill('wx_bomb.csv.gz'), '2026-03-14');

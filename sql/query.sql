@@ -469,6 +469,15 @@ SELECT order_no, status FROM public.orders WHERE order_no IN ('QS-2', 'QS-3', 'Q
 SELECT * FROM t.qtrace('QS-2') UNION ALL SELECT * FROM t.qtrace('QS-3');
 SELECT order_no, last_result, settled_by FROM pay.paynotify_expectation
 WHERE channel = 'qy_st' ORDER BY 1;
+-- an error's code longer than any gateway's (64 bytes): malformed, as the
+-- other gateways' are, and not written into the expectation's result; one
+-- of 64 bytes is
+SELECT status, outcome FROM pay.paynotify_query_apply('qy_st', 'QS-4', 400, '{}',
+	convert_to('{"error": {"code": "' || repeat('x', 65) || '"}}', 'UTF8'));
+SELECT last_result FROM pay.paynotify_expectation WHERE channel = 'qy_st' AND order_no = 'QS-4';
+SELECT status, outcome FROM pay.paynotify_query_apply('qy_st', 'QS-4', 400, '{}',
+	convert_to('{"error": {"code": "' || repeat('y', 64) || '"}}', 'UTF8'));
+SELECT last_result FROM pay.paynotify_expectation WHERE channel = 'qy_st' AND order_no = 'QS-4';
 
 -- bad calls: precise SQLSTATEs
 -- an app_id or seller_id that would add fields to what the app's key signs

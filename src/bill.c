@@ -113,6 +113,8 @@ malformed(const Bill *b, const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/* a message cut at the buffer's end is not cut inside a character */
+	msg[pg_mbcliplen(msg, strlen(msg), strlen(msg))] = '\0';
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
 			 errmsg("malformed %s bill: %s", b->format, msg)));
@@ -485,7 +487,7 @@ amount_of(const Bill *b, size_t line, PnBillField f, const char *name, int maxsc
 
 	if (!pn_bill_amount(f.s, f.len, 2, maxscale, &v))
 		malformed(b, "line %zu: %s \"%s\" is not an amount", line, name,
-				  pnstrdup(f.s, Min(f.len, 40)));
+				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
 	return (int64) v;
 }
 
@@ -496,7 +498,7 @@ time_of(const Bill *b, size_t line, PnBillField f, const char *name, bool second
 
 	if (!pn_bill_time(f.s, f.len, seconds_optional, &t))
 		malformed(b, "line %zu: %s \"%s\" is not a time", line, name,
-				  pnstrdup(f.s, Min(f.len, 40)));
+				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
 	return bill_timestamp(b, &t);
 }
 
@@ -901,7 +903,7 @@ stripe_amount(const Bill *b, size_t line, PnBillField f, const char *name, int s
 
 	if (!pn_bill_amount(f.s, f.len, scale, scale, &v))
 		malformed(b, "line %zu: %s \"%s\" is not an amount", line, name,
-				  pnstrdup(f.s, Min(f.len, 40)));
+				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
 	return (int64) v;
 }
 
@@ -1041,9 +1043,14 @@ parse_stripe_json(Bill *b, const char *text, size_t len)
 	bool		more;
 	MemoryContext old;
 
-	if (!pn_json_depth_ok(text, len, PAYNOTIFY_MAX_JSON_DEPTH))
-		malformed(b, "JSON nested deeper than %d", PAYNOTIFY_MAX_JSON_DEPTH);
-	doc = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(pnstrdup(text, len))));
+	/*
+	 * As every JSON body is read: valid UTF-8, no NUL byte (jsonb_in would
+	 * take the text before one and drop the rest), no deeper than
+	 * PAYNOTIFY_MAX_JSON_DEPTH, numbers jsonb can hold, not too many values
+	 */
+	if (len > INT_MAX || (doc = pn_parse_json(text, (int) len)) == NULL)
+		malformed(b, "not valid UTF-8 JSON (or nested deeper than %d, a NUL byte, a number too large, too many values)",
+				  PAYNOTIFY_MAX_JSON_DEPTH);
 	if (!pn_json_string(doc, "object", &object) || strcmp(object, "list") != 0 ||
 		!pn_json_objects(doc, "data", INT_MAX, &items, &n))
 		malformed(b, "not a list of balance transactions ({\"object\":\"list\",\"data\":[...]})");

@@ -815,10 +815,12 @@ stripe_query_response(const PnQueryResponse *resp, PnNotice *n, PnQueryAnswer *a
 	answer->verdict = PN_Q_PENDING;
 	if (pn_json_present(doc, "error"))
 	{
-		char	   *code;
+		char	   *code = NULL;
+		bool		has_code = pn_json_string(doc, "error.code", &code);
 
-		answer->state = pn_json_string(doc, "error.code", &code) && code[0] != '\0' ?
-			psprintf("error %s", code) : "error";
+		if (has_code && strlen(code) > 64)
+			return PN_R_MALFORMED;	/* as the other gateways' codes: no code is longer */
+		answer->state = has_code && code[0] != '\0' ? psprintf("error %s", code) : "error";
 		n->notify_id = pn_query_notify_id(resp->order_no, "error");
 		return PN_OK;
 	}
