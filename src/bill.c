@@ -652,6 +652,54 @@ parse_wxpay(Bill *b, const char *text, size_t len)
  * ---------------------------------------------------------------------
  */
 
+
+/* GBK converted a chunk at a time: at most this many bytes, then to a line's end */
+#define GBK_CHUNK (1024 * 1024)
+
+/*
+ * The GBK text in, as UTF-8, NUL-terminated.  PostgreSQL's conversion
+ * takes room for four times its input at once (a 256 MB detail file:
+ * 1 GB): here it converts a chunk of whole lines at a time, and the
+ * result grows with what it holds.  A chunk ends after a line feed,
+ * which is never a GBK character's second byte (0x40 to 0xFE); a line
+ * longer than a chunk is converted whole.
+ */
+static char *
+gbk_to_utf8(StringInfo in)
+{
+	StringInfoData out;
+	int			off = 0;
+
+	initStringInfo(&out);
+	while (off < in->len)
+	{
+		int			n = Min(in->len - off, GBK_CHUNK);
+		char	   *conv;
+
+		if (off + n < in->len)
+		{
+			int			k = n;
+
+			while (k > 0 && in->data[off + k - 1] != '\n')
+				k--;
+			if (k > 0)
+				n = k;
+			else
+			{
+				const char *nl = memchr(in->data + off + n, '\n', in->len - off - n);
+
+				n = nl != NULL ? (int) (nl - (in->data + off)) + 1 : in->len - off;
+			}
+		}
+		conv = (char *) pg_do_encoding_conversion((unsigned char *) in->data + off, n, PG_GBK, PG_UTF8);
+		appendStringInfoString(&out, conv);
+		if (conv != in->data + off)
+			pfree(conv);
+		off += n;
+	}
+	return out.data;
+}
+
 /* The 合计 row's 服务费 of the summary file, as a fee (positive: charged). */
 static void
 parse_alipay_summary(Bill *b, const char *text, size_t len)
@@ -720,7 +768,8 @@ parse_alipay(Bill *b, const char *data, size_t len)
 	initStringInfo(&dz);
 	initStringInfo(&sz);
 	unzip(b, data, len, &dz, &sz);
-	text = (char *) pg_do_encoding_conversion((unsigned char *) dz.data, dz.len, PG_GBK, PG_UTF8);
+	text = gbk_to_utf8(&dz);
+	pfree(dz.data);
 	if (sz.len > 0)
 		stext = (char *) pg_do_encoding_conversion((unsigned char *) sz.data, sz.len, PG_GBK, PG_UTF8);
 

@@ -183,6 +183,28 @@ base = "20880000000000000156_20260916"
 write("alipay_20260916.zip", ali_zip([(base + "_业务明细.csv", detail),
                                       (base + "_业务明细(汇总).csv", summary)]))
 write("alipay_20260916_detail.csv", detail.encode("gbk"))
+# a day of 12,000 payments (2.6 MB of GBK, every line with two-byte
+# characters): read a chunk of whole lines at a time (GBK_CHUNK, 1 MB).
+# The first line's note is padded so that the first 1 MB ends inside a
+# two-byte character: a chunk cut there, not at a line's end, is refused.
+big_rows = [ali_row("20260916220014%014d" % i, "PN2026091611%06d" % i, "交易", "测试商品甲乙丙",
+                    "2026-09-16 10:55:16", "2026-09-16 10:55:23", "*三(138****0000)", "1.00", "", "-0.01",
+                    "大额账单第%d笔" % i + ("x" * 51 if i == 0 else "")) for i in range(12000)]
+big_detail = "\r\n".join(
+    ali_head("支付宝业务明细查询", "业务明细列表", "2026年09月16日", "2026年09月17日")
+    + [ALI_HEADER] + big_rows
+    + ["#" + "-" * 41 + "业务明细列表结束" + "-" * 36,
+       "#交易合计：12000笔，商家实收共12000.00元，商家优惠共0.00元",
+       "#退款合计：0笔，商家实收退款共0.00元，商家优惠退款共0.00元",
+       "#导出时间：[2026年09月17日 05:46:49]"]) + "\r\n"
+big_summary = "\r\n".join(
+    ali_head("支付宝业务汇总查询", "业务汇总列表", "2026年09月16日", "2026年09月17日")
+    + [ALI_SUMMARY_HEADER,
+       "合计,,12000,0,12000.00,12000.00,0.00,0.00,0.00,-120.00,0.00,11880.00",
+       "#" + "-" * 40 + "业务汇总列表结束" + "-" * 37,
+       "#导出时间：[2026年09月17日 05:46:49]"]) + "\r\n"
+write("alipay_20260916_big.zip", ali_zip([(base + "_业务明细.csv", big_detail),
+                                          (base + "_业务明细(汇总).csv", big_summary)]))
 # malformed: no detail file; two detail files (two accounts' days)
 write("alipay_no_detail.zip", ali_zip([(base + "_业务明细(汇总).csv", summary)]))
 write("alipay_two_details.zip", ali_zip([(base + "_业务明细.csv", detail),
