@@ -214,9 +214,20 @@ char *
 pn_cert_serial(const char *pem, int len)
 {
 	char	   *hex = len >= 0 ? pn_pem_cert_serial(pem, (size_t) len) : NULL;
-	char	   *result = hex ? pstrdup(hex) : NULL;
+	char	   *result = NULL;
 
-	OPENSSL_free(hex);
+	if (hex != NULL)
+	{
+		/* no error between OpenSSL's allocation and its free */
+		result = palloc_extended(strlen(hex) + 1, MCXT_ALLOC_NO_OOM);
+		if (result != NULL)
+			strcpy(result, hex);
+		OPENSSL_free(hex);
+		if (result == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+	}
 	return result;
 }
 
