@@ -8,7 +8,11 @@
 # that paynotify's scripts and C code name (test/e2e/planted/plant.sql: for
 # every combination of common argument types where pg_catalog has no exact
 # match of its own; each counts its calls in the sequence planted_calls,
-# which no rollback undoes).  Two databases:
+# which no rollback undoes); and a shadow of each of paynotify's own
+# functions for each input argument retyped to another common type
+# (test/e2e/planted/own.sql, the signatures of every version read from a
+# database of their own), which a call of paynotify's with an argument not
+# of its exact type would take.  Two databases:
 #   shop     CREATE EXTENSION paynotify (1.4) into public;
 #   shop_up  CREATE EXTENSION paynotify VERSION '1.0' into public, then
 #            ALTER EXTENSION UPDATE TO 1.1, 1.2, 1.3 and 1.4, one step at a time,
@@ -18,7 +22,8 @@
 #       after each step, every function and operator the extension's objects
 #       depend on is in pg_catalog or the extension's own; from 1.3 every
 #       function also pins search_path;
-#   (b) no shadow ever ran: during the installs and updates, while a
+#   (b) no shadow ever ran (nor did a call meet two at once: no "is not
+#       unique" in the server's log): during the installs and updates, while a
 #       superuser replays every signed test vector through paynotify_handle
 #       and calls the superuser-only functions, while the operator's, the
 #       shim's and the relay's login roles (public first in their
