@@ -254,6 +254,44 @@ pn_shard_commit_level_kept(PnConfig *cfg, const char *channel, const char *notif
 }
 
 /*
+ * On Citus, what an entry sends to the shards' nodes carries the notice
+ * and its payload (for WeChat Pay the decrypted resource) as literals: the
+ * delegated call's text, the routed statements' shard queries.  Citus
+ * shows them to the session as messages where it asks for them
+ * (citus.log_remote_commands and citus.log_local_commands, NOTICE;
+ * client_min_messages down to DEBUG4, its rebuilt queries): the shim's
+ * role would read what it has no key to decrypt.  So for a session user
+ * who is not a superuser (who may read all of it anyway) both are off and
+ * client_min_messages no lower than NOTICE while the entry runs; its SET
+ * clause's setting level restores the session's at its end.  Always in
+ * paynotify_step_at (always): on the order's node it runs as the role
+ * Citus connected as, paynotify's owner, with the settings a caller's SET
+ * LOCAL may have sent there (citus.propagate_set_commands = local), and
+ * Citus passes that node's notices back to the caller.  The server's
+ * log, a superuser's to read, still gets what the settings send there.
+ */
+void
+pn_quiet_citus(bool always)
+{
+	static const char *const logs[] = {"citus.log_remote_commands", "citus.log_local_commands"};
+
+	if (GetConfigOption("citus.shard_count", true, false) == NULL ||
+		(!always && superuser_arg(GetSessionUserId())))
+		return;
+	for (size_t i = 0; i < lengthof(logs); i++)
+	{
+		const char *v = GetConfigOption(logs[i], true, false);
+
+		if (v != NULL && strcmp(v, "off") != 0)
+			(void) set_config_option(logs[i], "off", PGC_USERSET, PGC_S_SESSION,
+									 GUC_ACTION_SAVE, true, 0, false);
+	}
+	if (client_min_messages < NOTICE)
+		(void) set_config_option("client_min_messages", "notice", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
  * At commit, after pn_shard_commit_level ran in this transaction: where Citus
  * sends the SET LOCAL commands of a transaction to the nodes in it
  * (citus.propagate_set_commands = local), a caller's SET LOCAL
@@ -289,6 +327,8 @@ shard_commit_level_again(void)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* its statements name the notification and its order: as in the call */
+	pn_quiet_citus(false);
 	/* no statement is running: the queries need a snapshot of their own */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	if (SPI_connect() != SPI_OK_CONNECT)

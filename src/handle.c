@@ -270,6 +270,7 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	const char *name;
 	char	   *error;
 	MemoryContext outer_cxt;
+	MemoryContext mcxt;
 	char	   *outer_other;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -336,18 +337,37 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	outer_cxt = call_cxt;
 	outer_other = other_order;
 	pn_delegating = true;
+	mcxt = CurrentMemoryContext;
 	PG_TRY();
 	{
 		if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "paynotify: the delegated business step returned no row");
 	}
-	PG_FINALLY();
+	PG_CATCH();
 	{
+		ErrorData  *edata;
+
 		pn_delegating = false;
 		call_cxt = outer_cxt;
 		other_order = outer_other;
+		/*
+		 * An error the call did not catch (a cancel, a timeout) carries the
+		 * call's text as its context ("SQL statement ..."): the notice and
+		 * its payload, which the session that made the delivery (the shim's
+		 * role) is not to read.  It is passed on without it.
+		 */
+		MemoryContextSwitchTo(mcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		edata->context = pstrdup("paynotify's business step, delegated to the node of the order");
+		edata->internalquery = NULL;
+		edata->internalpos = 0;
+		ReThrowError(edata);
 	}
 	PG_END_TRY();
+	pn_delegating = false;
+	call_cxt = outer_cxt;
+	other_order = outer_other;
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	error = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
 	*outcome = PN_FAILED;

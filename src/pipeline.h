@@ -342,6 +342,8 @@ extern Datum pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hin
 					  PGFunction body, bool delegable);
 extern bool pn_step_log(PnConfig *cfg, const PnChannel *ch, const PnNotice *n,
 						const PnApplied *res, const char *error, PnStepLog how);
+/* Citus's messages of the statements it sends kept from the session (commit.c) */
+extern void pn_quiet_citus(bool always);
 /* an error's message as paynotify keeps or passes it on (step.c) */
 extern char *pn_clip_error(const char *message);
 extern char *pn_error_text(const ErrorData *edata);

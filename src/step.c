@@ -23,8 +23,6 @@
 #include "postgres.h"
 
 #include "executor/spi.h"
-#include "miscadmin.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "paynotify.h"
@@ -45,7 +43,6 @@ typedef struct ApplyCall
 } ApplyCall;
 
 static void apply_call(void *arg);
-static void quiet_citus(void);
 
 /*
  * How many of the entries that deliver or apply a notification
@@ -91,7 +88,7 @@ pn_entry(FunctionCallInfo fcinfo, const char *name, const char *hint, PGFunction
 						name),
 				 errdetail("It was called from code that the running one set off, such as a trigger on paynotify's tables."),
 				 hint != NULL ? errhint("%s", hint) : 0));
-	quiet_citus();
+	pn_quiet_citus(delegable);
 	entry_depth++;
 	PG_TRY();
 	{
@@ -154,40 +151,6 @@ unique_violation_on(PnConfig *cfg, const ErrorData *edata, const PnPlainInsert *
 		return false;
 	schema = get_namespace_name(cfg->nsp);
 	return schema != NULL && strcmp(edata->schema_name, schema) == 0;
-}
-
-/*
- * On Citus, what an entry sends to the shards' nodes carries the notice
- * and its payload (for WeChat Pay the decrypted resource) as literals: the
- * delegated call's text, the routed statements' shard queries.  Citus
- * shows them to the session as messages where it asks for them
- * (citus.log_remote_commands and citus.log_local_commands, NOTICE;
- * client_min_messages down to DEBUG4, its rebuilt queries): the shim's
- * role would read what it has no key to decrypt.  So for a session user
- * who is not a superuser (who may read all of it anyway) both are off and
- * client_min_messages no lower than NOTICE while the entry runs; its SET
- * clause's setting level restores the session's at its end.  The server's
- * log, a superuser's to read, still gets what the settings send there.
- */
-static void
-quiet_citus(void)
-{
-	static const char *const logs[] = {"citus.log_remote_commands", "citus.log_local_commands"};
-
-	if (GetConfigOption("citus.shard_count", true, false) == NULL ||
-		superuser_arg(GetSessionUserId()))
-		return;
-	for (size_t i = 0; i < lengthof(logs); i++)
-	{
-		const char *v = GetConfigOption(logs[i], true, false);
-
-		if (v != NULL && strcmp(v, "off") != 0)
-			(void) set_config_option(logs[i], "off", PGC_USERSET, PGC_S_SESSION,
-									 GUC_ACTION_SAVE, true, 0, false);
-	}
-	if (client_min_messages < NOTICE)
-		(void) set_config_option("client_min_messages", "notice", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
 }
 
 /* The step itself, inside the subtransaction: apply, then write the log row. */

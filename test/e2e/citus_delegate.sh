@@ -89,9 +89,9 @@ for i in $(seq 1 40); do
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1d" ]; then w1d=$i
     elif [ "$p" = "${CITUS_PORTS[1]}" ] && [ -z "$w1e" ]; then w1e=$i; fi
 done
-echo "# orders on worker 2: ${w2[*]:0:4}; on worker 1: $w1"
-[ "${#w2[@]}" -ge 16 ] && [ -n "$w1e" ] ||
-    { echo "setup: 16 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
+echo "# orders on worker 2: ${w2[*]:0:4} (${#w2[@]} in all); on worker 1: $w1"
+[ "${#w2[@]}" -ge 18 ] && [ -n "$w1e" ] ||
+    { echo "setup: 18 orders on worker 2 and 5 on worker 1 needed, found ${#w2[@]} and $([ -n "$w1e" ] && echo 5 || echo fewer)"
       echo "$pass passed, $((fail + 1)) failed"; exit 1; }
 dump() {	# dump INDEX SEED FILE: a first Stripe payment of order INDEX as one SQL call
     shim/paynotify-send --gateway stripe --mode distinct -n 1 --start "$1" --seed "$2" --keys test/vectors/keys \
@@ -157,6 +157,33 @@ out=$(PGOPTIONS="-c citus.log_remote_commands=on" \
     "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=postgres" -f "$STACK_DIR/quiet.sql" 2>&1)
 check "the same request again as a superuser: duplicate, the statements sent shown (a superuser may read them all)" \
     "duplicate|yes" "$(grep -xE '[a-z]+' <<<"$out")|$(grep -q 'issuing .*paynotify_step_at' <<<"$out" && echo yes || echo no)"
+# the same logs asked for on the order's node too: SET LOCAL sent there
+# with the call (citus.propagate_set_commands = local), where the call
+# runs as paynotify's owner and Citus passes that node's notices back
+ord=$(printf 'PN%08d' "${w2[16]}")
+dump "${w2[16]}" 93 "$STACK_DIR/quiet_remote.sql"
+out=$( { echo "SET citus.propagate_set_commands = 'local';"; echo "BEGIN;";
+         echo "SET LOCAL citus.log_remote_commands = on; SET LOCAL citus.log_local_commands = on; SET LOCAL client_min_messages = debug5;";
+         cat "$STACK_DIR/quiet_remote.sql"; echo "COMMIT;"; } |
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" 2>&1)
+check "coordinator, as notify_shim, the logs also set on the order's node by SET LOCAL: processed, no statement shown from either node, nothing of the payload" \
+    "processed|0|0" \
+    "$(grep -xE '[a-z]+' <<<"$out")|$(grep -E 'issuing|executing the command locally' <<<"$out" | grep -vcE 'issuing (COMMIT|BEGIN|SET LOCAL|SELECT assign_distributed_transaction_id)')|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")"
+# an error the delegated call does not catch (here the statement's timeout,
+# while a trigger on the order's shard of payment_record sleeps): the
+# call's text, with the payload, is not in what the session is shown
+ord=$(printf 'PN%08d' "${w2[17]}")
+pshard=$(citus_q 0 "SELECT shard_name('payment_record', get_shard_id_for_distribution_column('payment_record', '$ord'))")
+citus_sql 2 -c "SET citus.enable_ddl_propagation = off" \
+    -c "CREATE FUNCTION public.pn_slow() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_catalog.pg_sleep(3); RETURN NEW; END \$\$" \
+    -c "CREATE TRIGGER pn_slow BEFORE INSERT ON $pshard FOR EACH ROW EXECUTE FUNCTION public.pn_slow()" >/dev/null
+dump "${w2[17]}" 92 "$STACK_DIR/timeout.sql"
+out=$(PGOPTIONS="-c statement_timeout=1000" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" -f "$STACK_DIR/timeout.sql" 2>&1)
+citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_slow ON $pshard" -c "DROP FUNCTION public.pn_slow()" >/dev/null
+check "coordinator, as notify_shim, the delegated call cancelled by statement_timeout: the error, its context without the call's text or the payload, nothing applied" \
+    "1|0|0|1|pending" \
+    "$(grep -c 'canceling statement due to statement timeout' <<<"$out")|$(grep -c 'paynotify_step_at(' <<<"$out")|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")|$(grep -c "CONTEXT:  paynotify's business step, delegated to the node of the order" <<<"$out")|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$ord'")"
 
 # ---- a first delivery on the node of its order's shard: Citus runs the call in
 # the same backend, the one nesting of paynotify's entries that is let through
