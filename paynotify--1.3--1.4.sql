@@ -2959,3 +2959,25 @@ END
 $$;
 COMMENT ON FUNCTION @extschema@.paynotify_revoke(regrole, text) IS
 	'takes a capacity (admin, handler or relay) in this database from a role; with admin, the hooks it registered here or that run as it';
+
+-- ===== Citus: the functions that write secrets keep them out of its logs =====
+--
+-- On Citus the configuration tables are reference tables: a statement that
+-- writes one is sent to every node with its values written in, and Citus
+-- shows it to the session that asks (citus.log_remote_commands,
+-- citus.log_local_commands, client_min_messages down to debug4).  The
+-- operator who may configure channels, keys and endpoints may not read
+-- their key material or settings (docs/SECURITY.md): the functions that
+-- write them run with those logs off and no message below a notice.  (On
+-- one server the settings name nothing: a setting of a module not loaded
+-- is only kept.)
+ALTER FUNCTION @extschema@.paynotify_add_channel(text, text, jsonb)
+	SET citus.log_remote_commands = off SET citus.log_local_commands = off SET client_min_messages = notice;
+ALTER FUNCTION @extschema@.paynotify_alter_channel(text, jsonb)
+	SET citus.log_remote_commands = off SET citus.log_local_commands = off SET client_min_messages = notice;
+ALTER FUNCTION @extschema@.paynotify_add_key(text, text, text, timestamptz, timestamptz)
+	SET citus.log_remote_commands = off SET citus.log_local_commands = off SET client_min_messages = notice;
+ALTER FUNCTION @extschema@.paynotify_add_endpoint(text, text, text[], text[], interval, integer)
+	SET citus.log_remote_commands = off SET citus.log_local_commands = off SET client_min_messages = notice;
+ALTER FUNCTION @extschema@.paynotify_alter_endpoint(bigint, text, text, text[], text[], boolean, interval, integer, interval, interval)
+	SET citus.log_remote_commands = off SET citus.log_local_commands = off SET client_min_messages = notice;

@@ -379,6 +379,18 @@ check "the query's answer after the fallback applied once: one payment, one log 
 check "the query's answer after the fallback: its log row's source query" "query" \
     "$(citus_q 0 "SELECT string_agg(source, ',') FROM payment_notify_log WHERE order_no = '$ord'")"
 
+# ---- the operator writing secrets: the channel's settings and a key go to
+# every node in statements Citus would show; as pn_ops with both logs on and
+# every debug message asked for, neither the APIv3 key nor the new secret
+apiv3=$(tr -d '\n' <test/vectors/keys/wechat_apiv3.key)
+whsec=$(tr -d '\n' <test/vectors/keys/stripe_secret_2.txt)
+out=$(PGOPTIONS="-c citus.log_remote_commands=on -c citus.log_local_commands=on -c client_min_messages=debug5" \
+    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=pn_ops" \
+    -c "SELECT paynotify_alter_channel('wxpay'::text, '{\"tolerance_s\": 300}'::jsonb)" \
+    -c "SELECT paynotify_add_key('stripe'::text, 'whsec_q'::text, '$whsec'::text)" 2>&1)
+check "as pn_ops with Citus's logs on: the channel altered and a key added, neither the APIv3 key nor the key's secret shown" \
+    "0|0|1" "$(grep -cF "$apiv3" <<<"$out")|$(grep -cF "$whsec" <<<"$out")|$(citus_q 0 "SELECT count(*) FROM paynotify_key WHERE key_id = 'whsec_q'")"
+
 # ---- the inner function: nobody but paynotify's owner, on every node -----------------
 for i in 0 1 2; do
     for r in notify_shim notify_relay pn_ops; do
