@@ -2481,7 +2481,7 @@ BEGIN
 		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
 		SELECT a.what OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) a.object
 			   OPERATOR(pg_catalog.||) ' of role ' OPERATOR(pg_catalog.||)
-			   CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.owner::text END
+			   CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.owner::pg_catalog.regrole::text END
 			INTO orders_code
 			FROM (SELECT f.what, 'function ' OPERATOR(pg_catalog.||) f.fn::text AS object, f.owner::oid AS owner
 				  FROM @extschema@.paynotify_table_authors(orders) f
@@ -2489,7 +2489,10 @@ BEGIN
 				  SELECT o.what, o.object, o.owner::oid FROM @extschema@.paynotify_table_owners(orders) o) a
 			WHERE CASE WHEN a.owner OPERATOR(pg_catalog.=) 0 THEN true
 					   ELSE NOT pg_catalog.pg_has_role(a.owner, current_user, 'USAGE') END
-			  AND a.what OPERATOR(pg_catalog.<>) pg_catalog.format('the code of %s', orders)
+			  -- (the owner's own row is judged below; the roles it granted
+			  -- TRIGGER on the table, and PUBLIC, here)
+			  AND NOT (a.what OPERATOR(pg_catalog.=) pg_catalog.format('the code of %s', orders)
+					   AND a.owner OPERATOR(pg_catalog.=) orders_owner::pg_catalog.oid)
 			ORDER BY a.what LIMIT 1;
 		IF orders_code IS NOT NULL THEN
 			RAISE EXCEPTION 'the orders table % runs code of a role whose rights role "%" has and it has not',

@@ -192,6 +192,11 @@ PIECES
 # superuser, one of which runs SQL it is given as text: no function of
 # pn_app's is named, yet the copy would run pn_try_superuser as the caller.
 # Refused because the table is pn_app's (whose code may not run as postgres)
+# a role granted TRIGGER on the orders table (its triggers would run in the
+# copy as the caller): refused, the detail naming that right and the role
+out=$(refusal "GRANT TRIGGER ON orders TO pn_planter")
+check "refused: TRIGGER on the orders table granted to another role (42501, the detail naming the right and the role)" "42501|yes" \
+    "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | grep -q 'the right to create triggers on table public.orders of role pn_planter' && echo yes || echo "no: $out")"
 out=$(refusal "ALTER TABLE orders ADD CONSTRAINT pn_chk_xml CHECK (query_to_xml('SELECT public.pn_try_superuser(''pn_m_xml'', ''x'')', false, false, '') IS NOT NULL)")
 check "refused: a CHECK running SQL held as text through query_to_xml (42501, the table's owner named)" "42501|yes" \
     "$(echo "$out" | cut -d'|' -f1)|$(echo "$out" | grep -q 'which runs its code' && echo yes || echo "no: $out")"
