@@ -317,7 +317,7 @@ db_function(pn_db *db, PGconn *conn)
 	else if (PQntuples(res) != 1)
 		pn_log("PAYNOTIFY_FUNCTION=%s: no function %s(text, jsonb, bytea) in this role's search_path"
 			   " (set PAYNOTIFY_FUNCTION=<schema>.paynotify_handle, and give the role the"
-			   " handler capacity: SELECT paynotify_grant('<role>', 'handler'))",
+			   " handler capacity: SELECT paynotify_grant('<role>'::regrole, 'handler'))",
 			   db->cfg->function, db->cfg->function);
 	else if (strcmp(PQgetvalue(res, 0, 2), "t") != 0)
 		pn_log("PAYNOTIFY_FUNCTION=%s: the search_path finds %s, which is not the paynotify"
@@ -414,7 +414,7 @@ log_result(const char *what, const PGresult *res, PGconn *conn)
 		const char *dot = strchr(fn, '.');
 
 		pn_log("the role \"%s\" needs the handler capacity in database \"%s\": there, as the"
-			   " extension's owner, SELECT %.*s%spaynotify_grant('%s', 'handler')",
+			   " extension's owner, SELECT %.*s%spaynotify_grant('%s'::regrole, 'handler')",
 			   PQuser(conn), PQdb(conn), dot ? (int) (dot - fn) : 0,
 			   fn, dot ? "." : "", PQuser(conn));
 	}

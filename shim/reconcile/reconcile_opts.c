@@ -82,7 +82,7 @@ usage(FILE *out)
 	fprintf(out, "\nExit status: 0 stopped by SIGTERM/SIGINT (or --once: all applied);\n"
 			"1 --once: a query failed, or a database error; 2 a bad option or setting.\n"
 			"\nThe database role needs the relay capacity in the database it connects to:\n"
-			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n"
+			"  SELECT paynotify_grant('ROLE'::regrole, 'relay');  (there, as the extension's owner)\n"
 			"Its password goes in the file PGPASSFILE names (default ~/.pgpass; mode 0600),\n"
 			"one line host:port:database:user:password, never in --dsn.\n"
 			"Each query is logged (channel, order, HTTP status, outcome); the requests'\n"

@@ -78,7 +78,7 @@ usage(FILE *out)
 			"Environment (default in parentheses):\n");
 	pn_settings_usage_env(out, settings, NSETTINGS);
 	fprintf(out, "\nThe database role needs only the relay capacity in the database it connects to:\n"
-			"  SELECT paynotify_grant('ROLE', 'relay');  (there, as the extension's owner)\n"
+			"  SELECT paynotify_grant('ROLE'::regrole, 'relay');  (there, as the extension's owner)\n"
 			"Its password goes in the file PGPASSFILE names (default ~/.pgpass; mode 0600),\n"
 			"one line host:port:database:user:password, never in --dsn.\n"
 			"PAYNOTIFY_RELAY_SCHEMA is the extension's schema in that database:\n"
