@@ -44,6 +44,12 @@ PG_FUNCTION_INFO_V1(paynotify_bill_parse);
 
 /* Most bytes a bill may decompress to (all of a zip's entries together). */
 #define BILL_MAX_BYTES ((size_t) 256 * 1024 * 1024)
+/*
+ * Most values a Stripe bill's JSON may hold: its 100,000 transactions of
+ * forty or more values each, more than a notification's limit (the bytes'
+ * limit bounds it anyway)
+ */
+#define BILL_MAX_JSON_VALUES ((int64) 64 * 1024 * 1024)
 /* Most entries a zip may hold. */
 #define BILL_MAX_ENTRIES 64
 
@@ -1095,9 +1101,10 @@ parse_stripe_json(Bill *b, const char *text, size_t len)
 	/*
 	 * As every JSON body is read: valid UTF-8, no NUL byte (jsonb_in would
 	 * take the text before one and drop the rest), no deeper than
-	 * PAYNOTIFY_MAX_JSON_DEPTH, numbers jsonb can hold, not too many values
+	 * PAYNOTIFY_MAX_JSON_DEPTH, numbers jsonb can hold; at most
+	 * BILL_MAX_JSON_VALUES values
 	 */
-	if (len > INT_MAX || (doc = pn_parse_json(text, (int) len)) == NULL)
+	if (len > INT_MAX || (doc = pn_parse_json_max(text, (int) len, BILL_MAX_JSON_VALUES)) == NULL)
 		malformed(b, "not valid UTF-8 JSON (or nested deeper than %d, a NUL byte, a number too large, too many values)",
 				  PAYNOTIFY_MAX_JSON_DEPTH);
 	if (!pn_json_string(doc, "object", &object) || strcmp(object, "list") != 0 ||

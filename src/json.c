@@ -155,6 +155,17 @@ text_ok(const char *text, int len)
 Jsonb *
 pn_parse_json(const char *text, int len)
 {
+	return pn_parse_json_max(text, len, MAX_JSON_VALUES);
+}
+
+/*
+ * pn_parse_json with at most max_values values: for a document that is
+ * not a request to answer (a day's bill), where one that outgrows jsonb
+ * may end in PostgreSQL's own error.
+ */
+Jsonb *
+pn_parse_json_max(const char *text, int len, int64 max_values)
+{
 	JsonLexContext *lex;
 	JsonSemAction sem;
 	Builder		b;
@@ -163,7 +174,7 @@ pn_parse_json(const char *text, int len)
 		return NULL;
 
 	memset(&b, 0, sizeof(b));
-	b.count.max_values = MAX_JSON_VALUES;
+	b.count.max_values = max_values;
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &b;
 	sem.object_start = build_object_start;

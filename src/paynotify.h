@@ -395,6 +395,7 @@ extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **v
 extern char *pn_clip_text(const char *s, int max);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
+extern Jsonb *pn_parse_json_max(const char *text, int len, int64 max_values);
 /* string fields of JSON text that is never stored (json.c, parse/fields.c) */
 extern bool pn_json_fields(const char *text, int len, PnJsonField *fields, int n);
 /* Dotted-path lookups; false when absent or of another type. */
