@@ -169,21 +169,31 @@ out=$( { echo "SET citus.propagate_set_commands = 'local';"; echo "BEGIN;";
 check "coordinator, as notify_shim, the logs also set on the order's node by SET LOCAL: processed, no statement shown from either node, nothing of the payload" \
     "processed|0|0" \
     "$(grep -xE '[a-z]+' <<<"$out")|$(grep -E 'issuing|executing the command locally' <<<"$out" | grep -vcE 'issuing (COMMIT|BEGIN|SET LOCAL|SELECT assign_distributed_transaction_id)')|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")"
-# an error the delegated call does not catch (here the statement's timeout,
-# while a trigger on the order's shard of payment_record sleeps): the
-# call's text, with the payload, is not in what the session is shown
+# an error the delegated call does not catch (here a cancel, sent once a
+# trigger on the order's shard of payment_record is seen sleeping there, so
+# that it reaches the call whatever the machine's speed): the call's text,
+# with the payload, is not in what the session is shown
 ord=$(printf 'PN%08d' "${w2[17]}")
 pshard=$(citus_q 0 "SELECT shard_name('payment_record', get_shard_id_for_distribution_column('payment_record', '$ord'))")
 citus_sql 2 -c "SET citus.enable_ddl_propagation = off" \
-    -c "CREATE FUNCTION public.pn_slow() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_catalog.pg_sleep(3); RETURN NEW; END \$\$" \
+    -c "CREATE FUNCTION public.pn_slow() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN PERFORM pg_catalog.pg_sleep(120); RETURN NEW; END \$\$" \
     -c "CREATE TRIGGER pn_slow BEFORE INSERT ON $pshard FOR EACH ROW EXECUTE FUNCTION public.pn_slow()" >/dev/null
-dump "${w2[17]}" 92 "$STACK_DIR/timeout.sql"
-out=$(PGOPTIONS="-c statement_timeout=1000" \
-    "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" -f "$STACK_DIR/timeout.sql" 2>&1)
+dump "${w2[17]}" 92 "$STACK_DIR/cancel.sql"
+PGAPPNAME=pn_cancel_me "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[0]} dbname=postgres user=notify_shim" \
+    -f "$STACK_DIR/cancel.sql" >"$STACK_DIR/cancel.out" 2>&1 &
+cpid=$!
+for _ in $(seq 1 600); do
+    [ "$(citus_q 2 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")" = 1 ] && break
+    sleep 0.2
+done
+sleeping=$(citus_q 2 "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+citus_q 0 "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'pn_cancel_me'" >/dev/null
+wait $cpid
+out=$(cat "$STACK_DIR/cancel.out")
 citus_sql 2 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_slow ON $pshard" -c "DROP FUNCTION public.pn_slow()" >/dev/null
-check "coordinator, as notify_shim, the delegated call cancelled by statement_timeout: the error, its context without the call's text or the payload, nothing applied" \
-    "1|0|0|1|pending" \
-    "$(grep -c 'canceling statement due to statement timeout' <<<"$out")|$(grep -c 'paynotify_step_at(' <<<"$out")|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")|$(grep -c "CONTEXT:  paynotify's business step, delegated to the node of the order" <<<"$out")|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$ord'")"
+check "coordinator, as notify_shim, the delegated call cancelled while the step sleeps on the order's node: the error, its context without the call's text or the payload, nothing applied" \
+    "1|1|0|0|1|pending" \
+    "$sleeping|$(grep -c 'canceling statement due to user request' <<<"$out")|$(grep -c 'paynotify_step_at(' <<<"$out")|$(grep -Ec 'payment_intent|latest_charge' <<<"$out")|$(grep -c "CONTEXT:  paynotify's business step, delegated to the node of the order" <<<"$out")|$(citus_q 0 "SELECT status FROM orders WHERE order_no = '$ord'")"
 
 # ---- a first delivery on the node of its order's shard: Citus runs the call in
 # the same backend, the one nesting of paynotify's entries that is let through
