@@ -2475,8 +2475,9 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = orders) THEN
 		-- the table (and its partitions) held until the copy: no trigger,
-		-- rule, policy or column is given to it meanwhile, so its owner's
-		-- and the TRIGGER grantees' rows need not be judged, its code is
+		-- rule, policy or column is given to it meanwhile, so what is
+		-- judged below (the code it runs, its TRIGGER grantees, its owner)
+		-- is what the copy runs
 		EXECUTE pg_catalog.format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', orders);
 		SELECT c.relowner::regrole INTO orders_owner FROM pg_catalog.pg_class c WHERE c.oid = orders;
 		SELECT a.what OPERATOR(pg_catalog.||) ', ' OPERATOR(pg_catalog.||) a.object

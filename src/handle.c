@@ -207,41 +207,28 @@ delegable(PnConfig *cfg, const PnNotice *n)
 		 n->action == PN_ACT_NONE);
 }
 
-/* a literal of s for a query's text, or NULL */
-static const char *
-literal_or_null(const char *s)
-{
-	return s != NULL ? quote_literal_cstr(s) : "NULL";
-}
-
-static const char *
-jsonb_literal(Jsonb *j)
-{
-	return j != NULL ? quote_literal_cstr(JsonbToCString(NULL, &j->root, VARSIZE(j))) : "NULL";
-}
-
 /*
- * The request's headers as the order's node needs them, a jsonb literal:
- * only the client its delivery is recorded under (pn_delivery_record), as
- * it is recorded, so that nothing else the request carried (a proxy's
- * cookies or tokens) is written into the statement sent there, where its
- * activity and its log would show it.
+ * The request's headers as the order's node needs them: only the client
+ * its delivery is recorded under (pn_delivery_record), as it is recorded,
+ * so that nothing else the request carried (a proxy's cookies or tokens)
+ * is written into the statement sent there, where its activity and its
+ * log would show it.  NULL without a client.
  */
-static const char *
-client_headers_literal(Jsonb *headers)
+static Jsonb *
+client_headers_jsonb(Jsonb *headers)
 {
 	char	   *client = pn_client_header(headers);
 	StringInfoData j;
 
 	if (client == NULL)
-		return "NULL";
+		return NULL;
 	initStringInfo(&j);
 	appendStringInfoChar(&j, '{');
 	escape_json(&j, PN_CLIENT_HEADER);
 	appendStringInfoString(&j, ": ");
 	escape_json(&j, client);
 	appendStringInfoChar(&j, '}');
-	return quote_literal_cstr(j.data);
+	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(j.data)));
 }
 
 /*
@@ -250,7 +237,8 @@ client_headers_literal(Jsonb *headers)
  * another order); a row there keeps the notification on today's path
  * (false: the caller goes on with dedup_and_apply, which reads them again
  * and answers as always).  Else one call, SELECT * FROM
- * paynotify_step_at('<order>', ...), every argument a literal: Citus sends
+ * paynotify_step_at($1, ...), every argument a parameter that SPI gives
+ * the planner as a constant: Citus sends
  * it to the node that holds the order's shard (force_delegation), which
  * takes the notification's lock, deduplicates, applies, records the
  * delivery and sets the commit level in its transaction; it returns the
@@ -272,6 +260,12 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	MemoryContext outer_cxt;
 	MemoryContext mcxt;
 	char	   *outer_other;
+	Oid			ctypes[9] = {TEXTOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, JSONBOID, INT4OID, TEXTOID, TEXTOID};
+	Datum		cargs[9];
+	char		cnulls[9] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+	Jsonb	   *notice;
+	Jsonb	   *client;
+	const char *history;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "paynotify: SPI_connect failed");
@@ -315,19 +309,33 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	pn_force_synchronous_commit();
 	initStringInfo(&q);
 	/*
-	 * Every argument of its exact type: with untyped literals a function of
-	 * the same name whose arguments are all text, planted in the
-	 * extension's schema (public, where others may create), would be the
-	 * better match, and run as paynotify's owner.
+	 * Every argument a parameter of its exact type: a function of the same
+	 * name planted in the extension's schema (public, where others may
+	 * create) is never the better match, and the statement's text, which
+	 * SPI gives as the context of every message raised while it runs
+	 * (a warning relayed from the order's node, an error), holds nothing of
+	 * the notice or its payload.  Citus plans the call with the values as
+	 * constants (SPI passes them as such) and sends it to the order's node
+	 * with them written in.
 	 */
-	appendStringInfo(&q, "SELECT outcome, error FROM %s.paynotify_step_at(%s::pg_catalog.text,"
-					 " %s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.jsonb, %s::pg_catalog.jsonb,"
-					 " %s::pg_catalog.jsonb, %d::pg_catalog.int4, %s::pg_catalog.text, %s::pg_catalog.text)",
-					 cfg->schema, quote_literal_cstr(n->order_no), quote_literal_cstr(ch->name),
-					 quote_literal_cstr(n->notify_id), jsonb_literal(pn_notice_to_jsonb(n)),
-					 jsonb_literal(n->payload), client_headers_literal(headers), paynotify_lock_timeout,
-					 quote_literal_cstr(GetConfigOption("synchronous_commit", false, false)),
-					 literal_or_null(GetConfigOption("paynotify.delivery_history", true, false)));
+	appendStringInfo(&q, "SELECT outcome, error FROM %s.paynotify_step_at($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+					 cfg->schema);
+	cargs[0] = CStringGetTextDatum(n->order_no);
+	cargs[1] = CStringGetTextDatum(ch->name);
+	cargs[2] = CStringGetTextDatum(n->notify_id);
+	notice = pn_notice_to_jsonb(n);
+	cargs[3] = notice ? JsonbPGetDatum(notice) : (Datum) 0;
+	cnulls[3] = notice ? ' ' : 'n';
+	cargs[4] = n->payload ? JsonbPGetDatum(n->payload) : (Datum) 0;
+	cnulls[4] = n->payload ? ' ' : 'n';
+	client = client_headers_jsonb(headers);
+	cargs[5] = client ? JsonbPGetDatum(client) : (Datum) 0;
+	cnulls[5] = client ? ' ' : 'n';
+	cargs[6] = Int32GetDatum(paynotify_lock_timeout);
+	cargs[7] = CStringGetTextDatum(GetConfigOption("synchronous_commit", false, false));
+	history = GetConfigOption("paynotify.delivery_history", true, false);
+	cargs[8] = history ? CStringGetTextDatum(history) : (Datum) 0;
+	cnulls[8] = history ? ' ' : 'n';
 	/*
 	 * Where the order's shard is on this node, Citus runs the call in this
 	 * backend: its paynotify_step_at is let through by pn_entry, and sets
@@ -340,7 +348,8 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 	mcxt = CurrentMemoryContext;
 	PG_TRY();
 	{
-		if (SPI_execute(q.data, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		if (SPI_execute_with_args(q.data, 9, ctypes, cargs, cnulls, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
 			elog(ERROR, "paynotify: the delegated business step returned no row");
 	}
 	PG_CATCH();
@@ -351,10 +360,10 @@ delegate(PnConfig *cfg, const PnChannel *ch, const PnNotice *n, Jsonb *headers,
 		call_cxt = outer_cxt;
 		other_order = outer_other;
 		/*
-		 * An error the call did not catch (a cancel, a timeout) carries the
-		 * call's text as its context ("SQL statement ..."): the notice and
-		 * its payload, which the session that made the delivery (the shim's
-		 * role) is not to read.  It is passed on without it.
+		 * An error the call did not catch (a cancel, a timeout) is passed on
+		 * with a context of its own: none of the layers below it (the
+		 * order's node's, Citus's) is to show the session that made the
+		 * delivery (the shim's role) anything of the notice or its payload.
 		 */
 		MemoryContextSwitchTo(mcxt);
 		edata = CopyErrorData();

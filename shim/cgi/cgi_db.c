@@ -413,10 +413,29 @@ log_result(const char *what, const PGresult *res, PGconn *conn)
 		const char *fn = log_function ? log_function : "";
 		const char *dot = strchr(fn, '.');
 
+		const char *user = PQuser(conn);
+		char		lit[2 * 64 + 8];
+		size_t		k = 0;
+
+		/*
+		 * the role as a regrole literal: '"name"', its " and ' doubled, so
+		 * that the command names this role whatever its case
+		 */
+		lit[k++] = '\'';
+		lit[k++] = '"';
+		for (const char *c = user ? user : ""; *c && k < sizeof(lit) - 4; c++)
+		{
+			if (*c == '"' || *c == '\'')
+				lit[k++] = *c;
+			lit[k++] = *c;
+		}
+		lit[k++] = '"';
+		lit[k++] = '\'';
+		lit[k] = '\0';
 		pn_log("the role \"%s\" needs the handler capacity in database \"%s\": there, as the"
-			   " extension's owner, SELECT %.*s%spaynotify_grant('%s'::regrole, 'handler')",
-			   PQuser(conn), PQdb(conn), dot ? (int) (dot - fn) : 0,
-			   fn, dot ? "." : "", PQuser(conn));
+			   " extension's owner, SELECT %.*s%spaynotify_grant(%s::regrole, 'handler')",
+			   user, PQdb(conn), dot ? (int) (dot - fn) : 0,
+			   fn, dot ? "." : "", lit);
 	}
 }
 

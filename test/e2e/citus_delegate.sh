@@ -249,7 +249,8 @@ citus_sql 1 -c "SET citus.enable_ddl_propagation = off" -c "DROP TRIGGER pn_fail
 # (always, with a message of 6,029 bytes, of two-byte characters after its
 # first 29); prints what psql printed.  With a fifth argument "again": the
 # same request as the last one for ORDER_INDEX, byte for byte (or the file
-# written there).  As a superuser (see call), or as FALLBACK_USER.
+# written there).  As a superuser (see call), or as FALLBACK_USER; with
+# FALLBACK_CONTEXT set, psql prints every message's context.
 fallback() {
     local ord shard node
     ord=$(printf 'PN%08d' "$2")
@@ -271,7 +272,8 @@ fallback() {
             "$STACK_DIR/fallback$2.sql"
     fi
     PGOPTIONS="-c citus.log_remote_commands=on -c client_min_messages=log" \
-        "$PN_PGBIN/psql" -X -q -tA "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=${FALLBACK_USER:-postgres}" -f "$STACK_DIR/fallback$2.sql" 2>&1
+        "$PN_PGBIN/psql" -X -q -tA ${FALLBACK_CONTEXT:+-v SHOW_CONTEXT=always} \
+        "host=127.0.0.1 port=${CITUS_PORTS[$1]} dbname=postgres user=${FALLBACK_USER:-postgres}" -f "$STACK_DIR/fallback$2.sql" 2>&1
     for i in 0 1; do
         citus_sql "$i" -c "SET citus.enable_ddl_propagation = off" -c "ALTER DATABASE postgres RESET paynotify.delivery_history" >/dev/null
     done
@@ -331,6 +333,14 @@ check "coordinator: the delivery record failing there and on the routed path: an
         python3 -c 'import sys; print(" ".join(str(len(l.rstrip(b"\n").decode("utf-8"))) and str(len(l.rstrip(b"\n"))) for l in sys.stdin.buffer))' 2>&1)"
 check "coordinator: after that error nothing applied or recorded: no payment, no log row, the order pending, no event, no delivery recorded" \
     "0||pending|0|" "$(applied "$ord")"
+# the warnings relayed from the order's node while the call runs, their
+# context printed (psql's SHOW_CONTEXT always), as the shim's role: the
+# call's statement there names its arguments, not the notice or payload
+ord=$(printf 'PN%08d' "${w2[8]}")
+raw=$(FALLBACK_USER=notify_shim FALLBACK_CONTEXT=1 fallback 0 "${w2[8]}" 91 once)
+check "coordinator, as notify_shim, every message's context printed: the fallback's warnings shown, with their context, nothing of the payload" \
+    "processed|1|1|yes|0" \
+    "$(warned "$raw" "$ord" 'the first delivery record fails' | cut -d'|' -f1-3)|$(grep -q '^CONTEXT:' <<<"$raw" && echo yes || echo no)|$(grep -Ec 'payment_intent|latest_charge' <<<"$raw")"
 # ---- the order's node's configuration unreadable (a channel of an unknown
 # gateway written into worker 2's copy of the reference table alone, as a
 # node half-way through an upgrade may have): the call's error is caught

@@ -297,6 +297,8 @@ for v in 1.1 1.2 1.3 1.4; do
     [ "$v" = 1.3 ] || [ "$v" = 1.4 ] && check_catalog shop_up "$v" all || check_catalog shop_up "$v"
     check_public_grant shop_up "$t" "after the update to $v"
 done
+check "shadows of paynotify's own functions planted in shop_up too (before the install and each update)" t \
+    "$(suq shop_up "SELECT count(*) > 2000 FROM pg_proc WHERE pronamespace = 'public'::regnamespace AND prosrc LIKE '%planted shadow of paynotify%'")"
 check_public_grant shop_up app_lookup "after every update"
 check "no call of paynotify's met two shadows at once (no 'is not unique' in the server's log)" 0 \
     "$(grep -c 'is not unique' "$dir/server.log" || true)"

@@ -259,7 +259,7 @@ check "without the handler capacity: 503" 503 "$code"
 grep -q 'permission denied for \(schema payments\|function paynotify_handle\)' "$T/log/paynotify-cgi.log" &&
     row 'shim log: `permission denied for schema payments` or `for function paynotify_handle`'
 check_status "... the shim's log says why, as the troubleshooting table has it" $?
-grep -qF "needs the handler capacity in database \"shop\": there, as the extension's owner, SELECT payments.paynotify_grant('paynotify_shim', 'handler')" \
+grep -qF "needs the handler capacity in database \"shop\": there, as the extension's owner, SELECT payments.paynotify_grant('\"paynotify_shim\"'::regrole, 'handler')" \
     "$T/log/paynotify-cgi.log"
 check_status "... and what to do" $?
 sql "SELECT payments.paynotify_grant('paynotify_shim', 'handler')" >/dev/null
