@@ -2257,8 +2257,8 @@ $$;
 --
 -- paynotify_step_at runs an authentic notice's business step where it is
 -- called: on Citus, paynotify_distribute() distributes it by its order_no
--- argument with force_delegation, so that paynotify_handle's call (the
--- order number a literal) is sent to the node that holds the order's
+-- argument with force_delegation, so that paynotify_handle's call (its
+-- arguments parameters the planner folds to constants) is sent to the node that holds the order's
 -- shard, as one statement.  It trusts its notice as authentic: whoever
 -- can call it can pay any order.  EXECUTE is revoked from PUBLIC and
 -- granted to nobody (no capacity of paynotify_grant names it): only

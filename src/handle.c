@@ -236,7 +236,7 @@ client_headers_jsonb(Jsonb *headers)
  * lock on this node, then the two reads of every shard as one (the id under another order, the trade recorded for
  * another order); a row there keeps the notification on today's path
  * (false: the caller goes on with dedup_and_apply, which reads them again
- * and answers as always).  Else one call, SELECT * FROM
+ * and answers as always).  Else one call, SELECT outcome, error FROM
  * paynotify_step_at($1, ...), every argument a parameter that SPI gives
  * the planner as a constant: Citus sends
  * it to the node that holds the order's shard (force_delegation), which

@@ -414,7 +414,10 @@ log_result(const char *what, const PGresult *res, PGconn *conn)
 		const char *dot = strchr(fn, '.');
 
 		const char *user = PQuser(conn);
+		const char *name = user ? user : "";
+		size_t		len = strlen(name);
 		char		lit[2 * 64 + 8];
+		char		shown[sizeof(lit)];
 		size_t		k = 0;
 
 		/*
@@ -423,19 +426,28 @@ log_result(const char *what, const PGresult *res, PGconn *conn)
 		 */
 		lit[k++] = '\'';
 		lit[k++] = '"';
-		for (const char *c = user ? user : ""; *c && k < sizeof(lit) - 4; c++)
+		/* as the server keeps a name: at most 63 bytes, whole characters */
+		if (len > 63)
 		{
-			if (*c == '"' || *c == '\'')
-				lit[k++] = *c;
-			lit[k++] = *c;
+			len = 63;
+			while (len > 0 && ((unsigned char) name[len] & 0xC0) == 0x80)
+				len--;
+		}
+		for (size_t i = 0; i < len; i++)
+		{
+			if (name[i] == '"' || name[i] == '\'')
+				lit[k++] = name[i];
+			lit[k++] = name[i];
 		}
 		lit[k++] = '"';
 		lit[k++] = '\'';
 		lit[k] = '\0';
+		/* (a control byte in a role's name would break the log's line) */
+		pn_log_text(shown, sizeof(shown), lit);
 		pn_log("the role \"%s\" needs the handler capacity in database \"%s\": there, as the"
 			   " extension's owner, SELECT %.*s%spaynotify_grant(%s::regrole, 'handler')",
 			   user, PQdb(conn), dot ? (int) (dot - fn) : 0,
-			   fn, dot ? "." : "", lit);
+			   fn, dot ? "." : "", shown);
 	}
 }
 
