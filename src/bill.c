@@ -120,10 +120,9 @@ malformed(const Bill *b, const char *fmt,...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	/* a message cut at the buffer's end is not cut inside a character */
-	msg[pg_mbcliplen(msg, strlen(msg), strlen(msg))] = '\0';
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-			 errmsg("malformed %s bill: %s", b->format, msg)));
+			 errmsg("malformed %s bill: %s", b->format, pn_clip_len(msg, strlen(msg), strlen(msg)))));
 }
 
 /* A UTF-8 field as a palloc'd string in the database's encoding. */
@@ -493,7 +492,7 @@ amount_of(const Bill *b, size_t line, PnBillField f, const char *name, int maxsc
 
 	if (!pn_bill_amount(f.s, f.len, 2, maxscale, &v))
 		malformed(b, "line %zu: %s \"%s\" is not an amount", line, name,
-				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
+				  pn_clip_len(f.s, (int) Min(f.len, 1024), 40));
 	return (int64) v;
 }
 
@@ -504,7 +503,7 @@ time_of(const Bill *b, size_t line, PnBillField f, const char *name, bool second
 
 	if (!pn_bill_time(f.s, f.len, seconds_optional, &t))
 		malformed(b, "line %zu: %s \"%s\" is not a time", line, name,
-				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
+				  pn_clip_len(f.s, (int) Min(f.len, 1024), 40));
 	return bill_timestamp(b, &t);
 }
 
@@ -958,7 +957,7 @@ stripe_amount(const Bill *b, size_t line, PnBillField f, const char *name, int s
 
 	if (!pn_bill_amount(f.s, f.len, scale, scale, &v))
 		malformed(b, "line %zu: %s \"%s\" is not an amount", line, name,
-				  pnstrdup(f.s, pg_mbcliplen(f.s, (int) Min(f.len, 1024), 40)));
+				  pn_clip_len(f.s, (int) Min(f.len, 1024), 40));
 	return (int64) v;
 }
 

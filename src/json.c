@@ -130,7 +130,14 @@ pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *
 char *
 pn_clip_text(const char *s, int max)
 {
-	return pnstrdup(s, pg_mbcliplen(s, strlen(s), max));
+	return pn_clip_len(s, strlen(s), max);
+}
+
+/* pn_clip_text of the len bytes at s (no NUL needed), NUL-terminated */
+char *
+pn_clip_len(const char *s, int len, int max)
+{
+	return pnstrdup(s, pg_mbcliplen(s, len, max));
 }
 
 /* ---------------------------------------------------------------------

@@ -393,6 +393,7 @@ extern int	pn_header(Jsonb *headers, const char *name, char **value);
 extern void pn_headers(Jsonb *headers, const char *const *names, int n, char **values, int *found);
 /* A palloc'd copy of s, at most max bytes, not cut inside a character. */
 extern char *pn_clip_text(const char *s, int max);
+extern char *pn_clip_len(const char *s, int len, int max);
 /* Parse UTF-8 JSON text into jsonb; NULL when invalid, too deep or not UTF-8. */
 extern Jsonb *pn_parse_json(const char *text, int len);
 extern Jsonb *pn_parse_json_max(const char *text, int len, int64 max_values);
